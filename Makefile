@@ -1,0 +1,38 @@
+# pipelinectl: `make run` and `make test` work as the first command on a fresh Debian machine with
+# the Swift toolchain: each first installs the Debian packages that are missing.
+
+SWIFT ?= swift
+# C libraries (MagickWand 6 Q16, libcurl, libyaml), pkg-config to find them, and ImageMagick's
+# command-line tools (samples are made with `convert`; tests check outputs with `identify`).
+APT_PACKAGES = pkg-config libmagickwand-6.q16-dev libcurl4-openssl-dev libyaml-dev imagemagick
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: deps build release run test samples clean
+
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release
+
+samples: deps
+	examples/make-samples.sh
+
+# The main job: 256px thumbnails of the bundled samples.
+run: release samples
+	.build/release/pipelinectl run thumbnails examples/urls.txt --report out/thumbnails-report.json
+	@echo "thumbnails written to out/thumbnails/ (report: out/thumbnails-report.json)"
+
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test
+
+clean:
+	rm -rf .build out .cache

@@ -1,0 +1,75 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "PipelineKit",
+    platforms: [.macOS(.v13)],
+    products: [
+        .library(name: "PipelineKit", targets: ["PipelineKit"]),
+        .library(name: "Plugins", targets: ["Plugins"]),
+        .executable(name: "pipelinectl", targets: ["pipelinectl"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/swhitty/FlyingFox.git", from: "0.27.1"),
+    ],
+    targets: [
+        // C libraries, found through pkg-config. `make` installs the Debian packages named here.
+        .systemLibrary(
+            name: "CMagickWand",
+            pkgConfig: "MagickWand",
+            providers: [.apt(["libmagickwand-6.q16-dev"])]
+        ),
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        // The vocabulary and the engine.
+        .target(
+            name: "PipelineKit",
+            dependencies: [
+                "CMagickWand",
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        // Every built-in stage, registered through PipelineKit's public API.
+        .target(
+            name: "Plugins",
+            dependencies: ["PipelineKit", "CMagickWand", "CCurl"]
+        ),
+        // The command line.
+        .executableTarget(
+            name: "pipelinectl",
+            dependencies: [
+                "PipelineKit", "Plugins",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "PipelineKitTests",
+            dependencies: ["PipelineKit", "Plugins"]
+        ),
+        .testTarget(
+            name: "PluginsTests",
+            dependencies: [
+                "PipelineKit", "Plugins",
+                .product(name: "FlyingFox", package: "FlyingFox"),
+            ]
+        ),
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: [
+                "PipelineKit",
+                .product(name: "FlyingFox", package: "FlyingFox"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,120 @@
+import Foundation
+import Yams
+
+/// Turns a YAML node into an ``OptionValue`` of the kind an ``OptionSpec`` declares, or a message.
+struct OptionProblem: Error {
+    let message: String
+    init(_ message: String) { self.message = message }
+}
+
+enum OptionParsing {
+    /// The value, or the message that explains what was expected.
+    static func parse(_ node: Node, kind: OptionSpec.Kind, name: String) -> Result<OptionValue, OptionProblem> {
+        switch kind {
+        case .list(let element):
+            guard case .sequence(let sequence) = node else {
+                return .failure(OptionProblem("expected a \(kind.name) for '\(name)', got \(describe(node))"))
+            }
+            var values: [OptionValue] = []
+            for item in sequence {
+                switch parse(item, kind: element, name: name) {
+                case .success(let value): values.append(value)
+                case .failure(let problem): return .failure(problem)
+                }
+            }
+            return .success(.list(values))
+        case .map:
+            guard case .mapping(let mapping) = node else {
+                return .failure(OptionProblem("expected a map for '\(name)', got \(describe(node))"))
+            }
+            var values: [String: OptionValue] = [:]
+            for (key, value) in mapping {
+                guard let k = key.scalar?.string, let v = value.scalar?.string else {
+                    return .failure(OptionProblem("expected a map of strings for '\(name)'"))
+                }
+                values[k] = .string(v)
+            }
+            return .success(.map(values))
+        default:
+            break
+        }
+        guard case .scalar(let scalar) = node else {
+            return .failure(OptionProblem("expected \(expectation(kind)) for '\(name)', got \(describe(node))"))
+        }
+        let text = scalar.string
+        switch kind {
+        case .int:
+            if let value = Int(text) { return .success(.int(value)) }
+            return .failure(OptionProblem("expected an integer for '\(name)', got '\(text)'"))
+        case .number:
+            if let value = Double(text), value.isFinite { return .success(.number(value)) }
+            return .failure(OptionProblem("expected a number for '\(name)', got '\(text)'"))
+        case .bool:
+            switch text.lowercased() {
+            case "true", "yes", "on": return .success(.bool(true))
+            case "false", "no", "off": return .success(.bool(false))
+            default: return .failure(OptionProblem("expected true or false for '\(name)', got '\(text)'"))
+            }
+        case .string, .path, .color:
+            return .success(.string(text))
+        case .oneOf(let allowed):
+            if allowed.contains(text) { return .success(.string(text)) }
+            return .failure(OptionProblem("unknown value '\(text)' for '\(name)'" + Suggest.hint(for: text, in: allowed)))
+        case .size:
+            if let bytes = Units.parseSize(text) { return .success(.int(bytes)) }
+            return .failure(OptionProblem("expected a size such as 50MB for '\(name)', got '\(text)'"))
+        case .duration:
+            if let seconds = Units.parseDuration(text) { return .success(.number(seconds)) }
+            return .failure(OptionProblem("expected a duration such as 30s for '\(name)', got '\(text)'"))
+        case .list, .map:
+            fatalError("handled above")
+        }
+    }
+
+    /// Checks `value` against the spec's range; a message when it is outside.
+    static func checkRange(_ value: OptionValue, spec: OptionSpec) -> String? {
+        guard let range = spec.range else { return nil }
+        let number: Double
+        switch value {
+        case .int(let v): number = Double(v)
+        case .number(let v): number = v
+        default: return nil
+        }
+        guard !range.contains(number) else { return nil }
+        let low = spec.format(boundary(range.lowerBound, spec.kind))
+        let high = spec.format(boundary(range.upperBound, spec.kind))
+        let got = spec.format(value)
+        if range.upperBound >= 9e17 { return "'\(spec.name)' must be at least \(low), got \(got)" }
+        return "'\(spec.name)' must be between \(low) and \(high), got \(got)"
+    }
+
+    private static func boundary(_ value: Double, _ kind: OptionSpec.Kind) -> OptionValue {
+        switch kind {
+        case .int, .size: return .int(Int(value))
+        default: return .number(value)
+        }
+    }
+
+    static func expectation(_ kind: OptionSpec.Kind) -> String {
+        switch kind {
+        case .int: return "an integer"
+        case .number: return "a number"
+        case .bool: return "true or false"
+        case .size: return "a size such as 50MB"
+        case .duration: return "a duration such as 30s"
+        case .oneOf(let values): return "one of " + values.joined(separator: ", ")
+        case .color: return "a color"
+        case .path: return "a path"
+        default: return "a \(kind.name)"
+        }
+    }
+
+    static func describe(_ node: Node) -> String {
+        switch node {
+        case .mapping: return "a map"
+        case .sequence: return "a list"
+        case .scalar(let s): return "'\(s.string)'"
+        case .alias: return "an alias"
+        }
+    }
+}

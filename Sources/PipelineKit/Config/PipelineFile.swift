@@ -1,0 +1,372 @@
+import Foundation
+import Yams
+
+/// Reading pipeline files: finding them by name, parsing and validating them against a registry.
+public enum PipelineFile {
+    /// The top-level keys a pipeline file may have.
+    public static let topLevelKeys = [
+        "version", "name", "description", "loader", "data_cache", "decoder", "processors",
+        "image_cache", "encoder", "output",
+    ]
+    /// Pipeline file versions this build understands.
+    public static let supportedVersions = [1]
+
+    /// Finds a pipeline: the path as given; else `pipelines/NAME`; else `pipelines/NAME.yaml`.
+    public static func locate(_ name: String, in directory: String = FileManager.default.currentDirectoryPath) -> String? {
+        let fm = FileManager.default
+        var isDir: ObjCBool = false
+        for candidate in [name, "pipelines/\(name)", "pipelines/\(name).yaml"] {
+            let full = candidate.hasPrefix("/") ? candidate : directory + "/" + candidate
+            if fm.fileExists(atPath: full, isDirectory: &isDir), !isDir.boolValue { return candidate }
+        }
+        return nil
+    }
+
+    /// Reads and validates the pipeline at `path`.
+    /// - Throws: ``PipelineValidationError`` with every problem found.
+    public static func load(path: String, registry: PluginRegistry) throws -> Pipeline {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw PipelineValidationError(
+                diagnostics: [Diagnostic(file: path, line: 1, column: 1, message: "cannot read the pipeline file")],
+                source: nil)
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw PipelineValidationError(
+                diagnostics: [Diagnostic(file: path, line: 1, column: 1, message: "the pipeline file is not UTF-8 text")],
+                source: nil)
+        }
+        let (pipeline, diagnostics) = parse(text: text, file: path, registry: registry)
+        if let pipeline, !diagnostics.contains(where: { $0.severity == .error }) { return pipeline }
+        throw PipelineValidationError(diagnostics: diagnostics, source: text)
+    }
+
+    /// Parses and validates pipeline `text`. Returns the pipeline when there is no error, and every
+    /// diagnostic found (errors and warnings), in file order.
+    public static func parse(text: String, file: String, registry: PluginRegistry) -> (Pipeline?, [Diagnostic]) {
+        var parser = PipelineParser(file: file, text: text, registry: registry)
+        let pipeline = parser.run()
+        let sorted = parser.diagnostics.sorted { ($0.line, $0.column) < ($1.line, $1.column) }
+        return (sorted.contains { $0.severity == .error } ? nil : pipeline, sorted)
+    }
+}
+
+/// One pass over a pipeline file's YAML tree, collecting every problem it finds.
+struct PipelineParser {
+    let file: String
+    let text: String
+    let registry: PluginRegistry
+    var diagnostics: [Diagnostic] = []
+
+    init(file: String, text: String, registry: PluginRegistry) {
+        self.file = file
+        self.text = text
+        self.registry = registry
+    }
+
+    mutating func error(_ node: Node?, _ message: String) {
+        let mark = node?.mark
+        diagnostics.append(Diagnostic(file: file, line: mark?.line ?? 1, column: mark?.column ?? 1, message: message))
+    }
+
+    mutating func error(at position: SourcePosition, _ message: String) {
+        diagnostics.append(Diagnostic(file: file, line: position.line, column: position.column, message: message))
+    }
+
+    mutating func run() -> Pipeline? {
+        let root: Node
+        do {
+            guard let node = try Yams.compose(yaml: text) else {
+                error(nil, "the pipeline file is empty; expected a map with at least 'encoder'")
+                return nil
+            }
+            root = node
+        } catch let yamlError as YamlError {
+            reportYAML(yamlError)
+            return nil
+        } catch {
+            self.error(nil, "invalid YAML: \(error)")
+            return nil
+        }
+        guard case .mapping(let top) = root else {
+            error(root, "expected a map of pipeline settings at the top level, got \(OptionParsing.describe(root))")
+            return nil
+        }
+        var fields: [String: (key: Node, value: Node)] = [:]
+        for (key, value) in top {
+            guard let name = key.scalar?.string else {
+                error(key, "expected a plain key")
+                continue
+            }
+            guard PipelineFile.topLevelKeys.contains(name) else {
+                error(key, "unknown top-level key '\(name)'" + Suggest.hint(for: name, in: PipelineFile.topLevelKeys))
+                continue
+            }
+            fields[name] = (key, value)
+        }
+
+        var version = 1
+        if let (_, node) = fields["version"] {
+            if let v = node.scalar.flatMap({ Int($0.string) }) {
+                if PipelineFile.supportedVersions.contains(v) { version = v } else {
+                    error(node, "unsupported version \(v); this pipelinectl reads version 1")
+                }
+            } else {
+                error(node, "expected an integer for 'version', got \(OptionParsing.describe(node))")
+            }
+        }
+        let defaultName = URL(fileURLWithPath: file).deletingPathExtension().lastPathComponent
+        let name = scalarField(fields["name"]?.value, "name") ?? defaultName
+        let description = scalarField(fields["description"]?.value, "description") ?? ""
+
+        let loader = optionalStage(fields["loader"], slot: .loader)
+        let dataCache = optionalStage(fields["data_cache"], slot: .dataCache)
+        let imageCache = optionalStage(fields["image_cache"], slot: .imageCache)
+        var decoder: StageConfig?
+        if let field = fields["decoder"] {
+            decoder = stage(field.value, slot: .decoder)
+        } else if let plugin = registry.plugin("imagemagick", in: .decoder) {
+            decoder = StageConfig(plugin: plugin, options: plugin.defaultOptions, position: SourcePosition(line: 1, column: 1))
+        } else {
+            error(root, "missing 'decoder'")
+        }
+        var processors: [StageConfig] = []
+        if let (_, node) = fields["processors"] {
+            switch node {
+            case .sequence(let list):
+                for item in list { if let s = stage(item, slot: .processor) { processors.append(s) } }
+            case .scalar(let s) where s.isNull:
+                break
+            default:
+                error(node, "expected a list of processors for 'processors', got \(OptionParsing.describe(node))")
+            }
+        }
+        var encoder: StageConfig?
+        if let field = fields["encoder"] {
+            encoder = stage(field.value, slot: .encoder)
+        } else {
+            error(root, "missing 'encoder'; expected one of: "
+                + registry.plugins(in: .encoder).map(\.spec.name).joined(separator: ", "))
+        }
+        let output = outputConfig(fields["output"]?.value, pipelineName: name)
+
+        guard let decoder, let encoder, let output else { return nil }
+        return Pipeline(file: file, version: version, name: name, description: description, loader: loader,
+                        dataCache: dataCache, decoder: decoder, processors: processors, imageCache: imageCache,
+                        encoder: encoder, output: output)
+    }
+
+    private mutating func scalarField(_ node: Node?, _ key: String) -> String? {
+        guard let node else { return nil }
+        guard let scalar = node.scalar else {
+            error(node, "expected a string for '\(key)', got \(OptionParsing.describe(node))")
+            return nil
+        }
+        return scalar.string
+    }
+
+    /// A cache or loader slot: absent, `none`, or a stage.
+    private mutating func optionalStage(_ field: (key: Node, value: Node)?, slot: Slot) -> StageConfig? {
+        guard let field else { return nil }
+        if let scalar = field.value.scalar, scalar.string == "none" || scalar.isNull { return nil }
+        return stage(field.value, slot: slot)
+    }
+
+    /// `name` or `{name: {options}}` resolved against the registry.
+    private mutating func stage(_ node: Node, slot: Slot) -> StageConfig? {
+        let nameNode: Node
+        var optionsNode: Node?
+        switch node {
+        case .scalar:
+            nameNode = node
+        case .mapping(let mapping):
+            guard mapping.count == 1, let pair = mapping.first else {
+                error(node, "expected one plugin name as the only key of \(slot.article), got \(mapping.count) keys")
+                return nil
+            }
+            nameNode = pair.key
+            optionsNode = pair.value
+        default:
+            error(node, "expected \(slot.article) name, or a map from its name to its options, got \(OptionParsing.describe(node))")
+            return nil
+        }
+        guard let name = nameNode.scalar?.string else {
+            error(nameNode, "expected \(slot.article) name")
+            return nil
+        }
+        let position = SourcePosition(line: nameNode.mark?.line ?? 1, column: nameNode.mark?.column ?? 1)
+        guard let plugin = registry.plugin(name, in: slot) else {
+            let valid = registry.plugins(in: slot).map(\.spec.name)
+            let slotLabel = slot.rawValue.replacingOccurrences(of: "_", with: " ")
+            if let other = registry.slots(of: name).first {
+                error(nameNode, "'\(name)' is \(other.article); the \(slotLabel) slot takes one of: "
+                    + valid.joined(separator: ", "))
+            } else {
+                error(nameNode, "unknown \(slotLabel) '\(name)'" + Suggest.hint(for: name, in: valid))
+            }
+            return nil
+        }
+        guard let options = parseOptions(optionsNode, plugin: plugin, at: position) else { return nil }
+        do {
+            _ = try plugin.instantiateForValidation(options)
+        } catch let failure as PipelineError {
+            error(at: position, "\(plugin.slot.rawValue.replacingOccurrences(of: "_", with: " ")) '\(name)': \(failure.message)")
+            return nil
+        } catch {
+            self.error(at: position, "\(slot.rawValue) '\(name)': \(error)")
+            return nil
+        }
+        return StageConfig(plugin: plugin, options: options, position: position)
+    }
+
+    private mutating func parseOptions(_ node: Node?, plugin: Plugin, at position: SourcePosition) -> PluginOptions? {
+        var values: [String: OptionValue] = [:]
+        var ok = true
+        let spec = plugin.spec
+        let label = "\(plugin.slot.rawValue.replacingOccurrences(of: "_", with: " ")) '\(spec.name)'"
+        if let node {
+            switch node {
+            case .mapping(let mapping):
+                for (key, value) in mapping {
+                    guard let optionName = key.scalar?.string else {
+                        error(key, "expected an option name")
+                        ok = false
+                        continue
+                    }
+                    guard let option = spec.option(optionName) else {
+                        let names = spec.options.map(\.name)
+                        let hint = names.isEmpty ? "; it takes no options"
+                            : Suggest.hint(for: optionName, in: names)
+                        error(key, "unknown option '\(optionName)' for \(label)\(hint)")
+                        ok = false
+                        continue
+                    }
+                    switch OptionParsing.parse(value, kind: option.kind, name: optionName) {
+                    case .success(let parsed):
+                        if let problem = OptionParsing.checkRange(parsed, spec: option) {
+                            error(value, problem)
+                            ok = false
+                        } else {
+                            values[optionName] = parsed
+                        }
+                    case .failure(let problem):
+                        error(value, problem.message)
+                        ok = false
+                    }
+                }
+            case .scalar(let s) where s.isNull:
+                break
+            default:
+                error(node, "expected a map of options for \(label), got \(OptionParsing.describe(node))")
+                return nil
+            }
+        }
+        for option in spec.options where values[option.name] == nil {
+            if let value = option.defaultValue {
+                values[option.name] = value
+            } else if option.required {
+                error(at: position, "missing required option '\(option.name)' for \(label)")
+                ok = false
+            }
+        }
+        return ok ? PluginOptions(values) : nil
+    }
+
+    private mutating func outputConfig(_ node: Node?, pipelineName: String) -> OutputConfig? {
+        var dir = "out/" + NameTemplate.safe(pipelineName)
+        var templateText = NameTemplate.defaultText
+        var templateNode: Node?
+        if let node {
+            guard case .mapping(let mapping) = node else {
+                error(node, "expected a map with 'dir' and 'name' for 'output', got \(OptionParsing.describe(node))")
+                return nil
+            }
+            for (key, value) in mapping {
+                let keyName = key.scalar?.string ?? ""
+                switch keyName {
+                case "dir":
+                    if let text = scalarField(value, "dir") {
+                        if text.isEmpty { error(value, "'dir' may not be empty") } else { dir = text }
+                    }
+                case "name":
+                    if let text = scalarField(value, "name") {
+                        templateText = text
+                        templateNode = value
+                    }
+                default:
+                    error(key, "unknown option '\(keyName)' for 'output'" + Suggest.hint(for: keyName, in: ["dir", "name"]))
+                }
+            }
+        }
+        do {
+            return OutputConfig(dir: dir, name: try NameTemplate(templateText))
+        } catch let failure as PipelineError {
+            error(templateNode ?? node, failure.message)
+            return nil
+        } catch {
+            return nil
+        }
+    }
+
+    private mutating func reportYAML(_ yamlError: YamlError) {
+        switch yamlError {
+        case .scanner(let context, let problem, let mark, _),
+             .parser(let context, let problem, let mark, _),
+             .composer(let context, let problem, let mark, _):
+            var message = "invalid YAML: \(problem)"
+            if let context, !context.text.isEmpty { message += " (\(context.text))" }
+            diagnostics.append(Diagnostic(file: file, line: mark.line, column: mark.column, message: message))
+        case .reader(let problem, _, _, _):
+            diagnostics.append(Diagnostic(file: file, line: 1, column: 1, message: "invalid YAML: \(problem)"))
+        case .duplicatedKeysInMapping(let duplicates, let context):
+            for key in duplicates {
+                let mark = secondOccurrence(of: key, after: context.mark)
+                diagnostics.append(Diagnostic(file: file, line: mark.line, column: mark.column,
+                                              message: "duplicate key '\(key)'"))
+            }
+        default:
+            diagnostics.append(Diagnostic(file: file, line: 1, column: 1, message: "invalid YAML: \(yamlError)"))
+        }
+    }
+
+    /// Yams points at the first of two equal keys; the one to remove is the next at the same column.
+    private func secondOccurrence(of key: String, after first: Mark) -> (line: Int, column: Int) {
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        var lineNumber = first.line
+        while lineNumber < lines.count {
+            let line = String(lines[lineNumber])
+            let scalars = Array(line.unicodeScalars)
+            let start = first.column - 1
+            if start < scalars.count {
+                let rest = String(String.UnicodeScalarView(scalars[start...]))
+                let prefix = String(String.UnicodeScalarView(scalars[..<start]))
+                if prefix.allSatisfy({ $0 == " " || $0 == "-" }),
+                   rest.hasPrefix(key + ":") || rest.hasPrefix("\"\(key)\":") || rest.hasPrefix("'\(key)':") {
+                    return (lineNumber + 1, first.column)
+                }
+            }
+            lineNumber += 1
+        }
+        return (first.line, first.column)
+    }
+}
+
+extension Plugin {
+    /// Calls the factory to let it reject option combinations; the instance is dropped.
+    func instantiateForValidation(_ options: PluginOptions) throws -> Any {
+        switch maker {
+        case .loader(_, let make): return try make(options)
+        case .dataCache(let make): return try make(options)
+        case .decoder(let make): return try make(options)
+        case .processor(let make): return try make(options)
+        case .imageCache(let make): return try make(options)
+        case .encoder(let make): return try make(options)
+        }
+    }
+}
+
+extension Node.Scalar {
+    /// A YAML null: empty, `~` or `null` written plain.
+    var isNull: Bool {
+        style == .plain && (string.isEmpty || string == "~" || string == "null" || string == "Null" || string == "NULL")
+    }
+}

@@ -1,0 +1,23 @@
+import Crypto
+import Foundation
+
+/// SHA-256, for cache keys, entry checksums and output names.
+public enum Hashing {
+    /// The 32-byte digest of `data`.
+    public static func sha256(_ data: Data) -> Data { Data(SHA256.hash(data: data)) }
+
+    /// Lower-case hex of the digest of `text`'s UTF-8 bytes.
+    public static func sha256Hex(_ text: String) -> String { hex(sha256(Data(text.utf8))) }
+
+    /// Lower-case hex of `bytes`.
+    public static func hex(_ bytes: Data) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

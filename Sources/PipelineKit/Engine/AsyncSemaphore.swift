@@ -1,0 +1,54 @@
+import Synchronization
+
+/// A counting semaphore for `async` code: at most `permits` holders at once, waiters served first
+/// come, first served. Waiting suspends the task; it never blocks a thread.
+public final class AsyncSemaphore: Sendable {
+    private struct State: ~Copyable {
+        var permits: Int
+        var waiters: [UnsafeContinuation<Void, Never>] = []
+        var head = 0
+    }
+    private let state: Mutex<State>
+
+    public init(permits: Int) { state = Mutex(State(permits: max(1, permits))) }
+
+    /// Waits for a permit.
+    public func acquire() async {
+        await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
+            let granted = state.withLock { state -> Bool in
+                if state.permits > 0 {
+                    state.permits -= 1
+                    return true
+                }
+                state.waiters.append(continuation)
+                return false
+            }
+            if granted { continuation.resume() }
+        }
+    }
+
+    /// Returns a permit, waking the longest waiter if there is one.
+    public func release() {
+        let next = state.withLock { state -> UnsafeContinuation<Void, Never>? in
+            if state.head < state.waiters.count {
+                let waiter = state.waiters[state.head]
+                state.head += 1
+                if state.head >= 64, state.head * 2 >= state.waiters.count {
+                    state.waiters.removeFirst(state.head)
+                    state.head = 0
+                }
+                return waiter
+            }
+            state.permits += 1
+            return nil
+        }
+        next?.resume()
+    }
+
+    /// Runs `body` holding a permit.
+    public func withPermit<T: Sendable>(_ body: () async throws -> T) async rethrows -> T {
+        await acquire()
+        defer { release() }
+        return try await body()
+    }
+}

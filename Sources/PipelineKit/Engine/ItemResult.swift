@@ -1,0 +1,143 @@
+import Foundation
+
+/// How one item ended.
+public enum ItemStatus: String, Sendable, Codable {
+    case ok, failed, skipped
+}
+
+/// Whether a cache answered for an item: `hit`, `miss`, or `off` (no cache in that slot, or not
+/// used for this source).
+public enum CacheOutcome: String, Sendable, Codable {
+    case hit, miss, off
+}
+
+/// The failure of one item, as it appears in reports.
+public struct ItemError: Sendable, Codable, Equatable {
+    public let stage: StageName
+    public let kind: ErrorKind
+    public let message: String
+}
+
+/// Milliseconds spent in each stage for one item (0 when the stage did not run for it).
+public struct StageTimings: Sendable, Codable, Equatable {
+    public var load: Double = 0
+    public var decode: Double = 0
+    public var process: Double = 0
+    public var encode: Double = 0
+    public init() {}
+}
+
+/// What happened to one line of the list.
+public struct ItemResult: Sendable, Codable {
+    public var source: String
+    /// 1-based line number in the list.
+    public var index: Int
+    public var status: ItemStatus
+    /// Paths of the files written (relative to the working directory when the output dir is).
+    public var outputs: [String] = []
+    public var error: ItemError?
+    /// Dimensions of the final image.
+    public var width: Int?
+    public var height: Int?
+    /// Bytes loaded (or read from the data cache) and written.
+    public var bytesIn: Int = 0
+    public var bytesOut: Int = 0
+    public var timings = StageTimings()
+    public var cacheData: CacheOutcome = .off
+    public var cacheImage: CacheOutcome = .off
+
+    public init(source: String, index: Int, status: ItemStatus) {
+        self.source = source
+        self.index = index
+        self.status = status
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case source, index, status, outputs, error, width, height
+        case bytesIn = "bytes_in", bytesOut = "bytes_out", timings = "timings_ms", cache
+    }
+    struct Cache: Codable { var data: CacheOutcome; var image: CacheOutcome }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(source, forKey: .source)
+        try c.encode(index, forKey: .index)
+        try c.encode(status, forKey: .status)
+        try c.encode(outputs, forKey: .outputs)
+        try c.encode(error, forKey: .error)  // null when absent, as the report format says
+        try c.encode(width, forKey: .width)
+        try c.encode(height, forKey: .height)
+        try c.encode(bytesIn, forKey: .bytesIn)
+        try c.encode(bytesOut, forKey: .bytesOut)
+        try c.encode(timings, forKey: .timings)
+        try c.encode(Cache(data: cacheData, image: cacheImage), forKey: .cache)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        source = try c.decode(String.self, forKey: .source)
+        index = try c.decodeIfPresent(Int.self, forKey: .index) ?? 0
+        status = try c.decode(ItemStatus.self, forKey: .status)
+        outputs = try c.decodeIfPresent([String].self, forKey: .outputs) ?? []
+        error = try c.decodeIfPresent(ItemError.self, forKey: .error)
+        width = try c.decodeIfPresent(Int.self, forKey: .width)
+        height = try c.decodeIfPresent(Int.self, forKey: .height)
+        bytesIn = try c.decodeIfPresent(Int.self, forKey: .bytesIn) ?? 0
+        bytesOut = try c.decodeIfPresent(Int.self, forKey: .bytesOut) ?? 0
+        timings = try c.decodeIfPresent(StageTimings.self, forKey: .timings) ?? StageTimings()
+        let cache = try c.decodeIfPresent(Cache.self, forKey: .cache)
+        cacheData = cache?.data ?? .off
+        cacheImage = cache?.image ?? .off
+    }
+}
+
+/// Counts for a whole run.
+public struct RunSummary: Sendable, Codable {
+    public var total = 0
+    public var ok = 0
+    public var failed = 0
+    public var skipped = 0
+    public var wallSeconds = 0.0
+    public var bytesIn = 0
+    public var bytesOut = 0
+
+    public init() {}
+
+    enum CodingKeys: String, CodingKey {
+        case total, ok, failed, skipped
+        case wallSeconds = "wall_seconds", bytesIn = "bytes_in", bytesOut = "bytes_out"
+    }
+
+    /// Adds one item's figures.
+    public mutating func add(_ item: ItemResult) {
+        total += 1
+        switch item.status {
+        case .ok: ok += 1
+        case .failed: failed += 1
+        case .skipped: skipped += 1
+        }
+        bytesIn += item.bytesIn
+        bytesOut += item.bytesOut
+    }
+}
+
+/// The JSON report `pipelinectl run --report FILE` writes.
+public struct RunReport: Sendable, Codable {
+    public var pipeline: String
+    public var summary: RunSummary
+    /// Items in list order.
+    public var items: [ItemResult]
+
+    public init(pipeline: String, summary: RunSummary, items: [ItemResult]) {
+        self.pipeline = pipeline
+        self.summary = summary
+        self.items = items
+    }
+
+    /// Pretty-printed JSON with stable key order.
+    public func json() throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return try encoder.encode(self)
+    }
+}

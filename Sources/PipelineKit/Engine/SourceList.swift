@@ -1,0 +1,112 @@
+import Foundation
+
+/// A URL list read lazily: one source per line; blank lines and lines starting with `#` skipped;
+/// `-` reads standard input. Memory does not grow with the length of the list.
+///
+/// Relative paths in the list are resolved against the list file's directory (the working
+/// directory for standard input).
+public struct SourceList: AsyncSequence, Sendable {
+    public typealias Element = Source
+    /// The list's path, or `-`.
+    public let path: String
+
+    public init(path: String) { self.path = path }
+
+    /// The directory relative paths in this list are resolved against.
+    public var baseDirectory: String {
+        if path == "-" { return FileManager.default.currentDirectoryPath }
+        let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        return URL(fileURLWithPath: absolute).deletingLastPathComponent().path
+    }
+
+    /// Opens the list; throws when it cannot be read.
+    public func open() throws -> Reader {
+        let fd: Int32 = path == "-" ? dup(0) : Foundation.open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            throw PipelineError(.notFound, "cannot open the URL list '\(path)': \(String(cString: strerror(errno)))")
+        }
+        var info = stat()
+        if fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
+            close(fd)
+            throw PipelineError(.io, "the URL list '\(path)' is a directory")
+        }
+        return Reader(fd: fd, base: baseDirectory)
+    }
+
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(reader: try? open())
+    }
+
+    public struct Iterator: AsyncIteratorProtocol {
+        let reader: Reader?
+        public mutating func next() async throws -> Source? {
+            guard let reader else { return nil }
+            return try await reader.next()
+        }
+    }
+
+    /// Reads lines in 64 KiB chunks on the I/O pool (standard input may block).
+    public final class Reader: @unchecked Sendable {
+        // Used by one iterating task at a time.
+        private let fd: Int32
+        private let base: String
+        private var buffer: [UInt8] = []
+        private var pending: [(Int, String)] = []
+        private var pendingHead = 0
+        private var lineNumber = 0
+        private var eof = false
+
+        init(fd: Int32, base: String) {
+            self.fd = fd
+            self.base = base
+        }
+
+        deinit { close(fd) }
+
+        /// The next source, or `nil` at the end of the list.
+        public func next() async throws -> Source? {
+            while true {
+                if pendingHead < pending.count {
+                    let (index, text) = pending[pendingHead]
+                    pendingHead += 1
+                    return Source(text: text, index: index, base: base)
+                }
+                if eof { return nil }
+                pending.removeAll(keepingCapacity: true)
+                pendingHead = 0
+                let fd = self.fd
+                let chunk = try await WorkerPool.io.run { () -> [UInt8] in
+                    var bytes = [UInt8](repeating: 0, count: 65536)
+                    let count = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, 65536) }
+                    if count < 0 { throw PipelineError(.io, "reading the URL list: \(String(cString: strerror(errno)))") }
+                    return Array(bytes.prefix(count))
+                }
+                if chunk.isEmpty { eof = true }
+                buffer.append(contentsOf: chunk)
+                split(final: chunk.isEmpty)
+            }
+        }
+
+        private func split(final: Bool) {
+            var start = 0
+            for i in buffer.indices where buffer[i] == UInt8(ascii: "\n") {
+                take(buffer[start..<i])
+                start = i + 1
+            }
+            if final, start < buffer.count {
+                take(buffer[start...])
+                start = buffer.count
+            }
+            buffer.removeFirst(start)
+        }
+
+        private func take(_ bytes: ArraySlice<UInt8>) {
+            lineNumber += 1
+            var text = String(decoding: bytes, as: UTF8.self)
+            if lineNumber == 1, text.hasPrefix("\u{FEFF}") { text.removeFirst() }
+            text = text.trimmingCharacters(in: .whitespacesAndNewlines)
+            if text.isEmpty || text.hasPrefix("#") { return }
+            pending.append((lineNumber, text))
+        }
+    }
+}

@@ -1,0 +1,31 @@
+import Foundation
+
+extension StageConfig {
+    func makeLoader() throws -> any DataLoading {
+        guard case .loader(_, let make) = plugin.maker else { throw wrongSlot(.loader) }
+        return try make(options)
+    }
+    func makeDataCache() throws -> any DataCaching {
+        guard case .dataCache(let make) = plugin.maker else { throw wrongSlot(.dataCache) }
+        return try make(options)
+    }
+    func makeDecoder() throws -> any ImageDecoding {
+        guard case .decoder(let make) = plugin.maker else { throw wrongSlot(.decoder) }
+        return try make(options)
+    }
+    func makeProcessor() throws -> any ImageProcessing {
+        guard case .processor(let make) = plugin.maker else { throw wrongSlot(.processor) }
+        return try make(options)
+    }
+    func makeImageCache() throws -> any ImageCaching {
+        guard case .imageCache(let make) = plugin.maker else { throw wrongSlot(.imageCache) }
+        return try make(options)
+    }
+    func makeEncoder() throws -> any ImageEncoding {
+        guard case .encoder(let make) = plugin.maker else { throw wrongSlot(.encoder) }
+        return try make(options)
+    }
+    private func wrongSlot(_ slot: Slot) -> PipelineError {
+        PipelineError("wrong_slot", "'\(plugin.spec.name)' is \(plugin.slot.article), not \(slot.article)")
+    }
+}

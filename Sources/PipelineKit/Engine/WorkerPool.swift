@@ -1,0 +1,60 @@
+import Foundation
+import Synchronization
+
+/// A fixed set of dedicated threads that run blocking work (ImageMagick, file I/O) off Swift's
+/// cooperative thread pool, bridged to `async` callers.
+public final class WorkerPool: Sendable {
+    private struct State: ~Copyable {
+        var jobs: [@Sendable () -> Void] = []
+        var head = 0
+    }
+
+    private let state = Mutex(State())
+    private let wakeup = DispatchSemaphore(value: 0)
+    /// Number of threads.
+    public let threads: Int
+
+    /// Starts `threads` threads named `name-N`. A pool lives as long as the process.
+    public init(threads: Int, name: String) {
+        self.threads = max(1, threads)
+        for index in 0..<self.threads {
+            let thread = Thread { [self] in self.loop() }
+            thread.name = "\(name)-\(index)"
+            thread.stackSize = 16 << 20
+            thread.start()
+        }
+    }
+
+    /// Blocking file and cache I/O shared by the engine and plugins (4 threads).
+    public static let io = WorkerPool(threads: 4, name: "pipelinekit-io")
+
+    private func loop() {
+        while true {
+            wakeup.wait()
+            let job: (@Sendable () -> Void)? = state.withLock { state in
+                guard state.head < state.jobs.count else { return nil }
+                let job = state.jobs[state.head]
+                state.head += 1
+                if state.head >= 64, state.head * 2 >= state.jobs.count {
+                    state.jobs.removeFirst(state.head)
+                    state.head = 0
+                }
+                return job
+            }
+            job?()
+        }
+    }
+
+    /// Queues `job` to run on one of the pool's threads.
+    public func submit(_ job: @escaping @Sendable () -> Void) {
+        state.withLock { $0.jobs.append(job) }
+        wakeup.signal()
+    }
+
+    /// Runs `body` on one of the pool's threads and returns its result.
+    public func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            submit { continuation.resume(with: Result { try body() }) }
+        }
+    }
+}

@@ -1,0 +1,49 @@
+import CMagickWand
+import Foundation
+
+/// Process-wide ImageMagick facts and set-up.
+///
+/// The engine calls ``initialize()`` before any stage runs: it starts MagickWand once and limits
+/// ImageMagick's own threads to one, because the engine runs images side by side, one per core.
+public enum Magick {
+    private static let setUp: Void = {
+        MagickWandGenesis()
+        // Parallelism comes from running images side by side; OpenMP inside each would oversubscribe.
+        _ = MagickSetResourceLimit(ThreadResource, 1)
+    }()
+
+    /// Starts MagickWand (once per process) and sets ImageMagick's thread limit to 1.
+    public static func initialize() { _ = setUp }
+
+    /// The ImageMagick version string, e.g. `ImageMagick 6.9.11-60 Q16 x86_64 ...`.
+    public static var version: String {
+        initialize()
+        var number = 0
+        guard let text = MagickGetVersion(&number) else { return "unknown" }
+        return String(cString: text)
+    }
+
+    /// Whether this ImageMagick build, under the machine's security policy, can write `format`
+    /// (an ImageMagick coder name such as `JPEG`, `WEBP`, `AVIF`).
+    public static func canWrite(_ format: String) -> Bool { supports(format, write: true) }
+
+    /// Whether this ImageMagick build, under the machine's security policy, can read `format`.
+    public static func canRead(_ format: String) -> Bool { supports(format, write: false) }
+
+    private static func supports(_ format: String, write: Bool) -> Bool {
+        initialize()
+        let exception = AcquireExceptionInfo()
+        defer { _ = DestroyExceptionInfo(exception) }
+        guard let info = GetMagickInfo(format, exception) else { return false }
+        let coderAllowed = IsRightsAuthorized(CoderPolicyDomain, write ? WritePolicyRights : ReadPolicyRights, format)
+        guard coderAllowed != MagickFalse else { return false }
+        return write ? info.pointee.encoder != nil : info.pointee.decoder != nil
+    }
+
+    /// The current value of one of ImageMagick's resource limits (for example `AreaResource`),
+    /// after the machine's `policy.xml` was applied.
+    public static func resourceLimit(_ resource: ResourceType) -> UInt64 {
+        initialize()
+        return UInt64(MagickGetResourceLimit(resource))
+    }
+}

@@ -1,0 +1,177 @@
+import CMagickWand
+import Foundation
+
+/// The one owner of a `MagickWand *`: creates it, frees it exactly once, and turns ImageMagick's
+/// exceptions into Swift errors.
+///
+/// A `Wand` is not thread-safe and not `Sendable`; it lives inside one ``Image/transformed(_:)``
+/// closure or one decode/encode call. Processors and codecs call its methods; only this file and
+/// ``Magick`` touch the C API.
+public final class Wand {
+    let pointer: OpaquePointer
+
+    /// A new, empty wand.
+    public init() {
+        Magick.initialize()
+        pointer = NewMagickWand()
+    }
+
+    init(taking pointer: OpaquePointer) { self.pointer = pointer }
+
+    deinit { _ = DestroyMagickWand(pointer) }
+
+    /// A copy sharing pixel storage copy-on-write (cheap until the copy is modified).
+    public func clone() -> Wand { Wand(taking: CloneMagickWand(pointer)) }
+
+    // MARK: Errors
+
+    /// ImageMagick's last message for this wand, or `fallback` when it gave none.
+    public func lastError(_ fallback: String) -> String {
+        var severity = UndefinedException
+        guard let text = MagickGetException(pointer, &severity) else { return fallback }
+        defer { _ = MagickRelinquishMemory(text) }
+        MagickClearException(pointer)
+        let message = String(cString: text).trimmingCharacters(in: .whitespacesAndNewlines)
+        return message.isEmpty ? fallback : message
+    }
+
+    /// The exception left on the wand (a warning after a read that otherwise succeeded), and clears it.
+    public func pendingException() -> (ExceptionType, String)? {
+        var severity = UndefinedException
+        guard let text = MagickGetException(pointer, &severity) else { return nil }
+        defer { _ = MagickRelinquishMemory(text) }
+        MagickClearException(pointer)
+        guard severity != UndefinedException else { return nil }
+        return (severity, String(cString: text).trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    /// Throws a ``PipelineError`` of `kind` with ImageMagick's reason when `status` is false.
+    @discardableResult
+    public func check(_ status: MagickBooleanType, _ kind: ErrorKind, _ what: String) throws -> Wand {
+        if status == MagickFalse { throw PipelineError(kind, lastError("\(what) failed")) }
+        return self
+    }
+
+    // MARK: Reading
+
+    /// Sets a coder option such as `jpeg:size` (before reading) or `png:compression-level`.
+    public func setOption(_ key: String, _ value: String) {
+        _ = MagickSetOption(pointer, key, value)
+    }
+
+    /// Reads only the header of `data` with the explicit coder `format` (never guessed from content).
+    public func ping(_ data: Data, format: String) throws {
+        _ = MagickSetFormat(pointer, format)
+        let status = data.withUnsafeBytes { MagickPingImageBlob(pointer, $0.baseAddress, $0.count) }
+        try check(status, .decodeFailed, "reading the \(format) header")
+    }
+
+    /// Decodes `data` with the explicit coder `format` (never guessed from content).
+    public func read(_ data: Data, format: String) throws {
+        _ = MagickSetFormat(pointer, format)
+        let status = data.withUnsafeBytes { MagickReadImageBlob(pointer, $0.baseAddress, $0.count) }
+        try check(status, .decodeFailed, "decoding \(format)")
+    }
+
+    /// Reads an ImageMagick built-in image or generator such as `rose:` or `plasma:`.
+    /// For tests and samples only: never call this with untrusted text.
+    public func readBuiltIn(_ spec: String, size: (Int, Int)? = nil) throws {
+        if let size { _ = MagickSetSize(pointer, size.0, size.1) }
+        try check(MagickReadImage(pointer, spec), .decodeFailed, "reading \(spec)")
+    }
+
+    /// Number of frames (images) in the wand.
+    public var frameCount: Int { MagickGetNumberImages(pointer) }
+
+    /// Drops every frame but the first.
+    public func keepFirstFrame() throws {
+        guard frameCount > 1 else { return }
+        MagickResetIterator(pointer)
+        _ = MagickNextImage(pointer)
+        while MagickGetNumberImages(pointer) > 1 {
+            MagickSetLastIterator(pointer)
+            _ = MagickRemoveImage(pointer)
+        }
+        MagickResetIterator(pointer)
+    }
+
+    // MARK: Facts
+
+    public var width: Int { MagickGetImageWidth(pointer) }
+    public var height: Int { MagickGetImageHeight(pointer) }
+    /// Whether the image carries an alpha channel.
+    public var hasAlpha: Bool { MagickGetImageAlphaChannel(pointer) != MagickFalse }
+    /// The coder name of the current image, e.g. `JPEG`.
+    public var format: String {
+        guard let text = MagickGetImageFormat(pointer) else { return "" }
+        defer { _ = MagickRelinquishMemory(text) }
+        return String(cString: text)
+    }
+    /// Bits per channel.
+    public var depth: Int { MagickGetImageDepth(pointer) }
+    public var colorspace: ColorspaceType { MagickGetImageColorspace(pointer) }
+
+    // MARK: Operations used by the built-in stages
+
+    /// Resizes to exactly `width` x `height` with `filter`.
+    public func resize(width: Int, height: Int, filter: FilterTypes = LanczosFilter) throws {
+        try check(MagickResizeImage(pointer, width, height, filter, 1.0), .processFailed, "resize")
+    }
+
+    /// Crops to the rectangle and resets the virtual canvas so the result starts at 0,0.
+    public func crop(x: Int, y: Int, width: Int, height: Int) throws {
+        try check(MagickCropImage(pointer, width, height, x, y), .processFailed, "crop")
+        _ = MagickSetImagePage(pointer, width, height, 0, 0)
+    }
+
+    /// Applies the EXIF orientation and resets it to top-left.
+    public func autoOrient() throws {
+        try check(MagickAutoOrientImage(pointer), .processFailed, "auto-orient")
+    }
+
+    /// Converts to sRGB when the image is in another colour space (CMYK, ...).
+    public func toSRGB() throws {
+        let space = colorspace
+        if space == sRGBColorspace || space == GRAYColorspace || space == RGBColorspace { return }
+        try check(MagickTransformImageColorspace(pointer, sRGBColorspace), .decodeFailed, "colour conversion")
+    }
+
+    /// Removes the alpha channel by laying the image over `color` (an ImageMagick colour string).
+    public func flatten(onto color: String) throws {
+        guard hasAlpha else { return }
+        let pixel = NewPixelWand()
+        defer { _ = DestroyPixelWand(pixel) }
+        _ = PixelSetColor(pixel, color)
+        _ = MagickSetImageBackgroundColor(pointer, pixel)
+        try check(MagickSetImageAlphaChannel(pointer, RemoveAlphaChannel), .encodeFailed, "flatten")
+    }
+
+    /// Removes profiles and comments.
+    public func strip() throws {
+        try check(MagickStripImage(pointer), .encodeFailed, "strip")
+    }
+
+    // MARK: Writing
+
+    /// Encodes the current image with the explicit coder `format`.
+    ///
+    /// - Parameters:
+    ///   - quality: compression quality 1...100 where the coder uses one.
+    ///   - options: coder options set before writing, e.g. `["webp:lossless": "true"]`.
+    public func encode(format: String, quality: Int? = nil, depth: Int? = 8,
+                       options: [String: String] = [:]) throws -> Data {
+        // The wand's format (set when reading) overrides the image's in ImageToBlob: set both.
+        try check(MagickSetFormat(pointer, format), .encodeFailed, "setting format \(format)")
+        try check(MagickSetImageFormat(pointer, format), .encodeFailed, "setting format \(format)")
+        if let quality { _ = MagickSetImageCompressionQuality(pointer, quality) }
+        if let depth { _ = MagickSetImageDepth(pointer, depth) }
+        for (key, value) in options { setOption(key, value) }
+        var length = 0
+        guard let blob = MagickGetImageBlob(pointer, &length) else {
+            throw PipelineError(.encodeFailed, lastError("encoding \(format) produced no data"))
+        }
+        defer { _ = MagickRelinquishMemory(blob) }
+        guard length > 0 else { throw PipelineError(.encodeFailed, lastError("encoding \(format) produced no data")) }
+        return Data(bytes: blob, count: length)
+    }
+}

@@ -1,0 +1,166 @@
+import Foundation
+
+/// The declaration of one plugin option: its name, type, default, constraints and a line of doc.
+///
+/// The spec is the single description of an option: validation, `pipelinectl plugins`, and the
+/// documentation all read it. Build specs with the static constructors:
+/// ```swift
+/// .int("quality", default: 82, range: 1...100, doc: "JPEG quality.")
+/// .size("max_bytes", default: "50MB", doc: "Largest body accepted.")
+/// .oneOf("mode", ["fit", "fill", "stretch"], default: "fit", doc: "How the image meets the box.")
+/// ```
+public struct OptionSpec: Sendable {
+    /// The type of an option's value, as written in a pipeline file.
+    public indirect enum Kind: Sendable, Equatable {
+        case int
+        case number
+        case bool
+        case string
+        /// One of a fixed set of words.
+        case oneOf([String])
+        /// Bytes, written `50MB`, `1GiB`, `512KB` or a bare number.
+        case size
+        /// Seconds, written `250ms`, `30s`, `5m`, `2h`, `7d` or a bare number.
+        case duration
+        /// A colour ImageMagick understands: `white`, `#ff8800`, `rgba(0,0,0,0.5)`.
+        case color
+        /// A file system path.
+        case path
+        /// A list of values of one kind.
+        case list(Kind)
+        /// A map from strings to strings.
+        case map
+
+        /// How the kind is named in messages and documentation.
+        public var name: String {
+            switch self {
+            case .int: return "integer"
+            case .number: return "number"
+            case .bool: return "boolean"
+            case .string: return "string"
+            case .oneOf: return "enum"
+            case .size: return "size"
+            case .duration: return "duration"
+            case .color: return "color"
+            case .path: return "path"
+            case .list(let element): return "list of \(element.name)"
+            case .map: return "map"
+            }
+        }
+    }
+
+    public let name: String
+    public let kind: Kind
+    /// The value used when the pipeline does not set one; `nil` for none.
+    public let defaultValue: OptionValue?
+    /// Whether the pipeline must set it.
+    public let required: Bool
+    /// Inclusive bounds for numbers, sizes and durations (in bytes and seconds).
+    public let range: ClosedRange<Double>?
+    /// One line of documentation.
+    public let doc: String
+
+    public init(name: String, kind: Kind, defaultValue: OptionValue? = nil, required: Bool = false,
+                range: ClosedRange<Double>? = nil, doc: String) {
+        self.name = name
+        self.kind = kind
+        self.defaultValue = defaultValue
+        self.required = required
+        self.range = range
+        self.doc = doc
+    }
+
+    public static func int(_ name: String, default value: Int? = nil, range: ClosedRange<Int>? = nil,
+                           required: Bool = false, doc: String) -> OptionSpec {
+        OptionSpec(name: name, kind: .int, defaultValue: value.map { .int($0) }, required: required,
+                   range: range.map { Double($0.lowerBound)...Double($0.upperBound) }, doc: doc)
+    }
+
+    public static func number(_ name: String, default value: Double? = nil, range: ClosedRange<Double>? = nil,
+                              required: Bool = false, doc: String) -> OptionSpec {
+        OptionSpec(name: name, kind: .number, defaultValue: value.map { .number($0) }, required: required,
+                   range: range, doc: doc)
+    }
+
+    public static func bool(_ name: String, default value: Bool, doc: String) -> OptionSpec {
+        OptionSpec(name: name, kind: .bool, defaultValue: .bool(value), doc: doc)
+    }
+
+    public static func string(_ name: String, default value: String? = nil, required: Bool = false,
+                              doc: String) -> OptionSpec {
+        OptionSpec(name: name, kind: .string, defaultValue: value.map { .string($0) }, required: required, doc: doc)
+    }
+
+    public static func oneOf(_ name: String, _ values: [String], default value: String? = nil,
+                             doc: String) -> OptionSpec {
+        OptionSpec(name: name, kind: .oneOf(values), defaultValue: value.map { .string($0) }, doc: doc)
+    }
+
+    /// A size in bytes; `default` and `range` are written like the pipeline file (`"50MB"`).
+    public static func size(_ name: String, default value: String? = nil, min: String? = nil, max: String? = nil,
+                            required: Bool = false, doc: String) -> OptionSpec {
+        let low = min.flatMap(Units.parseSize).map(Double.init) ?? 0
+        let high = max.flatMap(Units.parseSize).map(Double.init) ?? 9e18
+        return OptionSpec(name: name, kind: .size, defaultValue: value.flatMap(Units.parseSize).map { .int($0) },
+                          required: required, range: low...high, doc: doc)
+    }
+
+    /// A duration in seconds; `default` and bounds are written like the pipeline file (`"30s"`).
+    public static func duration(_ name: String, default value: String? = nil, min: String? = nil, max: String? = nil,
+                                required: Bool = false, doc: String) -> OptionSpec {
+        let low = min.flatMap(Units.parseDuration) ?? 0
+        let high = max.flatMap(Units.parseDuration) ?? 1e12
+        return OptionSpec(name: name, kind: .duration, defaultValue: value.flatMap(Units.parseDuration).map { .number($0) },
+                          required: required, range: low...high, doc: doc)
+    }
+
+    public static func color(_ name: String, default value: String? = nil, doc: String) -> OptionSpec {
+        OptionSpec(name: name, kind: .color, defaultValue: value.map { .string($0) }, doc: doc)
+    }
+
+    public static func path(_ name: String, default value: String? = nil, required: Bool = false,
+                            doc: String) -> OptionSpec {
+        OptionSpec(name: name, kind: .path, defaultValue: value.map { .string($0) }, required: required, doc: doc)
+    }
+
+    public static func list(_ name: String, of element: Kind, default value: [OptionValue]? = nil,
+                            doc: String) -> OptionSpec {
+        OptionSpec(name: name, kind: .list(element), defaultValue: value.map { .list($0) }, doc: doc)
+    }
+
+    public static func map(_ name: String, doc: String) -> OptionSpec {
+        OptionSpec(name: name, kind: .map, defaultValue: .map([:]), doc: doc)
+    }
+
+    /// The default as a pipeline file would write it (`50MB`, `30s`, `fit`), or `nil`.
+    public var defaultText: String? {
+        guard let defaultValue else { return nil }
+        return format(defaultValue)
+    }
+
+    /// `value` as a pipeline file would write it.
+    public func format(_ value: OptionValue) -> String {
+        switch (kind, value) {
+        case (.size, .int(let bytes)): return Units.formatSize(bytes)
+        case (.duration, .number(let seconds)): return Units.formatDuration(seconds)
+        default: return value.description
+        }
+    }
+}
+
+/// What a plugin is: its name, a one-line summary, and its options.
+public struct PluginSpec: Sendable {
+    /// The name used in pipeline files (`http`, `resize`, `jpeg`).
+    public let name: String
+    /// One line for `pipelinectl plugins`.
+    public let summary: String
+    public let options: [OptionSpec]
+
+    public init(name: String, summary: String, options: [OptionSpec] = []) {
+        self.name = name
+        self.summary = summary
+        self.options = options
+    }
+
+    public func option(_ name: String) -> OptionSpec? { options.first { $0.name == name } }
+}

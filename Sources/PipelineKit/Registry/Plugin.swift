@@ -1,0 +1,133 @@
+import Foundation
+
+/// The six slots of a pipeline, in the order data flows through them.
+public enum Slot: String, Sendable, CaseIterable, Codable {
+    case loader
+    case dataCache = "data_cache"
+    case decoder
+    case processor
+    case imageCache = "image_cache"
+    case encoder
+
+    /// How the slot is named in messages (`a processor`, `an encoder`).
+    public var article: String {
+        switch self {
+        case .loader: return "a loader"
+        case .dataCache: return "a data cache"
+        case .decoder: return "a decoder"
+        case .processor: return "a processor"
+        case .imageCache: return "an image cache"
+        case .encoder: return "an encoder"
+        }
+    }
+}
+
+/// A registrable stage: a spec plus a factory that makes the stage from validated options.
+///
+/// Built-in plugins are made with exactly these constructors; so are custom ones:
+/// ```swift
+/// let pixelate = Plugin.processor(PluginSpec(name: "pixelate", summary: "Blocky mosaic.",
+///     options: [.int("block", default: 8, range: 2...256, doc: "Block size in pixels.")])) { options in
+///     Pixelate(block: options.int("block")!)
+/// }
+/// ```
+/// A factory may throw a ``PipelineError`` to reject an option combination; validation reports it
+/// at the stage's position.
+public struct Plugin: Sendable {
+    public typealias Factory<T> = @Sendable (PluginOptions) throws -> T
+
+    enum Maker: Sendable {
+        case loader(schemes: [String], Factory<any DataLoading>)
+        case dataCache(Factory<any DataCaching>)
+        case decoder(Factory<any ImageDecoding>)
+        case processor(Factory<any ImageProcessing>)
+        case imageCache(Factory<any ImageCaching>)
+        case encoder(Factory<any ImageEncoding>)
+    }
+
+    public let spec: PluginSpec
+    let maker: Maker
+
+    /// The slot this plugin fills.
+    public var slot: Slot {
+        switch maker {
+        case .loader: return .loader
+        case .dataCache: return .dataCache
+        case .decoder: return .decoder
+        case .processor: return .processor
+        case .imageCache: return .imageCache
+        case .encoder: return .encoder
+        }
+    }
+
+    /// For loaders: the URL schemes served; `""` stands for plain paths without a scheme.
+    public var schemes: [String] {
+        if case .loader(let schemes, _) = maker { return schemes }
+        return []
+    }
+
+    /// A loader for the given URL schemes (lower case; `""` for plain paths).
+    public static func loader(_ spec: PluginSpec, schemes: [String],
+                              make: @escaping Factory<any DataLoading>) -> Plugin {
+        Plugin(spec: spec, maker: .loader(schemes: schemes.map { $0.lowercased() }, make))
+    }
+    public static func dataCache(_ spec: PluginSpec, make: @escaping Factory<any DataCaching>) -> Plugin {
+        Plugin(spec: spec, maker: .dataCache(make))
+    }
+    public static func decoder(_ spec: PluginSpec, make: @escaping Factory<any ImageDecoding>) -> Plugin {
+        Plugin(spec: spec, maker: .decoder(make))
+    }
+    public static func processor(_ spec: PluginSpec, make: @escaping Factory<any ImageProcessing>) -> Plugin {
+        Plugin(spec: spec, maker: .processor(make))
+    }
+    public static func imageCache(_ spec: PluginSpec, make: @escaping Factory<any ImageCaching>) -> Plugin {
+        Plugin(spec: spec, maker: .imageCache(make))
+    }
+    public static func encoder(_ spec: PluginSpec, make: @escaping Factory<any ImageEncoding>) -> Plugin {
+        Plugin(spec: spec, maker: .encoder(make))
+    }
+
+    /// The defaults of every option, as the factory would receive them when nothing is set.
+    public var defaultOptions: PluginOptions {
+        var values: [String: OptionValue] = [:]
+        for option in spec.options { values[option.name] = option.defaultValue }
+        return PluginOptions(values)
+    }
+}
+
+/// The plugins a program knows, by slot and name.
+///
+/// Build one with ``register(_:)`` (built-ins through `BuiltIns.register(into:)`, custom ones the
+/// same way); it is a value, so a finished registry can be shared freely.
+public struct PluginRegistry: Sendable {
+    private var bySlot: [Slot: [String: Plugin]] = [:]
+
+    public init() {}
+
+    /// Adds `plugin`. Throws when its slot already has a plugin of that name.
+    public mutating func register(_ plugin: Plugin) throws {
+        if bySlot[plugin.slot]?[plugin.spec.name] != nil {
+            throw PipelineError("duplicate_plugin",
+                                "two plugins named '\(plugin.spec.name)' were registered as \(plugin.slot.article)")
+        }
+        bySlot[plugin.slot, default: [:]][plugin.spec.name] = plugin
+    }
+
+    /// The plugin named `name` in `slot`.
+    public func plugin(_ name: String, in slot: Slot) -> Plugin? { bySlot[slot]?[name] }
+
+    /// Every plugin of `slot`, sorted by name.
+    public func plugins(in slot: Slot) -> [Plugin] {
+        (bySlot[slot] ?? [:]).values.sorted { $0.spec.name < $1.spec.name }
+    }
+
+    /// The slots that have a plugin named `name` (to say "'resize' is a processor").
+    public func slots(of name: String) -> [Slot] {
+        Slot.allCases.filter { bySlot[$0]?[name] != nil }
+    }
+
+    /// The loader plugin serving `scheme` (`""` for plain paths).
+    public func loader(forScheme scheme: String) -> Plugin? {
+        plugins(in: .loader).first { $0.schemes.contains(scheme) }
+    }
+}

@@ -1,0 +1,10 @@
+import Foundation
+
+/// The image cache slot: keeps decoded or partly processed images in memory during a run.
+///
+/// Keys are the source's cache key plus the identifiers of the processors applied so far, so
+/// duplicate sources reuse the decoded image instead of decoding again. Must be thread-safe.
+public protocol ImageCaching: Sendable {
+    func image(for key: String) -> Image?
+    func store(_ image: Image, for key: String)
+}

@@ -1,0 +1,22 @@
+import Foundation
+
+/// The processor slot: turns an image into another image.
+///
+/// Processors run in order, on the engine's CPU workers. The ``identifier`` is part of cache
+/// keys: it must change exactly when the output would, so derive it from every option that
+/// affects the pixels (as Nuke's `ImageProcessing.identifier`).
+public protocol ImageProcessing: Sendable {
+    /// A stable string naming this processor and its effective options, e.g. `resize(256x256,fit)`.
+    var identifier: String { get }
+
+    /// Returns the processed image. `image` is immutable; use ``Image/transformed(_:)``.
+    func process(_ image: Image) throws -> Image
+
+    /// The smallest decoded size this processor needs when it is the first in the chain to set the
+    /// size, or `nil` when it does not set the size. The engine passes it to the decoder.
+    var decodeHint: PixelSize? { get }
+}
+
+extension ImageProcessing {
+    public var decodeHint: PixelSize? { nil }
+}

@@ -1,0 +1,67 @@
+import Foundation
+
+/// One line of a URL list: what to load, and where it came from.
+public struct Source: Sendable, Hashable {
+    /// The text as written in the list (trimmed): a URL or a local path.
+    public let text: String
+    /// 1-based line number in the list.
+    public let index: Int
+    /// The URL scheme in lower case (`http`, `https`, `file`, ...), or `nil` for a plain path.
+    public let scheme: String?
+    /// The directory relative paths are resolved against (the list file's directory).
+    public let base: String?
+
+    public init(text: String, index: Int, base: String? = nil) {
+        self.text = text
+        self.index = index
+        self.base = base
+        self.scheme = Source.scheme(of: text)
+    }
+
+    /// For a plain path or a `file://` URL: the absolute local path; `nil` otherwise.
+    public var localPath: String? {
+        switch scheme {
+        case nil:
+            if text.hasPrefix("/") { return text }
+            if text.hasPrefix("~/") { return NSString(string: text).expandingTildeInPath }
+            let dir = base ?? FileManager.default.currentDirectoryPath
+            return URL(fileURLWithPath: dir).appendingPathComponent(text).standardizedFileURL.path
+        case "file":
+            guard let url = URL(string: text), url.host == nil || url.host == "" || url.host == "localhost"
+            else { return nil }
+            return url.path.isEmpty ? nil : url.path
+        default:
+            return nil
+        }
+    }
+
+    /// The scheme of `text` when it starts with `letters:` followed by `//` or when it is a
+    /// known scheme-only URL (`data:`); `nil` for plain paths (including Windows-like `C:`).
+    static func scheme(of text: String) -> String? {
+        guard let colon = text.firstIndex(of: ":") else { return nil }
+        let name = text[..<colon]
+        guard name.count >= 2, let first = name.first, first.isLetter,
+            name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == "." })
+        else { return nil }
+        let rest = text[text.index(after: colon)...]
+        let lower = name.lowercased()
+        if rest.hasPrefix("//") || lower == "data" { return lower }
+        return nil
+    }
+}
+
+/// What a loader produced: the bytes and, for network loads, facts from the response.
+public struct LoadedData: Sendable {
+    /// The body.
+    public var data: Data
+    /// The response's `Content-Type`, when there was one.
+    public var contentType: String?
+    /// The final URL after redirects, when it differs from the source.
+    public var finalURL: String?
+
+    public init(data: Data, contentType: String? = nil, finalURL: String? = nil) {
+        self.data = data
+        self.contentType = contentType
+        self.finalURL = finalURL
+    }
+}

@@ -1,0 +1,100 @@
+import CMagickWand
+import Foundation
+import PipelineKit
+
+/// `imagemagick`: decodes with ImageMagick, safely.
+///
+/// The format comes from the first bytes (``FormatSniffer``), never from the URL or from
+/// ImageMagick's own guess, and the image is read with that explicit coder. Width, height and
+/// pixel count are checked from the header (a ping) before any pixel is decoded. JPEGs are decoded
+/// at a reduced scale (`jpeg:size`) when the processor chain needs less than the full size.
+public struct ImageMagickDecoder: ImageDecoding {
+    public static let defaultFormats = ["JPEG", "PNG", "GIF", "WEBP", "TIFF", "BMP", "ICO"]
+
+    public static let plugin = Plugin.decoder(
+        PluginSpec(
+            name: "imagemagick",
+            summary: "Decodes JPEG, PNG, GIF, WebP, TIFF, BMP and ICO with ImageMagick; limits checked before decoding.",
+            options: [
+                .int("max_pixels", default: 50_000_000, range: 1...1_000_000_000, doc: "Largest width x height accepted (checked from the header)."),
+                .int("max_width", default: 16384, range: 1...65535, doc: "Largest width accepted."),
+                .int("max_height", default: 16384, range: 1...65535, doc: "Largest height accepted."),
+                .bool("auto_orient", default: true, doc: "Apply the EXIF orientation."),
+                .bool("shrink_on_load", default: true, doc: "Decode JPEGs at 1/2, 1/4 or 1/8 scale when the output needs less."),
+            ]),
+        make: { options in ImageMagickDecoder(options: options) })
+
+    let maxPixels: Int
+    let maxWidth: Int
+    let maxHeight: Int
+    let autoOrient: Bool
+    let shrinkOnLoad: Bool
+
+    init(options: PluginOptions) {
+        maxPixels = options.int("max_pixels")!
+        maxWidth = options.int("max_width")!
+        maxHeight = options.int("max_height")!
+        autoOrient = options.bool("auto_orient")!
+        shrinkOnLoad = options.bool("shrink_on_load")!
+    }
+
+    public func decode(_ loaded: LoadedData, hint: DecodeHint) throws -> PipelineKit.Image {
+        let data = loaded.data
+        guard !data.isEmpty else { throw PipelineError(.decodeFailed, "empty input (0 bytes)") }
+        let format: String
+        switch FormatSniffer.sniff(data) {
+        case .image(let name):
+            guard Self.defaultFormats.contains(name), Magick.canRead(name) else {
+                throw PipelineError(.unsupportedFormat, "\(name) images are not accepted by this decoder")
+            }
+            format = name
+        case .other(let name):
+            let kind: ErrorKind = ["HTML", "JSON", "XML"].contains(name) ? .notAnImage : .unsupportedFormat
+            throw PipelineError(kind, "the content is \(name), not an accepted image format"
+                + (loaded.contentType.map { " (served as \($0))" } ?? ""))
+        case .unknown:
+            throw PipelineError(.notAnImage, "the content is not a recognised image format"
+                + (loaded.contentType.map { " (served as \($0))" } ?? ""))
+        }
+
+        // Header first: refuse huge images before decoding a pixel.
+        let header = Wand()
+        try header.ping(data, format: format)
+        let width = header.width, height = header.height
+        guard width > 0, height > 0 else { throw PipelineError(.decodeFailed, "the header gives no size") }
+        if width > maxWidth || height > maxHeight || width * height > maxPixels {
+            throw PipelineError(.tooLarge, "\(width)x\(height) exceeds the limits (max_pixels \(maxPixels), "
+                + "max_width \(maxWidth), max_height \(maxHeight))")
+        }
+
+        let wand = Wand()
+        // libjpeg scales by n/8 and can scale up too: hint only when a shrink of at least 1/2 fits.
+        if shrinkOnLoad, format == "JPEG", let target = hint.targetSize,
+           width >= 2 * target.width, height >= 2 * target.height {
+            wand.setOption("jpeg:size", "\(target.width)x\(target.height)")
+        }
+        try wand.read(data, format: format)
+        if let problem = wand.readProblem() {
+            throw PipelineError(.decodeFailed, problem)
+        }
+        try wand.keepFirstFrame()
+        if autoOrient { try wand.autoOrient() }
+        try wand.toSRGB()
+        return PipelineKit.Image(taking: wand, sourceFormat: format)
+    }
+}
+
+extension Wand {
+    /// A warning from the last read that means the pixels are incomplete (a truncated or corrupt
+    /// file that ImageMagick decoded anyway, filling the rest with grey), or `nil`.
+    func readProblem() -> String? {
+        guard let (severity, message) = pendingException() else { return nil }
+        let lower = message.lowercased()
+        let incomplete = ["premature end", "truncat", "insufficient image data", "corrupt image", "unexpected end",
+                          "read error", "improper image header", "damaged", "crc error"]
+        if severity.rawValue >= ErrorException.rawValue || incomplete.contains(where: lower.contains) {
+            return message
+        }
+        return nil
+    }
+}

@@ -1,0 +1,68 @@
+import CCurl
+import Foundation
+import PipelineKit
+import Synchronization
+
+/// libcurl's multi interface driven by one dedicated thread, bridged to Swift concurrency.
+///
+/// Transfers are queued from any task; the thread adds them to the multi handle, drives every
+/// transfer with `curl_multi_perform` / `curl_multi_poll`, and resumes each caller when its transfer
+/// ends. Connections are reused across transfers; HTTP/2 is used where a server offers it.
+final class CurlTransferEngine: @unchecked Sendable {
+    // `multi` is used by the engine thread only, except for curl_multi_wakeup, which is thread-safe.
+    private struct Shared: ~Copyable {
+        var incoming: [CurlTransfer] = []
+    }
+
+    private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_ALL)) }()
+
+    private let multi: UnsafeMutableRawPointer
+    private let shared = Mutex(Shared())
+
+    /// Starts the engine's thread.
+    init(name: String) {
+        _ = CurlTransferEngine.globalInit
+        multi = curl_multi_init()!
+        let thread = Thread { [self] in self.loop() }
+        thread.name = name
+        thread.start()
+    }
+
+    /// Runs one transfer to completion.
+    func perform(_ transfer: CurlTransfer) async throws -> TransferResponse {
+        try await withCheckedThrowingContinuation { continuation in
+            transfer.continuation = continuation
+            shared.withLock { $0.incoming.append(transfer) }
+            curl_multi_wakeup(multi)
+        }
+    }
+
+    private func loop() {
+        var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
+        var running: Int32 = 0
+        while true {
+            let incoming = shared.withLock { shared -> [CurlTransfer] in
+                defer { shared.incoming.removeAll() }
+                return shared.incoming
+            }
+            for transfer in incoming {
+                transfer.configure()
+                active[transfer.handle] = transfer
+                curl_multi_add_handle(multi, transfer.handle)
+            }
+            curl_multi_perform(multi, &running)
+            var left: Int32 = 0
+            while let message = curl_multi_info_read(multi, &left) {
+                guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
+                let code = message.pointee.data.result
+                curl_multi_remove_handle(multi, easy)
+                if let transfer = active.removeValue(forKey: easy) {
+                    let result = transfer.finish(code)
+                    transfer.continuation?.resume(with: result)
+                    transfer.continuation = nil
+                }
+            }
+            curl_multi_poll(multi, nil, 0, active.isEmpty ? 10_000 : 250, nil)
+        }
+    }
+}

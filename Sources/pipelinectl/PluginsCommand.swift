@@ -1,0 +1,23 @@
+import ArgumentParser
+import PipelineKit
+
+struct PluginsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "plugins",
+        abstract: "List the registered plugins by slot.",
+        discussion: "Example:\n  pipelinectl plugins")
+
+    func run() async throws {
+        let registry = PipelineCtl.registry
+        for slot in Slot.allCases {
+            let plugins = registry.plugins(in: slot)
+            guard !plugins.isEmpty else { continue }
+            print("\(slot.rawValue):")
+            let width = plugins.map(\.spec.name.count).max() ?? 0
+            for plugin in plugins {
+                let name = plugin.spec.name.padding(toLength: width, withPad: " ", startingAt: 0)
+                print("  \(name)  \(plugin.spec.summary)")
+            }
+        }
+    }
+}

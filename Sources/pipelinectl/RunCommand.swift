@@ -1,0 +1,90 @@
+import ArgumentParser
+import Foundation
+import Logging
+import PipelineKit
+import Synchronization
+
+struct Run: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run a pipeline over a list of URLs and paths.",
+        discussion: """
+            The list has one URL or path per line; blank lines and lines starting with # are skipped;
+            '-' reads standard input. Relative paths are relative to the list file.
+            Exits 0 when every item succeeded, 1 when any failed, 2 when nothing ran.
+
+            Example:
+              pipelinectl run thumbnails examples/urls.txt --output out/thumbs --report run.json
+            """)
+
+    @Argument(help: "The pipeline file, or its name in pipelines/.")
+    var pipeline: String
+
+    @Argument(help: "The URL list ('-' for standard input).")
+    var urls: String
+
+    @Option(name: .shortAndLong, help: "Write outputs here instead of the pipeline's output.dir.")
+    var output: String?
+
+    @Option(help: "Write a JSON report of every item to this file.")
+    var report: String?
+
+    @Option(help: "CPU workers for decode, process and encode (default: one per core).")
+    var workers: Int?
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel: Logger.Level = .warning
+
+    func validate() throws {
+        if let workers, workers < 1 { throw ValidationError("--workers must be at least 1") }
+    }
+
+    func run() async throws {
+        let level = logLevel
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        guard let pipeline = loadPipeline(self.pipeline) else { throw Exit.invalid }
+        let list = SourceList(path: urls)
+        do { _ = try list.open() } catch {
+            printError("error: \((error as? PipelineError)?.message ?? "\(error)")")
+            throw Exit.invalid
+        }
+        var options = RunOptions()
+        options.outputDirectory = output
+        if let workers { options.workers = workers }
+        options.logger = Logger(label: "pipelinectl")
+        let runner: PipelineRunner
+        do {
+            runner = try PipelineRunner(pipeline: pipeline, registry: PipelineCtl.registry, options: options)
+        } catch {
+            printError("error: \(pipeline.file): \((error as? PipelineError)?.message ?? "\(error)")")
+            throw Exit.invalid
+        }
+        let collected = Mutex<[ItemResult]>([])
+        let summary: RunSummary
+        do {
+            summary = try await runner.run(list) { item in collected.withLock { $0.append(item) } }
+        } catch {
+            printError("error: \((error as? PipelineError)?.message ?? "\(error)")")
+            throw Exit.invalid
+        }
+        let items = collected.withLock { $0 }.sorted { $0.index < $1.index }
+        print(SummaryText.render(pipeline: pipeline.name, summary: summary, items: items,
+                                 outputDirectory: runner.outputDirectory))
+        if let report {
+            do {
+                let data = try RunReport(pipeline: pipeline.name, summary: summary, items: items).json()
+                try AtomicFile.write(data, to: report)
+                print("report in \(report)")
+            } catch {
+                printError("error: cannot write the report to \(report): \(error)")
+                throw Exit.invalid
+            }
+        }
+        if summary.failed > 0 { throw Exit.itemsFailed }
+    }
+}
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}

@@ -52,21 +52,30 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Shared by the test targets: a real HTTP server on loopback, fixture images, helpers.
+        .target(
+            name: "TestSupport",
+            dependencies: [
+                "PipelineKit",
+                .product(name: "FlyingFox", package: "FlyingFox"),
+            ],
+            path: "Tests/TestSupport"
+        ),
         .testTarget(
             name: "PipelineKitTests",
-            dependencies: ["PipelineKit", "Plugins"]
+            dependencies: ["PipelineKit", "Plugins", "TestSupport"]
         ),
         .testTarget(
             name: "PluginsTests",
             dependencies: [
-                "PipelineKit", "Plugins",
+                "PipelineKit", "Plugins", "TestSupport",
                 .product(name: "FlyingFox", package: "FlyingFox"),
             ]
         ),
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "PipelineKit",
+                "PipelineKit", "TestSupport",
                 .product(name: "FlyingFox", package: "FlyingFox"),
             ]
         ),

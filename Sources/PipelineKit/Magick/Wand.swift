@@ -45,6 +45,18 @@ public final class Wand {
         return (severity, String(cString: text).trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
+    /// The exception recorded on the images themselves during a read (ImageMagick's coders put
+    /// warnings such as "Premature end of JPEG file" there, not on the wand), or `nil`.
+    public func imageException() -> (ExceptionType, String)? {
+        guard let image = GetImageFromMagickWand(pointer) else { return nil }
+        let exception = AcquireExceptionInfo()
+        defer { _ = DestroyExceptionInfo(exception) }
+        GetImageException(image, exception)
+        guard let info = exception, info.pointee.severity != UndefinedException else { return nil }
+        let reason = info.pointee.reason.map { String(cString: $0) } ?? "unknown problem"
+        return (info.pointee.severity, reason)
+    }
+
     /// Throws a ``PipelineError`` of `kind` with ImageMagick's reason when `status` is false.
     @discardableResult
     public func check(_ status: MagickBooleanType, _ kind: ErrorKind, _ what: String) throws -> Wand {
@@ -111,6 +123,14 @@ public final class Wand {
     public var depth: Int { MagickGetImageDepth(pointer) }
     public var colorspace: ColorspaceType { MagickGetImageColorspace(pointer) }
 
+    /// The colour of one pixel, each channel from 0 to 1 (alpha 1 is opaque).
+    public func pixel(x: Int, y: Int) throws -> (red: Double, green: Double, blue: Double, alpha: Double) {
+        let color = NewPixelWand()
+        defer { _ = DestroyPixelWand(color) }
+        try check(MagickGetImagePixelColor(pointer, x, y, color), .processFailed, "reading pixel \(x),\(y)")
+        return (PixelGetRed(color), PixelGetGreen(color), PixelGetBlue(color), PixelGetAlpha(color))
+    }
+
     // MARK: Operations used by the built-in stages
 
     /// Resizes to exactly `width` x `height` with `filter`.
@@ -144,6 +164,11 @@ public final class Wand {
         _ = PixelSetColor(pixel, color)
         _ = MagickSetImageBackgroundColor(pointer, pixel)
         try check(MagickSetImageAlphaChannel(pointer, RemoveAlphaChannel), .encodeFailed, "flatten")
+    }
+
+    /// Draws `other` over this image with its top-left corner at `x`, `y` (alpha blending).
+    public func composite(_ other: Wand, x: Int, y: Int) throws {
+        try check(MagickCompositeImage(pointer, other.pointer, OverCompositeOp, x, y), .processFailed, "composite")
     }
 
     /// Removes profiles and comments.

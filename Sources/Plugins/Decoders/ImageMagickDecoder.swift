@@ -57,10 +57,16 @@ public struct ImageMagickDecoder: ImageDecoding {
                 + (loaded.contentType.map { " (served as \($0))" } ?? ""))
         }
 
-        // Header first: refuse huge images before decoding a pixel.
-        let header = Wand()
-        try header.ping(data, format: format)
-        let width = header.width, height = header.height
+        // Header first: refuse huge images before ImageMagick allocates or decodes anything.
+        let size: PixelSize
+        if let parsed = HeaderProbe.dimensions(data, format: format) {
+            size = parsed
+        } else {
+            let header = Wand()
+            try header.ping(data, format: format)
+            size = PixelSize(width: header.width, height: header.height)
+        }
+        let width = size.width, height = size.height
         guard width > 0, height > 0 else { throw PipelineError(.decodeFailed, "the header gives no size") }
         if width > maxWidth || height > maxHeight || width * height > maxPixels {
             throw PipelineError(.tooLarge, "\(width)x\(height) exceeds the limits (max_pixels \(maxPixels), "
@@ -88,7 +94,7 @@ extension Wand {
     /// A warning from the last read that means the pixels are incomplete (a truncated or corrupt
     /// file that ImageMagick decoded anyway, filling the rest with grey), or `nil`.
     func readProblem() -> String? {
-        guard let (severity, message) = pendingException() else { return nil }
+        guard let (severity, message) = pendingException() ?? imageException() else { return nil }
         let lower = message.lowercased()
         let incomplete = ["premature end", "truncat", "insufficient image data", "corrupt image", "unexpected end",
                           "read error", "improper image header", "damaged", "crc error"]

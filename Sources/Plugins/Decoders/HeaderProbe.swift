@@ -1,0 +1,55 @@
+import Foundation
+import PipelineKit
+
+/// Reads width and height straight from a file's header bytes, before ImageMagick sees the data,
+/// so a file that claims 100000x100000 is refused without allocating anything. Returns `nil` for
+/// formats it does not parse (the decoder then pings with ImageMagick).
+enum HeaderProbe {
+    static func dimensions(_ data: Data, format: String) -> PixelSize? {
+        let b = [UInt8](data.prefix(format == "JPEG" ? 262_144 : 64))
+        func be16(_ i: Int) -> Int { i + 1 < b.count ? Int(b[i]) << 8 | Int(b[i + 1]) : 0 }
+        func le16(_ i: Int) -> Int { i + 1 < b.count ? Int(b[i + 1]) << 8 | Int(b[i]) : 0 }
+        func be32(_ i: Int) -> Int { be16(i) << 16 | be16(i + 2) }
+        func le32(_ i: Int) -> Int { le16(i + 2) << 16 | le16(i) }
+        func le24(_ i: Int) -> Int { i + 2 < b.count ? Int(b[i + 2]) << 16 | Int(b[i + 1]) << 8 | Int(b[i]) : 0 }
+        switch format {
+        case "PNG":  // signature, IHDR length and type, then width and height
+            guard b.count >= 24, String(decoding: b[12..<16], as: UTF8.self) == "IHDR" else { return nil }
+            return PixelSize(width: be32(16), height: be32(20))
+        case "GIF":  // logical screen size
+            guard b.count >= 10 else { return nil }
+            return PixelSize(width: le16(6), height: le16(8))
+        case "BMP":
+            guard b.count >= 26 else { return nil }
+            let header = le32(14)
+            if header == 12 { return PixelSize(width: le16(18), height: le16(20)) }
+            let height = Int(Int32(bitPattern: UInt32(le32(22))))
+            return PixelSize(width: Int(Int32(bitPattern: UInt32(le32(18)))), height: abs(height))
+        case "WEBP":
+            guard b.count >= 30 else { return nil }
+            switch String(decoding: b[12..<16], as: UTF8.self) {
+            case "VP8 ": return PixelSize(width: le16(26) & 0x3FFF, height: le16(28) & 0x3FFF)
+            case "VP8L":
+                let bits = le32(21)
+                return PixelSize(width: (bits & 0x3FFF) + 1, height: ((bits >> 14) & 0x3FFF) + 1)
+            case "VP8X": return PixelSize(width: le24(24) + 1, height: le24(27) + 1)
+            default: return nil
+            }
+        case "JPEG":  // walk the markers to the first start-of-frame
+            var i = 2
+            while i + 9 < b.count {
+                guard b[i] == 0xFF else { return nil }
+                let marker = b[i + 1]
+                if marker == 0xFF { i += 1; continue }
+                if (0xC0...0xCF).contains(marker), ![0xC4, 0xC8, 0xCC].contains(marker) {
+                    return PixelSize(width: be16(i + 7), height: be16(i + 5))
+                }
+                if marker == 0xD8 || (0xD0...0xD7).contains(marker) { i += 2; continue }
+                i += 2 + be16(i + 2)
+            }
+            return nil
+        default:
+            return nil
+        }
+    }
+}

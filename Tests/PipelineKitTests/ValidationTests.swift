@@ -1,0 +1,195 @@
+@testable import PipelineKit
+import Plugins
+import Testing
+
+/// Each broken pipeline gives its exact message at its exact line and column.
+@Suite struct ValidationTests {
+    let registry = BuiltIns.registry()
+
+    func diagnostics(_ text: String) -> [String] {
+        PipelineFile.parse(text: text, file: "p.yaml", registry: registry).1.map(\.description)
+    }
+
+    @Test func validPipelineHasNoDiagnostics() {
+        let (pipeline, found) = PipelineFile.parse(text: """
+            version: 1
+            name: ok
+            loader:
+              http: { timeout: 5s, max_bytes: 10MB }
+            processors:
+              - resize: { width: 100 }
+            encoder: jpeg
+            """, file: "p.yaml", registry: registry)
+        #expect(found.isEmpty)
+        #expect(pipeline?.name == "ok")
+        #expect(pipeline?.loader?.options.bytes("max_bytes") == 10_000_000)
+        #expect(pipeline?.loader?.options.seconds("timeout") == 5)
+        #expect(pipeline?.encoder.options.int("quality") == 82)  // default filled in
+        #expect(pipeline?.output.dir == "out/ok")
+        #expect(pipeline?.output.name.text == "{stem}-{hash}.{ext}")
+    }
+
+    @Test func unknownPluginSuggestsNearestName() {
+        #expect(diagnostics("""
+            encoder:
+              jpg:
+                quality: 80
+            """) == ["p.yaml:2:3: error: unknown encoder 'jpg'; did you mean 'jpeg'?"])
+    }
+
+    @Test func unknownPluginWithNothingCloseListsValidNames() {
+        #expect(diagnostics("encoder: tga\n") == ["p.yaml:1:10: error: unknown encoder 'tga'; expected one of: jpeg, png, webp"])
+    }
+
+    @Test func pluginInWrongSlotSaysWhatItIs() {
+        #expect(diagnostics("encoder: resize\n")
+            == ["p.yaml:1:10: error: 'resize' is a processor; the encoder slot takes one of: jpeg, png, webp"])
+    }
+
+    @Test func unknownOptionSuggestsNearestName() {
+        #expect(diagnostics("""
+            encoder:
+              jpeg:
+                qualty: 80
+            """) == ["p.yaml:3:5: error: unknown option 'qualty' for encoder 'jpeg'; did you mean 'quality'?"])
+    }
+
+    @Test func mistypedValues() {
+        #expect(diagnostics("""
+            loader:
+              http:
+                max_bytes: big
+                timeout: soon
+                max_concurrent: many
+            encoder: jpeg
+            """) == [
+                "p.yaml:3:16: error: expected a size such as 50MB for 'max_bytes', got 'big'",
+                "p.yaml:4:14: error: expected a duration such as 30s for 'timeout', got 'soon'",
+                "p.yaml:5:21: error: expected an integer for 'max_concurrent', got 'many'",
+            ])
+    }
+
+    @Test func valueOutOfRange() {
+        #expect(diagnostics("encoder:\n  jpeg: { quality: 120 }\n")
+            == ["p.yaml:2:20: error: 'quality' must be between 1 and 100, got 120"])
+    }
+
+    @Test func badEnumValue() {
+        #expect(diagnostics("processors:\n  - resize: { width: 10, mode: fits }\nencoder: png\n")
+            == ["p.yaml:2:32: error: unknown value 'fits' for 'mode'; did you mean 'fit'?"])
+    }
+
+    @Test func yamlSyntaxError() {
+        #expect(diagnostics("""
+            encoder:
+              jpeg:
+                quality: [80
+            """) == [
+                "p.yaml:4:1: error: invalid YAML: did not find expected ',' or ']' (while parsing a flow sequence)",
+            ])
+    }
+
+    @Test func yamlIndentationError() {
+        #expect(diagnostics("encoder: jpeg\n  output: x\n")
+            == ["p.yaml:2:9: error: invalid YAML: mapping values are not allowed in this context"])
+    }
+
+    @Test func duplicateKeyPointsAtTheSecond() {
+        #expect(diagnostics("encoder: jpeg\ndecoder: imagemagick\nencoder: png\n")
+            == ["p.yaml:3:1: error: duplicate key 'encoder'"])
+    }
+
+    @Test func unknownTopLevelKey() {
+        #expect(diagnostics("encoder: jpeg\nprocesors: []\n")
+            == ["p.yaml:2:1: error: unknown top-level key 'procesors'; did you mean 'processors'?"])
+    }
+
+    @Test func unsupportedVersion() {
+        #expect(diagnostics("version: 2\nencoder: jpeg\n") == ["p.yaml:1:10: error: unsupported version 2; this pipelinectl reads version 1"])
+    }
+
+    @Test func missingEncoder() {
+        #expect(diagnostics("decoder: imagemagick\n") == ["p.yaml:1:1: error: missing 'encoder'; expected one of: jpeg, png, webp"])
+    }
+
+    @Test func resizeNeedsASize() {
+        #expect(diagnostics("processors:\n  - resize: { mode: fill }\nencoder: jpeg\n")
+            == ["p.yaml:2:5: error: processor 'resize': set 'width', 'height' or both"])
+    }
+
+    @Test func templateThatEscapesTheOutputDirectory() {
+        #expect(diagnostics("encoder: jpeg\noutput:\n  name: \"../{stem}.{ext}\"\n")
+            == ["p.yaml:3:9: error: the name template may not contain empty, '.' or '..' path components"])
+        #expect(diagnostics("encoder: jpeg\noutput:\n  name: \"/tmp/{stem}.{ext}\"\n")
+            == ["p.yaml:3:9: error: the name template must be relative to the output directory"])
+        #expect(diagnostics("encoder: jpeg\noutput:\n  name: \"{stme}.{ext}\"\n")
+            == ["p.yaml:3:9: error: unknown placeholder '{stme}' in name template; did you mean 'stem'?"])
+    }
+
+    @Test func everyProblemInOnePass() {
+        let found = diagnostics("""
+            version: 1
+            loader:
+              http: { timeout: soon }
+            processors:
+              - resise: { width: 10 }
+            encoder:
+              jpeg: { qualty: 1 }
+            """)
+        #expect(found == [
+            "p.yaml:3:20: error: expected a duration such as 30s for 'timeout', got 'soon'",
+            "p.yaml:5:5: error: unknown processor 'resise'; did you mean 'resize'?",
+            "p.yaml:7:11: error: unknown option 'qualty' for encoder 'jpeg'; did you mean 'quality'?",
+        ])
+    }
+
+    @Test func renderedDiagnosticHasCaretUnderColumn() {
+        let d = Diagnostic(file: "p.yaml", line: 2, column: 5, message: "x")
+        #expect(d.rendered(source: "a\n    qualty: 1\n") == "p.yaml:2:5: error: x\n    qualty: 1\n    ^")
+    }
+}
+
+@Suite struct UnitsTests {
+    @Test func sizes() {
+        #expect(Units.parseSize("50MB") == 50_000_000)
+        #expect(Units.parseSize("1GiB") == 1_073_741_824)
+        #expect(Units.parseSize("512 KB") == 512_000)
+        #expect(Units.parseSize("1.5kib") == 1536)
+        #expect(Units.parseSize("100") == 100)
+        #expect(Units.parseSize("big") == nil)
+        #expect(Units.parseSize("-5MB") == nil)
+    }
+
+    @Test func durations() {
+        #expect(Units.parseDuration("250ms") == 0.25)
+        #expect(Units.parseDuration("30s") == 30)
+        #expect(Units.parseDuration("5m") == 300)
+        #expect(Units.parseDuration("2h") == 7200)
+        #expect(Units.parseDuration("7d") == 604_800)
+        #expect(Units.parseDuration("soon") == nil)
+        #expect(Units.formatDuration(30) == "30s")
+        #expect(Units.formatSize(50_000_000) == "50MB")
+    }
+}
+
+@Suite struct NameTemplateTests {
+    @Test func placeholders() throws {
+        let template = try NameTemplate("{stem}-{hash8}/{index}.{ext}")
+        let source = Source(text: "https://cdn.example.com/a/b/My%20Photo.final.JPG?x=1", index: 7)
+        let name = template.render(source: source, cacheKey: "k", fileExtension: "jpg")
+        #expect(name == "My_Photo.final-\(Hashing.sha256Hex("k").prefix(8))/7.jpg")
+    }
+
+    @Test func stemIsSafe() {
+        #expect(NameTemplate.stem(of: "../../etc/passwd") == "passwd")
+        #expect(NameTemplate.stem(of: "https://x.test/") == "image")
+        #expect(NameTemplate.stem(of: "https://x.test/..%2F..%2Fetc") == "etc")
+        #expect(NameTemplate.stem(of: "/tmp/.hidden.png") == "hidden")
+        #expect(NameTemplate.stem(of: "data:image/png;base64,AAAA") == "data")
+    }
+
+    @Test func defaultIsCollisionFree() throws {
+        #expect(try NameTemplate(NameTemplate.defaultText).isCollisionFree)
+        #expect(try !NameTemplate("{stem}.{ext}").isCollisionFree)
+    }
+}

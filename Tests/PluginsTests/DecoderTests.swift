@@ -1,0 +1,102 @@
+import Foundation
+import PipelineKit
+@testable import Plugins
+import Testing
+import TestSupport
+
+@Suite struct DecoderTests {
+    let decoder = ImageMagickDecoder(options: ImageMagickDecoder.plugin.defaultOptions)
+
+    func failure(_ data: Data, contentType: String? = nil) -> PipelineError? {
+        do {
+            _ = try decoder.decode(LoadedData(data: data, contentType: contentType), hint: DecodeHint())
+            return nil
+        } catch {
+            return error as? PipelineError
+        }
+    }
+
+    @Test func decodesEveryDefaultFormat() throws {
+        for format in ["JPEG", "PNG", "GIF", "WEBP", "TIFF", "BMP"] {
+            let data = try Fixtures.image("gradient:red-blue", width: 40, height: 30, format: format)
+            let image = try decoder.decode(LoadedData(data: data), hint: DecodeHint())
+            #expect(image.width == 40 && image.height == 30, "\(format)")
+            #expect(image.sourceFormat == format)
+        }
+    }
+
+    @Test func zeroBytes() {
+        #expect(failure(Data()) == PipelineError(.decodeFailed, "empty input (0 bytes)"))
+    }
+
+    @Test func htmlServedAsImageIsNotAnImage() {
+        let html = Data("<!DOCTYPE html><html><body>Not found</body></html>".utf8)
+        #expect(failure(html, contentType: "image/jpeg")
+            == PipelineError(.notAnImage, "the content is HTML, not an accepted image format (served as image/jpeg)"))
+    }
+
+    @Test func plainTextIsNotAnImage() {
+        #expect(failure(Data("hello, world\n".utf8))?.kind == .notAnImage)
+    }
+
+    @Test func mvgNamedJpegIsRefused() {
+        // ImageTragick-style: vector drawing commands that read a local file.
+        let mvg = Data("push graphic-context\nviewbox 0 0 640 480\nimage over 0,0 0,0 'text:/etc/passwd'\npop graphic-context\n".utf8)
+        #expect(failure(mvg)?.kind == .unsupportedFormat)
+    }
+
+    @Test func svgIsRefused() {
+        let svg = Data("<?xml version=\"1.0\"?><!DOCTYPE svg [<!ENTITY x SYSTEM \"file:///etc/passwd\">]><svg xmlns=\"http://www.w3.org/2000/svg\">&x;</svg>".utf8)
+        #expect(failure(svg) == PipelineError(.unsupportedFormat, "the content is SVG, not an accepted image format"))
+    }
+
+    @Test func hugeHeaderFailsBeforeDecoding() throws {
+        // A valid PNG signature and IHDR claiming 100000x100000: refused from the header alone.
+        var png = Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])
+        var ihdr = Data("IHDR".utf8)
+        for value in [UInt32(100_000), UInt32(100_000)] { withUnsafeBytes(of: value.bigEndian) { ihdr.append(contentsOf: $0) } }
+        ihdr.append(contentsOf: [8, 2, 0, 0, 0])
+        withUnsafeBytes(of: UInt32(13).bigEndian) { png.append(contentsOf: $0) }
+        png.append(ihdr)
+        withUnsafeBytes(of: crc32(ihdr).bigEndian) { png.append(contentsOf: $0) }
+        let error = failure(png)
+        #expect(error?.kind == .tooLarge)
+        #expect(error?.message.hasPrefix("100000x100000 exceeds the limits") == true)
+    }
+
+    @Test func truncatedJPEGFailsAsDecodeFailed() throws {
+        let jpeg = try Fixtures.image("plasma:", width: 400, height: 300)
+        let error = failure(jpeg.prefix(jpeg.count / 2))
+        #expect(error?.kind == .decodeFailed)
+    }
+
+    @Test func corruptedJPEGNeverCrashes() throws {
+        let jpeg = try Fixtures.image("plasma:", width: 200, height: 150)
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<20 {
+            var bytes = [UInt8](jpeg)
+            for _ in 0..<30 { bytes[Int.random(in: 20..<bytes.count, using: &generator)] = UInt8.random(in: 0...255, using: &generator) }
+            // Either decodes (some flips are harmless) or fails as decode_failed; never anything else.
+            if let error = failure(Data(bytes)) { #expect(error.kind == .decodeFailed, "\(error)") }
+        }
+    }
+
+    @Test func shrinkOnLoadDecodesJPEGAtReducedScale() throws {
+        let jpeg = try Fixtures.image("plasma:", width: 2000, height: 1500)
+        let image = try decoder.decode(LoadedData(data: jpeg), hint: DecodeHint(targetSize: PixelSize(width: 256, height: 256)))
+        #expect(image.width == 500 && image.height == 375)  // 1/4: the smallest scale >= 256x256
+        let small = try Fixtures.image("rose:")
+        let rose = try decoder.decode(LoadedData(data: small), hint: DecodeHint(targetSize: PixelSize(width: 256, height: 256)))
+        #expect(rose.width == 70 && rose.height == 46)  // never scaled up
+    }
+}
+
+/// CRC-32 as PNG uses it.
+func crc32(_ data: Data) -> UInt32 {
+    var crc: UInt32 = 0xFFFF_FFFF
+    for byte in data {
+        crc ^= UInt32(byte)
+        for _ in 0..<8 { crc = crc & 1 == 1 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
+    }
+    return ~crc
+}

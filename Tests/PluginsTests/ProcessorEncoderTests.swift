@@ -1,0 +1,92 @@
+import Foundation
+import PipelineKit
+@testable import Plugins
+import Testing
+import TestSupport
+
+@Suite struct ResizeTests {
+    func resize(_ values: [String: OptionValue]) throws -> Resize {
+        var all = Resize.plugin.defaultOptions.values
+        for (k, v) in values { all[k] = v }
+        return try Resize(options: PluginOptions(all))
+    }
+
+    @Test func fitKeepsAspectRatio() throws {
+        let r = try resize(["width": .int(256), "height": .int(256)])
+        #expect(r.plan(for: 4000, 3000).scaled == PixelSize(width: 256, height: 192))
+        #expect(r.plan(for: 3000, 4000).scaled == PixelSize(width: 192, height: 256))
+        #expect(r.plan(for: 100, 50).scaled == PixelSize(width: 100, height: 50))  // no upscale by default
+    }
+
+    @Test func fillCoversThenCrops() throws {
+        let r = try resize(["width": .int(128), "height": .int(128), "mode": .string("fill")])
+        let plan = r.plan(for: 4000, 3000)
+        #expect(plan.scaled == PixelSize(width: 171, height: 128))
+        #expect(plan.crop == PixelSize(width: 128, height: 128))
+    }
+
+    @Test func widthOnlyFollowsAspect() throws {
+        let r = try resize(["width": .int(1000)])
+        #expect(r.plan(for: 4000, 3000).scaled == PixelSize(width: 1000, height: 750))
+    }
+
+    @Test func processesPixels() throws {
+        let decoder = ImageMagickDecoder(options: ImageMagickDecoder.plugin.defaultOptions)
+        let image = try decoder.decode(LoadedData(data: try Fixtures.jpeg(800, 600)), hint: DecodeHint())
+        let filled = try resize(["width": .int(100), "height": .int(100), "mode": .string("fill")]).process(image)
+        #expect(filled.width == 100 && filled.height == 100)
+        #expect(image.width == 800)  // the input is unchanged
+        let stretched = try resize(["width": .int(50), "height": .int(200), "mode": .string("stretch")]).process(image)
+        #expect(stretched.width == 50 && stretched.height == 200)
+    }
+
+    @Test func identifierChangesWithOptions() throws {
+        let a = try resize(["width": .int(100)]).identifier
+        let b = try resize(["width": .int(101)]).identifier
+        let c = try resize(["width": .int(100), "filter": .string("mitchell")]).identifier
+        #expect(Set([a, b, c]).count == 3)
+    }
+}
+
+@Suite struct EncoderTests {
+    let decoder = ImageMagickDecoder(options: ImageMagickDecoder.plugin.defaultOptions)
+
+    func roundTrip(_ plugin: Plugin, _ input: Data) throws -> Identified {
+        let image = try decoder.decode(LoadedData(data: input), hint: DecodeHint())
+        let encoder = try PipelineKit.StageConfig(plugin: plugin, options: plugin.defaultOptions,
+                                                  position: SourcePosition(line: 1, column: 1))
+        let made = try Self.make(encoder)
+        let data = try made.encode(image)
+        let dir = try Fixtures.temporaryDirectory()
+        let path = dir.appendingPathComponent("out.\(made.fileExtension)").path
+        try data.write(to: URL(fileURLWithPath: path))
+        return try Identified.file(path)
+    }
+
+    static func make(_ config: StageConfig) throws -> any ImageEncoding {
+        switch config.plugin.spec.name {
+        case "jpeg": return try JPEGEncoder(options: config.options)
+        case "png": return try PNGEncoder(options: config.options)
+        default: return try WebPEncoder(options: config.options)
+        }
+    }
+
+    @Test func everyEncoderWritesItsFormat() throws {
+        let source = try Fixtures.alphaPNG(120, 80)
+        #expect(try roundTrip(JPEGEncoder.plugin, source) == Identified(format: "JPEG", width: 120, height: 80))
+        #expect(try roundTrip(PNGEncoder.plugin, source) == Identified(format: "PNG", width: 120, height: 80))
+        #expect(try roundTrip(WebPEncoder.plugin, source) == Identified(format: "WEBP", width: 120, height: 80))
+    }
+
+    @Test func jpegFlattensAlphaOntoWhite() throws {
+        let image = try decoder.decode(LoadedData(data: try Fixtures.alphaPNG(40, 40)), hint: DecodeHint())
+        #expect(image.hasAlpha)
+        let jpeg = try JPEGEncoder(options: JPEGEncoder.plugin.defaultOptions).encode(image)
+        let back = try decoder.decode(LoadedData(data: jpeg), hint: DecodeHint())
+        #expect(!back.hasAlpha)
+        let corner = try back.withCopy { try $0.pixel(x: 1, y: 1) }
+        #expect(corner.red > 0.95 && corner.green > 0.95 && corner.blue > 0.95)  // white, not black
+        let centre = try back.withCopy { try $0.pixel(x: 20, y: 20) }
+        #expect(centre.red > 0.9 && centre.green < 0.1)  // the red square
+    }
+}

@@ -1,0 +1,123 @@
+import Foundation
+import PipelineKit
+
+/// Images and files for tests, made with ImageMagick's built-in generators (nothing downloaded).
+public enum Fixtures {
+    /// Encodes an ImageMagick built-in (`plasma:`, `gradient:red-blue`, `rose:`) as `format`.
+    public static func image(_ spec: String, width: Int? = nil, height: Int? = nil, format: String = "JPEG",
+                             quality: Int = 90) throws -> Data {
+        let wand = Wand()
+        try wand.readBuiltIn(spec, size: width.flatMap { w in height.map { (w, $0) } })
+        return try wand.encode(format: format, quality: quality)
+    }
+
+    /// A JPEG of `width` x `height` with detail (a gradient, so it compresses small).
+    public static func jpeg(_ width: Int, _ height: Int) throws -> Data {
+        try image("gradient:navy-orange", width: width, height: height, format: "JPEG")
+    }
+
+    /// A PNG with an alpha channel: transparent with an opaque square in the middle.
+    public static func alphaPNG(_ width: Int, _ height: Int) throws -> Data {
+        let square = Wand()
+        try square.readBuiltIn("canvas:red", size: (width / 2, height / 2))
+        return try compose(transparent: (width, height), square: square)
+    }
+
+    private static func compose(transparent size: (Int, Int), square: Wand) throws -> Data {
+        let canvas = Wand()
+        try canvas.readBuiltIn("xc:none", size: size)
+        try canvas.composite(square, x: size.0 / 4, y: size.1 / 4)
+        return try canvas.encode(format: "PNG")
+    }
+
+    /// A new empty temporary directory.
+    public static func temporaryDirectory(_ name: String = "pk") throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    /// The package's root directory (for the built binary and the example pipelines).
+    public static let packageRoot: URL = {
+        var url = URL(fileURLWithPath: #filePath)
+        while url.path != "/" {
+            url.deleteLastPathComponent()
+            if FileManager.default.fileExists(atPath: url.appendingPathComponent("Package.swift").path) { return url }
+        }
+        return URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
+    }()
+}
+
+/// What `identify` (ImageMagick's command-line tool, independent of our wrappers) says of a file.
+public struct Identified: Equatable, Sendable, CustomStringConvertible {
+    public let format: String
+    public let width: Int
+    public let height: Int
+    public var description: String { "\(format) \(width)x\(height)" }
+
+    public init(format: String, width: Int, height: Int) {
+        self.format = format
+        self.width = width
+        self.height = height
+    }
+
+    /// Runs `identify -format '%m %w %h'` on the first frame of `path`.
+    public static func file(_ path: String) throws -> Identified {
+        let result = try Command.run("/usr/bin/identify", ["-format", "%m %w %h\n", path + "[0]"])
+        let parts = result.stdout.split(whereSeparator: { $0 == " " || $0 == "\n" })
+        guard result.status == 0, parts.count >= 3, let w = Int(parts[1]), let h = Int(parts[2]) else {
+            throw CommandError(message: "identify failed on \(path): \(result.stderr)")
+        }
+        return Identified(format: String(parts[0]), width: w, height: h)
+    }
+}
+
+public struct CommandError: Error, CustomStringConvertible {
+    public let message: String
+    public var description: String { message }
+}
+
+/// Runs a program and collects its output.
+public enum Command {
+    public struct Result: Sendable {
+        public let status: Int32
+        public let stdout: String
+        public let stderr: String
+    }
+
+    public static func run(_ executable: String, _ arguments: [String], stdin: Data? = nil,
+                           environment: [String: String]? = nil, directory: URL? = nil) throws -> Result {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        if let directory { process.currentDirectoryURL = directory }
+        let out = Pipe(), err = Pipe(), input = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = input
+        try process.run()
+        if let stdin { input.fileHandleForWriting.write(stdin) }
+        try input.fileHandleForWriting.close()
+        // Read both pipes concurrently so neither fills up and blocks the child.
+        let errData = Mutexed<Data>(Data())
+        let reader = Thread { errData.set(err.fileHandleForReading.readDataToEndOfFile()) }
+        reader.start()
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        while !errData.done { usleep(1000) }
+        return Result(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+                      stderr: String(decoding: errData.value, as: UTF8.self))
+    }
+}
+
+/// A value set once from another thread.
+final class Mutexed<T>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: T
+    private var isSet = false
+    init(_ value: T) { stored = value }
+    func set(_ value: T) { lock.lock(); stored = value; isSet = true; lock.unlock() }
+    var value: T { lock.lock(); defer { lock.unlock() }; return stored }
+    var done: Bool { lock.lock(); defer { lock.unlock() }; return isSet }
+}

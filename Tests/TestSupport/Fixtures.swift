@@ -63,7 +63,7 @@ public struct Identified: Equatable, Sendable, CustomStringConvertible {
 
     /// Runs `identify -format '%m %w %h'` on the first frame of `path`.
     public static func file(_ path: String) throws -> Identified {
-        let result = try Command.run("/usr/bin/identify", ["-format", "%m %w %h\n", path + "[0]"])
+        let result = try Command.runBlocking("/usr/bin/identify", ["-format", "%m %w %h\n", path + "[0]"])
         let parts = result.stdout.split(whereSeparator: { $0 == " " || $0 == "\n" })
         guard result.status == 0, parts.count >= 3, let w = Int(parts[1]), let h = Int(parts[2]) else {
             throw CommandError(message: "identify failed on \(path): \(result.stderr)")
@@ -85,8 +85,23 @@ public enum Command {
         public let stderr: String
     }
 
+    /// Runs the program on a thread of its own, so waiting for it never holds a thread of Swift's
+    /// cooperative pool (which the loopback server in the same process needs).
     public static func run(_ executable: String, _ arguments: [String], stdin: Data? = nil,
-                           environment: [String: String]? = nil, directory: URL? = nil) throws -> Result {
+                           environment: [String: String]? = nil, directory: URL? = nil) async throws -> Result {
+        try await withCheckedThrowingContinuation { continuation in
+            let thread = Thread {
+                continuation.resume(with: Swift.Result {
+                    try runBlocking(executable, arguments, stdin: stdin, environment: environment, directory: directory)
+                })
+            }
+            thread.start()
+        }
+    }
+
+    /// Runs the program and blocks the calling thread until it exits.
+    public static func runBlocking(_ executable: String, _ arguments: [String], stdin: Data? = nil,
+                                   environment: [String: String]? = nil, directory: URL? = nil) throws -> Result {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments

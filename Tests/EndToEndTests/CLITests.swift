@@ -1,0 +1,179 @@
+import Foundation
+import PipelineKit
+import Testing
+import TestSupport
+
+/// The built `pipelinectl` binary, run as a user would, against real files and a real HTTP server
+/// on loopback; outputs are checked with ImageMagick's `identify`.
+@Suite struct CLITests {
+    static let binary = Fixtures.packageRoot.appendingPathComponent(".build/debug/pipelinectl").path
+    static let corpusScript = Fixtures.packageRoot.appendingPathComponent("../shared/bench/corpus.sh").standardizedFileURL.path
+
+    func pipelinectl(_ arguments: [String], stdin: Data? = nil, in directory: URL? = nil) async throws -> Command.Result {
+        try await Command.run(Self.binary, arguments, stdin: stdin, directory: directory ?? Fixtures.packageRoot)
+    }
+
+    /// A copy of thumbnails.yaml that may reach the loopback server and writes under `dir`.
+    func thumbnailsPipeline(in dir: URL) throws -> String {
+        var text = try String(contentsOf: Fixtures.packageRoot.appendingPathComponent("pipelines/thumbnails.yaml"), encoding: .utf8)
+        text = text.replacingOccurrences(of: "    max_bytes: 50MB", with: "    max_bytes: 50MB\n    allow_loopback: true")
+        text = text.replacingOccurrences(of: "path: .cache/pipelinectl/data", with: "path: \(dir.path)/cache")
+        text = text.replacingOccurrences(of: "dir: out/thumbnails", with: "dir: \(dir.path)/out")
+        let path = dir.appendingPathComponent("thumbnails.yaml")
+        try text.write(to: path, atomically: true, encoding: .utf8)
+        return path.path
+    }
+
+    func report(_ path: URL) throws -> [String: Any] {
+        try JSONSerialization.jsonObject(with: Data(contentsOf: path)) as! [String: Any]
+    }
+
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: corpusScript), "needs ../shared/bench/corpus.sh"),
+          .timeLimit(.minutes(10)))
+    func seventyPhotosFromDiskAndLoopbackHTTP() async throws {
+        let fetched = try await Command.run("/bin/bash", [Self.corpusScript])
+        let corpus = URL(fileURLWithPath: fetched.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        let files = try FileManager.default.contentsOfDirectory(atPath: corpus.path)
+            .filter { $0.hasSuffix(".jpg") || $0.hasSuffix(".png") }.sorted().prefix(70)
+        #expect(files.count == 70)
+        let server = try await TestServer.start()
+        var lines: [String] = []
+        for (i, name) in files.enumerated() {
+            let path = corpus.appendingPathComponent(name).path
+            if i % 2 == 0 {
+                lines.append(path)
+            } else {
+                server.serve("/photos/\(name)", try Data(contentsOf: URL(fileURLWithPath: path)),
+                             contentType: name.hasSuffix(".png") ? "image/png" : "image/jpeg")
+                lines.append(server.url("/photos/\(name)"))
+            }
+        }
+        let dir = try Fixtures.temporaryDirectory("e2e")
+        let list = dir.appendingPathComponent("urls.txt")
+        try lines.joined(separator: "\n").write(to: list, atomically: true, encoding: .utf8)
+        let reportPath = dir.appendingPathComponent("report.json")
+        let result = try await pipelinectl(["run", try thumbnailsPipeline(in: dir), list.path, "--report", reportPath.path])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("thumbnails: 70 items: 70 ok, 0 failed, 0 skipped"))
+        let outputs = try FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("out").path)
+        #expect(outputs.count == 70)
+        let json = try report(reportPath)
+        let summary = json["summary"] as! [String: Any]
+        #expect(summary["total"] as? Int == 70 && summary["ok"] as? Int == 70 && summary["failed"] as? Int == 0)
+        let items = json["items"] as! [[String: Any]]
+        #expect(items.count == 70)
+        for (i, item) in items.enumerated() {
+            let output = (item["outputs"] as! [String])[0]
+            let made = try Identified.file(output)
+            let sourcePath = corpus.appendingPathComponent(files[files.startIndex + i]).path
+            let source = try Identified.file(sourcePath)
+            #expect(made.format == "JPEG")
+            #expect(max(made.width, made.height) == min(256, max(source.width, source.height)), "\(output)")
+            let sourceAspect = Double(source.width) / Double(source.height)
+            let madeAspect = Double(made.width) / Double(made.height)
+            #expect(abs(madeAspect - sourceAspect) / sourceAspect < 0.01, "\(output): \(made) from \(source)")
+            #expect(item["width"] as? Int == made.width && item["height"] as? Int == made.height)
+        }
+        await server.stop()
+    }
+
+    @Test func badItemsFailAloneWithTheirKindAndExitOne() async throws {
+        let server = try await TestServer.start()
+        server.serve("/ok.jpg", try Fixtures.jpeg(640, 480))
+        let dir = try Fixtures.temporaryDirectory("e2e")
+        let text = dir.appendingPathComponent("notes.jpg")
+        try Data("just some text, not an image\n".utf8).write(to: text)
+        let list = dir.appendingPathComponent("urls.txt")
+        try [server.url("/ok.jpg"), server.url("/gone.jpg"), "notes.jpg"].joined(separator: "\n")
+            .write(to: list, atomically: true, encoding: .utf8)
+        let reportPath = dir.appendingPathComponent("report.json")
+        let result = try await pipelinectl(["run", try thumbnailsPipeline(in: dir), list.path, "--report", reportPath.path])
+        #expect(result.status == 1)
+        #expect(result.stdout.contains("3 items: 1 ok, 2 failed"))
+        #expect(result.stdout.contains("\(server.url("/gone.jpg")): load http_status: HTTP 404 Not Found"))
+        #expect(result.stdout.contains("notes.jpg: decode not_an_image: the content is not a recognised image format"))
+        let items = try #require(try report(reportPath)["items"] as? [[String: Any]])
+        try #require(items.count == 3)
+        #expect(items.map { $0["status"] as? String } == ["ok", "failed", "failed"])
+        #expect((items[1]["error"] as? [String: Any])?["kind"] as? String == "http_status")
+        #expect((items[2]["error"] as? [String: Any])?["kind"] as? String == "not_an_image")
+        #expect(items[0]["error"] is NSNull)
+        let output = try #require((items[0]["outputs"] as? [String])?.first)
+        #expect(try Identified.file(output) == Identified(format: "JPEG", width: 256, height: 192))
+        await server.stop()
+    }
+
+    @Test func invalidPipelineExitsTwoAndRunsNothing() async throws {
+        let dir = try Fixtures.temporaryDirectory("e2e")
+        let pipeline = dir.appendingPathComponent("bad.yaml")
+        try """
+            version: 1
+            processors:
+              - resize: { width: wide }
+            encoder:
+              jpeg:
+                qualty: 80
+            output:
+              dir: \(dir.path)/out
+            """.write(to: pipeline, atomically: true, encoding: .utf8)
+        let list = dir.appendingPathComponent("urls.txt")
+        try "a.jpg\n".write(to: list, atomically: true, encoding: .utf8)
+        let result = try await pipelinectl(["run", pipeline.path, list.path])
+        #expect(result.status == 2)
+        #expect(result.stderr.contains("\(pipeline.path):3:22: error: expected an integer for 'width', got 'wide'\n  - resize: { width: wide }\n                     ^"))
+        #expect(result.stderr.contains("\(pipeline.path):6:5: error: unknown option 'qualty' for encoder 'jpeg'; did you mean 'quality'?"))
+        #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("out").path))
+        let validate = try await pipelinectl(["validate", pipeline.path])
+        #expect(validate.status == 1)
+    }
+
+    @Test func yamlSyntaxErrorIsReportedWithPosition() async throws {
+        let dir = try Fixtures.temporaryDirectory("e2e")
+        let pipeline = dir.appendingPathComponent("broken.yaml")
+        try "encoder:\n  jpeg: {quality: 80\n".write(to: pipeline, atomically: true, encoding: .utf8)
+        let result = try await pipelinectl(["validate", pipeline.path])
+        #expect(result.status == 1)
+        #expect(result.stderr.hasPrefix("\(pipeline.path):3:1: error: invalid YAML: did not find expected ',' or '}'"))
+    }
+
+    @Test func examplePipelinesAreValidAndFoundByName() async throws {
+        let result = try await pipelinectl(["validate", "thumbnails", "avatars.yaml", "pipelines/webp-previews.yaml"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("pipelines/thumbnails.yaml: ok (thumbnails)"))
+        #expect(result.stdout.contains("pipelines/avatars.yaml: ok (avatars)"))
+    }
+
+    @Test func missingPipelineOrListOrBadArgumentsExitTwo() async throws {
+        let missing = try await pipelinectl(["run", "no-such-pipeline", "x.txt"])
+        #expect(missing.status == 2)
+        #expect(missing.stderr.contains("error: no pipeline 'no-such-pipeline' (looked for no-such-pipeline, pipelines/no-such-pipeline, pipelines/no-such-pipeline.yaml)"))
+        let noList = try await pipelinectl(["run", "thumbnails", "/nonexistent/urls.txt"])
+        #expect(noList.status == 2)
+        #expect(noList.stderr.contains("cannot open the URL list '/nonexistent/urls.txt'"))
+        #expect(try await pipelinectl(["run", "thumbnails"]).status == 2)
+        #expect(try await pipelinectl(["frobnicate"]).status == 2)
+    }
+
+    @Test func readsTheListFromStandardInput() async throws {
+        let dir = try Fixtures.temporaryDirectory("e2e")
+        let image = dir.appendingPathComponent("in.png")
+        try Fixtures.alphaPNG(300, 100).write(to: image)
+        let pipeline = try thumbnailsPipeline(in: dir)
+        let result = try await pipelinectl(["run", pipeline, "-", "--output", dir.appendingPathComponent("o2").path],
+                                     stdin: Data("\(image.path)\n".utf8))
+        #expect(result.status == 0, "\(result.stderr)")
+        let written = try FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("o2").path)
+        #expect(written.count == 1 && written[0].hasPrefix("in-"))
+        #expect(try Identified.file(dir.appendingPathComponent("o2/\(written[0])").path)
+            == Identified(format: "JPEG", width: 256, height: 85))
+    }
+
+    @Test func pluginsListsEverySlot() async throws {
+        let result = try await pipelinectl(["plugins"])
+        #expect(result.status == 0)
+        for line in ["loader:", "  file ", "  http ", "data_cache:", "  disk ", "decoder:", "  imagemagick ",
+                     "processor:", "  resize ", "image_cache:", "  memory ", "encoder:", "  jpeg ", "  png ", "  webp "] {
+            #expect(result.stdout.contains(line), "\(line)")
+        }
+    }
+}

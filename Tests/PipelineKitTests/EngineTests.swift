@@ -1,0 +1,156 @@
+import FlyingFox
+import Foundation
+@testable import PipelineKit
+import Plugins
+import Synchronization
+import Testing
+import TestSupport
+
+/// The run engine with the real built-in plugins, real files and a real server on loopback.
+@Suite struct EngineTests {
+    let registry = BuiltIns.registry()
+
+    struct Run {
+        let summary: RunSummary
+        let items: [ItemResult]
+        let outputDirectory: URL
+        subscript(_ index: Int) -> ItemResult { items.first { $0.index == index }! }
+    }
+
+    func pipeline(_ yaml: String) throws -> Pipeline {
+        let (pipeline, diagnostics) = PipelineFile.parse(text: yaml, file: "test.yaml", registry: registry)
+        guard let pipeline else { throw PipelineValidationError(diagnostics: diagnostics, source: yaml) }
+        return pipeline
+    }
+
+    func run(_ yaml: String, lines: [String], base: URL? = nil, output: URL? = nil) async throws -> Run {
+        let dir = try output ?? Fixtures.temporaryDirectory("out")
+        var options = RunOptions()
+        options.outputDirectory = dir.path
+        let runner = try PipelineRunner(pipeline: try pipeline(yaml), registry: registry, options: options)
+        let collected = Mutex<[ItemResult]>([])
+        let sources = lines.enumerated().map { Source(text: $0.element, index: $0.offset + 1, base: base?.path) }
+        let summary = try await runner.run(AsyncStream { continuation in
+            for source in sources { continuation.yield(source) }
+            continuation.finish()
+        }) { item in collected.withLock { $0.append(item) } }
+        return Run(summary: summary, items: collected.withLock { $0 }.sorted { $0.index < $1.index }, outputDirectory: dir)
+    }
+
+    static let thumbnails = """
+        loader:
+          http: { allow_loopback: true, timeout: 10s }
+        processors:
+          - resize: { width: 64, height: 64 }
+        image_cache: memory
+        encoder: jpeg
+        """
+
+    @Test func failingItemsBesideGoodOnes() async throws {
+        let server = try await TestServer.start()
+        server.serve("/good.jpg", try Fixtures.jpeg(400, 300))
+        server.serve("/page.jpg", Data("<html><body>oops</body></html>".utf8), contentType: "text/html")
+        let files = try Fixtures.temporaryDirectory("in")
+        try Fixtures.alphaPNG(300, 400).write(to: files.appendingPathComponent("local.png"))
+        let run = try await run(Self.thumbnails, lines: [
+            server.url("/good.jpg"), server.url("/missing.jpg"), server.url("/page.jpg"), "local.png",
+            "nope.png", "ftp://example.invalid/x.jpg",
+        ], base: files)
+        #expect(run.summary.total == 6 && run.summary.ok == 2 && run.summary.failed == 4)
+        #expect(run[1].status == .ok && run[1].width == 64 && run[1].height == 48)
+        #expect(run[2].error == ItemError(stage: .load, kind: .httpStatus, message: "HTTP 404 Not Found"))
+        #expect(run[3].error?.stage == .decode && run[3].error?.kind == .notAnImage)
+        #expect(run[4].status == .ok && run[4].width == 48 && run[4].height == 64)
+        #expect(run[5].error?.kind == .notFound)
+        #expect(run[6].error?.kind == .blockedProtocol)
+        for item in run.items where item.status == .ok {
+            #expect(try Identified.file(item.outputs[0]).format == "JPEG")
+        }
+        // Exactly the two good outputs, and no temporary files.
+        let written = try FileManager.default.contentsOfDirectory(atPath: run.outputDirectory.path)
+        #expect(written.count == 2 && written.allSatisfy { $0.hasSuffix(".jpg") && !$0.hasPrefix(".") })
+        await server.stop()
+    }
+
+    @Test func duplicateSourcesAreLoadedAndDecodedOnce() async throws {
+        let server = try await TestServer.start()
+        server.route("/same.jpg") { _ in
+            try await Task.sleep(for: .milliseconds(200))  // keep the first load in flight
+            return HTTPResponse(statusCode: .ok, headers: [.contentType: "image/jpeg"], body: try Fixtures.jpeg(200, 100))
+        }
+        let yaml = Self.thumbnails + "\noutput:\n  name: \"{index}.{ext}\"\n"
+        let run = try await run(yaml, lines: Array(repeating: server.url("/same.jpg"), count: 5))
+        #expect(server.requests("/same.jpg") == 1)
+        #expect(run.summary.ok == 5)
+        #expect(run.items.filter { $0.cacheImage == .miss }.count == 1)  // decoded once
+        #expect(Set(run.items.map(\.outputs[0])).count == 5)
+        await server.stop()
+    }
+
+    @Test func sameSourceSameOutputIsWrittenOnce() async throws {
+        let server = try await TestServer.start()
+        server.serve("/a.jpg", try Fixtures.jpeg(100, 100))
+        let run = try await run(Self.thumbnails, lines: [server.url("/a.jpg"), server.url("/a.jpg")])
+        #expect(run.summary.ok == 2)
+        #expect(run.items[0].outputs == run.items[1].outputs)
+        #expect(server.requests("/a.jpg") == 1)
+        await server.stop()
+    }
+
+    @Test func differentSourcesNeverOverwriteEachOther() async throws {
+        let server = try await TestServer.start()
+        server.serve("/a/photo.jpg", try Fixtures.jpeg(100, 100))
+        server.serve("/b/photo.jpg", try Fixtures.jpeg(100, 50))
+        let yaml = Self.thumbnails + "\noutput:\n  name: \"{stem}.{ext}\"\n"
+        let run = try await run(yaml, lines: [server.url("/a/photo.jpg"), server.url("/b/photo.jpg")])
+        let failed = run.items.filter { $0.status == .failed }
+        #expect(run.summary.ok == 1 && failed.count == 1)
+        #expect(failed.first?.error?.kind == .outputCollision)
+        #expect(failed.first?.error?.stage == .output)
+        await server.stop()
+    }
+
+    @Test func dataCacheServesTheSecondRun() async throws {
+        let server = try await TestServer.start()
+        server.serve("/a.jpg", try Fixtures.jpeg(300, 200))
+        let cache = try Fixtures.temporaryDirectory("cache")
+        let yaml = Self.thumbnails + "\ndata_cache:\n  disk: { path: \(cache.path) }\n"
+        let first = try await run(yaml, lines: [server.url("/a.jpg")])
+        #expect(first[1].cacheData == .miss)
+        let second = try await run(yaml, lines: [server.url("/a.jpg")])
+        #expect(second[1].cacheData == .hit && second[1].status == .ok)
+        #expect(server.requests("/a.jpg") == 1)
+        await server.stop()
+    }
+
+    @Test func loadsStayWithinMaxConcurrent() async throws {
+        let server = try await TestServer.start()
+        let body = try Fixtures.jpeg(40, 40)
+        let active = Mutex((now: 0, peak: 0))
+        for i in 0..<24 {
+            server.route("/\(i).jpg") { _ in
+                active.withLock { $0.now += 1; $0.peak = max($0.peak, $0.now) }
+                try await Task.sleep(for: .milliseconds(60))
+                active.withLock { $0.now -= 1 }
+                return HTTPResponse(statusCode: .ok, headers: [.contentType: "image/jpeg"], body: body)
+            }
+        }
+        let yaml = Self.thumbnails.replacingOccurrences(of: "timeout: 10s", with: "timeout: 10s, max_concurrent: 3")
+        let run = try await run(yaml, lines: (0..<24).map { server.url("/\($0).jpg") })
+        #expect(run.summary.ok == 24)
+        #expect(active.withLock { $0.peak } == 3)
+        await server.stop()
+    }
+
+    @Test func readsTheListLazilyFromAFile() async throws {
+        let dir = try Fixtures.temporaryDirectory("list")
+        try Fixtures.jpeg(50, 50).write(to: dir.appendingPathComponent("a.jpg"))
+        let list = "\u{FEFF}# comment\n\n  a.jpg  \r\n# another\na.jpg"
+        try Data(list.utf8).write(to: dir.appendingPathComponent("urls.txt"))
+        var seen: [Source] = []
+        for try await source in SourceList(path: dir.appendingPathComponent("urls.txt").path) { seen.append(source) }
+        #expect(seen.map(\.text) == ["a.jpg", "a.jpg"])
+        #expect(seen.map(\.index) == [3, 5])
+        #expect(seen[0].localPath == dir.appendingPathComponent("a.jpg").path)
+    }
+}

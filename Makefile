@@ -7,7 +7,7 @@ SWIFT ?= swift
 APT_PACKAGES = pkg-config libmagickwand-6.q16-dev libcurl4-openssl-dev libyaml-dev imagemagick
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build release run test samples clean
+.PHONY: deps build release run test samples docs clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -33,6 +33,10 @@ run: release samples
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
+
+# Regenerates the plugin reference from the plugins' specs.
+docs: build
+	.build/debug/pipelinectl plugins --markdown > docs/plugins.md
 
 clean:
 	rm -rf .build out .cache

@@ -168,6 +168,12 @@ import TestSupport
             == Identified(format: "JPEG", width: 256, height: 85))
     }
 
+    @Test func committedPluginReferenceIsCurrent() async throws {
+        let result = try await pipelinectl(["plugins", "--markdown"])
+        let committed = try String(contentsOf: Fixtures.packageRoot.appendingPathComponent("docs/plugins.md"), encoding: .utf8)
+        #expect(result.stdout == committed, "docs/plugins.md is stale: run `make docs`")
+    }
+
     @Test func pluginsListsEverySlot() async throws {
         let result = try await pipelinectl(["plugins"])
         #expect(result.status == 0)

@@ -4,7 +4,7 @@ import PipelineKit
 public enum BuiltIns {
     /// Every built-in plugin, by slot order.
     public static let plugins: [Plugin] = [
-        HTTPLoader.plugin, FileLoader.plugin,
+        HTTPLoader.plugin, FileLoader.plugin, DataURLLoader.plugin,
         DiskDataCache.plugin,
         ImageMagickDecoder.plugin,
         Resize.plugin,

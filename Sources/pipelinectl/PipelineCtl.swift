@@ -17,9 +17,10 @@ struct PipelineCtl: AsyncParsableCommand {
             Examples:
               pipelinectl validate pipelines/thumbnails.yaml
               pipelinectl run thumbnails examples/urls.txt --report run.json
+              pipelinectl fetch thumbnails urls.txt
               pipelinectl plugins
             """,
-        subcommands: [Validate.self, Run.self, PluginsCommand.self]
+        subcommands: [Validate.self, Run.self, Fetch.self, PluginsCommand.self]
     )
 
     /// The registry every command uses: the built-ins.

@@ -39,52 +39,57 @@ struct Run: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let level = logLevel
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
-        guard let pipeline = loadPipeline(self.pipeline) else { throw Exit.invalid }
-        let list = SourceList(path: urls)
-        do { _ = try list.open() } catch {
-            printError("error: \((error as? PipelineError)?.message ?? "\(error)")")
-            throw Exit.invalid
-        }
         var options = RunOptions()
         options.outputDirectory = output
         if let workers { options.workers = workers }
-        options.logger = Logger(label: "pipelinectl")
-        let runner: PipelineRunner
-        do {
-            runner = try PipelineRunner(pipeline: pipeline, registry: PipelineCtl.registry, options: options)
-        } catch {
-            printError("error: \(pipeline.file): \((error as? PipelineError)?.message ?? "\(error)")")
-            throw Exit.invalid
-        }
-        let collected = Mutex<[ItemResult]>([])
-        let summary: RunSummary
-        do {
-            summary = try await runner.run(list) { item in collected.withLock { $0.append(item) } }
-        } catch {
-            printError("error: \((error as? PipelineError)?.message ?? "\(error)")")
-            throw Exit.invalid
-        }
-        let items = collected.withLock { $0 }.sorted { $0.index < $1.index }
-        print(SummaryText.render(pipeline: pipeline.name, summary: summary, items: items,
-                                 outputDirectory: runner.outputDirectory))
-        if let report {
-            do {
-                let data = try RunReport(pipeline: pipeline.name, summary: summary, items: items).json()
-                try AtomicFile.write(data, to: report)
-                print("report in \(report)")
-            } catch {
-                printError("error: cannot write the report to \(report): \(error)")
-                throw Exit.invalid
-            }
-        }
-        if summary.failed > 0 { throw Exit.itemsFailed }
+        try await runPipeline(pipeline, urls: urls, options: options, report: report, logLevel: logLevel)
     }
+}
+
+/// What `run` and `fetch` share: validate, open the list, run, print the summary, write the report.
+func runPipeline(_ name: String, urls: String, options: RunOptions, report: String?, logLevel: Logger.Level) async throws {
+    LoggingSystem.bootstrap { label in
+        var handler = StreamLogHandler.standardError(label: label)
+        handler.logLevel = logLevel
+        return handler
+    }
+    guard let pipeline = loadPipeline(name) else { throw Exit.invalid }
+    let list = SourceList(path: urls)
+    do { _ = try list.open() } catch {
+        printError("error: \((error as? PipelineError)?.message ?? "\(error)")")
+        throw Exit.invalid
+    }
+    var options = options
+    options.logger = Logger(label: "pipelinectl")
+    let runner: PipelineRunner
+    do {
+        runner = try PipelineRunner(pipeline: pipeline, registry: PipelineCtl.registry, options: options)
+    } catch {
+        printError("error: \(pipeline.file): \((error as? PipelineError)?.message ?? "\(error)")")
+        throw Exit.invalid
+    }
+    let collected = Mutex<[ItemResult]>([])
+    let summary: RunSummary
+    do {
+        summary = try await runner.run(list) { item in collected.withLock { $0.append(item) } }
+    } catch {
+        printError("error: \((error as? PipelineError)?.message ?? "\(error)")")
+        throw Exit.invalid
+    }
+    let items = collected.withLock { $0 }.sorted { $0.index < $1.index }
+    print(SummaryText.render(pipeline: pipeline.name, summary: summary, items: items,
+                             outputDirectory: options.fetchOnly ? nil : runner.outputDirectory))
+    if let report {
+        do {
+            let data = try RunReport(pipeline: pipeline.name, summary: summary, items: items).json()
+            try AtomicFile.write(data, to: report)
+            print("report in \(report)")
+        } catch {
+            printError("error: cannot write the report to \(report): \(error)")
+            throw Exit.invalid
+        }
+    }
+    if summary.failed > 0 { throw Exit.itemsFailed }
 }
 
 extension Logger.Level: @retroactive ExpressibleByArgument {}

@@ -9,7 +9,7 @@ import TestSupport
     func loader(_ overrides: [String: OptionValue] = [:], loopback: Bool = true) throws -> HTTPLoader {
         var all = overrides
         if loopback { all["allow_loopback"] = .bool(true) }
-        return try HTTPLoader(options: HTTPLoader.plugin.options(all))
+        return try HTTPLoader(options: HTTPLoader.plugin.options(all), environment: [:])
     }
 
     func failure(_ loader: HTTPLoader, _ url: String) async -> PipelineError? {
@@ -125,7 +125,7 @@ import TestSupport
 
     @Test func invalidHeaderOptionIsRejected() {
         #expect(throws: PipelineError.self) {
-            try HTTPLoader(options: HTTPLoader.plugin.options(["headers": .map(["X-A": .string("a\r\nInjected: 1")])]))
+            try HTTPLoader(options: HTTPLoader.plugin.options(["headers": .map(["X-A": .string("a\r\nInjected: 1")])]), environment: [:])
         }
     }
 }

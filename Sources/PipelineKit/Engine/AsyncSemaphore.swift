@@ -9,8 +9,13 @@ public final class AsyncSemaphore: Sendable {
         var head = 0
     }
     private let state: Mutex<State>
+    /// Which waiter a released permit goes to.
+    public let order: LoadOrder
 
-    public init(permits: Int) { state = Mutex(State(permits: max(1, permits))) }
+    public init(permits: Int, order: LoadOrder = .fifo) {
+        state = Mutex(State(permits: max(1, permits)))
+        self.order = order
+    }
 
     /// Waits for a permit.
     public func acquire() async {
@@ -30,6 +35,9 @@ public final class AsyncSemaphore: Sendable {
     /// Returns a permit, waking the longest waiter if there is one.
     public func release() {
         let next = state.withLock { state -> UnsafeContinuation<Void, Never>? in
+            if state.head < state.waiters.count, order == .lifo {
+                return state.waiters.removeLast()
+            }
             if state.head < state.waiters.count {
                 let waiter = state.waiters[state.head]
                 state.head += 1

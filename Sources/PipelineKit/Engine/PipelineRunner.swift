@@ -11,6 +11,9 @@ public struct RunOptions: Sendable {
     /// Items in flight at once; by default the largest loader limit plus two per worker. Bounds
     /// memory whatever the length of the list.
     public var maxInFlight: Int?
+    /// `true` runs only the loader and the data cache (`pipelinectl fetch`): nothing is decoded
+    /// or written, and each item reports the bytes it loaded.
+    public var fetchOnly = false
     /// Where the engine logs (a failure per item at `warning`, each item at `debug`).
     public var logger = Logger(label: "pipelinekit")
 
@@ -63,6 +66,7 @@ public final class PipelineRunner: Sendable {
     let cpu: WorkerPool
     let maxInFlight: Int
     let logger: Logger
+    let fetchOnly: Bool
     private let loadCoalescer = Coalescer<LoadOutcome>()
     private let imageCoalescer = Coalescer<ImageOutcome>()
     private let itemCoalescer = Coalescer<ItemOutcome>()
@@ -80,7 +84,7 @@ public final class PipelineRunner: Sendable {
                 : StageConfig(plugin: plugin, options: plugin.defaultOptions, position: SourcePosition(line: 1, column: 1))
             let loader = try config.makeLoader()
             let slot = LoaderSlot(name: plugin.spec.name, loader: loader,
-                                  limit: AsyncSemaphore(permits: loader.maxConcurrentLoads))
+                                  limit: AsyncSemaphore(permits: loader.maxConcurrentLoads, order: loader.loadOrder))
             for scheme in plugin.schemes where loaders[scheme] == nil || config.plugin.spec.name == pipeline.loader?.plugin.spec.name {
                 loaders[scheme] = slot
             }
@@ -102,6 +106,7 @@ public final class PipelineRunner: Sendable {
         maxInFlight = options.maxInFlight ?? (loadLimit + 2 * max(1, options.workers))
         outputDirectory = options.outputDirectory ?? pipeline.output.dir
         logger = options.logger
+        fetchOnly = options.fetchOnly
     }
 
     /// Runs every source of `sources`, calling `onItem` as each item finishes (in completion order).
@@ -142,6 +147,14 @@ public final class PipelineRunner: Sendable {
                                         + schemesServed.joined(separator: ", "), stage: .load)
             }
             let key = slot.loader.cacheKey(for: source)
+            if fetchOnly {
+                let (loaded, cacheData, milliseconds) = try await load(source: source, slot: slot, key: key)
+                result.status = .ok
+                result.bytesIn = loaded.data.count
+                result.timings.load = milliseconds
+                result.cacheData = cacheData
+                return result
+            }
             let relative = pipeline.output.name.render(source: source, cacheKey: key, fileExtension: encoder.fileExtension)
             let path = outputDirectory.hasSuffix("/") ? outputDirectory + relative : outputDirectory + "/" + relative
             try claim(path, key: key, source: source)

@@ -17,6 +17,13 @@ public protocol DataLoading: Sendable {
     /// copying a local file into a cache gains nothing.
     var usesDataCache: Bool { get }
 
+    /// Which pending load starts first when a slot frees up: the oldest (`fifo`, the default) or
+    /// the newest (`lifo`, as AlamofireImage offers).
+    var loadOrder: LoadOrder { get }
+
+    /// Transfers in progress now, for a progress display. Default: none reported.
+    func progress() -> [TransferProgress]
+
     /// Loads the bytes of `source`, throwing a ``PipelineError`` whose kind says what went wrong.
     func load(_ source: Source) async throws -> LoadedData
 }
@@ -25,4 +32,27 @@ extension DataLoading {
     public var maxConcurrentLoads: Int { 8 }
     public func cacheKey(for source: Source) -> String { source.text }
     public var usesDataCache: Bool { true }
+    public var loadOrder: LoadOrder { .fifo }
+    public func progress() -> [TransferProgress] { [] }
+}
+
+/// The order pending loads start in.
+public enum LoadOrder: String, Sendable, CaseIterable {
+    case fifo, lifo
+}
+
+/// How far one transfer has got.
+public struct TransferProgress: Sendable, Equatable {
+    /// The URL being fetched.
+    public let url: String
+    /// Bytes received so far (after Content-Encoding is undone).
+    public let received: Int
+    /// The announced length, when the server sent one.
+    public let expected: Int?
+
+    public init(url: String, received: Int, expected: Int?) {
+        self.url = url
+        self.received = received
+        self.expected = expected
+    }
 }

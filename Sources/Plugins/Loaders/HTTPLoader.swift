@@ -4,43 +4,80 @@ import Synchronization
 
 /// `http`: fetches `http://` and `https://` URLs with libcurl.
 ///
-/// One transfer engine (one thread driving libcurl's multi interface) per loader; the engine's
-/// concurrency limit is `max_concurrent`. Safe defaults for untrusted URLs: http and https only,
-/// also after redirects; loopback and link-local addresses refused, checked on the address
-/// actually connected to; bodies larger than `max_bytes` aborted while streaming.
+/// One transfer engine (one thread driving libcurl's multi interface) per loader. Safe defaults
+/// for untrusted URLs: http and https only, also after redirects; loopback and link-local
+/// addresses refused, checked on the address actually connected to; bodies larger than
+/// `max_bytes` aborted while streaming. Failures that can succeed later are retried with
+/// exponential backoff and jitter, and a body that broke off is resumed with `Range`/`If-Range`.
 public struct HTTPLoader: DataLoading {
     public static let plugin = Plugin.loader(
         PluginSpec(
             name: "http",
-            summary: "Fetches http:// and https:// URLs with libcurl (redirects, limits, blocked address ranges).",
+            summary: "Fetches http:// and https:// URLs with libcurl (redirects, retries, resume, limits, blocked address ranges).",
             options: [
-                .duration("timeout", default: "30s", min: "1ms", max: "1d", doc: "Longest time for a whole transfer."),
+                .duration("timeout", default: "30s", min: "1ms", max: "1d", doc: "Longest time for a whole transfer (each attempt)."),
                 .duration("connect_timeout", default: "10s", min: "1ms", max: "1h", doc: "Longest time to connect."),
-                .int("max_concurrent", default: 8, range: 1...512, doc: "Transfers running at once."),
-                .size("max_bytes", default: "50MB", min: "1B", doc: "Largest body accepted (after Content-Encoding is undone)."),
+                .size("low_speed_bytes", default: "0B", doc: "Abort a transfer slower than this many bytes a second for low_speed_time (0: off)."),
+                .duration("low_speed_time", default: "30s", min: "1s", max: "1h", doc: "How long a transfer may stay below low_speed_bytes."),
+                .size("max_bytes", default: "50MB", min: "1B", doc: "Largest body accepted (after Content-Encoding is undone); checked from Content-Length and while streaming."),
                 .int("max_redirects", default: 5, range: 0...50, doc: "Redirects followed before failing as too_many_redirects."),
+                .int("max_concurrent", default: 8, range: 1...512, doc: "Transfers running at once."),
+                .int("max_per_host", default: 0, range: 0...512, doc: "Connections to one host at once (0: only max_concurrent applies)."),
+                .number("rate_limit", default: 0, range: 0...100_000, doc: "Requests started per second on average (0: unlimited; Nuke uses 80)."),
+                .int("rate_burst", default: 25, range: 1...100_000, doc: "Requests that may start at once before rate_limit applies."),
+                .oneOf("order", LoadOrder.allCases.map(\.rawValue), default: "fifo", doc: "Which pending load starts first: the oldest or the newest."),
+                .int("retry_attempts", default: 3, range: 1...20, doc: "Attempts in all for failures that can succeed later (connect, timeout, truncated, 408, 429, 5xx)."),
+                .duration("retry_backoff", default: "250ms", min: "0s", max: "1h", doc: "Delay before the first retry; doubled each time, with jitter."),
+                .duration("retry_max_delay", default: "10s", min: "0s", max: "1d", doc: "Longest delay between attempts; a longer Retry-After fails the item instead."),
+                .list("accept", of: .string, default: [.string("image/*"), .string("application/octet-stream")],
+                      doc: "Acceptable Content-Types (`type/*` allowed); others, and HTML or text bodies whatever their type, fail as not_an_image."),
                 .string("user_agent", default: "pipelinectl/0.1", doc: "The User-Agent header."),
                 .map("headers", doc: "Extra request headers, name to value."),
+                .oneOf("auth", ["none", "basic", "bearer"], default: "none", doc: "Authentication; credentials come from environment variables."),
+                .string("auth_user_env", default: "PIPELINE_HTTP_USER", doc: "Environment variable holding the basic-auth user."),
+                .string("auth_password_env", default: "PIPELINE_HTTP_PASSWORD", doc: "Environment variable holding the basic-auth password."),
+                .string("auth_token_env", default: "PIPELINE_HTTP_TOKEN", doc: "Environment variable holding the bearer token."),
+                .path("ca_file", doc: "PEM file of CA certificates to trust instead of the system's."),
+                .string("proxy", doc: "Proxy URL; by default curl's environment variables (https_proxy, no_proxy, ...) apply."),
+                .list("strip_query", of: .string, default: [],
+                      doc: "Query parameters left out of the cache key, so signed or expiring URLs of one image share cache entries."),
+                .string("cache_key", doc: "Cache key template from {scheme} {host} {port} {path} {query} (query after strip_query)."),
                 .bool("allow_loopback", default: false, doc: "Allow connecting to 127.0.0.0/8, ::1 and 0.0.0.0."),
                 .bool("allow_link_local", default: false, doc: "Allow 169.254.0.0/16 and fe80::/10 (cloud metadata lives there)."),
                 .bool("allow_private", default: true, doc: "Allow 10/8, 172.16/12, 192.168/16, 100.64/10 and fc00::/7."),
+                .list("allow_hosts", of: .string, default: [], doc: "Only these hosts (`*.example.com` for subdomains), also for redirects; empty: any."),
+                .list("deny_hosts", of: .string, default: [], doc: "Never these hosts, also for redirects."),
             ]),
         schemes: ["http", "https"]
-    ) { options in try HTTPLoader(options: options) }
+    ) { options in try HTTPLoader(options: options, environment: ProcessInfo.processInfo.environment) }
 
     let policy: TransferPolicy
     public let maxConcurrentLoads: Int
+    public let loadOrder: LoadOrder
+    let retry: RetryPolicy
+    let accept: [String]
+    let stripQuery: Set<String>
+    let cacheKeyTemplate: String?
+    let rateLimiter: RateLimiter?
     private let engine: LazyEngine
 
-    init(options: PluginOptions) throws {
+    struct RetryPolicy: Sendable {
+        var attempts: Int
+        var backoff: Double
+        var maxDelay: Double
+    }
+
+    init(options: PluginOptions, environment: [String: String]) throws {
         var policy = TransferPolicy()
         policy.timeout = options.seconds("timeout")!
         policy.connectTimeout = options.seconds("connect_timeout")!
+        policy.lowSpeedBytes = options.bytes("low_speed_bytes")!
+        policy.lowSpeedTime = options.seconds("low_speed_time")!
         policy.maxBytes = options.bytes("max_bytes")!
         policy.maxRedirects = options.int("max_redirects")!
         policy.userAgent = options.string("user_agent")!
         for (name, value) in options.map("headers") ?? [:] {
-            guard name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }), !name.isEmpty else {
+            guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
                 throw PipelineError("invalid_option", "header name '\(name)' is not a valid HTTP header name")
             }
             let text = value.description
@@ -49,33 +86,141 @@ public struct HTTPLoader: DataLoading {
             }
             policy.headers[name] = text
         }
+        func env(_ option: String) throws -> String {
+            let name = options.string(option)!
+            guard let value = environment[name], !value.isEmpty else {
+                throw PipelineError("invalid_option", "auth needs the environment variable \(name) (named by '\(option)'), which is not set")
+            }
+            return value
+        }
+        switch options.string("auth")! {
+        case "basic": policy.auth = .basic(user: try env("auth_user_env"), password: try env("auth_password_env"))
+        case "bearer": policy.auth = .bearer(try env("auth_token_env"))
+        default: policy.auth = .none
+        }
+        if let caFile = options.string("ca_file") {
+            guard FileManager.default.isReadableFile(atPath: caFile) else {
+                throw PipelineError("invalid_option", "ca_file '\(caFile)' cannot be read")
+            }
+            policy.caFile = caFile
+        }
+        policy.proxy = options.string("proxy")
         policy.addressPolicy = AddressPolicy(allowLoopback: options.bool("allow_loopback")!,
                                              allowLinkLocal: options.bool("allow_link_local")!,
                                              allowPrivate: options.bool("allow_private")!)
+        policy.hostPolicy = HostPolicy(allow: (options.list("allow_hosts") ?? []).map(\.description),
+                                       deny: (options.list("deny_hosts") ?? []).map(\.description))
         self.policy = policy
-        self.maxConcurrentLoads = options.int("max_concurrent")!
-        self.engine = LazyEngine()
+        maxConcurrentLoads = options.int("max_concurrent")!
+        loadOrder = LoadOrder(rawValue: options.string("order")!)!
+        retry = RetryPolicy(attempts: options.int("retry_attempts")!, backoff: options.seconds("retry_backoff")!,
+                            maxDelay: options.seconds("retry_max_delay")!)
+        accept = (options.list("accept") ?? []).map { $0.description.lowercased() }
+        stripQuery = Set((options.list("strip_query") ?? []).map(\.description))
+        cacheKeyTemplate = options.string("cache_key")
+        if let template = cacheKeyTemplate {
+            let unknown = template.matches(of: /\{([a-z]*)\}/).map { String($0.1) }
+                .filter { !["scheme", "host", "port", "path", "query"].contains($0) }
+            if let first = unknown.first {
+                throw PipelineError("invalid_option", "unknown placeholder '{\(first)}' in cache_key"
+                    + Suggest.hint(for: first, in: ["scheme", "host", "port", "path", "query"]))
+            }
+        }
+        let rate = options.number("rate_limit")!
+        rateLimiter = rate > 0 ? RateLimiter(rate: rate, burst: options.int("rate_burst")!) : nil
+        engine = LazyEngine(maxPerHost: options.int("max_per_host")!)
     }
+
+    public func cacheKey(for source: Source) -> String {
+        guard var components = URLComponents(string: source.text) else { return source.text }
+        if !stripQuery.isEmpty, let items = components.queryItems {
+            let kept = items.filter { !stripQuery.contains($0.name) }
+            components.queryItems = kept.isEmpty ? nil : kept
+        }
+        guard let template = cacheKeyTemplate else { return components.string ?? source.text }
+        return template
+            .replacingOccurrences(of: "{scheme}", with: components.scheme ?? "")
+            .replacingOccurrences(of: "{host}", with: components.host ?? "")
+            .replacingOccurrences(of: "{port}", with: components.port.map(String.init) ?? "")
+            .replacingOccurrences(of: "{path}", with: components.percentEncodedPath)
+            .replacingOccurrences(of: "{query}", with: components.percentEncodedQuery ?? "")
+    }
+
+    public func progress() -> [TransferProgress] { engine.existing()?.progress() ?? [] }
 
     public func load(_ source: Source) async throws -> LoadedData {
         guard let components = URLComponents(string: source.text), let host = components.host, !host.isEmpty else {
             throw PipelineError(.invalidSource, "not a valid URL: \(source.text)")
         }
-        let transfer = CurlTransfer(url: source.text, policy: policy)
-        let response = try await engine.get().perform(transfer)
-        return LoadedData(data: response.body, contentType: response.contentType, finalURL: response.effectiveURL)
+        guard policy.hostPolicy.allows(host) else {
+            throw PipelineError(.blockedAddress, "host '\(host)' is not allowed by allow_hosts/deny_hosts")
+        }
+        var partial = Data()
+        var resume: ResumePoint?
+        var attempt = 0
+        while true {
+            attempt += 1
+            try await rateLimiter?.acquire()
+            let transfer = CurlTransfer(url: source.text, policy: policy, resume: resume)
+            do {
+                let response = try await engine.get().perform(transfer)
+                let body = response.isContinuation ? partial + response.body : response.body
+                try checkIsImage(body, contentType: response.contentType)
+                return LoadedData(data: body, contentType: response.contentType, finalURL: response.effectiveURL)
+            } catch var failure as TransferFailure {
+                // Keep what arrived, to resume from it, when the server gave a validator for If-Range.
+                if resume != nil, failure.status != 206 { partial = Data() }
+                if failure.error.kind == .truncated || failure.error.kind == "network" || failure.error.kind == .timeout,
+                   !failure.partial.isEmpty, let validator = failure.validator {
+                    partial = (resume != nil && failure.status == 206 ? partial : Data()) + failure.partial
+                    resume = ResumePoint(offset: partial.count, validator: validator)
+                } else {
+                    partial = Data()
+                    resume = nil
+                }
+                guard failure.retryable, attempt < retry.attempts else {
+                    if attempt > 1 { failure.error.message += " (after \(attempt) attempts)" }
+                    throw failure.error
+                }
+                let backoff = min(retry.maxDelay, retry.backoff * pow(2, Double(attempt - 1))) * Double.random(in: 0.5...1.0)
+                let delay = max(backoff, failure.retryAfter ?? 0)
+                if let after = failure.retryAfter, after > retry.maxDelay {
+                    failure.error.message += " (Retry-After \(Int(after))s exceeds retry_max_delay)"
+                    throw failure.error
+                }
+                try await Task.sleep(for: .seconds(delay))
+            }
+        }
+    }
+
+    /// Rejects bodies that are not images: a Content-Type outside `accept`, or bytes that are
+    /// HTML, XML or JSON whatever the Content-Type says.
+    func checkIsImage(_ body: Data, contentType: String?) throws {
+        if let contentType, !accept.isEmpty {
+            let type = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+            let ok = accept.contains { pattern in
+                pattern.hasSuffix("/*") ? type.hasPrefix(String(pattern.dropLast(1))) : type == pattern
+            }
+            if !ok { throw PipelineError(.notAnImage, "served as \(contentType), which is not in 'accept'") }
+        }
+        if case .other(let kind) = FormatSniffer.sniff(body), ["HTML", "XML", "JSON"].contains(kind) {
+            throw PipelineError(.notAnImage, "the body is \(kind)" + (contentType.map { " although served as \($0)" } ?? ""))
+        }
     }
 
     /// Starts the transfer thread on first use, so validating a pipeline starts nothing.
     final class LazyEngine: Sendable {
         private let engine = Mutex<CurlTransferEngine?>(nil)
+        let maxPerHost: Int
+        init(maxPerHost: Int) { self.maxPerHost = maxPerHost }
         func get() -> CurlTransferEngine {
             engine.withLock { engine in
                 if let engine { return engine }
-                let made = CurlTransferEngine(name: "pipelinekit-curl")
+                let made = CurlTransferEngine(name: "pipelinekit-curl", maxPerHost: maxPerHost)
                 engine = made
                 return made
             }
         }
+        func existing() -> CurlTransferEngine? { engine.withLock { $0 } }
     }
 }

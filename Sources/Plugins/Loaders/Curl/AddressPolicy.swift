@@ -57,3 +57,23 @@ struct AddressPolicy: Sendable, Equatable {
         }
     }
 }
+
+/// Host name patterns a loader may, or may not, fetch from. `*.example.com` matches every
+/// subdomain (not `example.com` itself); other patterns match the whole host, case-insensitively.
+struct HostPolicy: Sendable, Equatable {
+    var allow: [String] = []
+    var deny: [String] = []
+
+    /// Whether `host` may be fetched: not denied, and allowed when an allow list is set.
+    func allows(_ host: String) -> Bool {
+        let host = host.lowercased()
+        if deny.contains(where: { HostPolicy.matches(host, $0) }) { return false }
+        return allow.isEmpty || allow.contains(where: { HostPolicy.matches(host, $0) })
+    }
+
+    static func matches(_ host: String, _ pattern: String) -> Bool {
+        let pattern = pattern.lowercased()
+        if pattern.hasPrefix("*.") { return host.hasSuffix(String(pattern.dropFirst(1))) }
+        return host == pattern
+    }
+}

@@ -4,13 +4,32 @@ import PipelineKit
 
 /// What one transfer is allowed to do.
 struct TransferPolicy: Sendable {
+    enum Auth: Sendable, Equatable {
+        case none
+        case basic(user: String, password: String)
+        case bearer(String)
+    }
+
     var timeout: Double = 30
     var connectTimeout: Double = 10
+    var lowSpeedBytes = 0
+    var lowSpeedTime: Double = 0
     var maxBytes: Int = 50_000_000
     var maxRedirects: Int = 5
     var userAgent = "pipelinectl/0.1"
     var headers: [String: String] = [:]
+    var auth = Auth.none
+    var caFile: String?
+    var proxy: String?
     var addressPolicy = AddressPolicy()
+    var hostPolicy = HostPolicy()
+}
+
+/// Where a transfer resumes from, after an earlier attempt broke off.
+struct ResumePoint: Sendable {
+    let offset: Int
+    /// The ETag or Last-Modified of the earlier response, sent as `If-Range`.
+    let validator: String
 }
 
 /// The outcome of a finished transfer.
@@ -19,6 +38,19 @@ struct TransferResponse: Sendable {
     var body: Data
     var contentType: String?
     var effectiveURL: String?
+    /// Whether the body continues the resume point's bytes (206) rather than replacing them.
+    var isContinuation: Bool
+}
+
+/// A failed transfer, with what a retry needs: the bytes so far and how to resume them.
+struct TransferFailure: Error, Sendable {
+    var error: PipelineError
+    var status: Int
+    var partial: Data
+    var validator: String?
+    var retryAfter: Double?
+    /// Whether the failure may succeed later (connect errors, timeouts, 408, 429, 5xx, breaks).
+    var retryable: Bool
 }
 
 /// The one owner of a `CURL *` easy handle and of the buffers its callbacks write into.
@@ -28,19 +60,31 @@ final class CurlTransfer: @unchecked Sendable {
     let handle: UnsafeMutableRawPointer
     let url: String
     let policy: TransferPolicy
+    let resume: ResumePoint?
     private var headerList: UnsafeMutablePointer<curl_slist>?
+    private var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
     var continuation: CheckedContinuation<TransferResponse, any Error>?
 
-    // Written by curl's callbacks on the engine thread.
+    // Written by curl's callbacks on the engine thread (and read for progress).
     var body = Data()
     var status = 0
     var contentType: String?
+    var contentLength: Int?
+    var etag: String?
+    var lastModified: String?
+    var retryAfter: Double?
+    var contentRangeStart: Int?
     var exceededMaxBytes = false
     var blockedAddress: String?
+    var blockedHost: String?
+    var blockedScheme: String?
+    var currentURL: String
 
-    init(url: String, policy: TransferPolicy) {
+    init(url: String, policy: TransferPolicy, resume: ResumePoint? = nil) {
         self.url = url
         self.policy = policy
+        self.resume = resume
+        self.currentURL = url
         self.handle = curl_easy_init()!
     }
 
@@ -49,12 +93,16 @@ final class CurlTransfer: @unchecked Sendable {
         if let headerList { curl_slist_free_all(headerList) }
     }
 
+    /// Bytes this attempt may still receive.
+    var remainingBytes: Int { policy.maxBytes - (resume?.offset ?? 0) }
+
     /// Sets every option. The transfer must stay alive until curl is done with it (the engine
     /// keeps it in its table of active transfers).
     func configure() {
         let me = Unmanaged.passUnretained(self).toOpaque()
         _ = pk_easy_setopt_str(handle, CURLOPT_URL, url)
         _ = pk_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
+        _ = errorBuffer.withUnsafeMutableBufferPointer { pk_easy_setopt_ptr(handle, CURLOPT_ERRORBUFFER, $0.baseAddress) }
         // Protocols, also after redirects: http and https only.
         _ = pk_easy_setopt_str(handle, CURLOPT_PROTOCOLS_STR, "http,https")
         _ = pk_easy_setopt_str(handle, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
@@ -62,13 +110,32 @@ final class CurlTransfer: @unchecked Sendable {
         _ = pk_easy_setopt_long(handle, CURLOPT_MAXREDIRS, policy.maxRedirects)
         _ = pk_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(policy.timeout * 1000))
         _ = pk_easy_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(policy.connectTimeout * 1000))
+        if policy.lowSpeedBytes > 0, policy.lowSpeedTime > 0 {
+            _ = pk_easy_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, policy.lowSpeedBytes)
+            _ = pk_easy_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, max(1, Int(policy.lowSpeedTime.rounded(.up))))
+        }
         // Rejects early from Content-Length; the write callback enforces it while streaming.
-        _ = pk_easy_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(policy.maxBytes))
+        _ = pk_easy_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(remainingBytes))
         // Every encoding curl supports; the limit applies to the decoded bytes.
         _ = pk_easy_setopt_str(handle, CURLOPT_ACCEPT_ENCODING, "")
         _ = pk_easy_setopt_str(handle, CURLOPT_USERAGENT, policy.userAgent)
+        if let caFile = policy.caFile { _ = pk_easy_setopt_str(handle, CURLOPT_CAINFO, caFile) }
+        if let proxy = policy.proxy { _ = pk_easy_setopt_str(handle, CURLOPT_PROXY, proxy) }
         var list: UnsafeMutablePointer<curl_slist>?
         list = curl_slist_append(list, "Accept: image/avif,image/webp,image/png,image/jpeg,image/*;q=0.8,application/octet-stream;q=0.5")
+        switch policy.auth {
+        case .none: break
+        case .basic(let user, let password):
+            _ = pk_easy_setopt_long(handle, CURLOPT_HTTPAUTH, 1)  // CURLAUTH_BASIC, a cast macro Swift cannot import
+            _ = pk_easy_setopt_str(handle, CURLOPT_USERNAME, user)
+            _ = pk_easy_setopt_str(handle, CURLOPT_PASSWORD, password)
+        case .bearer(let token):
+            list = curl_slist_append(list, "Authorization: Bearer \(token)")
+        }
+        if let resume {
+            list = curl_slist_append(list, "Range: bytes=\(resume.offset)-")
+            list = curl_slist_append(list, "If-Range: \(resume.validator)")
+        }
         for (name, value) in policy.headers.sorted(by: { $0.key < $1.key }) {
             list = curl_slist_append(list, "\(name): \(value)")
         }
@@ -82,28 +149,46 @@ final class CurlTransfer: @unchecked Sendable {
         _ = pk_easy_setopt_ptr(handle, CURLOPT_OPENSOCKETDATA, me)
     }
 
-    /// Turns curl's result into a response or a classified error.
+    /// Turns curl's result into a response or a classified ``TransferFailure``.
     func finish(_ code: CURLcode) -> Result<TransferResponse, any Error> {
         var effective: UnsafeMutablePointer<CChar>?
         _ = pk_easy_getinfo_str(handle, CURLINFO_EFFECTIVE_URL, &effective)
         let finalURL = effective.map { String(cString: $0) }
-        if let blockedAddress {
-            return .failure(PipelineError(.blockedAddress, "refused to connect to \(blockedAddress) (\(url))"))
+        var responseCode = 0
+        _ = pk_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &responseCode)
+        func fail(_ kind: ErrorKind, _ message: String, retryable: Bool = false) -> Result<TransferResponse, any Error> {
+            .failure(TransferFailure(error: PipelineError(kind, message), status: responseCode, partial: body,
+                                     validator: etag ?? lastModified, retryAfter: retryAfter, retryable: retryable))
         }
+        if let blockedAddress { return fail(.blockedAddress, "refused to connect to \(blockedAddress)") }
+        if let blockedScheme { return fail(.blockedProtocol, "redirect to a \(blockedScheme): URL refused (only http and https)") }
+        if let blockedHost { return fail(.blockedAddress, "host '\(blockedHost)' is not allowed by allow_hosts/deny_hosts") }
         if exceededMaxBytes || code == CURLE_FILESIZE_EXCEEDED {
-            return .failure(PipelineError(.tooLarge, "body exceeds max_bytes (\(Units.formatSize(policy.maxBytes)))"))
+            return fail(.tooLarge, "body exceeds max_bytes (\(Units.formatSize(policy.maxBytes)))")
         }
         guard code == CURLE_OK else {
-            let reason = String(cString: curl_easy_strerror(code))
-            return .failure(PipelineError(CurlTransfer.kind(of: code, received: body.count), reason))
+            let detail = String(decoding: errorBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let reason = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+            let kind = CurlTransfer.kind(of: code, received: body.count)
+            let retryable = [ErrorKind.connect, .timeout, .truncated, "network"].contains(kind)
+            return fail(kind, reason, retryable: retryable)
         }
-        var code = 0
-        _ = pk_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &code)
-        guard (200..<300).contains(code) else {
-            return .failure(PipelineError(.httpStatus, "HTTP \(code)" + CurlTransfer.reasonPhrase(code)))
+        guard (200..<300).contains(responseCode) else {
+            let retryable = responseCode == 408 || responseCode == 429 || responseCode >= 500
+            return fail(.httpStatus, "HTTP \(responseCode)" + CurlTransfer.reasonPhrase(responseCode), retryable: retryable)
         }
-        return .success(TransferResponse(status: code, body: body, contentType: contentType,
-                                         effectiveURL: finalURL == url ? nil : finalURL))
+        if let contentLength, responseCode != 206, body.count < contentLength {
+            return fail(.truncated, "received \(body.count) of \(contentLength) bytes", retryable: true)
+        }
+        var continuation = false
+        if let resume, responseCode == 206 {
+            guard contentRangeStart == resume.offset else {
+                return fail(.truncated, "the server resumed at byte \(contentRangeStart ?? -1), not \(resume.offset)", retryable: true)
+            }
+            continuation = true
+        }
+        return .success(TransferResponse(status: responseCode, body: body, contentType: contentType,
+                                         effectiveURL: finalURL == url ? nil : finalURL, isContinuation: continuation))
     }
 
     static func kind(of code: CURLcode, received: Int) -> ErrorKind {
@@ -120,6 +205,7 @@ final class CurlTransfer: @unchecked Sendable {
         case CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_GOT_NOTHING:
             return received > 0 ? .truncated : .connect
         case CURLE_URL_MALFORMAT: return .invalidSource
+        case CURLE_BAD_CONTENT_ENCODING: return .decodeFailed
         default: return "network"
         }
     }
@@ -130,6 +216,60 @@ final class CurlTransfer: @unchecked Sendable {
                        410: "Gone", 429: "Too Many Requests", 500: "Internal Server Error",
                        502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"]
         return phrases[code].map { " \($0)" } ?? ""
+    }
+
+    /// Reads one response header line (a redirect chain has several responses).
+    fileprivate func header(_ line: String) -> Bool {
+        if line.hasPrefix("HTTP/") {
+            contentType = nil
+            contentLength = nil
+            retryAfter = nil
+            contentRangeStart = nil
+            let parts = line.split(separator: " ")
+            status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+            return true
+        }
+        guard let colon = line.firstIndex(of: ":") else { return true }
+        let name = line[..<colon].lowercased()
+        let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
+        switch name {
+        case "content-type": contentType = value
+        case "content-length": contentLength = Int(value)
+        case "etag": etag = value
+        case "last-modified": lastModified = value
+        case "retry-after":
+            if let seconds = Double(value) {
+                retryAfter = seconds
+            } else if let date = CurlTransfer.httpDate(value) {
+                retryAfter = max(0, date.timeIntervalSinceNow)
+            }
+        case "content-range":  // bytes START-END/TOTAL
+            let spec = value.split(separator: " ").last ?? ""
+            contentRangeStart = spec.split(separator: "-").first.flatMap { Int($0) }
+        case "location" where (300..<400).contains(status):
+            // Checked before curl follows it: scheme and host patterns of every hop.
+            guard let target = URL(string: value, relativeTo: URL(string: currentURL))?.absoluteURL else { return true }
+            let scheme = target.scheme?.lowercased() ?? ""
+            if scheme != "http" && scheme != "https" {
+                blockedScheme = scheme
+                return false
+            }
+            if let host = target.host, !policy.hostPolicy.allows(host) {
+                blockedHost = host
+                return false
+            }
+            currentURL = target.absoluteString
+        default: break
+        }
+        return true
+    }
+
+    static func httpDate(_ text: String) -> Date? {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        return formatter.date(from: text)
     }
 }
 
@@ -142,7 +282,7 @@ private let curlWrite: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, U
     data, size, count, user in
     let t = transfer(user)
     let length = size * count
-    if t.body.count + length > t.policy.maxBytes {
+    if t.body.count + length > t.remainingBytes {
         t.exceededMaxBytes = true
         return 0
     }
@@ -150,23 +290,12 @@ private let curlWrite: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, U
     return length
 }
 
-/// Reads the status line and the headers of each response (a redirect chain has several).
 private let curlHeader: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {
     data, size, count, user in
-    let t = transfer(user)
     let length = size * count
     guard let data else { return length }
     let line = String(decoding: UnsafeRawBufferPointer(start: data, count: length), as: UTF8.self)
-    if line.hasPrefix("HTTP/") {
-        t.contentType = nil
-        let parts = line.split(separator: " ")
-        t.status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
-    } else if let colon = line.firstIndex(of: ":") {
-        let name = line[..<colon].lowercased()
-        let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
-        if name == "content-type" { t.contentType = value }
-    }
-    return length
+    return transfer(user).header(line) ? length : 0
 }
 
 /// Opens every socket curl connects with, after checking the address actually connected to (so a

@@ -12,6 +12,7 @@ final class CurlTransferEngine: @unchecked Sendable {
     // `multi` is used by the engine thread only, except for curl_multi_wakeup, which is thread-safe.
     private struct Shared: ~Copyable {
         var incoming: [CurlTransfer] = []
+        var progress: [ObjectIdentifier: TransferProgress] = [:]
     }
 
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_ALL)) }()
@@ -19,10 +20,11 @@ final class CurlTransferEngine: @unchecked Sendable {
     private let multi: UnsafeMutableRawPointer
     private let shared = Mutex(Shared())
 
-    /// Starts the engine's thread.
-    init(name: String) {
+    /// Starts the engine's thread. `maxPerHost` caps connections to one host (0: no cap).
+    init(name: String, maxPerHost: Int) {
         _ = CurlTransferEngine.globalInit
         multi = curl_multi_init()!
+        if maxPerHost > 0 { _ = pk_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, maxPerHost) }
         let thread = Thread { [self] in self.loop() }
         thread.name = name
         thread.start()
@@ -35,6 +37,11 @@ final class CurlTransferEngine: @unchecked Sendable {
             shared.withLock { $0.incoming.append(transfer) }
             curl_multi_wakeup(multi)
         }
+    }
+
+    /// Transfers in flight with their bytes so far.
+    func progress() -> [TransferProgress] {
+        shared.withLock { Array($0.progress.values) }.sorted { $0.url < $1.url }
     }
 
     private func loop() {
@@ -62,7 +69,14 @@ final class CurlTransferEngine: @unchecked Sendable {
                     transfer.continuation = nil
                 }
             }
-            curl_multi_poll(multi, nil, 0, active.isEmpty ? 10_000 : 250, nil)
+            let snapshot = active.values.map { transfer -> (ObjectIdentifier, TransferProgress) in
+                let before = transfer.resume?.offset ?? 0
+                return (ObjectIdentifier(transfer),
+                        TransferProgress(url: transfer.url, received: before + transfer.body.count,
+                                         expected: transfer.contentLength.map { before + $0 }))
+            }
+            shared.withLock { $0.progress = Dictionary(uniqueKeysWithValues: snapshot) }
+            curl_multi_poll(multi, nil, 0, active.isEmpty ? 10_000 : 100, nil)
         }
     }
 }

@@ -1,0 +1,35 @@
+import ArgumentParser
+import Foundation
+import Logging
+import PipelineKit
+import Synchronization
+
+struct Fetch: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Download every source into the pipeline's data cache, without decoding anything.",
+        discussion: """
+            Warms the data cache ahead of a run (or measures the loader alone). Uses the pipeline's
+            loader and data_cache; local files and data: URLs are only read. Exit codes as for run.
+
+            Example:
+              pipelinectl fetch thumbnails urls.txt --report fetch.json
+            """)
+
+    @Argument(help: "The pipeline file, or its name in pipelines/.")
+    var pipeline: String
+
+    @Argument(help: "The URL list ('-' for standard input).")
+    var urls: String
+
+    @Option(help: "Write a JSON report of every item to this file.")
+    var report: String?
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel: Logger.Level = .warning
+
+    func run() async throws {
+        var options = RunOptions()
+        options.fetchOnly = true
+        try await runPipeline(pipeline, urls: urls, options: options, report: report, logLevel: logLevel)
+    }
+}

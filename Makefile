@@ -7,7 +7,7 @@ SWIFT ?= swift
 APT_PACKAGES = pkg-config libmagickwand-6.q16-dev libcurl4-openssl-dev libyaml-dev imagemagick
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build release run test samples docs clean
+.PHONY: deps build release run test samples docs bench-loader clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -33,6 +33,10 @@ run: release samples
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
+
+# Loader throughput against a loopback server with 50 ms latency (docs/PERFORMANCE.md).
+bench-loader: release
+	bench/loader.sh
 
 # Regenerates the plugin reference from the plugins' specs.
 docs: build

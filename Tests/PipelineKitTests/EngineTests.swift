@@ -59,7 +59,7 @@ import TestSupport
         #expect(run.summary.total == 6 && run.summary.ok == 2 && run.summary.failed == 4)
         #expect(run[1].status == .ok && run[1].width == 64 && run[1].height == 48)
         #expect(run[2].error == ItemError(stage: .load, kind: .httpStatus, message: "HTTP 404 Not Found"))
-        #expect(run[3].error?.stage == .decode && run[3].error?.kind == .notAnImage)
+        #expect(run[3].error == ItemError(stage: .load, kind: .notAnImage, message: "served as text/html, which is not in 'accept'"))
         #expect(run[4].status == .ok && run[4].width == 48 && run[4].height == 64)
         #expect(run[5].error?.kind == .notFound)
         #expect(run[6].error?.kind == .blockedProtocol)
@@ -139,6 +139,56 @@ import TestSupport
         let run = try await run(yaml, lines: (0..<24).map { server.url("/\($0).jpg") })
         #expect(run.summary.ok == 24)
         #expect(active.withLock { $0.peak } == 3)
+        await server.stop()
+    }
+
+    @Test func fiftyCopiesOfOneURLAreOneTransfer() async throws {
+        let server = try await TestServer.start()
+        server.route("/one.jpg") { _ in
+            try await Task.sleep(for: .milliseconds(100))
+            return HTTPResponse(statusCode: .ok, headers: [.contentType: "image/jpeg"], body: try Fixtures.jpeg(120, 90))
+        }
+        let run = try await run(Self.thumbnails, lines: Array(repeating: server.url("/one.jpg"), count: 50))
+        #expect(run.summary.ok == 50)
+        #expect(server.requests("/one.jpg") == 1)
+        await server.stop()
+    }
+
+    @Test func signedURLsDifferingInAStrippedParameterShareOneCacheEntry() async throws {
+        let server = try await TestServer.start()
+        server.serve("/p/1.jpg", try Fixtures.jpeg(80, 60))
+        let cache = try Fixtures.temporaryDirectory("cache")
+        let yaml = """
+            loader:
+              http: { allow_loopback: true, strip_query: [sig, expires] }
+            data_cache:
+              disk: { path: \(cache.path) }
+            encoder: png
+            """
+        let first = try await run(yaml, lines: [server.url("/p/1.jpg?sig=aaa&expires=1")])
+        let second = try await run(yaml, lines: [server.url("/p/1.jpg?sig=bbb&expires=2")])
+        #expect(first[1].cacheData == .miss && second[1].cacheData == .hit)
+        #expect(server.requests("/p/1.jpg") == 1)
+        let entries = try FileManager.default.subpathsOfDirectory(atPath: cache.path).filter { $0.count > 3 }
+        #expect(entries.count == 1)
+        // The outputs are named by the same key too: one image, one name.
+        #expect(first[1].outputs.map { ($0 as NSString).lastPathComponent } == second[1].outputs.map { ($0 as NSString).lastPathComponent })
+        await server.stop()
+    }
+
+    @Test func fetchOnlyLoadsIntoTheCacheWithoutDecoding() async throws {
+        let server = try await TestServer.start()
+        server.serve("/a.jpg", Data("not even an image".utf8), contentType: "application/octet-stream")
+        let cache = try Fixtures.temporaryDirectory("cache")
+        let yaml = Self.thumbnails + "\ndata_cache:\n  disk: { path: \(cache.path) }\n"
+        var options = RunOptions()
+        options.fetchOnly = true
+        let output = try Fixtures.temporaryDirectory("out")
+        options.outputDirectory = output.path
+        let runner = try PipelineRunner(pipeline: try pipeline(yaml), registry: registry, options: options)
+        let item = await runner.runItem(Source(text: server.url("/a.jpg"), index: 1))
+        #expect(item.status == .ok && item.bytesIn == 17 && item.cacheData == .miss && item.outputs.isEmpty)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path).isEmpty)
         await server.stop()
     }
 

@@ -95,7 +95,7 @@ import TestSupport
             return HTTPResponse(statusCode: .ok)
         }
         let start = ContinuousClock.now
-        let error = await failure(try loader(["timeout": .number(0.5)]), server.url("/slow"))
+        let error = await failure(try loader(["timeout": .number(0.5), "retry_attempts": .int(1)]), server.url("/slow"))
         #expect(error?.kind == .timeout)
         #expect(ContinuousClock.now - start < .seconds(2))
         await server.stop()

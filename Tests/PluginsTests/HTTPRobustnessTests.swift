@@ -221,6 +221,27 @@ import TestSupport
         await server.stop()
     }
 
+    @Test func cancellingTheTaskStopsTheTransfer() async throws {
+        let server = try ScriptedServer { _, connection in
+            connection.write("HTTP/1.1 200 OK\r\nContent-Type: image/jpeg\r\nContent-Length: 1000000\r\n\r\n")
+            for _ in 0..<100 where connection.write(Data(repeating: 0xFF, count: 100)) { usleep(100_000) }
+        }
+        let loader = try loader()
+        let task = Task { try await loader.load(Source(text: server.url("/slow.jpg"), index: 1)) }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(!loader.progress().isEmpty)  // published while it runs
+        #expect(loader.progress().first?.expected == 1_000_000)
+        let start = ContinuousClock.now
+        task.cancel()
+        let result = await task.result
+        #expect(ContinuousClock.now - start < .seconds(1))
+        #expect((try? result.get()) == nil)
+        if case .failure(let error) = result { #expect((error as? PipelineError)?.kind == .cancelled) }
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(loader.progress().isEmpty)
+        server.stop()
+    }
+
     @Test func signedURLsShareACacheKey() throws {
         let loader = try loader(["strip_query": .list([.string("sig"), .string("expires")])])
         let a = loader.cacheKey(for: Source(text: "https://cdn.test/p/1.jpg?w=200&sig=abc&expires=1", index: 1))

@@ -1,6 +1,7 @@
 import CCurl
 import Foundation
 import PipelineKit
+import Synchronization
 
 /// What one transfer is allowed to do.
 struct TransferPolicy: Sendable {
@@ -57,6 +58,9 @@ struct TransferFailure: Error, Sendable {
 ///
 /// Created on any thread; configured, run and finished only on the transfer engine's thread.
 final class CurlTransfer: @unchecked Sendable {
+    private static let serials = Atomic<UInt64>(0)
+    /// Unique for the process's life (an object identifier can be reused after a transfer ends).
+    let serial = CurlTransfer.serials.add(1, ordering: .relaxed).newValue
     let handle: UnsafeMutableRawPointer
     let url: String
     let policy: TransferPolicy

@@ -13,6 +13,8 @@ final class CurlTransferEngine: @unchecked Sendable {
     private struct Shared: ~Copyable {
         var incoming: [CurlTransfer] = []
         var progress: [ObjectIdentifier: TransferProgress] = [:]
+        /// Serial numbers of transfers whose task was cancelled (kept until matched).
+        var cancelled: Set<UInt64> = []
     }
 
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_ALL)) }()
@@ -31,10 +33,18 @@ final class CurlTransferEngine: @unchecked Sendable {
     }
 
     /// Runs one transfer to completion.
+    /// Runs one transfer to completion. Cancelling the calling task stops the transfer and
+    /// throws a `cancelled` failure.
     func perform(_ transfer: CurlTransfer) async throws -> TransferResponse {
-        try await withCheckedThrowingContinuation { continuation in
-            transfer.continuation = continuation
-            shared.withLock { $0.incoming.append(transfer) }
+        let serial = transfer.serial
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                transfer.continuation = continuation
+                shared.withLock { $0.incoming.append(transfer) }
+                curl_multi_wakeup(multi)
+            }
+        } onCancel: {
+            _ = shared.withLock { $0.cancelled.insert(serial) }
             curl_multi_wakeup(multi)
         }
     }
@@ -44,15 +54,32 @@ final class CurlTransferEngine: @unchecked Sendable {
         shared.withLock { Array($0.progress.values) }.sorted { $0.url < $1.url }
     }
 
+    /// Ends a cancelled transfer without running it further.
+    private func stop(_ transfer: CurlTransfer) {
+        _ = shared.withLock { $0.cancelled.remove(transfer.serial) }
+        transfer.continuation?.resume(throwing: TransferFailure(
+            error: PipelineError(.cancelled, "cancelled"), status: 0, partial: Data(), validator: nil,
+            retryAfter: nil, retryable: false))
+        transfer.continuation = nil
+    }
+
     private func loop() {
         var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
         var running: Int32 = 0
         while true {
-            let incoming = shared.withLock { shared -> [CurlTransfer] in
+            let (incoming, cancelled) = shared.withLock { shared -> ([CurlTransfer], Set<UInt64>) in
                 defer { shared.incoming.removeAll() }
-                return shared.incoming
+                return (shared.incoming, shared.cancelled)
             }
-            for transfer in incoming {
+            for transfer in incoming where cancelled.contains(transfer.serial) {
+                stop(transfer)
+            }
+            for (easy, transfer) in active where cancelled.contains(transfer.serial) {
+                curl_multi_remove_handle(multi, easy)
+                active.removeValue(forKey: easy)
+                stop(transfer)
+            }
+            for transfer in incoming where !cancelled.contains(transfer.serial) {
                 transfer.configure()
                 active[transfer.handle] = transfer
                 curl_multi_add_handle(multi, transfer.handle)

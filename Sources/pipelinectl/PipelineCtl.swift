@@ -20,7 +20,7 @@ struct PipelineCtl: AsyncParsableCommand {
               pipelinectl fetch thumbnails urls.txt
               pipelinectl plugins
             """,
-        subcommands: [Validate.self, Run.self, Fetch.self, PluginsCommand.self]
+        subcommands: [Validate.self, Run.self, Fetch.self, PluginsCommand.self, Schema.self]
     )
 
     /// The registry every command uses: the built-ins.
@@ -56,20 +56,29 @@ func printError(_ text: String) {
     FileHandle.standardError.write(Data((text + "\n").utf8))
 }
 
-/// Finds and validates a pipeline, printing every diagnostic; `nil` when it is missing or invalid.
-func loadPipeline(_ name: String) -> Pipeline? {
+/// Finds and validates a pipeline: the pipeline (with its warnings) or every diagnostic.
+func checkPipeline(_ name: String) -> (Pipeline?, [Diagnostic], source: String?) {
     guard let path = PipelineFile.locate(name) else {
-        printError("error: no pipeline '\(name)' (looked for \(name), pipelines/\(name), pipelines/\(name).yaml)")
-        return nil
+        let message = "no pipeline '\(name)' (looked for \(name), pipelines/\(name), pipelines/\(name).yaml)"
+        return (nil, [Diagnostic(file: name, line: 1, column: 1, message: message)], nil)
     }
     do {
         let pipeline = try PipelineFile.load(path: path, registry: PipelineCtl.registry)
-        return pipeline
+        return (pipeline, pipeline.warnings, try? String(contentsOfFile: path, encoding: .utf8))
     } catch let invalid as PipelineValidationError {
-        for diagnostic in invalid.diagnostics { printError(diagnostic.rendered(source: invalid.source)) }
-        return nil
+        return (nil, invalid.diagnostics, invalid.source)
     } catch {
-        printError("error: \(path): \(error)")
+        return (nil, [Diagnostic(file: path, line: 1, column: 1, message: "\(error)")], nil)
+    }
+}
+
+/// Finds and validates a pipeline, printing every diagnostic to stderr; `nil` when invalid.
+func loadPipeline(_ name: String) -> Pipeline? {
+    let (pipeline, diagnostics, source) = checkPipeline(name)
+    if pipeline == nil, diagnostics.count == 1, diagnostics[0].message.hasPrefix("no pipeline '") {
+        printError("error: " + diagnostics[0].message)
         return nil
     }
+    for diagnostic in diagnostics { printError(diagnostic.rendered(source: source)) }
+    return pipeline
 }

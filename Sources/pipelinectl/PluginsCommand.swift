@@ -4,30 +4,67 @@ import PipelineKit
 struct PluginsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "plugins",
-        abstract: "List the registered plugins by slot.",
-        discussion: """
-            Examples:
-              pipelinectl plugins
-              pipelinectl plugins --markdown > docs/plugins.md
-            """)
+        abstract: "List the registered plugins, or describe one.",
+        subcommands: [List.self, Describe.self],
+        defaultSubcommand: List.self)
 
-    @Flag(help: "Print the full reference (every option, type, default and range) as Markdown.")
-    var markdown = false
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List the registered plugins by slot.",
+            discussion: """
+                Examples:
+                  pipelinectl plugins
+                  pipelinectl plugins --json
+                  pipelinectl plugins --markdown > docs/plugins.md
+                """)
 
-    func run() async throws {
-        let registry = PipelineCtl.registry
-        if markdown {
-            print(PluginReference.markdown(registry), terminator: "")
-            return
+        @Flag(help: "Print every plugin with its options as JSON.")
+        var json = false
+
+        @Flag(help: "Print the full reference (every option, type, default and range) as Markdown.")
+        var markdown = false
+
+        func run() async throws {
+            let registry = PipelineCtl.registry
+            if markdown {
+                print(PluginReference.markdown(registry), terminator: "")
+                return
+            }
+            if json {
+                print(try PipelineSchema.render(PipelineSchema.pluginList(registry)))
+                return
+            }
+            for slot in Slot.allCases {
+                let plugins = registry.plugins(in: slot)
+                guard !plugins.isEmpty else { continue }
+                print("\(slot.rawValue):")
+                let width = plugins.map(\.spec.name.count).max() ?? 0
+                for plugin in plugins {
+                    print("  \(plugin.spec.name.padding(toLength: width, withPad: " ", startingAt: 0))  \(plugin.spec.summary)")
+                }
+            }
         }
-        for slot in Slot.allCases {
-            let plugins = registry.plugins(in: slot)
-            guard !plugins.isEmpty else { continue }
-            print("\(slot.rawValue):")
-            let width = plugins.map(\.spec.name.count).max() ?? 0
-            for plugin in plugins {
-                let name = plugin.spec.name.padding(toLength: width, withPad: " ", startingAt: 0)
-                print("  \(name)  \(plugin.spec.summary)")
+    }
+
+    struct Describe: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Describe a plugin: its slot, summary and every option with type, default and range.",
+            discussion: "Example:\n  pipelinectl plugins describe resize")
+
+        @Argument(help: "The plugin's name.")
+        var name: String
+
+        func run() async throws {
+            let registry = PipelineCtl.registry
+            let slots = registry.slots(of: name)
+            guard !slots.isEmpty else {
+                let all = Slot.allCases.flatMap { registry.plugins(in: $0).map(\.spec.name) }
+                printError("error: no plugin named '\(name)'" + Suggest.hint(for: name, in: Array(Set(all)).sorted()))
+                throw Exit.invalid
+            }
+            for slot in slots {
+                let plugin = registry.plugin(name, in: slot)!
+                print(PluginReference.describe(plugin))
             }
         }
     }

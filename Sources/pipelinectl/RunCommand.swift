@@ -54,6 +54,10 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, report: Stri
         return handler
     }
     guard let pipeline = loadPipeline(name) else { throw Exit.invalid }
+    if let dir = options.outputDirectory, let problem = MachineCheck.writableDirectoryProblem(dir) {
+        printError("error: --output '\(dir)' \(problem)")
+        throw Exit.invalid
+    }
     let list = SourceList(path: urls)
     do { _ = try list.open() } catch {
         printError("error: \((error as? PipelineError)?.message ?? "\(error)")")

@@ -1,28 +1,45 @@
 import ArgumentParser
+import Foundation
 import PipelineKit
 
 struct Validate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Check pipeline files and print every problem found.",
         discussion: """
-            Each problem is printed as FILE:LINE:COLUMN: error: MESSAGE, with the line and a caret.
-            Exits 0 when every file is valid, 1 otherwise.
+            Each problem is printed as FILE:LINE:COLUMN: error: MESSAGE (or warning:), with the line
+            and a caret under the column. Checks run in stages: YAML syntax, plugin names, options,
+            then facts about this machine (writable output and cache directories, readable files,
+            formats this ImageMagick can write). Exits 0 when every file is valid (warnings allowed),
+            1 otherwise.
 
-            Example:
+            Examples:
               pipelinectl validate pipelines/*.yaml
+              pipelinectl validate thumbnails --format json
             """)
+
+    enum Format: String, ExpressibleByArgument, CaseIterable { case text, json }
 
     @Argument(help: "Pipeline files, or names looked up in pipelines/.")
     var pipelines: [String]
 
+    @Option(help: "Output format: text (for people) or json (an array of diagnostics, for scripts).")
+    var format: Format = .text
+
     func run() async throws {
         var allValid = true
+        var all: [Diagnostic] = []
         for name in pipelines {
-            if let pipeline = loadPipeline(name) {
-                print("\(pipeline.file): ok (\(pipeline.name))")
-            } else {
-                allValid = false
-            }
+            let (pipeline, diagnostics, source) = checkPipeline(name)
+            if pipeline == nil { allValid = false }
+            all += diagnostics
+            guard format == .text else { continue }
+            for diagnostic in diagnostics { printError(diagnostic.rendered(source: source)) }
+            if let pipeline { print("\(pipeline.file): ok (\(pipeline.name))") }
+        }
+        if format == .json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            print(String(decoding: try encoder.encode(all), as: UTF8.self))
         }
         if !allValid { throw Exit.itemsFailed }
     }

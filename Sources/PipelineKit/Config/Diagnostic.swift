@@ -1,7 +1,7 @@
 import Foundation
 
 /// A problem found in a pipeline file, at a position a person can go to.
-public struct Diagnostic: Sendable, Error, Equatable, CustomStringConvertible {
+public struct Diagnostic: Sendable, Error, Equatable, Codable, CustomStringConvertible {
     public enum Severity: String, Sendable, Codable { case error, warning }
 
     public let severity: Severity

@@ -14,12 +14,17 @@ public struct SourcePosition: Sendable, Hashable {
 public struct StageConfig: Sendable {
     public let plugin: Plugin
     public let options: PluginOptions
+    /// Where the plugin's name was written.
     public let position: SourcePosition
+    /// Where each option set in the file was written (options left at their default are absent).
+    public let optionPositions: [String: SourcePosition]
 
-    public init(plugin: Plugin, options: PluginOptions, position: SourcePosition) {
+    public init(plugin: Plugin, options: PluginOptions, position: SourcePosition,
+                optionPositions: [String: SourcePosition] = [:]) {
         self.plugin = plugin
         self.options = options
         self.position = position
+        self.optionPositions = optionPositions
     }
 }
 
@@ -29,6 +34,9 @@ public struct OutputConfig: Sendable {
     public var dir: String
     /// The file name template.
     public var name: NameTemplate
+    /// Where `dir` and `name` were written, when they were.
+    public var dirPosition: SourcePosition?
+    public var namePosition: SourcePosition?
 }
 
 /// A validated pipeline file: every stage resolved to a plugin with checked options.
@@ -48,4 +56,6 @@ public struct Pipeline: Sendable {
     public let imageCache: StageConfig?
     public let encoder: StageConfig
     public var output: OutputConfig
+    /// Warnings found while validating (the pipeline runs; a person may still want to act).
+    public var warnings: [Diagnostic] = []
 }

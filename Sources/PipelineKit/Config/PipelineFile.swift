@@ -24,7 +24,8 @@ public enum PipelineFile {
 
     /// Reads and validates the pipeline at `path`.
     /// - Throws: ``PipelineValidationError`` with every problem found.
-    public static func load(path: String, registry: PluginRegistry) throws -> Pipeline {
+    public static func load(path: String, registry: PluginRegistry,
+                            environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Pipeline {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw PipelineValidationError(
                 diagnostics: [Diagnostic(file: path, line: 1, column: 1, message: "cannot read the pipeline file")],
@@ -35,18 +36,25 @@ public enum PipelineFile {
                 diagnostics: [Diagnostic(file: path, line: 1, column: 1, message: "the pipeline file is not UTF-8 text")],
                 source: nil)
         }
-        let (pipeline, diagnostics) = parse(text: text, file: path, registry: registry)
-        if let pipeline, !diagnostics.contains(where: { $0.severity == .error }) { return pipeline }
+        var (pipeline, diagnostics) = parse(text: text, file: path, registry: registry, environment: environment)
+        if let found = pipeline { diagnostics += MachineCheck.diagnostics(for: found) }
+        if var pipeline, !diagnostics.contains(where: { $0.severity == .error }) {
+            pipeline.warnings = diagnostics
+            return pipeline
+        }
         throw PipelineValidationError(diagnostics: diagnostics, source: text)
     }
 
     /// Parses and validates pipeline `text`. Returns the pipeline when there is no error, and every
     /// diagnostic found (errors and warnings), in file order.
-    public static func parse(text: String, file: String, registry: PluginRegistry) -> (Pipeline?, [Diagnostic]) {
-        var parser = PipelineParser(file: file, text: text, registry: registry)
+    public static func parse(text: String, file: String, registry: PluginRegistry,
+                             environment: [String: String] = ProcessInfo.processInfo.environment) -> (Pipeline?, [Diagnostic]) {
+        var parser = PipelineParser(file: file, text: text, registry: registry, environment: environment)
         let pipeline = parser.run()
         let sorted = parser.diagnostics.sorted { ($0.line, $0.column) < ($1.line, $1.column) }
-        return (sorted.contains { $0.severity == .error } ? nil : pipeline, sorted)
+        guard var valid = pipeline, !sorted.contains(where: { $0.severity == .error }) else { return (nil, sorted) }
+        valid.warnings = sorted
+        return (valid, sorted)
     }
 }
 
@@ -55,12 +63,16 @@ struct PipelineParser {
     let file: String
     let text: String
     let registry: PluginRegistry
+    let environment: [String: String]
     var diagnostics: [Diagnostic] = []
+    /// Positions of the options of the stage parsed last.
+    var lastOptionPositions: [String: SourcePosition] = [:]
 
-    init(file: String, text: String, registry: PluginRegistry) {
+    init(file: String, text: String, registry: PluginRegistry, environment: [String: String]) {
         self.file = file
         self.text = text
         self.registry = registry
+        self.environment = environment
     }
 
     mutating func error(_ node: Node?, _ message: String) {
@@ -73,19 +85,24 @@ struct PipelineParser {
     }
 
     mutating func run() -> Pipeline? {
-        let root: Node
+        let composed: Node
         do {
             guard let node = try Yams.compose(yaml: text) else {
                 error(nil, "the pipeline file is empty; expected a map with at least 'encoder'")
                 return nil
             }
-            root = node
+            composed = node
         } catch let yamlError as YamlError {
             reportYAML(yamlError)
             return nil
         } catch {
             self.error(nil, "invalid YAML: \(error)")
             return nil
+        }
+        var interpolator = Interpolator(environment: environment)
+        let root = interpolator.resolve(composed)
+        for (mark, message) in interpolator.problems {
+            diagnostics.append(Diagnostic(file: file, line: mark?.line ?? 1, column: mark?.column ?? 1, message: message))
         }
         guard case .mapping(let top) = root else {
             error(root, "expected a map of pipeline settings at the top level, got \(OptionParsing.describe(root))")
@@ -215,11 +232,12 @@ struct PipelineParser {
             self.error(at: position, "\(slot.rawValue) '\(name)': \(error)")
             return nil
         }
-        return StageConfig(plugin: plugin, options: options, position: position)
+        return StageConfig(plugin: plugin, options: options, position: position, optionPositions: lastOptionPositions)
     }
 
     private mutating func parseOptions(_ node: Node?, plugin: Plugin, at position: SourcePosition) -> PluginOptions? {
         var values: [String: OptionValue] = [:]
+        lastOptionPositions = [:]
         var ok = true
         let spec = plugin.spec
         let label = "\(plugin.slot.rawValue.replacingOccurrences(of: "_", with: " ")) '\(spec.name)'"
@@ -240,6 +258,7 @@ struct PipelineParser {
                         ok = false
                         continue
                     }
+                    if let mark = value.mark { lastOptionPositions[optionName] = SourcePosition(line: mark.line, column: mark.column) }
                     switch OptionParsing.parse(value, kind: option.kind, name: optionName) {
                     case .success(let parsed):
                         if let problem = OptionParsing.checkRange(parsed, spec: option) {
@@ -275,6 +294,7 @@ struct PipelineParser {
         var dir = "out/" + NameTemplate.safe(pipelineName)
         var templateText = NameTemplate.defaultText
         var templateNode: Node?
+        var dirNode: Node?
         if let node {
             guard case .mapping(let mapping) = node else {
                 error(node, "expected a map with 'dir' and 'name' for 'output', got \(OptionParsing.describe(node))")
@@ -285,7 +305,7 @@ struct PipelineParser {
                 switch keyName {
                 case "dir":
                     if let text = scalarField(value, "dir") {
-                        if text.isEmpty { error(value, "'dir' may not be empty") } else { dir = text }
+                        if text.isEmpty { error(value, "'dir' may not be empty") } else { dir = text; dirNode = value }
                     }
                 case "name":
                     if let text = scalarField(value, "name") {
@@ -297,8 +317,16 @@ struct PipelineParser {
                 }
             }
         }
+        func position(_ node: Node?) -> SourcePosition? {
+            node?.mark.map { SourcePosition(line: $0.line, column: $0.column) }
+        }
         do {
-            return OutputConfig(dir: dir, name: try NameTemplate(templateText))
+            let template = try NameTemplate(templateText)
+            if !template.isCollisionFree, let at = position(templateNode) {
+                diagnostics.append(Diagnostic(.warning, file: file, line: at.line, column: at.column,
+                    message: "'\(templateText)' can give two sources the same name (the second fails as output_collision); add {hash} or {index}"))
+            }
+            return OutputConfig(dir: dir, name: template, dirPosition: position(dirNode), namePosition: position(templateNode))
         } catch let failure as PipelineError {
             error(templateNode ?? node, failure.message)
             return nil

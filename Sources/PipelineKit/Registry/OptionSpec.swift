@@ -59,15 +59,28 @@ public struct OptionSpec: Sendable {
     public let range: ClosedRange<Double>?
     /// One line of documentation.
     public let doc: String
+    /// For paths: what validation checks on this machine before a run.
+    public let access: PathAccess
+
+    /// What a path option must be on the machine that runs the pipeline.
+    public enum PathAccess: Sendable, Equatable {
+        /// Nothing is checked.
+        case any
+        /// An existing, readable file.
+        case readableFile
+        /// A directory that exists and is writable, or can be created.
+        case writableDirectory
+    }
 
     public init(name: String, kind: Kind, defaultValue: OptionValue? = nil, required: Bool = false,
-                range: ClosedRange<Double>? = nil, doc: String) {
+                range: ClosedRange<Double>? = nil, doc: String, access: PathAccess = .any) {
         self.name = name
         self.kind = kind
         self.defaultValue = defaultValue
         self.required = required
         self.range = range
         self.doc = doc
+        self.access = access
     }
 
     public static func int(_ name: String, default value: Int? = nil, range: ClosedRange<Int>? = nil,
@@ -119,8 +132,9 @@ public struct OptionSpec: Sendable {
     }
 
     public static func path(_ name: String, default value: String? = nil, required: Bool = false,
-                            doc: String) -> OptionSpec {
-        OptionSpec(name: name, kind: .path, defaultValue: value.map { .string($0) }, required: required, doc: doc)
+                            access: PathAccess = .any, doc: String) -> OptionSpec {
+        OptionSpec(name: name, kind: .path, defaultValue: value.map { .string($0) }, required: required, doc: doc,
+                   access: access)
     }
 
     public static func list(_ name: String, of element: Kind, default value: [OptionValue]? = nil,

@@ -36,6 +36,30 @@ public enum PluginReference {
         return out
     }
 
+    /// A plugin described for a terminal: slot, summary, then each option on its own lines.
+    public static func describe(_ plugin: Plugin) -> String {
+        var lines = ["\(plugin.spec.name) (\(plugin.slot.rawValue.replacingOccurrences(of: "_", with: " ")))",
+                     "  \(plugin.spec.summary)"]
+        if plugin.slot == .loader {
+            lines.append("  serves: " + plugin.schemes.map { $0.isEmpty ? "plain paths" : "\($0)://" }.joined(separator: ", "))
+        }
+        if plugin.spec.options.isEmpty {
+            lines.append("  no options")
+            return lines.joined(separator: "\n")
+        }
+        lines.append("")
+        lines.append("options:")
+        for option in plugin.spec.options {
+            var facts = [option.kind.name == "enum" ? typeText(option.kind).replacingOccurrences(of: "`", with: "").replacingOccurrences(of: " \\| ", with: "|") : option.kind.name]
+            if let text = option.defaultText { facts.append("default \(text)") } else if option.required { facts.append("required") }
+            let range = rangeText(option)
+            if !range.isEmpty { facts.append(range) }
+            lines.append("  \(option.name)  (\(facts.joined(separator: ", ")))")
+            lines.append("      \(option.doc)")
+        }
+        return lines.joined(separator: "\n")
+    }
+
     static func typeText(_ kind: OptionSpec.Kind) -> String {
         if case .oneOf(let values) = kind { return values.map { "`\($0)`" }.joined(separator: " \\| ") }
         return kind.name

@@ -14,7 +14,7 @@ public final class DiskDataCache: DataCaching {
             name: "disk",
             summary: "Keeps downloaded bytes on disk across runs, checksummed, LRU within a size limit.",
             options: [
-                .path("path", default: ".cache/pipelinectl/data", doc: "Directory of the cache (relative to the working directory)."),
+                .path("path", default: ".cache/pipelinectl/data", access: .writableDirectory, doc: "Directory of the cache (relative to the working directory)."),
                 .size("size_limit", default: "1GB", min: "1MB", doc: "Most bytes kept; a write that crosses it sweeps the oldest entries."),
                 .number("sweep_to", default: 0.7, range: 0.1...1.0, doc: "Fraction of size_limit kept after a sweep."),
             ]),

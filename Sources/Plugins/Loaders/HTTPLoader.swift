@@ -37,7 +37,7 @@ public struct HTTPLoader: DataLoading {
                 .string("auth_user_env", default: "PIPELINE_HTTP_USER", doc: "Environment variable holding the basic-auth user."),
                 .string("auth_password_env", default: "PIPELINE_HTTP_PASSWORD", doc: "Environment variable holding the basic-auth password."),
                 .string("auth_token_env", default: "PIPELINE_HTTP_TOKEN", doc: "Environment variable holding the bearer token."),
-                .path("ca_file", doc: "PEM file of CA certificates to trust instead of the system's."),
+                .path("ca_file", access: .readableFile, doc: "PEM file of CA certificates to trust instead of the system's."),
                 .string("proxy", doc: "Proxy URL; by default curl's environment variables (https_proxy, no_proxy, ...) apply."),
                 .list("strip_query", of: .string, default: [],
                       doc: "Query parameters left out of the cache key, so signed or expiring URLs of one image share cache entries."),
@@ -98,12 +98,7 @@ public struct HTTPLoader: DataLoading {
         case "bearer": policy.auth = .bearer(try env("auth_token_env"))
         default: policy.auth = .none
         }
-        if let caFile = options.string("ca_file") {
-            guard FileManager.default.isReadableFile(atPath: caFile) else {
-                throw PipelineError("invalid_option", "ca_file '\(caFile)' cannot be read")
-            }
-            policy.caFile = caFile
-        }
+        policy.caFile = options.string("ca_file")  // readability is checked by validation (access: .readableFile)
         policy.proxy = options.string("proxy")
         policy.addressPolicy = AddressPolicy(allowLoopback: options.bool("allow_loopback")!,
                                              allowLinkLocal: options.bool("allow_link_local")!,

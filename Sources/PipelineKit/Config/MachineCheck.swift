@@ -1,0 +1,53 @@
+import Foundation
+
+/// The last stage of validation: facts about this machine that a run would hit. Directories a
+/// run writes to must exist and be writable, or be creatable; files it reads must be readable.
+/// (Whether this ImageMagick can write an encoder's format is checked by the encoder's factory.)
+public enum MachineCheck {
+    public static func diagnostics(for pipeline: Pipeline) -> [Diagnostic] {
+        var found: [Diagnostic] = []
+        func report(_ at: SourcePosition?, _ message: String) {
+            let at = at ?? SourcePosition(line: 1, column: 1)
+            found.append(Diagnostic(file: pipeline.file, line: at.line, column: at.column, message: message))
+        }
+        if let problem = writableDirectoryProblem(pipeline.output.dir) {
+            report(pipeline.output.dirPosition, "output directory '\(pipeline.output.dir)' \(problem)")
+        }
+        let stages = [pipeline.loader, pipeline.dataCache, pipeline.decoder, pipeline.imageCache, pipeline.encoder]
+            .compactMap { $0 } + pipeline.processors
+        for stage in stages {
+            for option in stage.plugin.spec.options where option.access != .any {
+                guard let path = stage.options.string(option.name) else { continue }
+                let at = stage.optionPositions[option.name] ?? stage.position
+                switch option.access {
+                case .writableDirectory:
+                    if let problem = writableDirectoryProblem(path) { report(at, "'\(option.name)' directory '\(path)' \(problem)") }
+                case .readableFile:
+                    if !FileManager.default.isReadableFile(atPath: path) { report(at, "'\(option.name)' file '\(path)' cannot be read") }
+                case .any:
+                    break
+                }
+            }
+        }
+        return found
+    }
+
+    /// Why `path` cannot be used as a directory to write in, or `nil` when it can.
+    public static func writableDirectoryProblem(_ path: String) -> String? {
+        let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        var candidate = URL(fileURLWithPath: absolute).standardizedFileURL
+        var isDirectory: ObjCBool = false
+        var exists = FileManager.default.fileExists(atPath: candidate.path, isDirectory: &isDirectory)
+        if exists {
+            if !isDirectory.boolValue { return "is a file, not a directory" }
+            return access(candidate.path, W_OK | X_OK) == 0 ? nil : "is not writable"
+        }
+        // Creatable: the nearest existing ancestor must be a writable directory.
+        while !exists, candidate.path != "/" {
+            candidate.deleteLastPathComponent()
+            exists = FileManager.default.fileExists(atPath: candidate.path, isDirectory: &isDirectory)
+        }
+        if !isDirectory.boolValue { return "cannot be created: '\(candidate.path)' is a file" }
+        return access(candidate.path, W_OK | X_OK) == 0 ? nil : "cannot be created: '\(candidate.path)' is not writable"
+    }
+}

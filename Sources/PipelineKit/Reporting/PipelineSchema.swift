@@ -1,0 +1,151 @@
+import Foundation
+
+/// Machine-readable descriptions generated from the registry: a JSON Schema of pipeline files
+/// (for editors, through yaml-language-server) and a JSON list of plugins.
+public enum PipelineSchema {
+    /// A JSON Schema (draft-07) of pipeline files for the plugins in `registry`.
+    public static func jsonSchema(_ registry: PluginRegistry) -> [String: Any] {
+        func slotSchema(_ slot: Slot, nullable: Bool) -> [String: Any] {
+            let plugins = registry.plugins(in: slot)
+            var names = plugins.map(\.spec.name)
+            if nullable { names.append("none") }
+            var choices: [[String: Any]] = [["type": "string", "enum": names]]
+            for plugin in plugins {
+                choices.append([
+                    "type": "object", "additionalProperties": false, "minProperties": 1, "maxProperties": 1,
+                    "properties": [plugin.spec.name: optionsSchema(plugin.spec)],
+                ])
+            }
+            return ["oneOf": choices]
+        }
+        let top: [String: Any] = [
+            "version": ["type": "integer", "enum": PipelineFile.supportedVersions, "description": "Pipeline file version."],
+            "name": ["type": "string", "description": "Pipeline name (default: the file name)."],
+            "description": ["type": "string"],
+            "loader": slotSchema(.loader, nullable: false),
+            "data_cache": slotSchema(.dataCache, nullable: true),
+            "decoder": slotSchema(.decoder, nullable: false),
+            "processors": ["type": "array", "items": slotSchema(.processor, nullable: false)],
+            "image_cache": slotSchema(.imageCache, nullable: true),
+            "encoder": slotSchema(.encoder, nullable: false),
+            "output": [
+                "type": "object", "additionalProperties": false,
+                "properties": [
+                    "dir": ["type": "string", "description": "Output directory (default out/NAME)."],
+                    "name": ["type": "string", "description": "File name template: {stem} {hash} {hash8} {index} {ext} {variant}."],
+                ],
+            ],
+            "variants": [
+                "type": "object",
+                "additionalProperties": [
+                    "type": "object", "additionalProperties": false,
+                    "properties": [
+                        "processors": ["type": "array", "items": slotSchema(.processor, nullable: false)],
+                        "encoder": slotSchema(.encoder, nullable: false),
+                        "name": ["type": "string"],
+                    ],
+                ],
+            ],
+            "tests": ["type": "array", "items": ["type": "object"]],
+        ]
+        return [
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "title": "pipelinectl pipeline file",
+            "type": "object",
+            "additionalProperties": false,
+            "properties": top,
+        ]
+    }
+
+    static func optionsSchema(_ spec: PluginSpec) -> [String: Any] {
+        var properties: [String: Any] = [:]
+        for option in spec.options {
+            var schema = kindSchema(option.kind, range: option.range)
+            schema["description"] = option.doc
+            if let text = option.defaultText { schema["default"] = defaultJSON(option) ?? text }
+            properties[option.name] = schema
+        }
+        var out: [String: Any] = ["type": ["object", "null"], "additionalProperties": false, "properties": properties]
+        let required = spec.options.filter(\.required).map(\.name)
+        if !required.isEmpty { out["required"] = required }
+        return out
+    }
+
+    static func kindSchema(_ kind: OptionSpec.Kind, range: ClosedRange<Double>?) -> [String: Any] {
+        switch kind {
+        case .int:
+            var s: [String: Any] = ["type": "integer"]
+            if let range { s["minimum"] = Int(range.lowerBound); s["maximum"] = Int(min(range.upperBound, 9e15)) }
+            return s
+        case .number:
+            var s: [String: Any] = ["type": "number"]
+            if let range { s["minimum"] = range.lowerBound; s["maximum"] = range.upperBound }
+            return s
+        case .bool: return ["type": "boolean"]
+        case .string, .color, .path: return ["type": "string"]
+        case .oneOf(let values): return ["type": "string", "enum": values]
+        case .size:
+            return ["oneOf": [["type": "integer", "minimum": 0],
+                              ["type": "string", "pattern": "^[0-9.]+ *([KMGT]i?B|B)?$"]]]
+        case .duration:
+            return ["oneOf": [["type": "number", "minimum": 0],
+                              ["type": "string", "pattern": "^[0-9.]+ *(ms|s|m|h|d)?$"]]]
+        case .list(let element): return ["type": "array", "items": kindSchema(element, range: nil)]
+        case .map: return ["type": "object", "additionalProperties": ["type": "string"]]
+        }
+    }
+
+    static func defaultJSON(_ option: OptionSpec) -> Any? {
+        guard let value = option.defaultValue else { return nil }
+        switch (option.kind, value) {
+        case (.size, _), (.duration, _): return option.defaultText
+        default: return json(value)
+        }
+    }
+
+    static func json(_ value: OptionValue) -> Any {
+        switch value {
+        case .int(let v): return v
+        case .number(let v): return v
+        case .bool(let v): return v
+        case .string(let v): return v
+        case .list(let v): return v.map(json)
+        case .map(let v): return v.mapValues(json)
+        }
+    }
+
+    /// Every plugin with its slot, summary and options, for scripts (`plugins --json`).
+    public static func pluginList(_ registry: PluginRegistry) -> [[String: Any]] {
+        Slot.allCases.flatMap { slot in
+            registry.plugins(in: slot).map { plugin -> [String: Any] in
+                var entry: [String: Any] = ["name": plugin.spec.name, "slot": slot.rawValue, "summary": plugin.spec.summary]
+                if slot == .loader { entry["schemes"] = plugin.schemes }
+                entry["options"] = plugin.spec.options.map { option -> [String: Any] in
+                    var o: [String: Any] = ["name": option.name, "type": option.kind.name, "doc": option.doc,
+                                            "required": option.required]
+                    if case .oneOf(let values) = option.kind { o["values"] = values }
+                    if let text = option.defaultText { o["default"] = text }
+                    if let range = option.range {
+                        o["min"] = option.format(rangeValue(range.lowerBound, option.kind))
+                        if range.upperBound < 9e17 { o["max"] = option.format(rangeValue(range.upperBound, option.kind)) }
+                    }
+                    return o
+                }
+                return entry
+            }
+        }
+    }
+
+    static func rangeValue(_ value: Double, _ kind: OptionSpec.Kind) -> OptionValue {
+        switch kind {
+        case .int, .size: return .int(Int(value))
+        default: return .number(value)
+        }
+    }
+
+    /// `object` as pretty JSON with sorted keys.
+    public static func render(_ object: Any) throws -> String {
+        let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+        return String(decoding: data, as: UTF8.self)
+    }
+}

@@ -13,8 +13,8 @@ public enum MachineCheck {
         if let problem = writableDirectoryProblem(pipeline.output.dir) {
             report(pipeline.output.dirPosition, "output directory '\(pipeline.output.dir)' \(problem)")
         }
-        let stages = [pipeline.loader, pipeline.dataCache, pipeline.decoder, pipeline.imageCache, pipeline.encoder]
-            .compactMap { $0 } + pipeline.processors
+        let stages = [pipeline.loader, pipeline.dataCache, pipeline.decoder, pipeline.imageCache].compactMap { $0 }
+            + pipeline.variants.flatMap { $0.processors + [$0.encoder] }
         for stage in stages {
             for option in stage.plugin.spec.options where option.access != .any {
                 guard let path = stage.options.string(option.name) else { continue }

@@ -8,7 +8,8 @@ import Foundation
 ///   `A-Z a-z 0-9 . _ -` (anything else becomes `_`; empty becomes `image`);
 /// - `{hash}` / `{hash8}`: hex SHA-256 of the source's cache key, whole or its first 8 digits;
 /// - `{index}`: the 1-based line number in the URL list;
-/// - `{ext}`: the encoder's file extension.
+/// - `{ext}`: the encoder's file extension;
+/// - `{variant}`: the variant's name (empty without variants).
 ///
 /// A template may contain `/` to make subdirectories, but never an absolute path or a `..`
 /// component, and placeholder values never contain `/`: a name cannot escape the output directory.
@@ -20,8 +21,10 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
 
     /// The default: collision-free, since the full hash differs for every distinct source.
     public static let defaultText = "{stem}-{hash}.{ext}"
+    /// The default when the pipeline has variants.
+    public static let defaultVariantText = "{stem}-{hash}-{variant}.{ext}"
     /// Placeholder names a template may use.
-    public static let placeholders = ["stem", "hash", "hash8", "index", "ext"]
+    public static let placeholders = ["stem", "hash", "hash8", "index", "ext", "variant"]
 
     let parts: [Part]
     public let text: String
@@ -78,7 +81,7 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The relative output path for one item.
-    public func render(source: Source, cacheKey: String, fileExtension: String) -> String {
+    public func render(source: Source, cacheKey: String, fileExtension: String, variant: String? = nil) -> String {
         var hashHex: String?
         func hash() -> String {
             if let hashHex { return hashHex }
@@ -95,6 +98,7 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
             case .placeholder("hash8"): out += String(hash().prefix(8))
             case .placeholder("index"): out += String(source.index)
             case .placeholder("ext"): out += NameTemplate.safe(fileExtension)
+            case .placeholder("variant"): out += NameTemplate.safe(variant ?? "")
             case .placeholder: break
             }
         }

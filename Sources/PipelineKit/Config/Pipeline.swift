@@ -39,6 +39,24 @@ public struct OutputConfig: Sendable {
     public var namePosition: SourcePosition?
 }
 
+/// One output per source: a processor chain, an encoder and a name template.
+///
+/// A pipeline without `variants:` has one unnamed variant made of its `processors` and
+/// `encoder`. With `variants:`, each variant's chain is the top-level `processors` followed by its
+/// own, so the shared start of the chains is computed once per source.
+public struct Variant: Sendable {
+    /// The variant's name (`small`, `large`), or `nil` for a pipeline without variants.
+    public let name: String?
+    /// The whole chain: the pipeline's shared processors, then the variant's own.
+    public let processors: [StageConfig]
+    /// How many of ``processors`` are the pipeline's shared ones.
+    public let sharedCount: Int
+    public let encoder: StageConfig
+    public let template: NameTemplate
+    /// Where the variant was declared.
+    public let position: SourcePosition?
+}
+
 /// A validated pipeline file: every stage resolved to a plugin with checked options.
 ///
 /// Produced by ``PipelineFile/load(path:registry:)``; turned into running stages by the engine.
@@ -52,10 +70,17 @@ public struct Pipeline: Sendable {
     public let loader: StageConfig?
     public let dataCache: StageConfig?
     public let decoder: StageConfig
+    /// The top-level processors (shared by every variant).
     public let processors: [StageConfig]
     public let imageCache: StageConfig?
-    public let encoder: StageConfig
+    /// The outputs made from each source: one, or one per declared variant.
+    public let variants: [Variant]
     public var output: OutputConfig
+    /// Whether the file declared `variants:`.
+    public let hasVariants: Bool
+
+    /// The encoder of the first variant (the top-level one when there are no variants).
+    public var encoder: StageConfig { variants[0].encoder }
     /// Warnings found while validating (the pipeline runs; a person may still want to act).
     public var warnings: [Diagnostic] = []
 }

@@ -6,7 +6,7 @@ public enum PipelineFile {
     /// The top-level keys a pipeline file may have.
     public static let topLevelKeys = [
         "version", "name", "description", "loader", "data_cache", "decoder", "processors",
-        "image_cache", "encoder", "output",
+        "image_cache", "encoder", "output", "variants", "tests",
     ]
     /// Pipeline file versions this build understands.
     public static let supportedVersions = [1]
@@ -146,30 +146,100 @@ struct PipelineParser {
         } else {
             error(root, "missing 'decoder'")
         }
-        var processors: [StageConfig] = []
-        if let (_, node) = fields["processors"] {
-            switch node {
-            case .sequence(let list):
-                for item in list { if let s = stage(item, slot: .processor) { processors.append(s) } }
-            case .scalar(let s) where s.isNull:
-                break
-            default:
-                error(node, "expected a list of processors for 'processors', got \(OptionParsing.describe(node))")
-            }
-        }
+        let processors = processorList(fields["processors"]?.value) ?? []
         var encoder: StageConfig?
+        let encoderMissing = fields["encoder"] == nil
         if let field = fields["encoder"] {
             encoder = stage(field.value, slot: .encoder)
-        } else {
+        } else if fields["variants"] == nil {
             error(root, "missing 'encoder'; expected one of: "
                 + registry.plugins(in: .encoder).map(\.spec.name).joined(separator: ", "))
         }
-        let output = outputConfig(fields["output"]?.value, pipelineName: name)
+        let hasVariants = fields["variants"] != nil
+        let output = outputConfig(fields["output"]?.value, pipelineName: name, hasVariants: hasVariants)
+        var variants: [Variant] = []
+        if let (_, node) = fields["variants"], let output {
+            variants = parseVariants(node, shared: processors, encoder: encoder, encoderMissing: encoderMissing, output: output)
+        } else if let encoder, let output {
+            variants = [Variant(name: nil, processors: processors, sharedCount: processors.count, encoder: encoder,
+                                template: output.name, position: nil)]
+        }
 
-        guard let decoder, let encoder, let output else { return nil }
+        guard let decoder, let output, !variants.isEmpty else { return nil }
         return Pipeline(file: file, version: version, name: name, description: description, loader: loader,
                         dataCache: dataCache, decoder: decoder, processors: processors, imageCache: imageCache,
-                        encoder: encoder, output: output)
+                        variants: variants, output: output, hasVariants: hasVariants)
+    }
+
+    /// A `processors:` list; `nil` when it is malformed (reported).
+    private mutating func processorList(_ node: Node?) -> [StageConfig]? {
+        guard let node else { return [] }
+        switch node {
+        case .sequence(let list):
+            return list.compactMap { stage($0, slot: .processor) }
+        case .scalar(let s) where s.isNull:
+            return []
+        default:
+            error(node, "expected a list of processors for 'processors', got \(OptionParsing.describe(node))")
+            return nil
+        }
+    }
+
+    /// `variants: {NAME: {processors: [...], encoder: ..., name: TEMPLATE}}`.
+    private mutating func parseVariants(_ node: Node, shared: [StageConfig], encoder: StageConfig?, encoderMissing: Bool,
+                                        output: OutputConfig) -> [Variant] {
+        guard case .mapping(let mapping) = node, mapping.count > 0 else {
+            error(node, "expected a map from variant names to their processors and encoder, got \(OptionParsing.describe(node))")
+            return []
+        }
+        var variants: [Variant] = []
+        var templates: [String: String] = [:]
+        for (key, value) in mapping {
+            guard let name = key.scalar?.string, !name.isEmpty,
+                  name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }) else {
+                error(key, "a variant name may use letters, digits, '_' and '-' only")
+                continue
+            }
+            let at = key.mark.map { SourcePosition(line: $0.line, column: $0.column) }
+            var own: [StageConfig] = []
+            var variantEncoder = encoder
+            var template = output.name
+            var templateNode: Node?
+            if case .mapping(let fields) = value {
+                for (fieldKey, fieldValue) in fields {
+                    switch fieldKey.scalar?.string ?? "" {
+                    case "processors": own = processorList(fieldValue) ?? []
+                    case "encoder": variantEncoder = stage(fieldValue, slot: .encoder)
+                    case "name":
+                        templateNode = fieldValue
+                        do { template = try NameTemplate(fieldValue.scalar?.string ?? "") } catch let failure as PipelineError {
+                            error(fieldValue, failure.message)
+                        } catch {}
+                    default:
+                        let word = fieldKey.scalar?.string ?? ""
+                        error(fieldKey, "unknown key '\(word)' in variant '\(name)'" + Suggest.hint(for: word, in: ["processors", "encoder", "name"]))
+                    }
+                }
+            } else if !(value.scalar?.isNull ?? false) {
+                error(value, "expected a map with 'processors', 'encoder' and 'name' for variant '\(name)'")
+                continue
+            }
+            guard let finalEncoder = variantEncoder else {
+                if encoderMissing { error(key, "variant '\(name)' has no 'encoder', and there is no top-level 'encoder'") }
+                continue
+            }
+            if mapping.count > 1, !template.parts.contains(.placeholder("variant")) {
+                let rendered = template.text
+                if let other = templates[rendered] {
+                    let target = templateNode ?? key
+                    error(target, "variants '\(other)' and '\(name)' would write to the same names ('\(rendered)'); add {variant} to output.name or give each variant its own 'name'")
+                }
+                templates[rendered] = name
+            }
+            variants.append(Variant(name: name, processors: shared + own, sharedCount: shared.count,
+                                    encoder: finalEncoder, template: template, position: at))
+        }
+        return variants
     }
 
     private mutating func scalarField(_ node: Node?, _ key: String) -> String? {
@@ -290,9 +360,9 @@ struct PipelineParser {
         return ok ? PluginOptions(values) : nil
     }
 
-    private mutating func outputConfig(_ node: Node?, pipelineName: String) -> OutputConfig? {
+    private mutating func outputConfig(_ node: Node?, pipelineName: String, hasVariants: Bool) -> OutputConfig? {
         var dir = "out/" + NameTemplate.safe(pipelineName)
-        var templateText = NameTemplate.defaultText
+        var templateText = hasVariants ? NameTemplate.defaultVariantText : NameTemplate.defaultText
         var templateNode: Node?
         var dirNode: Node?
         if let node {

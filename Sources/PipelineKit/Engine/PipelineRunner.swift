@@ -35,14 +35,26 @@ public final class PipelineRunner: Sendable {
         let data: LoadedData
         let milliseconds: Double
     }
-    struct ImageOutcome: Sendable {
-        let image: Image
+    /// One variant, ready to run.
+    struct RunnableVariant: Sendable {
+        let name: String?
+        let processors: [any ImageProcessing]
+        /// `prefixIDs[k]`: identifier of the first k processors (k = 0 is the decoded image).
+        let prefixIDs: [String]
+        let encoder: any ImageEncoding
+        let template: NameTemplate
+    }
+    /// The images of every variant of one source, and what it took to make them.
+    struct ImagesOutcome: Sendable {
+        let images: [Image]
         let bytesIn: Int
         let cacheData: CacheOutcome
+        let cacheImage: CacheOutcome
         let timings: StageTimings
     }
     struct ItemOutcome: Sendable {
-        let image: Image
+        let outputs: [String]
+        let size: PixelSize
         let bytesIn: Int
         let bytesOut: Int
         let cacheData: CacheOutcome
@@ -57,18 +69,19 @@ public final class PipelineRunner: Sendable {
     let schemesServed: [String]
     let dataCache: (any DataCaching)?
     let decoder: any ImageDecoding
-    let processors: [any ImageProcessing]
+    let variants: [RunnableVariant]
     let imageCache: (any ImageCaching)?
-    let encoder: any ImageEncoding
     let decodeHint: DecodeHint
-    /// Identifies decoder options and the processor chain in image cache keys.
-    let chainIdentifier: String
+    /// Identifies the decoder and its options in image cache keys.
+    let decoderIdentifier: String
+    /// Identifies every variant's chain, for coalescing the work of one source.
+    let chainsIdentifier: String
     let cpu: WorkerPool
     let maxInFlight: Int
     let logger: Logger
     let fetchOnly: Bool
-    private let loadCoalescer = Coalescer<LoadOutcome>()
-    private let imageCoalescer = Coalescer<ImageOutcome>()
+    let loadCoalescer = Coalescer<LoadOutcome>()
+    let imagesCoalescer = Coalescer<ImagesOutcome>()
     private let itemCoalescer = Coalescer<ItemOutcome>()
     private let outputClaims = Mutex<[String: (key: String, source: String)]>([:])
 
@@ -93,14 +106,26 @@ public final class PipelineRunner: Sendable {
         self.schemesServed = loaders.keys.sorted().map { $0.isEmpty ? "paths" : $0 }
         dataCache = try pipeline.dataCache?.makeDataCache()
         decoder = try pipeline.decoder.makeDecoder()
-        processors = try pipeline.processors.map { try $0.makeProcessor() }
         imageCache = try pipeline.imageCache?.makeImageCache()
-        encoder = try pipeline.encoder.makeEncoder()
-        // Shrink-on-load only when the first processor sets the size: a processor before it could
-        // change geometry, and a hint computed past it would be wrong.
-        decodeHint = DecodeHint(targetSize: processors.first?.decodeHint)
-        chainIdentifier = ([pipeline.decoder.plugin.spec.name + "(" + pipeline.decoder.options.canonical + ")"]
-            + processors.map(\.identifier)).joined(separator: "|")
+        variants = try pipeline.variants.map { variant in
+            let processors = try variant.processors.map { try $0.makeProcessor() }
+            var ids = [""]
+            for processor in processors { ids.append(ids.last! + "|" + processor.identifier) }
+            return RunnableVariant(name: variant.name, processors: processors, prefixIDs: ids,
+                                   encoder: try variant.encoder.makeEncoder(), template: variant.template)
+        }
+        // Shrink-on-load only when every variant's first processor sets the size (a processor
+        // before it could change geometry), and then large enough for the largest.
+        let hints = variants.map { $0.processors.first?.decodeHint }
+        if hints.allSatisfy({ $0 != nil }), let first = hints.first ?? nil {
+            decodeHint = DecodeHint(targetSize: hints.compactMap { $0 }.reduce(first) {
+                PixelSize(width: max($0.width, $1.width), height: max($0.height, $1.height))
+            })
+        } else {
+            decodeHint = DecodeHint()
+        }
+        decoderIdentifier = pipeline.decoder.plugin.spec.name + "(" + pipeline.decoder.options.canonical + ")"
+        chainsIdentifier = decoderIdentifier + variants.map { $0.prefixIDs.last! + ">" + $0.encoder.identifier }.joined(separator: ";")
         cpu = WorkerPool(threads: options.workers, name: "pipelinekit-cpu")
         let loadLimit = loaders.values.map(\.loader.maxConcurrentLoads).max() ?? 8
         maxInFlight = options.maxInFlight ?? (loadLimit + 2 * max(1, options.workers))
@@ -155,16 +180,19 @@ public final class PipelineRunner: Sendable {
                 result.cacheData = cacheData
                 return result
             }
-            let relative = pipeline.output.name.render(source: source, cacheKey: key, fileExtension: encoder.fileExtension)
-            let path = outputDirectory.hasSuffix("/") ? outputDirectory + relative : outputDirectory + "/" + relative
-            try claim(path, key: key, source: source)
-            let (outcome, shared) = try await itemCoalescer.run(path) {
-                try await self.produce(source: source, slot: slot, key: key, path: path)
+            let paths = variants.map { variant in
+                let relative = variant.template.render(source: source, cacheKey: key, fileExtension: variant.encoder.fileExtension,
+                                                       variant: variant.name)
+                return outputDirectory.hasSuffix("/") ? outputDirectory + relative : outputDirectory + "/" + relative
+            }
+            for path in paths { try claim(path, key: key, source: source) }
+            let (outcome, shared) = try await itemCoalescer.run(paths.joined(separator: "\n")) {
+                try await self.produce(source: source, slot: slot, key: key, paths: paths)
             }
             result.status = .ok
-            result.outputs = [path]
-            result.width = outcome.image.width
-            result.height = outcome.image.height
+            result.outputs = outcome.outputs
+            result.width = outcome.size.width
+            result.height = outcome.size.height
             result.bytesOut = outcome.bytesOut
             if shared {
                 result.cacheData = dataCache == nil ? .off : .hit
@@ -175,7 +203,7 @@ public final class PipelineRunner: Sendable {
                 result.cacheData = outcome.cacheData
                 result.cacheImage = outcome.cacheImage
             }
-            logger.debug("ok", metadata: ["source": "\(source.text)", "output": "\(path)"])
+            logger.debug("ok", metadata: ["source": "\(source.text)", "outputs": "\(result.outputs)"])
         } catch {
             let failure = classify(error, stage: .load, kind: .io)
             result.status = .failed
@@ -204,110 +232,12 @@ public final class PipelineRunner: Sendable {
         }
     }
 
-    private func produce(source: Source, slot: LoaderSlot, key: String, path: String) async throws -> ItemOutcome {
-        let imageKey = key + "#" + chainIdentifier
-        var image: Image
-        var timings = StageTimings()
-        var bytesIn = 0
-        var cacheData = CacheOutcome.off
-        var cacheImage = CacheOutcome.off
-        if let cached = imageCache?.image(for: imageKey) {
-            image = cached
-            cacheImage = .hit
-        } else {
-            cacheImage = imageCache == nil ? .off : .miss
-            let (made, shared) = try await imageCoalescer.run(imageKey) {
-                try await self.makeImage(source: source, slot: slot, key: key, imageKey: imageKey)
-            }
-            image = made.image
-            if shared {
-                cacheImage = .hit
-                cacheData = dataCache == nil ? .off : .hit
-            } else {
-                timings = made.timings
-                bytesIn = made.bytesIn
-                cacheData = made.cacheData
-            }
-        }
-        let encoder = self.encoder
-        let encodeStart = ContinuousClock.now
-        let finalImage = image
-        let data: Data
-        do {
-            data = try await cpu.run { try encoder.encode(finalImage) }
-        } catch {
-            throw classify(error, stage: .encode, kind: .encodeFailed)
-        }
-        timings.encode = (ContinuousClock.now - encodeStart).milliseconds
-        do {
-            try await WorkerPool.io.run { try AtomicFile.write(data, to: path) }
-        } catch {
-            throw classify(error, stage: .output, kind: .writeFailed)
-        }
-        return ItemOutcome(image: image, bytesIn: bytesIn, bytesOut: data.count, cacheData: cacheData,
-                           cacheImage: cacheImage, timings: timings)
-    }
-
-    private func makeImage(source: Source, slot: LoaderSlot, key: String, imageKey: String) async throws -> ImageOutcome {
-        var timings = StageTimings()
-        let (loaded, cacheData, loadMilliseconds) = try await load(source: source, slot: slot, key: key)
-        timings.load = loadMilliseconds
-        let decoder = self.decoder
-        let hint = decodeHint
-        let decodeStart = ContinuousClock.now
-        var image: Image
-        do {
-            image = try await cpu.run { try decoder.decode(loaded, hint: hint) }
-        } catch {
-            throw classify(error, stage: .decode, kind: .decodeFailed)
-        }
-        timings.decode = (ContinuousClock.now - decodeStart).milliseconds
-        if !processors.isEmpty {
-            let processors = self.processors
-            let decoded = image
-            let processStart = ContinuousClock.now
-            do {
-                image = try await cpu.run {
-                    try processors.reduce(decoded) { image, processor in try processor.process(image) }
-                }
-            } catch {
-                throw classify(error, stage: .process, kind: .processFailed)
-            }
-            timings.process = (ContinuousClock.now - processStart).milliseconds
-        }
-        imageCache?.store(image, for: imageKey)
-        return ImageOutcome(image: image, bytesIn: loaded.data.count, cacheData: cacheData, timings: timings)
-    }
-
-    /// Bytes for `key`: from the data cache, or from the loader (once for concurrent callers).
-    private func load(source: Source, slot: LoaderSlot, key: String) async throws -> (LoadedData, CacheOutcome, Double) {
-        let start = ContinuousClock.now
-        let cache = slot.loader.usesDataCache ? dataCache : nil
-        if let cache, let hit = await cache.data(for: key) {
-            return (hit, .hit, (ContinuousClock.now - start).milliseconds)
-        }
-        let logger = self.logger
-        do {
-            let (outcome, shared) = try await loadCoalescer.run(key) {
-                let begin = ContinuousClock.now
-                let data = try await slot.limit.withPermit { try await slot.loader.load(source) }
-                let elapsed = (ContinuousClock.now - begin).milliseconds
-                if let cache {
-                    do { try await cache.store(data, for: key) } catch {
-                        logger.warning("data cache store failed", metadata: ["key": "\(key)", "error": "\(error)"])
-                    }
-                }
-                return LoadOutcome(data: data, milliseconds: elapsed)
-            }
-            let outcome2: CacheOutcome = cache == nil ? .off : (shared ? .hit : .miss)
-            return (outcome.data, outcome2, shared ? 0 : outcome.milliseconds)
-        } catch {
-            throw classify(error, stage: .load, kind: .io)
-        }
-    }
-
     /// A ``PipelineError`` with its stage set; other errors get `kind`.
     func classify(_ error: any Error, stage: StageName, kind: ErrorKind) -> PipelineError {
+        Self.classifyStatic(error, stage: stage, kind: kind)
+    }
+
+    static func classifyStatic(_ error: any Error, stage: StageName, kind: ErrorKind) -> PipelineError {
         if var failure = error as? PipelineError {
             if failure.stage == nil { failure.stage = stage }
             return failure

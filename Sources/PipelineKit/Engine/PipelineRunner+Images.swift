@@ -1,0 +1,141 @@
+import Foundation
+
+/// Making the outputs of one source: load once, decode once, run each variant's chain (sharing
+/// the start the chains have in common), encode and write each variant.
+extension PipelineRunner {
+    func produce(source: Source, slot: LoaderSlot, key: String, paths: [String]) async throws -> ItemOutcome {
+        let (made, shared) = try await imagesCoalescer.run(key + "#" + chainsIdentifier) {
+            try await self.makeImages(source: source, slot: slot, key: key)
+        }
+        var timings = shared ? StageTimings() : made.timings
+        var bytesOut = 0
+        var written: [String] = []
+        for (index, variant) in variants.enumerated() {
+            let image = made.images[index]
+            let encoder = variant.encoder
+            let start = ContinuousClock.now
+            let data: Data
+            do {
+                data = try await cpu.run { try encoder.encode(image) }
+            } catch {
+                throw named(classify(error, stage: .encode, kind: .encodeFailed), variant)
+            }
+            timings.encode += (ContinuousClock.now - start).milliseconds
+            let path = paths[index]
+            do {
+                try await WorkerPool.io.run { try AtomicFile.write(data, to: path) }
+            } catch {
+                throw named(classify(error, stage: .output, kind: .writeFailed), variant)
+            }
+            bytesOut += data.count
+            written.append(path)
+        }
+        let first = made.images[0]
+        return ItemOutcome(outputs: written, size: PixelSize(width: first.width, height: first.height),
+                           bytesIn: shared ? 0 : made.bytesIn, bytesOut: bytesOut,
+                           cacheData: shared ? (dataCache == nil ? .off : .hit) : made.cacheData,
+                           cacheImage: shared ? .hit : made.cacheImage, timings: timings)
+    }
+
+    /// The final image of every variant: from the image cache, or by loading and decoding once and
+    /// running each chain, computing the prefixes that chains share only once.
+    func makeImages(source: Source, slot: LoaderSlot, key: String) async throws -> ImagesOutcome {
+        let base = key + "#" + decoderIdentifier
+        var images: [Image?] = variants.map { imageCache?.image(for: base + $0.prefixIDs.last!) }
+        if images.allSatisfy({ $0 != nil }) {
+            return ImagesOutcome(images: images.map { $0! }, bytesIn: 0, cacheData: .off,
+                                 cacheImage: imageCache == nil ? .off : .hit, timings: StageTimings())
+        }
+        var timings = StageTimings()
+        let (loaded, cacheData, loadMilliseconds) = try await load(source: source, slot: slot, key: key)
+        timings.load = loadMilliseconds
+        let decoder = self.decoder
+        let hint = decodeHint
+        let decodeStart = ContinuousClock.now
+        let decoded: Image
+        do {
+            decoded = try await cpu.run { try decoder.decode(loaded, hint: hint) }
+        } catch {
+            throw classify(error, stage: .decode, kind: .decodeFailed)
+        }
+        timings.decode = (ContinuousClock.now - decodeStart).milliseconds
+
+        // Prefixes that two or more variants share are worth keeping in the image cache too.
+        var counts: [String: Int] = [:]
+        for variant in variants { for id in Set(variant.prefixIDs) { counts[id, default: 0] += 1 } }
+        let pending = variants.enumerated().filter { images[$0.offset] == nil }.map(\.offset)
+        let variants = self.variants
+        let processStart = ContinuousClock.now
+        let (finished, memo) = try await cpu.run { () throws -> ([Int: Image], [String: Image]) in
+            var memo: [String: Image] = ["": decoded]
+            var finished: [Int: Image] = [:]
+            for index in pending {
+                let variant = variants[index]
+                // Start from the longest prefix already computed for this source.
+                var step = variant.processors.count
+                while memo[variant.prefixIDs[step]] == nil { step -= 1 }
+                var image = memo[variant.prefixIDs[step]]!
+                while step < variant.processors.count {
+                    do {
+                        image = try variant.processors[step].process(image)
+                    } catch {
+                        throw Self.named(Self.classifyStatic(error, stage: .process, kind: .processFailed), variant)
+                    }
+                    step += 1
+                    memo[variant.prefixIDs[step]] = image
+                }
+                finished[index] = image
+            }
+            return (finished, memo)
+        }
+        if !pending.isEmpty, variants.contains(where: { !$0.processors.isEmpty }) {
+            timings.process = (ContinuousClock.now - processStart).milliseconds
+        }
+        for (index, image) in finished {
+            images[index] = image
+            imageCache?.store(image, for: base + variants[index].prefixIDs.last!)
+        }
+        for (id, image) in memo where counts[id, default: 0] > 1 && !id.isEmpty {
+            imageCache?.store(image, for: base + id)
+        }
+        return ImagesOutcome(images: images.map { $0! }, bytesIn: loaded.data.count, cacheData: cacheData,
+                             cacheImage: imageCache == nil ? .off : .miss, timings: timings)
+    }
+
+    /// Bytes for `key`: from the data cache, or from the loader (once for concurrent callers).
+    func load(source: Source, slot: LoaderSlot, key: String) async throws -> (LoadedData, CacheOutcome, Double) {
+        let start = ContinuousClock.now
+        let cache = slot.loader.usesDataCache ? dataCache : nil
+        if let cache, let hit = await cache.data(for: key) {
+            return (hit, .hit, (ContinuousClock.now - start).milliseconds)
+        }
+        let logger = self.logger
+        do {
+            let (outcome, shared) = try await loadCoalescer.run(key) {
+                let begin = ContinuousClock.now
+                let data = try await slot.limit.withPermit { try await slot.loader.load(source) }
+                let elapsed = (ContinuousClock.now - begin).milliseconds
+                if let cache {
+                    do { try await cache.store(data, for: key) } catch {
+                        logger.warning("data cache store failed", metadata: ["key": "\(key)", "error": "\(error)"])
+                    }
+                }
+                return LoadOutcome(data: data, milliseconds: elapsed)
+            }
+            let status: CacheOutcome = cache == nil ? .off : (shared ? .hit : .miss)
+            return (outcome.data, status, shared ? 0 : outcome.milliseconds)
+        } catch {
+            throw classify(error, stage: .load, kind: .io)
+        }
+    }
+
+    /// Prefixes a failure's message with the variant it happened in.
+    static func named(_ error: PipelineError, _ variant: RunnableVariant) -> PipelineError {
+        guard let name = variant.name else { return error }
+        var copy = error
+        copy.message = "variant '\(name)': " + error.message
+        return copy
+    }
+
+    func named(_ error: PipelineError, _ variant: RunnableVariant) -> PipelineError { Self.named(error, variant) }
+}

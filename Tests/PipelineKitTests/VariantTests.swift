@@ -1,0 +1,124 @@
+import FlyingFox
+import Foundation
+@testable import PipelineKit
+import Plugins
+import Synchronization
+import Testing
+import TestSupport
+
+/// A processor that counts its runs: registered like any plugin, to see what the engine runs.
+struct CountingProcessor: ImageProcessing {
+    static let runs = Mutex<[String: Int]>([:])
+    static let plugin = Plugin.processor(PluginSpec(name: "count", summary: "Counts its runs.", options: [
+        .string("tag", default: "x", doc: "Names the counter."),
+    ])) { options in CountingProcessor(tag: options.string("tag")!) }
+
+    let tag: String
+    var identifier: String { "count(\(tag))" }
+    func process(_ image: Image) throws -> Image {
+        Self.runs.withLock { $0[tag, default: 0] += 1 }
+        return image
+    }
+}
+
+@Suite(.serialized) struct VariantTests {
+    let registry: PluginRegistry = {
+        var registry = BuiltIns.registry()
+        try! registry.register(CountingProcessor.plugin)
+        return registry
+    }()
+
+    func parse(_ yaml: String) -> (Pipeline?, [String]) {
+        let (pipeline, diagnostics) = PipelineFile.parse(text: yaml, file: "v.yaml", registry: registry)
+        return (pipeline, diagnostics.map(\.description))
+    }
+
+    static let responsive = """
+        loader:
+          http: { allow_loopback: true }
+        processors:
+          - count: { tag: shared }
+        image_cache: memory
+        variants:
+          small:
+            processors: [ { resize: { width: 100 } } ]
+            encoder: { webp: { quality: 70 } }
+          medium:
+            processors: [ { count: { tag: medium } }, { resize: { width: 300 } } ]
+            encoder: jpeg
+          large:
+            processors: [ { resize: { width: 600 } } ]
+            encoder: png
+        """
+
+    @Test func threeVariantsFromOneDownloadAndOneDecode() async throws {
+        CountingProcessor.runs.withLock { $0 = [:] }
+        let server = try await TestServer.start()
+        server.serve("/photo.jpg", try Fixtures.jpeg(1200, 800))
+        let (pipeline, diagnostics) = parse(Self.responsive)
+        #expect(diagnostics.isEmpty)
+        let output = try Fixtures.temporaryDirectory("variants")
+        var options = RunOptions()
+        options.outputDirectory = output.path
+        let runner = try PipelineRunner(pipeline: try #require(pipeline), registry: registry, options: options)
+        let item = await runner.runItem(Source(text: server.url("/photo.jpg"), index: 1))
+        #expect(item.status == .ok, "\(String(describing: item.error))")
+        #expect(server.requests("/photo.jpg") == 1)
+        #expect(item.outputs.count == 3)
+        let made = try item.outputs.map { try Identified.file($0) }
+        #expect(made == [Identified(format: "WEBP", width: 100, height: 67), Identified(format: "JPEG", width: 300, height: 200),
+                         Identified(format: "PNG", width: 600, height: 400)])
+        #expect(item.outputs[0].hasSuffix("-small.webp") && item.outputs[1].hasSuffix("-medium.jpg"))
+        // The shared processor ran once for three variants; the medium one once.
+        #expect(CountingProcessor.runs.withLock { $0 } == ["shared": 1, "medium": 1])
+        #expect(item.bytesIn > 0 && item.cacheImage == .miss)
+        // The same source again: every variant comes from the image cache, nothing runs.
+        let again = await runner.runItem(Source(text: server.url("/photo.jpg"), index: 2))
+        #expect(again.cacheImage == .hit && again.outputs == item.outputs)
+        #expect(server.requests("/photo.jpg") == 1)
+        #expect(CountingProcessor.runs.withLock { $0 } == ["shared": 1, "medium": 1])
+        await server.stop()
+    }
+
+    @Test func shrinkOnLoadCoversTheLargestVariant() throws {
+        let (pipeline, _) = parse("""
+            variants:
+              a: { processors: [ { resize: { width: 100, height: 100 } } ], encoder: jpeg }
+              b: { processors: [ { resize: { width: 400, height: 300 } } ], encoder: jpeg }
+            """)
+        let runner = try PipelineRunner(pipeline: try #require(pipeline), registry: registry)
+        #expect(runner.decodeHint.targetSize == PixelSize(width: 400, height: 300))
+        let (mixed, _) = parse("""
+            variants:
+              a: { processors: [ { resize: { width: 100 } } ], encoder: jpeg }
+              b: { encoder: jpeg }
+            """)
+        #expect(try PipelineRunner(pipeline: try #require(mixed), registry: registry).decodeHint.targetSize == nil)
+    }
+
+    @Test func variantErrors() {
+        #expect(parse("""
+            output:
+              name: "{stem}.{ext}"
+            variants:
+              a: { encoder: jpeg }
+              b: { encoder: jpeg }
+            """).1 == [
+                "v.yaml:2:9: warning: '{stem}.{ext}' can give two sources the same name (the second fails as output_collision); add {hash} or {index}",
+                "v.yaml:5:3: error: variants 'a' and 'b' would write to the same names ('{stem}.{ext}'); add {variant} to output.name or give each variant its own 'name'",
+            ])
+        #expect(parse("variants:\n  a: { processors: [] }\n").1
+            == ["v.yaml:2:3: error: variant 'a' has no 'encoder', and there is no top-level 'encoder'"])
+        #expect(parse("encoder: jpeg\nvariants:\n  a: { encodr: png }\n").1
+            == ["v.yaml:3:8: error: unknown key 'encodr' in variant 'a'; did you mean 'encoder'?"])
+        #expect(parse("encoder: jpeg\nvariants:\n  \"a b\": {}\n").1
+            == ["v.yaml:3:3: error: a variant name may use letters, digits, '_' and '-' only"])
+    }
+
+    @Test func variantsInheritTheTopLevelEncoder() throws {
+        let (pipeline, diagnostics) = parse("encoder: png\nvariants:\n  thumb: { processors: [ { resize: { width: 10 } } ] }\n  full: {}\n")
+        #expect(diagnostics.isEmpty)
+        #expect(pipeline?.variants.map(\.encoder.plugin.spec.name) == ["png", "png"])
+        #expect(pipeline?.output.name.text == "{stem}-{hash}-{variant}.{ext}")
+    }
+}

@@ -33,6 +33,7 @@ run: release samples
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
+	.build/debug/pipelinectl test pipelines/*.yaml
 
 # Loader throughput against a loopback server with 50 ms latency (docs/PERFORMANCE.md).
 bench-loader: release
@@ -41,6 +42,7 @@ bench-loader: release
 # Regenerates the plugin reference from the plugins' specs.
 docs: build
 	.build/debug/pipelinectl plugins --markdown > docs/plugins.md
+	.build/debug/pipelinectl schema > docs/pipeline.schema.json
 
 clean:
 	rm -rf .build out .cache

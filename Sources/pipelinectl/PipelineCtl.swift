@@ -20,7 +20,7 @@ struct PipelineCtl: AsyncParsableCommand {
               pipelinectl fetch thumbnails urls.txt
               pipelinectl plugins
             """,
-        subcommands: [Validate.self, Run.self, Fetch.self, PluginsCommand.self, Schema.self]
+        subcommands: [Validate.self, Explain.self, Run.self, Fetch.self, TestCommand.self, PluginsCommand.self, Schema.self]
     )
 
     /// The registry every command uses: the built-ins.

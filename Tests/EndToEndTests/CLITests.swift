@@ -174,6 +174,64 @@ import TestSupport
         #expect(result.stdout == committed, "docs/plugins.md is stale: run `make docs`")
     }
 
+    @Test func explainPrintsAValidPipeline() async throws {
+        let result = try await pipelinectl(["explain", "thumbnails"])
+        #expect(result.status == 0)
+        #expect(result.stdout.contains("  - resize:  # cache key part: resize(256x256,fit,upscale=false,lanczos)"))
+        #expect(result.stdout.contains("    max_pixels: 50000000"))  // a default filled in
+        let dir = try Fixtures.temporaryDirectory("explain")
+        let file = dir.appendingPathComponent("explained.yaml")
+        try result.stdout.write(to: file, atomically: true, encoding: .utf8)
+        let again = try await pipelinectl(["explain", file.path])
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.stdout.split(separator: "\n").dropFirst() == result.stdout.split(separator: "\n").dropFirst())
+    }
+
+    @Test func pipelineTestsReportWhatFailed() async throws {
+        let dir = try Fixtures.temporaryDirectory("ptest")
+        let pipeline = dir.appendingPathComponent("p.yaml")
+        try """
+            processors:
+              - resize: { width: 100, height: 100 }
+            encoder: png
+            tests:
+              - name: right
+                input: "rose:"
+                expect: { width: 70, height: 46, format: PNG }
+              - name: wrong
+                input: "plasma:"
+                size: 400x300
+                expect: { width: 90, format: jpg }
+            """.write(to: pipeline, atomically: true, encoding: .utf8)
+        let result = try await pipelinectl(["test", pipeline.path])
+        #expect(result.status == 1)
+        #expect(result.stdout.contains("  ok   right\n  FAIL wrong\n       output: width expected 90, got 100\n       output: format expected JPEG, got PNG\n"))
+        #expect(result.stdout.hasSuffix("1 passed, 1 failed\n"))
+    }
+
+    @Test func validateAsJSON() async throws {
+        let dir = try Fixtures.temporaryDirectory("json")
+        let pipeline = dir.appendingPathComponent("p.yaml")
+        try "encoder:\n  jpeg: { qualty: 1 }\n".write(to: pipeline, atomically: true, encoding: .utf8)
+        let result = try await pipelinectl(["validate", "--format", "json", pipeline.path])
+        #expect(result.status == 1)
+        let list = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]]
+        #expect(list?.count == 1)
+        #expect(list?.first?["line"] as? Int == 2 && list?.first?["column"] as? Int == 11)
+        #expect(list?.first?["severity"] as? String == "error")
+    }
+
+    @Test func describeAndSchemaComeFromTheSpecs() async throws {
+        let describe = try await pipelinectl(["plugins", "describe", "jpeg"])
+        #expect(describe.stdout.contains("jpeg (encoder)") && describe.stdout.contains("  quality  (integer, default 82, 1 – 100)"))
+        let schema = try await pipelinectl(["schema"])
+        let object = try JSONSerialization.jsonObject(with: Data(schema.stdout.utf8)) as? [String: Any]
+        let properties = object?["properties"] as? [String: Any]
+        #expect(Set(properties?.keys.map { $0 } ?? []) == Set(PipelineFile.topLevelKeys))
+        let committed = try String(contentsOf: Fixtures.packageRoot.appendingPathComponent("docs/pipeline.schema.json"), encoding: .utf8)
+        #expect(schema.stdout == committed, "docs/pipeline.schema.json is stale: run `make docs`")
+    }
+
     @Test func pluginsListsEverySlot() async throws {
         let result = try await pipelinectl(["plugins"])
         #expect(result.status == 0)

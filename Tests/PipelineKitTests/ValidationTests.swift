@@ -143,6 +143,32 @@ import Testing
         ])
     }
 
+    @Test func environmentInterpolation() {
+        let env = ["QUALITY": "70", "EMPTY": "", "DIR": "/tmp/pk-out"]
+        let (pipeline, found) = PipelineFile.parse(text: """
+            encoder:
+              jpeg: { quality: "${QUALITY}" }
+            loader:
+              http: { timeout: "${TIMEOUT:-5s}", user_agent: "a $${LITERAL} b ${EMPTY:-fallback}" }
+            output:
+              dir: "${DIR}/thumbs"
+            """, file: "p.yaml", registry: registry, environment: env)
+        #expect(found.isEmpty)
+        #expect(pipeline?.encoder.options.int("quality") == 70)
+        #expect(pipeline?.loader?.options.seconds("timeout") == 5)
+        #expect(pipeline?.loader?.options.string("user_agent") == "a ${LITERAL} b fallback")
+        #expect(pipeline?.output.dir == "/tmp/pk-out/thumbs")
+    }
+
+    @Test func interpolatedValuesAreValidatedLikeLiteralOnes() {
+        let found = PipelineFile.parse(text: "encoder:\n  jpeg: { quality: \"${Q}\" }\n", file: "p.yaml",
+                                       registry: registry, environment: ["Q": "500"]).1.map(\.description)
+        #expect(found == ["p.yaml:2:20: error: 'quality' must be between 1 and 100, got 500"])
+        let unset = PipelineFile.parse(text: "encoder: jpeg\noutput:\n  dir: out/${WHO}\n", file: "p.yaml",
+                                       registry: registry, environment: [:]).1.map(\.description)
+        #expect(unset == ["p.yaml:3:12: error: environment variable 'WHO' is not set; set it or write ${WHO:-default}"])
+    }
+
     @Test func renderedDiagnosticHasCaretUnderColumn() {
         let d = Diagnostic(file: "p.yaml", line: 2, column: 5, message: "x")
         #expect(d.rendered(source: "a\n    qualty: 1\n") == "p.yaml:2:5: error: x\n    qualty: 1\n    ^")

@@ -9,6 +9,9 @@ import Yams
 struct Interpolator {
     let environment: [String: String]
     var problems: [(SourcePosition?, String)] = []
+    /// Start positions of scalars that could not be interpolated: later checks of those values
+    /// would only repeat the problem, so the parser skips them.
+    var failed: Set<SourcePosition> = []
 
     mutating func resolve(_ node: Node) -> Node {
         switch node {
@@ -36,7 +39,7 @@ struct Interpolator {
             } else if text[i...].hasPrefix("${") {
                 guard let close = text[i...].firstIndex(of: "}") else {
                     problems.append((mark(scalar, at: i), "unclosed '${' in '\(text)'"))
-                    return scalar
+                    return failing(scalar)
                 }
                 let inner = String(text[text.index(i, offsetBy: 2)..<close])
                 let (name, fallback): (String, String?) = {
@@ -48,7 +51,7 @@ struct Interpolator {
                 guard let first = name.first, first.isLetter || first == "_",
                       name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }) else {
                     problems.append((mark(scalar, at: i), "invalid variable name '\(name)' in '${\(inner)}'"))
-                    return scalar
+                    return failing(scalar)
                 }
                 if let value = environment[name], !(fallback != nil && value.isEmpty) {
                     out += value
@@ -57,7 +60,7 @@ struct Interpolator {
                 } else {
                     problems.append((mark(scalar, at: i),
                                      "environment variable '\(name)' is not set; set it or write ${\(name):-default}"))
-                    return scalar
+                    return failing(scalar)
                 }
                 i = text.index(after: close)
             } else {
@@ -66,6 +69,11 @@ struct Interpolator {
             }
         }
         return Node.Scalar(out, scalar.tag, scalar.style, scalar.mark)
+    }
+
+    private mutating func failing(_ scalar: Node.Scalar) -> Node.Scalar {
+        if let mark = scalar.mark { failed.insert(SourcePosition(line: mark.line, column: mark.column)) }
+        return scalar
     }
 
     /// The position of `index` inside a single-line scalar (after its opening quote).

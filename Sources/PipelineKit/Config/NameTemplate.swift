@@ -30,6 +30,13 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
     public let text: String
     public var description: String { text }
 
+    /// Whether two sources can plausibly get the same name: the template has none of `{hash}`,
+    /// `{hash8}` or `{index}`. (`{hash8}` is 32 bits: clashes are rare but possible in lists of
+    /// millions; the engine reports them as `output_collision`.)
+    public var mayCollide: Bool {
+        !parts.contains { $0 == .placeholder("hash") || $0 == .placeholder("hash8") || $0 == .placeholder("index") }
+    }
+
     /// Whether two different sources always get different names (the template uses `{hash}` or `{index}`).
     public var isCollisionFree: Bool {
         parts.contains { $0 == .placeholder("hash") || $0 == .placeholder("index") }

@@ -75,8 +75,12 @@ struct PipelineParser {
         self.environment = environment
     }
 
+    /// Values whose interpolation failed (already reported).
+    var uninterpolated: Set<SourcePosition> = []
+
     mutating func error(_ node: Node?, _ message: String) {
         let mark = node?.mark
+        if let mark, uninterpolated.contains(SourcePosition(line: mark.line, column: mark.column)) { return }
         diagnostics.append(Diagnostic(file: file, line: mark?.line ?? 1, column: mark?.column ?? 1, message: message))
     }
 
@@ -101,6 +105,7 @@ struct PipelineParser {
         }
         var interpolator = Interpolator(environment: environment)
         let root = interpolator.resolve(composed)
+        uninterpolated = interpolator.failed
         for (mark, message) in interpolator.problems {
             diagnostics.append(Diagnostic(file: file, line: mark?.line ?? 1, column: mark?.column ?? 1, message: message))
         }
@@ -392,9 +397,9 @@ struct PipelineParser {
         }
         do {
             let template = try NameTemplate(templateText)
-            if !template.isCollisionFree, let at = position(templateNode) {
+            if template.mayCollide, let at = position(templateNode) {
                 diagnostics.append(Diagnostic(.warning, file: file, line: at.line, column: at.column,
-                    message: "'\(templateText)' can give two sources the same name (the second fails as output_collision); add {hash} or {index}"))
+                    message: "'\(templateText)' can give two sources the same name (the second fails as output_collision); add {hash}, {hash8} or {index}"))
             }
             return OutputConfig(dir: dir, name: template, dirPosition: position(dirNode), namePosition: position(templateNode))
         } catch let failure as PipelineError {
@@ -412,6 +417,9 @@ struct PipelineParser {
              .composer(let context, let problem, let mark, _):
             var message = "invalid YAML: \(problem)"
             if let context, !context.text.isEmpty { message += " (\(context.text))" }
+            if problem.contains("cannot start any token"), character(at: mark) == "\t" {
+                message += "; YAML does not allow tabs for indentation"
+            }
             diagnostics.append(Diagnostic(file: file, line: mark.line, column: mark.column, message: message))
         case .reader(let problem, _, _, _):
             diagnostics.append(Diagnostic(file: file, line: 1, column: 1, message: "invalid YAML: \(problem)"))
@@ -424,6 +432,14 @@ struct PipelineParser {
         default:
             diagnostics.append(Diagnostic(file: file, line: 1, column: 1, message: "invalid YAML: \(yamlError)"))
         }
+    }
+
+    private func character(at mark: Mark) -> Character? {
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        guard mark.line >= 1, mark.line <= lines.count else { return nil }
+        let scalars = Array(lines[mark.line - 1].unicodeScalars)
+        guard mark.column >= 1, mark.column <= scalars.count else { return nil }
+        return Character(scalars[mark.column - 1])
     }
 
     /// Yams points at the first of two equal keys; the one to remove is the next at the same column.

@@ -31,6 +31,14 @@ public struct OptionSpec: Sendable {
         /// A map from strings to strings.
         case map
 
+        var pluralName: String {
+            switch self {
+            case .oneOf: return "enum values"
+            case .list, .map: return "\(name)s"
+            default: return name + "s"
+            }
+        }
+
         /// How the kind is named in messages and documentation.
         public var name: String {
             switch self {
@@ -43,7 +51,7 @@ public struct OptionSpec: Sendable {
             case .duration: return "duration"
             case .color: return "color"
             case .path: return "path"
-            case .list(let element): return "list of \(element.name)"
+            case .list(let element): return "list of \(element.pluralName)"
             case .map: return "map"
             }
         }

@@ -1,0 +1,90 @@
+import Foundation
+import Logging
+
+/// The outcome of one pipeline test.
+public struct PipelineTestResult: Sendable {
+    public let name: String
+    /// What did not match: empty when the test passed.
+    public let problems: [String]
+    public var passed: Bool { problems.isEmpty }
+}
+
+/// Runs pipeline tests through the real engine, with real plugins, into a temporary directory.
+public enum PipelineTestRunner {
+    public static func run(_ tests: [PipelineTest], pipeline: Pipeline, registry: PluginRegistry) async throws -> [PipelineTestResult] {
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("pipelinectl-test-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: work) }
+        var options = RunOptions()
+        options.outputDirectory = work.appendingPathComponent("out").path
+        options.logger = Logger(label: "pipelinectl-test", factory: { _ in SwiftLogNoOpLogHandler() })  // results are reported per test
+        let runner = try PipelineRunner(pipeline: pipeline, registry: registry, options: options)
+        let base = URL(fileURLWithPath: pipeline.file).deletingLastPathComponent()
+        var results: [PipelineTestResult] = []
+        for (index, test) in tests.enumerated() {
+            let path: String
+            if PipelineTest.builtIns.contains(where: { test.input.hasPrefix($0) }) {
+                let wand = Wand()
+                do {
+                    try wand.readBuiltIn(test.input, size: test.size.map { ($0.width, $0.height) })
+                    let data = try wand.encode(format: "PNG")
+                    path = work.appendingPathComponent("input-\(index).png").path
+                    try data.write(to: URL(fileURLWithPath: path))
+                } catch {
+                    results.append(PipelineTestResult(name: test.name, problems: ["cannot make input '\(test.input)': \(error)"]))
+                    continue
+                }
+            } else {
+                path = test.input.hasPrefix("/") ? test.input : base.appendingPathComponent(test.input).path
+            }
+            let item = await runner.runItem(Source(text: path, index: index + 1))
+            results.append(PipelineTestResult(name: test.name, problems: check(item, test, pipeline)))
+        }
+        return results
+    }
+
+    static func check(_ item: ItemResult, _ test: PipelineTest, _ pipeline: Pipeline) -> [String] {
+        if let fails = test.fails {
+            guard let error = item.error else { return ["expected a failure of kind \(fails), but it succeeded"] }
+            return error.kind == fails ? [] : ["expected a failure of kind \(fails), got \(error.stage.rawValue) \(error.kind): \(error.message)"]
+        }
+        if let error = item.error { return ["failed: \(error.stage.rawValue) \(error.kind): \(error.message)"] }
+        var problems: [String] = []
+        for (index, output) in item.outputs.enumerated() {
+            let variant = index < pipeline.variants.count ? pipeline.variants[index].name : nil
+            let label = variant.map { "output '\($0)'" } ?? "output"
+            guard let facts = inspect(output) else {
+                problems.append("\(label) \(output): cannot be read back")
+                continue
+            }
+            var expectations = [test.expect]
+            if let variant, let own = test.outputs[variant] { expectations.append(own) }
+            for expect in expectations {
+                func compare<T: Equatable>(_ what: String, _ expected: T?, _ actual: T) {
+                    if let expected, expected != actual { problems.append("\(label): \(what) expected \(expected), got \(actual)") }
+                }
+                compare("width", expect.width, facts.width)
+                compare("height", expect.height, facts.height)
+                compare("format", expect.format, facts.format)
+                compare("has_alpha", expect.hasAlpha, facts.hasAlpha)
+                if let max = expect.maxBytes, facts.bytes > max {
+                    problems.append("\(label): max_bytes expected at most \(Units.formatSize(max)), got \(facts.bytes) bytes")
+                }
+                if let min = expect.minBytes, facts.bytes < min {
+                    problems.append("\(label): min_bytes expected at least \(Units.formatSize(min)), got \(facts.bytes) bytes")
+                }
+            }
+        }
+        return problems
+    }
+
+    /// Format (from the magic bytes), size, alpha and byte count of a written file.
+    static func inspect(_ path: String) -> (format: String, width: Int, height: Int, hasAlpha: Bool, bytes: Int)? {
+        guard let data = FileManager.default.contents(atPath: path), case .image(let format) = FormatSniffer.sniff(data) else {
+            return nil
+        }
+        let wand = Wand()
+        guard (try? wand.read(data, format: format)) != nil else { return nil }
+        return (format, wand.width, wand.height, wand.hasAlpha, data.count)
+    }
+}

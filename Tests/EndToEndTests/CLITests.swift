@@ -178,7 +178,7 @@ import TestSupport
         let result = try await pipelinectl(["explain", "thumbnails"])
         #expect(result.status == 0)
         #expect(result.stdout.contains("  - resize:  # cache key part: resize(256x256,fit,upscale=false,lanczos)"))
-        #expect(result.stdout.contains("    max_pixels: 50000000"))  // a default filled in
+        #expect(result.stdout.contains("    max_pixels: 50MP"))  // a default filled in, normalised
         let dir = try Fixtures.temporaryDirectory("explain")
         let file = dir.appendingPathComponent("explained.yaml")
         try result.stdout.write(to: file, atomically: true, encoding: .utf8)

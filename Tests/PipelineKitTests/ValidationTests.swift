@@ -169,6 +169,41 @@ import Testing
         #expect(unset == ["p.yaml:3:12: error: environment variable 'WHO' is not set; set it or write ${WHO:-default}"])
     }
 
+    /// A plugin with a required option and two that exclude each other, registered like any plugin.
+    struct Stamp: ImageProcessing {
+        var identifier: String { "stamp" }
+        func process(_ image: Image) throws -> Image { image }
+    }
+
+    @Test func requiredAndExclusiveOptions() throws {
+        var custom = BuiltIns.registry()
+        try custom.register(.processor(PluginSpec(name: "stamp", summary: "Test.", options: [
+            .path("file", required: true, doc: "Image to stamp."),
+            .int("opacity", range: 0...100, doc: "Percent."),
+            .number("alpha", range: 0...1, doc: "Fraction."),
+        ], exclusive: [["opacity", "alpha"]])) { _ in Stamp() })
+        let missing = PipelineFile.parse(text: "processors:\n  - stamp: { opacity: 50 }\nencoder: jpeg\n", file: "p.yaml",
+                                         registry: custom).1.map(\.description)
+        #expect(missing == ["p.yaml:2:5: error: missing required option 'file' for processor 'stamp'"])
+        let both = PipelineFile.parse(text: "processors:\n  - stamp: { file: a.png, opacity: 50, alpha: 0.5 }\nencoder: jpeg\n",
+                                      file: "p.yaml", registry: custom).1.map(\.description)
+        #expect(both == ["p.yaml:2:40: error: 'opacity' and 'alpha' of processor 'stamp' exclude each other; set only one"])
+    }
+
+    @Test func pixelCounts() {
+        #expect(Units.parsePixels("50MP") == 50_000_000)
+        #expect(Units.parsePixels("8000x6000") == 48_000_000)
+        #expect(Units.parsePixels("12000") == 12_000)
+        #expect(Units.parsePixels("lots") == nil)
+        let (pipeline, found) = PipelineFile.parse(text: "decoder:\n  imagemagick: { max_pixels: 4000x3000 }\nencoder: jpeg\n",
+                                                   file: "p.yaml", registry: registry)
+        #expect(found.isEmpty)
+        #expect(pipeline?.decoder.options.int("max_pixels") == 12_000_000)
+        #expect(PipelineFile.parse(text: "decoder:\n  imagemagick: { max_pixels: lots }\nencoder: jpeg\n", file: "p.yaml",
+                                   registry: registry).1.map(\.description)
+            == ["p.yaml:2:30: error: expected a pixel count such as 50MP or 8000x6000 for 'max_pixels', got 'lots'"])
+    }
+
     @Test func renderedDiagnosticHasCaretUnderColumn() {
         let d = Diagnostic(file: "p.yaml", line: 2, column: 5, message: "x")
         #expect(d.rendered(source: "a\n    qualty: 1\n") == "p.yaml:2:5: error: x\n    qualty: 1\n    ^")

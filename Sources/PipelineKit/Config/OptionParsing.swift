@@ -66,6 +66,9 @@ enum OptionParsing {
         case .duration:
             if let seconds = Units.parseDuration(text) { return .success(.number(seconds)) }
             return .failure(OptionProblem("expected a duration such as 30s for '\(name)', got '\(text)'"))
+        case .pixels:
+            if let pixels = Units.parsePixels(text) { return .success(.int(pixels)) }
+            return .failure(OptionProblem("expected a pixel count such as 50MP or 8000x6000 for '\(name)', got '\(text)'"))
         case .list, .map:
             fatalError("handled above")
         }
@@ -90,7 +93,7 @@ enum OptionParsing {
 
     private static func boundary(_ value: Double, _ kind: OptionSpec.Kind) -> OptionValue {
         switch kind {
-        case .int, .size: return .int(Int(value))
+        case .int, .size, .pixels: return .int(Int(value))
         default: return .number(value)
         }
     }
@@ -102,6 +105,7 @@ enum OptionParsing {
         case .bool: return "true or false"
         case .size: return "a size such as 50MB"
         case .duration: return "a duration such as 30s"
+        case .pixels: return "a pixel count such as 50MP"
         case .oneOf(let values): return "one of " + values.joined(separator: ", ")
         case .color: return "a color"
         case .path: return "a path"

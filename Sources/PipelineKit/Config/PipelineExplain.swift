@@ -65,7 +65,7 @@ public enum PipelineExplain {
 
     static func render(_ value: OptionValue, _ option: OptionSpec) -> String {
         switch (option.kind, value) {
-        case (.size, _), (.duration, _): return option.format(value)
+        case (.size, _), (.duration, _), (.pixels, _): return option.format(value)
         case (_, .string(let text)): return quote(text)
         case (_, .list(let items)): return "[" + items.map { render($0, option) }.joined(separator: ", ") + "]"
         case (_, .map(let entries)):

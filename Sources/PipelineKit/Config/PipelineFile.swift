@@ -354,6 +354,17 @@ struct PipelineParser {
                 return nil
             }
         }
+        if let node, case .mapping(let mapping) = node {
+            for group in spec.exclusive {
+                let set = mapping.filter { group.contains($0.key.scalar?.string ?? "") }
+                if set.count > 1 {
+                    let names = set.map { "'\($0.key.scalar?.string ?? "")'" }
+                    error(set[set.index(after: set.startIndex)].key,
+                          "\(names.joined(separator: " and ")) of \(label) exclude each other; set only one")
+                    ok = false
+                }
+            }
+        }
         for option in spec.options where values[option.name] == nil {
             if let value = option.defaultValue {
                 values[option.name] = value

@@ -22,6 +22,8 @@ public struct OptionSpec: Sendable {
         case size
         /// Seconds, written `250ms`, `30s`, `5m`, `2h`, `7d` or a bare number.
         case duration
+        /// A pixel count, written `50MP`, `8000x6000` or a bare number.
+        case pixels
         /// A colour ImageMagick understands: `white`, `#ff8800`, `rgba(0,0,0,0.5)`.
         case color
         /// A file system path.
@@ -49,6 +51,7 @@ public struct OptionSpec: Sendable {
             case .oneOf: return "enum"
             case .size: return "size"
             case .duration: return "duration"
+            case .pixels: return "pixels"
             case .color: return "color"
             case .path: return "path"
             case .list(let element): return "list of \(element.pluralName)"
@@ -69,6 +72,8 @@ public struct OptionSpec: Sendable {
     public let doc: String
     /// For paths: what validation checks on this machine before a run.
     public let access: PathAccess
+    /// An example value as a pipeline file would write it, for documentation.
+    public var example: String?
 
     /// What a path option must be on the machine that runs the pipeline.
     public enum PathAccess: Sendable, Equatable {
@@ -115,6 +120,20 @@ public struct OptionSpec: Sendable {
     public static func oneOf(_ name: String, _ values: [String], default value: String? = nil,
                              doc: String) -> OptionSpec {
         OptionSpec(name: name, kind: .oneOf(values), defaultValue: value.map { .string($0) }, doc: doc)
+    }
+
+    /// A pixel count; `default` and bounds are written like the pipeline file (`"50MP"`).
+    public static func pixels(_ name: String, default value: String? = nil, max: String? = nil, doc: String) -> OptionSpec {
+        let high = max.flatMap(Units.parsePixels).map(Double.init) ?? 9e18
+        return OptionSpec(name: name, kind: .pixels, defaultValue: value.flatMap(Units.parsePixels).map { .int($0) },
+                          range: 1...high, doc: doc)
+    }
+
+    /// The same spec with an example value for the documentation.
+    public func example(_ text: String) -> OptionSpec {
+        var copy = self
+        copy.example = text
+        return copy
     }
 
     /// A size in bytes; `default` and `range` are written like the pipeline file (`"50MB"`).
@@ -165,6 +184,7 @@ public struct OptionSpec: Sendable {
         switch (kind, value) {
         case (.size, .int(let bytes)): return Units.formatSize(bytes)
         case (.duration, .number(let seconds)): return Units.formatDuration(seconds)
+        case (.pixels, .int(let pixels)): return Units.formatPixels(pixels)
         default: return value.description
         }
     }
@@ -177,11 +197,14 @@ public struct PluginSpec: Sendable {
     /// One line for `pipelinectl plugins`.
     public let summary: String
     public let options: [OptionSpec]
+    /// Groups of options of which a pipeline may set at most one.
+    public let exclusive: [[String]]
 
-    public init(name: String, summary: String, options: [OptionSpec] = []) {
+    public init(name: String, summary: String, options: [OptionSpec] = [], exclusive: [[String]] = []) {
         self.name = name
         self.summary = summary
         self.options = options
+        self.exclusive = exclusive
     }
 
     public func option(_ name: String) -> OptionSpec? { options.first { $0.name == name } }

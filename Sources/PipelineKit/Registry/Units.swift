@@ -35,6 +35,24 @@ public enum Units {
         return value * bare
     }
 
+    /// A pixel count from `50MP`, `500KP`, `8000x6000` or a bare number; `nil` when malformed.
+    public static func parsePixels(_ text: String) -> Int? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
+        let parts = trimmed.split(separator: "x")
+        if parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]), w > 0, h > 0 { return w * h }
+        for (suffix, factor) in [("mp", 1e6), ("kp", 1e3), ("p", 1.0)] where trimmed.hasSuffix(suffix) {
+            guard let value = Double(trimmed.dropLast(suffix.count).trimmingCharacters(in: .whitespaces)),
+                  value >= 0, value < 1e15 else { return nil }
+            return Int((value * factor).rounded())
+        }
+        return Int(trimmed).flatMap { $0 >= 0 ? $0 : nil }
+    }
+
+    /// Pixels -> `50MP` when a whole number of megapixels, else the bare count.
+    public static func formatPixels(_ pixels: Int) -> String {
+        pixels > 0 && pixels % 1_000_000 == 0 ? "\(pixels / 1_000_000)MP" : String(pixels)
+    }
+
     /// `52428800` -> `50MiB`-style text with the largest binary unit that divides exactly, else decimal.
     public static func formatSize(_ bytes: Int) -> String {
         for (suffix, factor) in [("GB", 1e9), ("MB", 1e6), ("KB", 1e3), ("GiB", 1073741824.0), ("MiB", 1048576.0), ("KiB", 1024.0)]

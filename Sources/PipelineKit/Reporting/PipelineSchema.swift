@@ -90,6 +90,9 @@ public enum PipelineSchema {
         case .duration:
             return ["oneOf": [["type": "number", "minimum": 0],
                               ["type": "string", "pattern": "^[0-9.]+ *(ms|s|m|h|d)?$"]]]
+        case .pixels:
+            return ["oneOf": [["type": "integer", "minimum": 1],
+                              ["type": "string", "pattern": "^([0-9.]+ *(MP|KP|P|mp|kp|p)?|[0-9]+x[0-9]+)$"]]]
         case .list(let element): return ["type": "array", "items": kindSchema(element, range: nil)]
         case .map: return ["type": "object", "additionalProperties": ["type": "string"]]
         }
@@ -98,7 +101,7 @@ public enum PipelineSchema {
     static func defaultJSON(_ option: OptionSpec) -> Any? {
         guard let value = option.defaultValue else { return nil }
         switch (option.kind, value) {
-        case (.size, _), (.duration, _): return option.defaultText
+        case (.size, _), (.duration, _), (.pixels, _): return option.defaultText
         default: return json(value)
         }
     }
@@ -138,7 +141,7 @@ public enum PipelineSchema {
 
     static func rangeValue(_ value: Double, _ kind: OptionSpec.Kind) -> OptionValue {
         switch kind {
-        case .int, .size: return .int(Int(value))
+        case .int, .size, .pixels: return .int(Int(value))
         default: return .number(value)
         }
     }

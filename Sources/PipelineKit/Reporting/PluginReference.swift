@@ -29,7 +29,11 @@ public enum PluginReference {
                 }
                 out += "\n| option | type | default | range | description |\n|---|---|---|---|---|\n"
                 for option in plugin.spec.options {
-                    out += "| `\(option.name)` | \(typeText(option.kind)) | \(option.defaultText.map { "`\($0)`" } ?? (option.required ? "required" : "")) | \(rangeText(option)) | \(option.doc) |\n"
+                    let example = option.example.map { " Example: `\($0)`." } ?? ""
+                    out += "| `\(option.name)` | \(typeText(option.kind)) | \(option.defaultText.map { "`\($0)`" } ?? (option.required ? "required" : "")) | \(rangeText(option)) | \(option.doc)\(example) |\n"
+                }
+                for group in plugin.spec.exclusive {
+                    out += "\nSet at most one of " + group.map { "`\($0)`" }.joined(separator: ", ") + ".\n"
                 }
             }
         }
@@ -55,7 +59,7 @@ public enum PluginReference {
             let range = rangeText(option)
             if !range.isEmpty { facts.append(range) }
             lines.append("  \(option.name)  (\(facts.joined(separator: ", ")))")
-            lines.append("      \(option.doc)")
+            lines.append("      \(option.doc)" + (option.example.map { " Example: \($0)" } ?? ""))
         }
         return lines.joined(separator: "\n")
     }
@@ -75,6 +79,8 @@ public enum PluginReference {
             return "\(Units.formatDuration(range.lowerBound)) – \(Units.formatDuration(range.upperBound))"
         case .int:
             return "\(Int(range.lowerBound)) – \(Int(range.upperBound))"
+        case .pixels:
+            return range.upperBound >= 9e17 ? "≥ \(Int(range.lowerBound))" : "\(Int(range.lowerBound)) – \(Units.formatPixels(Int(range.upperBound)))"
         default:
             return "\(range.lowerBound) – \(range.upperBound)"
         }

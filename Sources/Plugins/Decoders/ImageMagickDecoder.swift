@@ -16,7 +16,8 @@ public struct ImageMagickDecoder: ImageDecoding {
             name: "imagemagick",
             summary: "Decodes JPEG, PNG, GIF, WebP, TIFF, BMP and ICO with ImageMagick; limits checked before decoding.",
             options: [
-                .int("max_pixels", default: 50_000_000, range: 1...1_000_000_000, doc: "Largest width x height accepted (checked from the header)."),
+                .pixels("max_pixels", default: "50MP", max: "1000MP", doc: "Largest width x height accepted (checked from the header).")
+                    .example("24MP"),
                 .int("max_width", default: 16384, range: 1...65535, doc: "Largest width accepted."),
                 .int("max_height", default: 16384, range: 1...65535, doc: "Largest height accepted."),
                 .bool("auto_orient", default: true, doc: "Apply the EXIF orientation."),

@@ -32,7 +32,7 @@ public struct HTTPLoader: DataLoading {
                 .list("accept", of: .string, default: [.string("image/*"), .string("application/octet-stream")],
                       doc: "Acceptable Content-Types (`type/*` allowed); others, and HTML or text bodies whatever their type, fail as not_an_image."),
                 .string("user_agent", default: "pipelinectl/0.1", doc: "The User-Agent header."),
-                .map("headers", doc: "Extra request headers, name to value."),
+                .map("headers", doc: "Extra request headers, name to value.").example("{ X-Api-Version: \"2\" }"),
                 .oneOf("auth", ["none", "basic", "bearer"], default: "none", doc: "Authentication; credentials come from environment variables."),
                 .string("auth_user_env", default: "PIPELINE_HTTP_USER", doc: "Environment variable holding the basic-auth user."),
                 .string("auth_password_env", default: "PIPELINE_HTTP_PASSWORD", doc: "Environment variable holding the basic-auth password."),
@@ -40,8 +40,10 @@ public struct HTTPLoader: DataLoading {
                 .path("ca_file", access: .readableFile, doc: "PEM file of CA certificates to trust instead of the system's."),
                 .string("proxy", doc: "Proxy URL; by default curl's environment variables (https_proxy, no_proxy, ...) apply."),
                 .list("strip_query", of: .string, default: [],
-                      doc: "Query parameters left out of the cache key, so signed or expiring URLs of one image share cache entries."),
-                .string("cache_key", doc: "Cache key template from {scheme} {host} {port} {path} {query} (query after strip_query)."),
+                      doc: "Query parameters left out of the cache key, so signed or expiring URLs of one image share cache entries.")
+                    .example("[sig, token, expires]"),
+                .string("cache_key", doc: "Cache key template from {scheme} {host} {port} {path} {query} (query after strip_query).")
+                    .example("\"{host}{path}\""),
                 .bool("allow_loopback", default: false, doc: "Allow connecting to 127.0.0.0/8, ::1 and 0.0.0.0."),
                 .bool("allow_link_local", default: false, doc: "Allow 169.254.0.0/16 and fe80::/10 (cloud metadata lives there)."),
                 .bool("allow_private", default: true, doc: "Allow 10/8, 172.16/12, 192.168/16, 100.64/10 and fc00::/7."),

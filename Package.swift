@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "PipelineKit", targets: ["PipelineKit"]),
         .library(name: "Plugins", targets: ["Plugins"]),
+        .library(name: "PipelineCtl", targets: ["PipelineCtl"]),
         .executable(name: "pipelinectl", targets: ["pipelinectl"]),
     ],
     dependencies: [
@@ -43,14 +44,19 @@ let package = Package(
             name: "Plugins",
             dependencies: ["PipelineKit", "CMagickWand", "CCurl"]
         ),
-        // The command line.
-        .executableTarget(
-            name: "pipelinectl",
+        // The controller: every subcommand, callable by custom builds with their own plugins.
+        .target(
+            name: "PipelineCtl",
             dependencies: [
-                "PipelineKit", "Plugins",
+                "PipelineKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
+        ),
+        // The command line: a ten-line main, the same a custom build writes.
+        .executableTarget(
+            name: "pipelinectl",
+            dependencies: ["PipelineCtl", "Plugins"]
         ),
         // Shared by the test targets: a real HTTP server on loopback, fixture images, helpers.
         .target(
@@ -63,7 +69,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PipelineKitTests",
-            dependencies: ["PipelineKit", "Plugins", "TestSupport"]
+            dependencies: ["PipelineKit", "Plugins", "TestSupport", "PipelineCtl"]
         ),
         .testTarget(
             name: "PluginsTests",

@@ -1,8 +1,8 @@
 import PipelineKit
 
 /// The built-in plugins, registered through the same public API a custom plugin uses.
-public enum BuiltIns {
-    /// Every built-in plugin, by slot order.
+public enum BuiltIns: PluginBundle {
+    /// Every built-in plugin, in slot order.
     public static let plugins: [Plugin] = [
         HTTPLoader.plugin, FileLoader.plugin, DataURLLoader.plugin,
         DiskDataCache.plugin,
@@ -14,14 +14,12 @@ public enum BuiltIns {
 
     /// Adds every built-in to `registry`.
     public static func register(into registry: inout PluginRegistry) throws {
-        for plugin in plugins { try registry.register(plugin) }
+        for plugin in plugins { try registry.register(plugin, origin: bundleName) }
     }
 
     /// A registry holding the built-ins only.
     public static func registry() -> PluginRegistry {
-        var registry = PluginRegistry()
-        // Built-in names are distinct; a clash is a programming error caught by the tests.
-        try! register(into: &registry)
-        return registry
+        // Built-in names are distinct; a clash is a programming error that the tests catch.
+        try! PluginRegistry(bundles: [BuiltIns.self])
     }
 }

@@ -74,11 +74,14 @@ public struct PipelineError: Error, Sendable, CustomStringConvertible, Equatable
     public var message: String
     /// The stage that failed; set by the engine when the stage did not.
     public var stage: StageName?
+    /// The plugin that failed; set by the engine.
+    public var plugin: String?
 
-    public init(_ kind: ErrorKind, _ message: String, stage: StageName? = nil) {
+    public init(_ kind: ErrorKind, _ message: String, stage: StageName? = nil, plugin: String? = nil) {
         self.kind = kind
         self.message = message
         self.stage = stage
+        self.plugin = plugin
     }
 
     public var description: String {

@@ -16,6 +16,25 @@ public struct ItemError: Sendable, Codable, Equatable {
     public let stage: StageName
     public let kind: ErrorKind
     public let message: String
+    /// The plugin that failed, when one did (`http`, `imagemagick`, a custom plugin's name).
+    public var plugin: String?
+
+    public init(stage: StageName, kind: ErrorKind, message: String, plugin: String? = nil) {
+        self.stage = stage
+        self.kind = kind
+        self.message = message
+        self.plugin = plugin
+    }
+
+    enum CodingKeys: String, CodingKey { case stage, kind, message, plugin }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(stage, forKey: .stage)
+        try c.encode(kind, forKey: .kind)
+        try c.encode(message, forKey: .message)
+        try c.encode(plugin, forKey: .plugin)
+    }
 }
 
 /// Milliseconds spent in each stage for one item (0 when the stage did not run for it).

@@ -3,10 +3,11 @@ import Foundation
 /// Making the outputs of one source: load once, decode once, run each variant's chain (sharing
 /// the start the chains have in common), encode and write each variant.
 extension PipelineRunner {
-    func produce(source: Source, slot: LoaderSlot, key: String, paths: [String]) async throws -> ItemOutcome {
+    func produce(source: Source, slot: LoaderSlot, key: String, paths: [String], tracker: StageTracker) async throws -> ItemOutcome {
         let (made, shared) = try await imagesCoalescer.run(key + "#" + chainsIdentifier) {
-            try await self.makeImages(source: source, slot: slot, key: key)
+            try await self.makeImages(source: source, slot: slot, key: key, tracker: tracker)
         }
+        tracker.enter(.encode)
         var timings = shared ? StageTimings() : made.timings
         var bytesOut = 0
         var written: [String] = []
@@ -18,10 +19,11 @@ extension PipelineRunner {
             do {
                 data = try await cpu.run { try encoder.encode(image) }
             } catch {
-                throw named(classify(error, stage: .encode, kind: .encodeFailed), variant)
+                throw named(classify(error, stage: .encode, kind: .encodeFailed, plugin: variant.encoderName), variant)
             }
             timings.encode += (ContinuousClock.now - start).milliseconds
             let path = paths[index]
+            tracker.enter(.output)
             do {
                 try await WorkerPool.io.run { try AtomicFile.write(data, to: path) }
             } catch {
@@ -39,7 +41,7 @@ extension PipelineRunner {
 
     /// The final image of every variant: from the image cache, or by loading and decoding once and
     /// running each chain, computing the prefixes that chains share only once.
-    func makeImages(source: Source, slot: LoaderSlot, key: String) async throws -> ImagesOutcome {
+    func makeImages(source: Source, slot: LoaderSlot, key: String, tracker: StageTracker) async throws -> ImagesOutcome {
         let base = key + "#" + decoderIdentifier
         var images: [Image?] = variants.map { imageCache?.image(for: base + $0.prefixIDs.last!) }
         if images.allSatisfy({ $0 != nil }) {
@@ -51,12 +53,13 @@ extension PipelineRunner {
         timings.load = loadMilliseconds
         let decoder = self.decoder
         let hint = decodeHint
+        tracker.enter(.decode)
         let decodeStart = ContinuousClock.now
         let decoded: Image
         do {
             decoded = try await cpu.run { try decoder.decode(loaded, hint: hint) }
         } catch {
-            throw classify(error, stage: .decode, kind: .decodeFailed)
+            throw classify(error, stage: .decode, kind: .decodeFailed, plugin: pipeline.decoder.plugin.spec.name)
         }
         timings.decode = (ContinuousClock.now - decodeStart).milliseconds
 
@@ -65,6 +68,7 @@ extension PipelineRunner {
         for variant in variants { for id in Set(variant.prefixIDs) { counts[id, default: 0] += 1 } }
         let pending = variants.enumerated().filter { images[$0.offset] == nil }.map(\.offset)
         let variants = self.variants
+        tracker.enter(.process)
         let processStart = ContinuousClock.now
         let (finished, memo) = try await cpu.run { () throws -> ([Int: Image], [String: Image]) in
             var memo: [String: Image] = ["": decoded]
@@ -79,7 +83,8 @@ extension PipelineRunner {
                     do {
                         image = try variant.processors[step].process(image)
                     } catch {
-                        throw Self.named(Self.classifyStatic(error, stage: .process, kind: .processFailed), variant)
+                        throw Self.named(Self.classifyStatic(error, stage: .process, kind: .processFailed,
+                                                             plugin: variant.processorNames[step]), variant)
                     }
                     step += 1
                     memo[variant.prefixIDs[step]] = image
@@ -125,7 +130,7 @@ extension PipelineRunner {
             let status: CacheOutcome = cache == nil ? .off : (shared ? .hit : .miss)
             return (outcome.data, status, shared ? 0 : outcome.milliseconds)
         } catch {
-            throw classify(error, stage: .load, kind: .io)
+            throw classify(error, stage: .load, kind: .io, plugin: slot.name)
         }
     }
 

@@ -11,6 +11,9 @@ public struct RunOptions: Sendable {
     /// Items in flight at once; by default the largest loader limit plus two per worker. Bounds
     /// memory whatever the length of the list.
     public var maxInFlight: Int?
+    /// Longest time one item may take, from its load to its last output; a plugin that hangs is
+    /// cut off (the item fails as `timeout`). `nil`: no limit. Default 5 minutes.
+    public var itemTimeout: Double? = 300
     /// `true` runs only the loader and the data cache (`pipelinectl fetch`): nothing is decoded
     /// or written, and each item reports the bytes it loaded.
     public var fetchOnly = false
@@ -39,6 +42,9 @@ public final class PipelineRunner: Sendable {
     struct RunnableVariant: Sendable {
         let name: String?
         let processors: [any ImageProcessing]
+        /// The plugin name of each processor, for failures.
+        let processorNames: [String]
+        let encoderName: String
         /// `prefixIDs[k]`: identifier of the first k processors (k = 0 is the decoded image).
         let prefixIDs: [String]
         let encoder: any ImageEncoding
@@ -80,6 +86,7 @@ public final class PipelineRunner: Sendable {
     let maxInFlight: Int
     let logger: Logger
     let fetchOnly: Bool
+    let itemTimeout: Double?
     let loadCoalescer = Coalescer<LoadOutcome>()
     let imagesCoalescer = Coalescer<ImagesOutcome>()
     private let itemCoalescer = Coalescer<ItemOutcome>()
@@ -111,7 +118,9 @@ public final class PipelineRunner: Sendable {
             let processors = try variant.processors.map { try $0.makeProcessor() }
             var ids = [""]
             for processor in processors { ids.append(ids.last! + "|" + processor.identifier) }
-            return RunnableVariant(name: variant.name, processors: processors, prefixIDs: ids,
+            return RunnableVariant(name: variant.name, processors: processors,
+                                   processorNames: variant.processors.map(\.plugin.spec.name),
+                                   encoderName: variant.encoder.plugin.spec.name, prefixIDs: ids,
                                    encoder: try variant.encoder.makeEncoder(), template: variant.template)
         }
         // Shrink-on-load only when every variant's first processor sets the size (a processor
@@ -132,6 +141,7 @@ public final class PipelineRunner: Sendable {
         outputDirectory = options.outputDirectory ?? pipeline.output.dir
         logger = options.logger
         fetchOnly = options.fetchOnly
+        itemTimeout = options.itemTimeout
     }
 
     /// Runs every source of `sources`, calling `onItem` as each item finishes (in completion order).
@@ -186,8 +196,15 @@ public final class PipelineRunner: Sendable {
                 return outputDirectory.hasSuffix("/") ? outputDirectory + relative : outputDirectory + "/" + relative
             }
             for path in paths { try claim(path, key: key, source: source) }
-            let (outcome, shared) = try await itemCoalescer.run(paths.joined(separator: "\n")) {
-                try await self.produce(source: source, slot: slot, key: key, paths: paths)
+            let tracker = StageTracker()
+            let limit = itemTimeout
+            let (outcome, shared) = try await withDeadline(limit, timeout: {
+                PipelineError(.timeout, "the item did not finish within the item time limit (\(Units.formatDuration(limit ?? 0)))",
+                              stage: tracker.stage)
+            }) {
+                try await self.itemCoalescer.run(paths.joined(separator: "\n")) {
+                    try await self.produce(source: source, slot: slot, key: key, paths: paths, tracker: tracker)
+                }
             }
             result.status = .ok
             result.outputs = outcome.outputs
@@ -207,10 +224,11 @@ public final class PipelineRunner: Sendable {
         } catch {
             let failure = classify(error, stage: .load, kind: .io)
             result.status = .failed
-            result.error = ItemError(stage: failure.stage ?? .load, kind: failure.kind, message: failure.message)
+            result.error = ItemError(stage: failure.stage ?? .load, kind: failure.kind, message: failure.message,
+                                     plugin: failure.plugin)
             logger.warning("failed", metadata: [
                 "source": "\(source.text)", "stage": "\(failure.stage?.rawValue ?? "load")",
-                "kind": "\(failure.kind)", "message": "\(failure.message)",
+                "kind": "\(failure.kind)", "message": "\(failure.message)", "plugin": "\(failure.plugin ?? "")",
             ])
         }
         return result
@@ -233,17 +251,19 @@ public final class PipelineRunner: Sendable {
     }
 
     /// A ``PipelineError`` with its stage set; other errors get `kind`.
-    func classify(_ error: any Error, stage: StageName, kind: ErrorKind) -> PipelineError {
-        Self.classifyStatic(error, stage: stage, kind: kind)
+    func classify(_ error: any Error, stage: StageName, kind: ErrorKind, plugin: String? = nil) -> PipelineError {
+        Self.classifyStatic(error, stage: stage, kind: kind, plugin: plugin)
     }
 
-    static func classifyStatic(_ error: any Error, stage: StageName, kind: ErrorKind) -> PipelineError {
+    static func classifyStatic(_ error: any Error, stage: StageName, kind: ErrorKind, plugin: String? = nil) -> PipelineError {
         if var failure = error as? PipelineError {
             if failure.stage == nil { failure.stage = stage }
+            if failure.plugin == nil { failure.plugin = plugin }
             return failure
         }
-        if error is CancellationError { return PipelineError(.cancelled, "cancelled", stage: stage) }
-        return PipelineError(kind, String(describing: error), stage: stage)
+        if error is CancellationError { return PipelineError(.cancelled, "cancelled", stage: stage, plugin: plugin) }
+        // Any other error a plugin throws: its own description, kind by stage.
+        return PipelineError(kind, String(describing: error), stage: stage, plugin: plugin)
     }
 }
 

@@ -171,6 +171,33 @@ public final class Wand {
         try check(MagickCompositeImage(pointer, other.pointer, OverCompositeOp, x, y), .processFailed, "composite")
     }
 
+    /// Makes the image grey (luminance), kept in sRGB so later colour operations apply.
+    public func grayscale() throws {
+        try check(MagickTransformImageColorspace(pointer, GRAYColorspace), .processFailed, "grayscale")
+        try check(MagickTransformImageColorspace(pointer, sRGBColorspace), .processFailed, "grayscale")
+    }
+
+    /// Maps black to `dark` and white to `light` (ImageMagick colour strings), interpolating
+    /// between: with ``grayscale()`` first, a duotone.
+    public func levelColors(dark: String, light: String) throws {
+        let black = NewPixelWand(), white = NewPixelWand()
+        defer { _ = DestroyPixelWand(black); _ = DestroyPixelWand(white) }
+        guard PixelSetColor(black, dark) != MagickFalse, PixelSetColor(white, light) != MagickFalse else {
+            throw PipelineError(.processFailed, "not a colour: '\(dark)' or '\(light)'")
+        }
+        try check(MagickLevelImageColors(pointer, black, white, MagickFalse), .processFailed, "level colours")
+    }
+
+    /// Whether ImageMagick understands `color` (`red`, `#ff8800`, `rgba(0,0,0,0.5)`).
+    public static func isColor(_ color: String) -> Bool {
+        Magick.initialize()
+        let pixel = NewPixelWand()
+        defer { _ = DestroyPixelWand(pixel) }
+        let ok = PixelSetColor(pixel, color) != MagickFalse
+        _ = PixelClearException(pixel)
+        return ok
+    }
+
     /// Removes profiles and comments.
     public func strip() throws {
         try check(MagickStripImage(pointer), .encodeFailed, "strip")

@@ -95,30 +95,63 @@ public struct Plugin: Sendable {
     }
 }
 
+/// A set of plugins registered together: the built-ins (`BuiltIns`), or a team's own.
+///
+/// ```swift
+/// enum MyPlugins: PluginBundle {
+///     static let plugins = [Duotone.plugin, CatalogLoader.plugin]
+/// }
+/// let registry = try PluginRegistry(bundles: [BuiltIns.self, MyPlugins.self])
+/// ```
+public protocol PluginBundle {
+    /// Names the bundle in messages; defaults to the type's name.
+    static var bundleName: String { get }
+    /// The bundle's plugins.
+    static var plugins: [Plugin] { get }
+}
+
+extension PluginBundle {
+    public static var bundleName: String { String(describing: self) }
+}
+
 /// The plugins a program knows, by slot and name.
 ///
-/// Build one with ``register(_:)`` (built-ins through `BuiltIns.register(into:)`, custom ones the
-/// same way); it is a value, so a finished registry can be shared freely.
+/// Build one from bundles (``init(bundles:)``) or plugin by plugin (``register(_:origin:)``); it is
+/// a value, so a finished registry can be shared freely.
 public struct PluginRegistry: Sendable {
-    private var bySlot: [Slot: [String: Plugin]] = [:]
+    private var bySlot: [Slot: [String: (plugin: Plugin, origin: String)]] = [:]
 
     public init() {}
 
-    /// Adds `plugin`. Throws when its slot already has a plugin of that name.
-    public mutating func register(_ plugin: Plugin) throws {
-        if bySlot[plugin.slot]?[plugin.spec.name] != nil {
-            throw PipelineError("duplicate_plugin",
-                                "two plugins named '\(plugin.spec.name)' were registered as \(plugin.slot.article)")
+    /// A registry holding every plugin of `bundles`, in order.
+    /// - Throws: ``PipelineError`` of kind `duplicate_plugin` naming both origins when two plugins
+    ///   of one slot share a name.
+    public init(bundles: [any PluginBundle.Type]) throws {
+        for bundle in bundles {
+            for plugin in bundle.plugins { try register(plugin, origin: bundle.bundleName) }
         }
-        bySlot[plugin.slot, default: [:]][plugin.spec.name] = plugin
+    }
+
+    /// Adds `plugin`, remembering where it came from. Throws when its slot already has a plugin of
+    /// that name.
+    public mutating func register(_ plugin: Plugin, origin: String = "custom code") throws {
+        if let existing = bySlot[plugin.slot]?[plugin.spec.name] {
+            throw PipelineError("duplicate_plugin",
+                                "two plugins named '\(plugin.spec.name)' were registered as \(plugin.slot.article): "
+                                    + "one from \(existing.origin), one from \(origin)")
+        }
+        bySlot[plugin.slot, default: [:]][plugin.spec.name] = (plugin, origin)
     }
 
     /// The plugin named `name` in `slot`.
-    public func plugin(_ name: String, in slot: Slot) -> Plugin? { bySlot[slot]?[name] }
+    public func plugin(_ name: String, in slot: Slot) -> Plugin? { bySlot[slot]?[name]?.plugin }
+
+    /// Where the plugin named `name` in `slot` was registered from (a bundle's name).
+    public func origin(of name: String, in slot: Slot) -> String? { bySlot[slot]?[name]?.origin }
 
     /// Every plugin of `slot`, sorted by name.
     public func plugins(in slot: Slot) -> [Plugin] {
-        (bySlot[slot] ?? [:]).values.sorted { $0.spec.name < $1.spec.name }
+        (bySlot[slot] ?? [:]).values.map(\.plugin).sorted { $0.spec.name < $1.spec.name }
     }
 
     /// The slots that have a plugin named `name` (to say "'resize' is a processor").

@@ -21,7 +21,8 @@ public enum SummaryText {
                 .map { "\($0.key) \($0.value)" }.joined(separator: ", "))
             for item in failures.prefix(maxFailures) {
                 let error = item.error
-                lines.append("  \(item.source): \(error?.stage.rawValue ?? "?") \(error?.kind.rawValue ?? "?"): \(error?.message ?? "")")
+                let plugin = error?.plugin.map { " (\($0))" } ?? ""
+                lines.append("  \(item.source): \(error?.stage.rawValue ?? "?")\(plugin) \(error?.kind.rawValue ?? "?"): \(error?.message ?? "")")
             }
             if failures.count > maxFailures { lines.append("  ... and \(failures.count - maxFailures) more (see --report)") }
         }

@@ -31,17 +31,25 @@ struct Run: AsyncParsableCommand {
     @Option(help: "CPU workers for decode, process and encode (default: one per core).")
     var workers: Int?
 
+    @Option(help: "Longest time one item may take (e.g. 90s, 5m); 0 for no limit.")
+    var itemTimeout: String = "5m"
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .warning
 
     func validate() throws {
         if let workers, workers < 1 { throw ValidationError("--workers must be at least 1") }
+        if Units.parseDuration(itemTimeout) == nil {
+            throw ValidationError("--item-timeout expects a duration such as 90s or 5m, got '\(itemTimeout)'")
+        }
     }
 
     func run() async throws {
         var options = RunOptions()
         options.outputDirectory = output
         if let workers { options.workers = workers }
+        let limit = Units.parseDuration(itemTimeout) ?? 300
+        options.itemTimeout = limit > 0 ? limit : nil
         try await runPipeline(pipeline, urls: urls, options: options, report: report, logLevel: logLevel)
     }
 }

@@ -2,14 +2,40 @@ import ArgumentParser
 import Foundation
 import Logging
 import PipelineKit
-import Plugins
 
-/// `pipelinectl`: validates, runs and reports on image pipelines.
+/// The controller: every `pipelinectl` command, for the stock binary and for custom builds.
 ///
-/// Exit codes: 0 when everything succeeded; 1 when an item failed (after every item was tried) or a
-/// pipeline is invalid (`validate`); 2 when the pipeline or the arguments are invalid (nothing ran).
-@main
-struct PipelineCtl: AsyncParsableCommand {
+/// A custom build with its own plugins is a short `main.swift`:
+/// ```swift
+/// import PipelineCtl
+/// import Plugins
+///
+/// await PipelineCtl.main(plugins: [BuiltIns.self, MyPlugins.self])
+/// ```
+/// It gets `validate`, `explain`, `run`, `fetch`, `test`, `plugins` and `schema`, with its plugins
+/// validated, described and documented exactly like the built-ins.
+public enum PipelineCtl {
+    /// The registry the commands use; set once by ``main(plugins:)`` before any command runs.
+    nonisolated(unsafe) static var registry = PluginRegistry()
+
+    /// Registers `plugins`, parses the command line and runs the command, then exits.
+    ///
+    /// Exit codes: 0 when everything succeeded; 1 when an item failed (after every item was tried)
+    /// or a file is invalid (`validate`, `explain`) or a test failed (`test`); 2 when the pipeline,
+    /// the list or the arguments are invalid (nothing ran), or when two plugins share a name.
+    public static func main(plugins: [any PluginBundle.Type]) async -> Never {
+        do {
+            registry = try PluginRegistry(bundles: plugins)
+        } catch {
+            printError("error: \((error as? PipelineError)?.message ?? "\(error)")")
+            Foundation.exit(2)
+        }
+        await RootCommand.main()
+        Foundation.exit(0)
+    }
+}
+
+struct RootCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pipelinectl",
         abstract: "Validate, run and report on image pipelines declared in YAML.",
@@ -22,9 +48,6 @@ struct PipelineCtl: AsyncParsableCommand {
             """,
         subcommands: [Validate.self, Explain.self, Run.self, Fetch.self, TestCommand.self, PluginsCommand.self, Schema.self]
     )
-
-    /// The registry every command uses: the built-ins.
-    static let registry = BuiltIns.registry()
 
     static func main() async {
         do {

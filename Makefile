@@ -34,6 +34,7 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
 	.build/debug/pipelinectl test pipelines/*.yaml
+	examples/CustomPlugins/check.sh
 
 # Loader throughput against a loopback server with 50 ms latency (docs/PERFORMANCE.md).
 bench-loader: release

@@ -247,6 +247,7 @@ import Testing
         #expect(NameTemplate.stem(of: "https://x.test/..%2F..%2Fetc") == "etc")
         #expect(NameTemplate.stem(of: "/tmp/.hidden.png") == "hidden")
         #expect(NameTemplate.stem(of: "data:image/png;base64,AAAA") == "data")
+        #expect(NameTemplate.stem(of: "catalog://SKU-1001") == "SKU-1001")  // a custom scheme's id is its host
     }
 
     @Test func defaultIsCollisionFree() throws {

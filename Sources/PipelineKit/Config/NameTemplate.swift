@@ -118,6 +118,8 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
         if Source.scheme(of: text) == "data" { return "data" }
         if let components = URLComponents(string: text), components.scheme != nil {
             path = components.percentEncodedPath.removingPercentEncoding ?? components.percentEncodedPath
+            // A custom scheme's identifier is often all host (catalog://SKU-1001): use it.
+            if path.isEmpty, let host = components.host { path = host }
         }
         let last = path.split(separator: "/").last.map(String.init) ?? ""
         var base = last

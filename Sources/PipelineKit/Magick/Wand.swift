@@ -185,7 +185,8 @@ public final class Wand {
         guard PixelSetColor(black, dark) != MagickFalse, PixelSetColor(white, light) != MagickFalse else {
             throw PipelineError(.processFailed, "not a colour: '\(dark)' or '\(light)'")
         }
-        try check(MagickLevelImageColors(pointer, black, white, MagickFalse), .processFailed, "level colours")
+        // invert = true is +level-colors: black and white become the two colours (false would do the reverse).
+        try check(MagickLevelImageColors(pointer, black, white, MagickTrue), .processFailed, "level colours")
     }
 
     /// Whether ImageMagick understands `color` (`red`, `#ff8800`, `rgba(0,0,0,0.5)`).

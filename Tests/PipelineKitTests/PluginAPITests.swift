@@ -1,0 +1,90 @@
+import Foundation
+import PipelineKit
+import Plugins
+import Testing
+import TestSupport
+
+/// Custom plugins, registered through the public API, and what the engine does when they misbehave.
+@Suite struct PluginAPITests {
+    struct Failing: ImageProcessing {
+        struct HouseStyleError: Error, CustomStringConvertible {
+            var description: String { "the image has no house style" }
+        }
+        var identifier: String { "failing" }
+        func process(_ image: Image) throws -> Image { throw HouseStyleError() }
+    }
+
+    struct Hanging: ImageProcessing {
+        var identifier: String { "hanging" }
+        func process(_ image: Image) throws -> Image {
+            Thread.sleep(forTimeInterval: 4)  // blocks its worker thread, as a stuck C call would
+            return image
+        }
+    }
+
+    enum Custom: PluginBundle {
+        static let plugins = [
+            Plugin.processor(PluginSpec(name: "failing", summary: "Always throws.")) { _ in Failing() },
+            Plugin.processor(PluginSpec(name: "hanging", summary: "Never finishes in time.")) { _ in Hanging() },
+        ]
+    }
+
+    func runOne(_ processor: String, timeout: Double? = 300) async throws -> ItemResult {
+        let registry = try PluginRegistry(bundles: [BuiltIns.self, Custom.self])
+        let (pipeline, diagnostics) = PipelineFile.parse(text: "processors: [ \(processor) ]\nencoder: png\n", file: "p.yaml",
+                                                         registry: registry)
+        #expect(diagnostics.isEmpty)
+        let dir = try Fixtures.temporaryDirectory("api")
+        try Fixtures.jpeg(40, 30).write(to: dir.appendingPathComponent("in.jpg"))
+        var options = RunOptions()
+        options.outputDirectory = dir.appendingPathComponent("out").path
+        options.itemTimeout = timeout
+        let runner = try PipelineRunner(pipeline: try #require(pipeline), registry: registry, options: options)
+        return await runner.runItem(Source(text: dir.appendingPathComponent("in.jpg").path, index: 1))
+    }
+
+    @Test func aPluginThatThrowsFailsItsItemWithItsNameAndMessage() async throws {
+        let item = try await runOne("failing")
+        #expect(item.error == ItemError(stage: .process, kind: .processFailed, message: "the image has no house style",
+                                        plugin: "failing"))
+    }
+
+    @Test func aPluginThatHangsIsCutOffByTheItemTimeLimit() async throws {
+        let start = ContinuousClock.now
+        let item = try await runOne("hanging", timeout: 0.5)
+        #expect(ContinuousClock.now - start < .seconds(3))
+        #expect(item.error == ItemError(stage: .process, kind: .timeout,
+                                        message: "the item did not finish within the item time limit (500ms)"))
+    }
+
+    @Test func twoPluginsWithOneNameFailAtStartUpNamingBoth() {
+        enum Clash: PluginBundle {
+            static let plugins = [Plugin.processor(PluginSpec(name: "resize", summary: "Another resize.")) { _ in Failing() }]
+        }
+        #expect(throws: PipelineError("duplicate_plugin",
+                                      "two plugins named 'resize' were registered as a processor: one from BuiltIns, one from Clash")) {
+            try PluginRegistry(bundles: [BuiltIns.self, Clash.self])
+        }
+    }
+
+    @Test func theRegistryHasEveryBuiltIn() {
+        let registry = BuiltIns.registry()
+        let names = Slot.allCases.flatMap { slot in registry.plugins(in: slot).map { "\(slot.rawValue)/\($0.spec.name)" } }
+        #expect(names == ["loader/data", "loader/file", "loader/http", "data_cache/disk", "decoder/imagemagick",
+                          "processor/resize", "image_cache/memory", "encoder/jpeg", "encoder/png", "encoder/webp"])
+        #expect(registry.origin(of: "resize", in: .processor) == "BuiltIns")
+    }
+
+    /// Plugins is a separate module, so it can only reach PipelineKit's public API, unless it opts
+    /// out with @testable or @_spi imports. It must not.
+    @Test func pluginsUseOnlyThePublicAPI() throws {
+        let root = Fixtures.packageRoot.appendingPathComponent("Sources/Plugins")
+        let files = try #require(FileManager.default.enumerator(atPath: root.path)).compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") }
+        #expect(files.count >= 10)
+        for file in files {
+            let text = try String(contentsOf: root.appendingPathComponent(file), encoding: .utf8)
+            #expect(!text.contains("@testable"), "\(file)")
+            #expect(!text.contains("@_spi"), "\(file)")
+        }
+    }
+}

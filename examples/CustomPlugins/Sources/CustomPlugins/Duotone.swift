@@ -1,0 +1,36 @@
+import PipelineKit
+
+/// `duotone`: maps the image's shadows to one colour and its highlights to another.
+public struct Duotone: ImageProcessing {
+    public static let plugin = Plugin.processor(
+        PluginSpec(
+            name: "duotone",
+            summary: "Maps shadows to one colour and highlights to another (a two-colour print look).",
+            options: [
+                .color("dark", default: "#1d2b53", doc: "Colour of the shadows.").example("\"#202040\""),
+                .color("light", default: "#ffcc66", doc: "Colour of the highlights.").example("white"),
+            ])
+    ) { options in try Duotone(dark: options.string("dark")!, light: options.string("light")!) }
+
+    let dark: String
+    let light: String
+
+    init(dark: String, light: String) throws {
+        // Thrown errors become validation errors at the stage's position.
+        for color in [dark, light] where !Wand.isColor(color) {
+            throw PipelineError("invalid_option", "'\(color)' is not a colour ImageMagick knows")
+        }
+        self.dark = dark
+        self.light = light
+    }
+
+    /// Part of cache keys: changes exactly when the output would.
+    public var identifier: String { "duotone(\(dark),\(light))" }
+
+    public func process(_ image: Image) throws -> Image {
+        try image.transformed { wand in
+            try wand.grayscale()
+            try wand.levelColors(dark: dark, light: light)
+        }
+    }
+}

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Builds this example and checks it end to end; `make test` in the repository runs it.
+set -euo pipefail
+cd "$(dirname "$0")"
+swift build
+./make-catalog.sh
+bin=.build/debug/custom-pipelinectl
+fail() { echo "example check failed: $*" >&2; exit 1; }
+
+"$bin" validate catalog.yaml >/dev/null
+"$bin" plugins describe duotone | grep -qF "dark  (color, default #1d2b53)" || fail "describe duotone"
+"$bin" plugins | grep -qF "catalog  Loads catalog://SKU" || fail "plugins lists catalog"
+
+# A custom plugin's options get the same validation as a built-in's.
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+sed 's/- duotone: { dark: "#1d2b53", light: "#ffcc66" }/- duotone: { drak: "#1d2b53", light: notacolour }/' catalog.yaml > "$work/broken.yaml"
+if "$bin" validate "$work/broken.yaml" 2> "$work/errors"; then fail "broken pipeline validated"; fi
+grep -qF "broken.yaml:14:20: error: unknown option 'drak' for processor 'duotone'; did you mean 'dark'?" "$work/errors" \
+  || { cat "$work/errors"; fail "typo in a custom option"; }
+
+rm -rf out
+"$bin" run catalog.yaml skus.txt --report out/report.json > "$work/run" 2>&1 || { cat "$work/run"; fail "run"; }
+grep -qF "catalog: 3 items: 3 ok, 0 failed" "$work/run" || fail "run summary"
+[ "$(identify -format '%m %wx%h' out/catalog/SKU-1001-image.jpg)" = "JPEG 400x300" ] || fail "SKU-1001 image"
+[ "$(identify -format '%m %wx%h' out/catalog/SKU-1002-image.jpg)" = "JPEG 320x400" ] || fail "SKU-1002 image"
+python3 - <<'PY' || fail "facts sidecars"
+import json
+for sku, size in [("1001", (400, 300)), ("1002", (320, 400))]:
+    facts = json.load(open(f"out/catalog/SKU-{sku}-facts.json"))
+    assert (facts["width"], facts["height"]) == size, facts
+    assert facts["dominant_color"].startswith("#") and len(facts["dominant_color"]) == 7, facts
+PY
+# The wizard's white background becomes the duotone's light colour, #ffcc66.
+python3 - <<'PY' || fail "duotone colours"
+import subprocess
+out = subprocess.run(["convert", "out/catalog/SKU-1003-image.jpg", "-format", "%[fx:int(255*p{3,3}.r)] %[fx:int(255*p{3,3}.g)] %[fx:int(255*p{3,3}.b)]", "info:"],
+                     capture_output=True, text=True, check=True).stdout.split()
+r, g, b = map(int, out)
+assert abs(r - 0xff) <= 8 and abs(g - 0xcc) <= 8 and abs(b - 0x66) <= 8, (r, g, b)
+PY
+"$bin" test catalog.yaml
+echo "custom plugins example: ok"

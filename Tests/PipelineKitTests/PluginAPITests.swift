@@ -1,6 +1,7 @@
 import Foundation
 import PipelineKit
 import Plugins
+import Synchronization
 import Testing
 import TestSupport
 
@@ -22,8 +23,20 @@ import TestSupport
         }
     }
 
+    /// Records what `StageContext.current` says while it runs on a CPU worker.
+    struct Recording: ImageProcessing {
+        static let seen = Mutex<[String]>([])
+        var identifier: String { "recording" }
+        func process(_ image: Image) throws -> Image {
+            let context = StageContext.current
+            Self.seen.withLock { $0.append("\(context?.source.index ?? -1) \(context?.cacheKey.hasPrefix("file://") ?? false) \(context?.deadline != nil)") }
+            return image
+        }
+    }
+
     enum Custom: PluginBundle {
         static let plugins = [
+            Plugin.processor(PluginSpec(name: "recording", summary: "Records its context.")) { _ in Recording() },
             Plugin.processor(PluginSpec(name: "failing", summary: "Always throws.")) { _ in Failing() },
             Plugin.processor(PluginSpec(name: "hanging", summary: "Never finishes in time.")) { _ in Hanging() },
         ]
@@ -55,6 +68,13 @@ import TestSupport
         #expect(ContinuousClock.now - start < .seconds(3))
         #expect(item.error == ItemError(stage: .process, kind: .timeout,
                                         message: "the item did not finish within the item time limit (500ms)"))
+    }
+
+    @Test func stagesSeeTheirItemsContext() async throws {
+        let item = try await runOne("recording")
+        #expect(item.status == .ok)
+        #expect(Recording.seen.withLock { $0 } == ["1 true true"])
+        #expect(StageContext.current == nil)  // outside a run
     }
 
     @Test func twoPluginsWithOneNameFailAtStartUpNamingBoth() {

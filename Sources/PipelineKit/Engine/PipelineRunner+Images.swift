@@ -17,7 +17,8 @@ extension PipelineRunner {
             let start = ContinuousClock.now
             let data: Data
             do {
-                data = try await cpu.run { try encoder.encode(image) }
+                let context = StageContext.current
+                data = try await cpu.run { try StageContext.withThreadValue(context) { try encoder.encode(image) } }
             } catch {
                 throw named(classify(error, stage: .encode, kind: .encodeFailed, plugin: variant.encoderName), variant)
             }
@@ -57,7 +58,8 @@ extension PipelineRunner {
         let decodeStart = ContinuousClock.now
         let decoded: Image
         do {
-            decoded = try await cpu.run { try decoder.decode(loaded, hint: hint) }
+            let context = StageContext.current
+            decoded = try await cpu.run { try StageContext.withThreadValue(context) { try decoder.decode(loaded, hint: hint) } }
         } catch {
             throw classify(error, stage: .decode, kind: .decodeFailed, plugin: pipeline.decoder.plugin.spec.name)
         }
@@ -70,7 +72,9 @@ extension PipelineRunner {
         let variants = self.variants
         tracker.enter(.process)
         let processStart = ContinuousClock.now
+        let context = StageContext.current
         let (finished, memo) = try await cpu.run { () throws -> ([Int: Image], [String: Image]) in
+            try StageContext.withThreadValue(context) { () throws -> ([Int: Image], [String: Image]) in
             var memo: [String: Image] = ["": decoded]
             var finished: [Int: Image] = [:]
             for index in pending {
@@ -92,6 +96,7 @@ extension PipelineRunner {
                 finished[index] = image
             }
             return (finished, memo)
+            }
         }
         if !pending.isEmpty, variants.contains(where: { !$0.processors.isEmpty }) {
             timings.process = (ContinuousClock.now - processStart).milliseconds

@@ -198,12 +198,16 @@ public final class PipelineRunner: Sendable {
             for path in paths { try claim(path, key: key, source: source) }
             let tracker = StageTracker()
             let limit = itemTimeout
+            let context = StageContext(source: source, cacheKey: key, logger: logger,
+                                       deadline: limit.map { ContinuousClock.now + .seconds($0) })
             let (outcome, shared) = try await withDeadline(limit, timeout: {
                 PipelineError(.timeout, "the item did not finish within the item time limit (\(Units.formatDuration(limit ?? 0)))",
                               stage: tracker.stage)
             }) {
-                try await self.itemCoalescer.run(paths.joined(separator: "\n")) {
-                    try await self.produce(source: source, slot: slot, key: key, paths: paths, tracker: tracker)
+                try await StageContext.$taskValue.withValue(context) {
+                    try await self.itemCoalescer.run(paths.joined(separator: "\n")) {
+                        try await self.produce(source: source, slot: slot, key: key, paths: paths, tracker: tracker)
+                    }
                 }
             }
             result.status = .ok

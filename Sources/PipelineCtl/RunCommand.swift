@@ -25,8 +25,11 @@ struct Run: AsyncParsableCommand {
     @Option(name: .shortAndLong, help: "Write outputs here instead of the pipeline's output.dir.")
     var output: String?
 
-    @Option(help: "Write a JSON report of every item to this file.")
+    @Option(help: "Write a report of every item to this file.")
     var report: String?
+
+    @Option(help: "Report format: json (written at the end) or jsonl (one line per item, as items finish).")
+    var reportFormat: ReportFormat = .json
 
     @Option(help: "CPU workers for decode, process and encode (default: one per core).")
     var workers: Int?
@@ -36,6 +39,12 @@ struct Run: AsyncParsableCommand {
 
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .warning
+
+    @Option(help: "Progress: auto (a live line when stderr is a terminal), plain (a line every 5s), none.")
+    var progress: ProgressModeArgument = .auto
+
+    @Flag(name: .shortAndLong, help: "No progress display.")
+    var quiet = false
 
     func validate() throws {
         if let workers, workers < 1 { throw ValidationError("--workers must be at least 1") }
@@ -50,12 +59,25 @@ struct Run: AsyncParsableCommand {
         if let workers { options.workers = workers }
         let limit = Units.parseDuration(itemTimeout) ?? 300
         options.itemTimeout = limit > 0 ? limit : nil
-        try await runPipeline(pipeline, urls: urls, options: options, report: report, logLevel: logLevel)
+        try await runPipeline(pipeline, urls: urls, options: options, report: report, reportFormat: reportFormat,
+                              logLevel: logLevel, progress: quiet ? .none : progress.mode)
     }
 }
 
+/// `--progress`.
+enum ProgressModeArgument: String, ExpressibleByArgument, CaseIterable {
+    case auto, plain, none
+    var mode: ProgressMode { ProgressMode(rawValue: rawValue)! }
+}
+
+/// How `--report` is written.
+enum ReportFormat: String, ExpressibleByArgument, CaseIterable {
+    case json, jsonl
+}
+
 /// What `run` and `fetch` share: validate, open the list, run, print the summary, write the report.
-func runPipeline(_ name: String, urls: String, options: RunOptions, report: String?, logLevel: Logger.Level) async throws {
+func runPipeline(_ name: String, urls: String, options: RunOptions, report: String?, reportFormat: ReportFormat = .json,
+                 logLevel: Logger.Level, progress: ProgressMode = .auto) async throws {
     LoggingSystem.bootstrap { label in
         var handler = StreamLogHandler.standardError(label: label)
         handler.logLevel = logLevel
@@ -80,10 +102,25 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, report: Stri
         printError("error: \(pipeline.file): \((error as? PipelineError)?.message ?? "\(error)")")
         throw Exit.invalid
     }
+    var stream: ReportStream?
+    if let report, reportFormat == .jsonl {
+        do { stream = try ReportStream(path: report, pipeline: pipeline.name) } catch {
+            printError("error: cannot write the report to \(report): \(error)")
+            throw Exit.invalid
+        }
+    }
     let collected = Mutex<[ItemResult]>([])
+    let display = ProgressDisplay(mode: progress, list: urls)
     let summary: RunSummary
+    defer { display?.finish() }
     do {
-        summary = try await runner.run(list) { item in collected.withLock { $0.append(item) } }
+        summary = try await runner.run(list) { [stream] item in
+            collected.withLock { $0.append(item) }
+            display?.record(item)
+            do { try stream?.item(item) } catch { printError("warning: writing the report: \(error)") }
+        }
+        try stream?.finish(summary)
+        display?.finish()
     } catch {
         printError("error: \((error as? PipelineError)?.message ?? "\(error)")")
         throw Exit.invalid
@@ -91,16 +128,16 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, report: Stri
     let items = collected.withLock { $0 }.sorted { $0.index < $1.index }
     print(SummaryText.render(pipeline: pipeline.name, summary: summary, items: items,
                              outputDirectory: options.fetchOnly ? nil : runner.outputDirectory))
-    if let report {
+    if let report, stream == nil {
         do {
             let data = try RunReport(pipeline: pipeline.name, summary: summary, items: items).json()
             try AtomicFile.write(data, to: report)
-            print("report in \(report)")
         } catch {
             printError("error: cannot write the report to \(report): \(error)")
             throw Exit.invalid
         }
     }
+    if let report { print("report in \(report)") }
     if summary.failed > 0 { throw Exit.itemsFailed }
 }
 

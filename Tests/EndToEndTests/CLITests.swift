@@ -77,6 +77,23 @@ import TestSupport
         await server.stop()
     }
 
+    /// Local loads outrun the CPU workers; pixels must still stay within ImageMagick's policy limits
+    /// (a decoded image waiting in a queue per item in flight once exhausted them).
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: corpusScript), "needs ../shared/bench/corpus.sh"),
+          .timeLimit(.minutes(10)))
+    func wholeCorpusFromLocalFilesStaysWithinImageMagickLimits() async throws {
+        let fetched = try await Command.run("/bin/bash", [Self.corpusScript])
+        let corpus = URL(fileURLWithPath: fetched.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        let files = try FileManager.default.contentsOfDirectory(atPath: corpus.path)
+            .filter { $0.hasSuffix(".jpg") || $0.hasSuffix(".png") }.sorted()
+        let dir = try Fixtures.temporaryDirectory("corpus")
+        let list = dir.appendingPathComponent("all.txt")
+        try files.map { corpus.appendingPathComponent($0).path }.joined(separator: "\n").write(to: list, atomically: true, encoding: .utf8)
+        let result = try await pipelinectl(["run", "pipelines/responsive.yaml", list.path, "-o", dir.appendingPathComponent("out").path, "--quiet"])
+        #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+        #expect(result.stdout.contains("\(files.count) items: \(files.count) ok"))
+    }
+
     @Test func badItemsFailAloneWithTheirKindAndExitOne() async throws {
         let server = try await TestServer.start()
         server.serve("/ok.jpg", try Fixtures.jpeg(640, 480))

@@ -142,15 +142,60 @@ public struct RunSummary: Sendable, Codable {
 
 /// The JSON report `pipelinectl run --report FILE` writes.
 public struct RunReport: Sendable, Codable {
+    /// The version of this format; bumped when a field changes meaning or goes away.
+    public static let currentVersion = 1
+
+    public var reportVersion: Int = RunReport.currentVersion
     public var pipeline: String
     public var summary: RunSummary
     /// Items in list order.
     public var items: [ItemResult]
 
+    enum CodingKeys: String, CodingKey {
+        case reportVersion = "report_version", pipeline, summary, items
+    }
+
     public init(pipeline: String, summary: RunSummary, items: [ItemResult]) {
         self.pipeline = pipeline
         self.summary = summary
         self.items = items
+    }
+
+    /// Reads a report written with `--report` (JSON) or `--report-format jsonl`. A JSONL report of a
+    /// run that was killed has no summary line: the summary is then counted from its items.
+    public static func read(_ data: Data) throws -> RunReport {
+        let decoder = JSONDecoder()
+        if let whole = try? decoder.decode(RunReport.self, from: data) { return whole }
+        let text = String(decoding: data, as: UTF8.self)
+        do {
+            var pipeline = "", summary: RunSummary?, items: [ItemResult] = []
+            for line in text.split(separator: "\n") where !line.trimmingCharacters(in: .whitespaces).isEmpty {
+                let bytes = Data(line.utf8)
+                let head = try decoder.decode(StreamLine.self, from: bytes)
+                switch head.type {
+                case "run": pipeline = head.pipeline ?? ""
+                case "item": items.append(try decoder.decode(ItemResult.self, from: bytes))
+                case "summary": summary = try decoder.decode(RunSummary.self, from: bytes)
+                default: break
+                }
+            }
+            var counted = RunSummary()
+            for item in items { counted.add(item) }
+            return RunReport(pipeline: pipeline, summary: summary ?? counted, items: items.sorted { $0.index < $1.index })
+        }
+    }
+
+    struct StreamLine: Decodable {
+        let type: String
+        let pipeline: String?
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        reportVersion = try c.decodeIfPresent(Int.self, forKey: .reportVersion) ?? 1
+        pipeline = try c.decode(String.self, forKey: .pipeline)
+        summary = try c.decode(RunSummary.self, forKey: .summary)
+        items = try c.decode([ItemResult].self, forKey: .items)
     }
 
     /// Pretty-printed JSON with stable key order.

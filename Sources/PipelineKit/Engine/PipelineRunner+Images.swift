@@ -52,55 +52,57 @@ extension PipelineRunner {
         var timings = StageTimings()
         let (loaded, cacheData, loadMilliseconds) = try await load(source: source, slot: slot, key: key)
         timings.load = loadMilliseconds
+        // Decode and process are one job on one worker: a full-size decoded image never waits in
+        // a queue, so pixel memory is bounded by the number of workers, not of items in flight.
         let decoder = self.decoder
         let hint = decodeHint
-        tracker.enter(.decode)
-        let decodeStart = ContinuousClock.now
-        let decoded: Image
-        do {
-            let context = StageContext.current
-            decoded = try await cpu.run { try StageContext.withThreadValue(context) { try decoder.decode(loaded, hint: hint) } }
-        } catch {
-            throw classify(error, stage: .decode, kind: .decodeFailed, plugin: pipeline.decoder.plugin.spec.name)
-        }
-        timings.decode = (ContinuousClock.now - decodeStart).milliseconds
-
-        // Prefixes that two or more variants share are worth keeping in the image cache too.
         var counts: [String: Int] = [:]
         for variant in variants { for id in Set(variant.prefixIDs) { counts[id, default: 0] += 1 } }
         let pending = variants.enumerated().filter { images[$0.offset] == nil }.map(\.offset)
         let variants = self.variants
-        tracker.enter(.process)
-        let processStart = ContinuousClock.now
+        let decoderName = pipeline.decoder.plugin.spec.name
         let context = StageContext.current
-        let (finished, memo) = try await cpu.run { () throws -> ([Int: Image], [String: Image]) in
-            try StageContext.withThreadValue(context) { () throws -> ([Int: Image], [String: Image]) in
-            var memo: [String: Image] = ["": decoded]
-            var finished: [Int: Image] = [:]
-            for index in pending {
-                let variant = variants[index]
-                // Start from the longest prefix already computed for this source.
-                var step = variant.processors.count
-                while memo[variant.prefixIDs[step]] == nil { step -= 1 }
-                var image = memo[variant.prefixIDs[step]]!
-                while step < variant.processors.count {
-                    do {
-                        image = try variant.processors[step].process(image)
-                    } catch {
-                        throw Self.named(Self.classifyStatic(error, stage: .process, kind: .processFailed,
-                                                             plugin: variant.processorNames[step]), variant)
-                    }
-                    step += 1
-                    memo[variant.prefixIDs[step]] = image
+        tracker.enter(.decode)
+        let job = try await cpu.run { () throws -> (finished: [Int: Image], memo: [String: Image], decode: Double, process: Double) in
+            try StageContext.withThreadValue(context) {
+                let decodeStart = ContinuousClock.now
+                let decoded: Image
+                do {
+                    decoded = try decoder.decode(loaded, hint: hint)
+                } catch {
+                    throw Self.classifyStatic(error, stage: .decode, kind: .decodeFailed, plugin: decoderName)
                 }
-                finished[index] = image
-            }
-            return (finished, memo)
+                let decodeTime = (ContinuousClock.now - decodeStart).milliseconds
+                tracker.enter(.process)
+                let processStart = ContinuousClock.now
+                var memo: [String: Image] = ["": decoded]
+                var finished: [Int: Image] = [:]
+                for index in pending {
+                    let variant = variants[index]
+                    // Start from the longest prefix already computed for this source.
+                    var step = variant.processors.count
+                    while memo[variant.prefixIDs[step]] == nil { step -= 1 }
+                    var image = memo[variant.prefixIDs[step]]!
+                    while step < variant.processors.count {
+                        do {
+                            image = try variant.processors[step].process(image)
+                        } catch {
+                            throw Self.named(Self.classifyStatic(error, stage: .process, kind: .processFailed,
+                                                                 plugin: variant.processorNames[step]), variant)
+                        }
+                        step += 1
+                        memo[variant.prefixIDs[step]] = image
+                    }
+                    finished[index] = image
+                }
+                memo[""] = nil  // the full-size decode is not kept
+                let processTime = variants.contains { !$0.processors.isEmpty } ? (ContinuousClock.now - processStart).milliseconds : 0
+                return (finished, memo, decodeTime, processTime)
             }
         }
-        if !pending.isEmpty, variants.contains(where: { !$0.processors.isEmpty }) {
-            timings.process = (ContinuousClock.now - processStart).milliseconds
-        }
+        timings.decode = job.decode
+        timings.process = job.process
+        let finished = job.finished, memo = job.memo
         for (index, image) in finished {
             images[index] = image
             imageCache?.store(image, for: base + variants[index].prefixIDs.last!)

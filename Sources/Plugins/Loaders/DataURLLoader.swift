@@ -15,7 +15,7 @@ public struct DataURLLoader: DataLoading {
 
     let maxBytes: Int
     public var usesDataCache: Bool { false }
-    public var maxConcurrentLoads: Int { 64 }
+    public var maxConcurrentLoads: Int { 8 }
 
     /// A data: URL is its own content: key it by a hash rather than by megabytes of text.
     public func cacheKey(for source: Source) -> String { "data:sha256:" + Hashing.sha256Hex(source.text) }

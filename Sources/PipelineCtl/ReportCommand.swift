@@ -1,0 +1,47 @@
+import ArgumentParser
+import Foundation
+import PipelineKit
+
+struct Report: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Summarise a saved run report (JSON or JSONL), or list its failures.",
+        discussion: """
+            Examples:
+              pipelinectl report run.json
+              pipelinectl report run.jsonl --failed
+              pipelinectl report run.json --failed --sources-only > retry.txt
+              pipelinectl run thumbnails retry.txt
+            """)
+
+    @Argument(help: "A report written by run --report (JSON or JSONL; a killed run's JSONL is fine).")
+    var file: String
+
+    @Flag(help: "List every failed item with its stage, kind and message.")
+    var failed = false
+
+    @Flag(help: "With --failed: print only the sources, one per line (a URL list to retry).")
+    var sourcesOnly = false
+
+    func validate() throws {
+        if sourcesOnly && !failed { throw ValidationError("--sources-only goes with --failed") }
+    }
+
+    func run() async throws {
+        guard let data = FileManager.default.contents(atPath: file) else {
+            printError("error: cannot read the report '\(file)'")
+            throw Exit.invalid
+        }
+        let report: RunReport
+        do { report = try RunReport.read(data) } catch {
+            printError("error: '\(file)' is not a pipelinectl report: \(error)")
+            throw Exit.invalid
+        }
+        if failed {
+            for item in report.items where item.status == .failed {
+                print(sourcesOnly ? item.source : SummaryText.failureLine(item))
+            }
+            return
+        }
+        print(SummaryText.render(pipeline: report.pipeline, summary: report.summary, items: report.items, outputDirectory: nil))
+    }
+}

@@ -1,3 +1,4 @@
+import FlyingFox
 import Foundation
 import PipelineKit
 import Testing
@@ -248,6 +249,103 @@ import TestSupport
         #expect(Set(properties?.keys.map { $0 } ?? []) == Set(PipelineFile.topLevelKeys))
         let committed = try String(contentsOf: Fixtures.packageRoot.appendingPathComponent("docs/pipeline.schema.json"), encoding: .utf8)
         #expect(schema.stdout == committed, "docs/pipeline.schema.json is stale: run `make docs`")
+    }
+
+    /// A run slow enough for the progress line to be drawn a few times.
+    func slowList() async throws -> (dir: URL, list: URL, server: TestServer) {
+        let server = try await TestServer.start()
+        let body = try Fixtures.jpeg(300, 200)
+        for i in 0..<8 {
+            server.route("/\(i).jpg") { _ in
+                try await Task.sleep(for: .milliseconds(250))
+                return HTTPResponse(statusCode: .ok, headers: [.contentType: "image/jpeg"], body: body)
+            }
+        }
+        let dir = try Fixtures.temporaryDirectory("progress")
+        let list = dir.appendingPathComponent("urls.txt")
+        try ([server.url("/missing.jpg"), "# a comment", ""] + (0..<8).map { server.url("/\($0).jpg") })
+            .joined(separator: "\n").write(to: list, atomically: true, encoding: .utf8)
+        return (dir, list, server)
+    }
+
+    @Test func progressLineIsDrawnOnATerminal() async throws {
+        let (dir, list, server) = try await slowList()
+        let pipeline = try thumbnailsPipeline(in: dir)
+        let command = "\(Self.binary) run \(pipeline) \(list.path) --item-timeout 30s"
+        // `script` runs the command on a pseudo-terminal, as an interactive shell would.
+        let result = try await Command.run("/usr/bin/script", ["-qfec", command, dir.appendingPathComponent("typescript").path])
+        #expect(result.status == 1)  // one item is a 404
+        let screen = result.stdout
+        #expect(screen.contains("\r\u{1B}[K"))
+        #expect(screen.contains("/9 ("))  // the total, counted from the list (comments and blanks skipped)
+        #expect(screen.contains("items/s"))
+        #expect(screen.contains("failed 1"))
+        await server.stop()
+    }
+
+    @Test func noControlCharactersWhenNotATerminal() async throws {
+        let (dir, list, server) = try await slowList()
+        let result = try await pipelinectl(["run", try thumbnailsPipeline(in: dir), list.path])
+        #expect(result.status == 1)
+        #expect(!result.stderr.contains("\u{1B}") && !result.stdout.contains("\u{1B}") && !result.stderr.contains("\r"))
+        let plain = try await pipelinectl(["run", try thumbnailsPipeline(in: dir), list.path, "--progress", "plain", "--log-level", "error"])
+        #expect(!plain.stderr.contains("\u{1B}"))
+        await server.stop()
+    }
+
+    @Test func jsonlReportIsStreamedAndReadBack() async throws {
+        let (dir, list, server) = try await slowList()
+        let report = dir.appendingPathComponent("run.jsonl")
+        _ = try await pipelinectl(["run", try thumbnailsPipeline(in: dir), list.path, "--report", report.path, "--report-format", "jsonl"])
+        let lines = try String(contentsOf: report, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 11)  // run, 9 items, summary
+        #expect(lines.first?.contains("\"report_version\":1") == true && lines.first?.contains("\"type\":\"run\"") == true)
+        #expect(lines.last?.contains("\"type\":\"summary\"") == true)
+        // A killed run leaves the lines written so far; `report` still reads them.
+        let killed = dir.appendingPathComponent("killed.jsonl")
+        try lines.prefix(4).joined(separator: "\n").write(to: killed, atomically: true, encoding: .utf8)
+        let partial = try await pipelinectl(["report", killed.path])
+        #expect(partial.status == 0)
+        #expect(partial.stdout.hasPrefix("thumbnails: 3 items:"))
+        let failed = try await pipelinectl(["report", report.path, "--failed", "--sources-only"])
+        #expect(failed.status == 0)
+        #expect(failed.stdout == server.url("/missing.jpg") + "\n")
+        await server.stop()
+    }
+
+    @Test func reportSummarisesASavedReport() async throws {
+        let dir = try Fixtures.temporaryDirectory("report")
+        let file = dir.appendingPathComponent("saved.json")
+        func item(_ i: Int, _ status: String, decode: Double, error: String = "null") -> String {
+            """
+            {"source": "https://img.test/\(i).jpg", "index": \(i), "status": "\(status)", "outputs": [], "error": \(error),
+             "width": 256, "height": 192, "bytes_in": 1000, "bytes_out": 100,
+             "timings_ms": {"load": 10, "decode": \(decode), "process": 2, "encode": 1}, "cache": {"data": "miss", "image": "miss"}}
+            """
+        }
+        let notFound = #"{"stage": "load", "plugin": "http", "kind": "http_status", "message": "HTTP 404 Not Found"}"#
+        let items = (1...18).map { item($0, "ok", decode: Double($0)) } + (19...22).map { item($0, "failed", decode: 0, error: notFound) }
+        try """
+            {"report_version": 1, "pipeline": "shop", "summary": {"total": 22, "ok": 18, "failed": 4, "skipped": 0,
+             "wall_seconds": 2.0, "bytes_in": 22000, "bytes_out": 1800}, "items": [\(items.joined(separator: ","))]}
+            """.write(to: file, atomically: true, encoding: .utf8)
+        let result = try await pipelinectl(["report", file.path])
+        #expect(result.stdout == """
+            shop: 22 items: 18 ok, 4 failed, 0 skipped in 2.00s (11.0 items/s)
+            bytes in 22.0 KB, out 1.8 KB
+            stage ms     p50     p95     max
+              load        10.0    10.0    10.0
+              decode       9.0    18.0    18.0
+              process      2.0     2.0     2.0
+              encode       1.0     1.0     1.0
+            cache: data 0 hit, 22 miss (0% hit); image 0 hit, 22 miss (0% hit)
+            failures by kind: http_status 4
+              https://img.test/19.jpg: load (http) http_status: HTTP 404 Not Found
+              https://img.test/20.jpg: load (http) http_status: HTTP 404 Not Found
+              https://img.test/21.jpg: load (http) http_status: HTTP 404 Not Found
+                ... 1 more of this kind
+
+            """)
     }
 
     @Test func pluginsListsEverySlot() async throws {

@@ -138,7 +138,9 @@ import TestSupport
         let yaml = Self.thumbnails.replacingOccurrences(of: "timeout: 10s", with: "timeout: 10s, max_concurrent: 3")
         let run = try await run(yaml, lines: (0..<24).map { server.url("/\($0).jpg") })
         #expect(run.summary.ok == 24)
-        #expect(active.withLock { $0.peak } == 3)
+        let peak = active.withLock { $0.peak }
+        #expect(peak <= 3)  // the limit holds
+        #expect(peak >= 2)  // and loads did overlap
         await server.stop()
     }
 

@@ -65,7 +65,7 @@ import TestSupport
     @Test func aPluginThatHangsIsCutOffByTheItemTimeLimit() async throws {
         let start = ContinuousClock.now
         let item = try await runOne("hanging", timeout: 0.5)
-        #expect(ContinuousClock.now - start < .seconds(3))
+        #expect(ContinuousClock.now - start < .seconds(3.5))  // cut off, not waited out (4 s)
         #expect(item.error == ItemError(stage: .process, kind: .timeout,
                                         message: "the item did not finish within the item time limit (500ms)"))
     }

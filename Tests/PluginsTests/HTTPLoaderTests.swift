@@ -97,7 +97,7 @@ import TestSupport
         let start = ContinuousClock.now
         let error = await failure(try loader(["timeout": .number(0.5), "retry_attempts": .int(1)]), server.url("/slow"))
         #expect(error?.kind == .timeout)
-        #expect(ContinuousClock.now - start < .seconds(2))
+        #expect(ContinuousClock.now - start < .seconds(2.8))  // cut off, not waited out (3 s)
         await server.stop()
     }
 

@@ -80,7 +80,7 @@ import TestSupport
         guard case .failure(let error) = result else { Issue.record("expected a failure"); return }
         #expect(error.kind == .timeout)
         #expect(error.message.hasPrefix("Operation too slow. Less than 1000 bytes/sec transferred the last 1 seconds"))
-        #expect(ContinuousClock.now - start < .seconds(5))
+        #expect(ContinuousClock.now - start < .seconds(8))  // aborted, not dripped to the end (20 s)
         server.stop()
     }
 
@@ -228,13 +228,14 @@ import TestSupport
         }
         let loader = try loader()
         let task = Task { try await loader.load(Source(text: server.url("/slow.jpg"), index: 1)) }
-        try await Task.sleep(for: .milliseconds(300))
-        #expect(!loader.progress().isEmpty)  // published while it runs
+        // Published while it runs: wait (bounded) for the headers, however busy the machine is.
+        for _ in 0..<100 where loader.progress().first?.expected == nil { try await Task.sleep(for: .milliseconds(50)) }
         #expect(loader.progress().first?.expected == 1_000_000)
+        #expect((loader.progress().first?.received ?? 0) > 0)
         let start = ContinuousClock.now
         task.cancel()
         let result = await task.result
-        #expect(ContinuousClock.now - start < .seconds(1))
+        #expect(ContinuousClock.now - start < .seconds(3))  // stopped, not run to its end (10 s)
         #expect((try? result.get()) == nil)
         if case .failure(let error) = result { #expect((error as? PipelineError)?.kind == .cancelled) }
         try await Task.sleep(for: .milliseconds(200))
@@ -302,7 +303,7 @@ import TestSupport
                     await order.append(i)
                     semaphore.release()
                 }
-                try await Task.sleep(for: .milliseconds(50))  // queue them in a known order
+                try await Task.sleep(for: .milliseconds(200))  // queue them in a known order, even on a busy machine
             }
             semaphore.release()
             try await group.waitForAll()

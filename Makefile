@@ -5,12 +5,20 @@ SWIFT ?= swift
 # C libraries (MagickWand 6 Q16, libcurl, libyaml), pkg-config to find them, and ImageMagick's
 # command-line tools (samples are made with `convert`; tests check outputs with `identify`).
 APT_PACKAGES = pkg-config libmagickwand-6.q16-dev libcurl4-openssl-dev libyaml-dev imagemagick
+# Tests also open the HTML contact sheet in a real browser.
+TEST_PACKAGES = chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build release run test samples docs bench-loader clean
+.PHONY: deps test-deps install build release run test samples docs bench-loader clean
 
 deps:
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@$(MAKE) -s install PACKAGES="$(APT_PACKAGES)"
+
+test-deps:
+	@$(MAKE) -s install PACKAGES="$(APT_PACKAGES) $(TEST_PACKAGES)"
+
+install:
+	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
@@ -30,7 +38,7 @@ run: release samples
 	.build/release/pipelinectl run thumbnails examples/urls.txt --report out/thumbnails-report.json
 	@echo "thumbnails written to out/thumbnails/ (report: out/thumbnails-report.json)"
 
-test: deps
+test: test-deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
 	.build/debug/pipelinectl test pipelines/*.yaml

@@ -27,8 +27,11 @@ struct Fetch: AsyncParsableCommand {
     @Option(help: "Report format: json (written at the end) or jsonl (one line per item, as items finish).")
     var reportFormat: ReportFormat = .json
 
-    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (warning: a line per failed item).")
     var logLevel: Logger.Level = .warning
+
+    @Option(help: "Log format: text, or json (one object per line, for log collectors).")
+    var logFormat: LogFormatArgument = .text
 
     @Option(help: "Progress: auto (a live line when stderr is a terminal), plain (a line every 5s), none.")
     var progress: ProgressModeArgument = .auto
@@ -40,6 +43,6 @@ struct Fetch: AsyncParsableCommand {
         var options = RunOptions()
         options.fetchOnly = true
         try await runPipeline(pipeline, urls: urls, options: options, report: report, reportFormat: reportFormat,
-                              logLevel: logLevel, progress: quiet ? .none : progress.mode)
+                              logLevel: logLevel, logFormat: logFormat.format, progress: quiet ? .none : progress.mode)
     }
 }

@@ -10,6 +10,7 @@ struct Report: AsyncParsableCommand {
               pipelinectl report run.json
               pipelinectl report run.jsonl --failed
               pipelinectl report run.json --failed --sources-only > retry.txt
+              pipelinectl report run.json --html out/sheet.html
               pipelinectl run thumbnails retry.txt
             """)
 
@@ -21,6 +22,9 @@ struct Report: AsyncParsableCommand {
 
     @Flag(help: "With --failed: print only the sources, one per line (a URL list to retry).")
     var sourcesOnly = false
+
+    @Option(help: "Write a self-contained HTML contact sheet here (images linked relative to it).")
+    var html: String?
 
     func validate() throws {
         if sourcesOnly && !failed { throw ValidationError("--sources-only goes with --failed") }
@@ -35,6 +39,17 @@ struct Report: AsyncParsableCommand {
         do { report = try RunReport.read(data) } catch {
             printError("error: '\(file)' is not a pipelinectl report: \(error)")
             throw Exit.invalid
+        }
+        if let html {
+            let cwd = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
+            let target = html.hasPrefix("/") ? URL(fileURLWithPath: html) : cwd.appendingPathComponent(html)
+            let page = ContactSheet.html(report, sheetDirectory: target.deletingLastPathComponent(), workingDirectory: cwd)
+            do { try AtomicFile.write(Data(page.utf8), to: target.path) } catch {
+                printError("error: cannot write \(html): \(error)")
+                throw Exit.invalid
+            }
+            print("contact sheet in \(html)")
+            return
         }
         if failed {
             for item in report.items where item.status == .failed {

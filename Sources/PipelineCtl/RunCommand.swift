@@ -37,8 +37,11 @@ struct Run: AsyncParsableCommand {
     @Option(help: "Longest time one item may take (e.g. 90s, 5m); 0 for no limit.")
     var itemTimeout: String = "5m"
 
-    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (warning: a line per failed item).")
     var logLevel: Logger.Level = .warning
+
+    @Option(help: "Log format: text, or json (one object per line, for log collectors).")
+    var logFormat: LogFormatArgument = .text
 
     @Option(help: "Progress: auto (a live line when stderr is a terminal), plain (a line every 5s), none.")
     var progress: ProgressModeArgument = .auto
@@ -60,8 +63,14 @@ struct Run: AsyncParsableCommand {
         let limit = Units.parseDuration(itemTimeout) ?? 300
         options.itemTimeout = limit > 0 ? limit : nil
         try await runPipeline(pipeline, urls: urls, options: options, report: report, reportFormat: reportFormat,
-                              logLevel: logLevel, progress: quiet ? .none : progress.mode)
+                              logLevel: logLevel, logFormat: logFormat.format, progress: quiet ? .none : progress.mode)
     }
+}
+
+/// `--log-format`.
+enum LogFormatArgument: String, ExpressibleByArgument, CaseIterable {
+    case text, json
+    var format: LogFormat { LogFormat(rawValue: rawValue)! }
 }
 
 /// `--progress`.
@@ -77,11 +86,16 @@ enum ReportFormat: String, ExpressibleByArgument, CaseIterable {
 
 /// What `run` and `fetch` share: validate, open the list, run, print the summary, write the report.
 func runPipeline(_ name: String, urls: String, options: RunOptions, report: String?, reportFormat: ReportFormat = .json,
-                 logLevel: Logger.Level, progress: ProgressMode = .auto) async throws {
+                 logLevel: Logger.Level, logFormat: LogFormat = .text, progress: ProgressMode = .auto) async throws {
     LoggingSystem.bootstrap { label in
-        var handler = StreamLogHandler.standardError(label: label)
-        handler.logLevel = logLevel
-        return handler
+        switch logFormat {
+        case .json:
+            return JSONLogHandler(label: label, logLevel: logLevel)
+        case .text:
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = logLevel
+            return handler
+        }
     }
     guard let pipeline = loadPipeline(name) else { throw Exit.invalid }
     if let dir = options.outputDirectory, let problem = MachineCheck.writableDirectoryProblem(dir) {

@@ -348,6 +348,52 @@ import TestSupport
             """)
     }
 
+    /// The contact sheet in a real browser: it loads without script errors, has one tile per item,
+    /// and the failed tiles carry their kind. A screenshot is kept for a person to look at.
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: "/usr/bin/chromium"), "needs Debian's chromium (make test installs it)"))
+    func contactSheetRendersInChromium() async throws {
+        let server = try await TestServer.start()
+        let dir = try Fixtures.temporaryDirectory("sheet")
+        var lines: [String] = []
+        for i in 0..<6 {
+            server.serve("/p\(i).jpg", try Fixtures.image(i % 2 == 0 ? "plasma:" : "gradient:teal-gold", width: 400 + 50 * i, height: 300))
+            lines.append(server.url("/p\(i).jpg"))
+        }
+        server.serve("/page.jpg", Data("<html>gone</html>".utf8), contentType: "text/html")
+        lines += [server.url("/missing.jpg"), server.url("/page.jpg")]
+        let list = dir.appendingPathComponent("urls.txt")
+        try lines.joined(separator: "\n").write(to: list, atomically: true, encoding: .utf8)
+        let report = dir.appendingPathComponent("run.json")
+        let run = try await pipelinectl(["run", try thumbnailsPipeline(in: dir), list.path, "--report", report.path, "--quiet"], in: dir)
+        #expect(run.status == 1)
+        let sheet = dir.appendingPathComponent("sheet/index.html")
+        let made = try await pipelinectl(["report", report.path, "--html", sheet.path], in: dir)
+        #expect(made.status == 0, "\(made.stderr)")
+        let html = try String(contentsOf: sheet, encoding: .utf8)
+        // Self-contained: no external script, stylesheet or image.
+        #expect(!html.contains("<script src") && !html.contains("<link") && !html.contains("src=\"http"))
+        let browser = ["--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0"]
+        let dom = try await Command.run("/usr/bin/chromium", browser + ["--dump-dom", sheet.absoluteString])
+        #expect(dom.stdout.contains("data-ready=\"yes\""), "the page's script did not finish: \(dom.stderr.suffix(2000))")
+        #expect(!dom.stderr.contains("Uncaught"), "\(dom.stderr)")
+        #expect(dom.stdout.components(separatedBy: "class=\"tile ").count - 1 == 8)
+        #expect(dom.stdout.contains("data-status=\"failed\" data-kind=\"http_status\""))
+        #expect(dom.stdout.contains("data-status=\"failed\" data-kind=\"not_an_image\""))
+        #expect(dom.stdout.contains("6 of 8 shown") || dom.stdout.contains("8 of 8 shown"))
+        let shot = dir.appendingPathComponent("sheet.png")
+        _ = try await Command.run("/usr/bin/chromium", browser + ["--hide-scrollbars", "--window-size=1280,900",
+                                                                  "--screenshot=\(shot.path)", sheet.absoluteString])
+        #expect(try Identified.file(shot.path) == Identified(format: "PNG", width: 1280, height: 900))
+        // Every image the sheet links to exists, relative to the sheet.
+        let sources = html.components(separatedBy: "<img loading=\"lazy\" src=\"").dropFirst().map { String($0.prefix { $0 != "\"" }) }
+        #expect(sources.count == 6)
+        for src in sources {
+            let path = sheet.deletingLastPathComponent().appendingPathComponent(src.removingPercentEncoding ?? src).standardizedFileURL.path
+            #expect(FileManager.default.fileExists(atPath: path), "\(src)")
+        }
+        await server.stop()
+    }
+
     @Test func pluginsListsEverySlot() async throws {
         let result = try await pipelinectl(["plugins"])
         #expect(result.status == 0)

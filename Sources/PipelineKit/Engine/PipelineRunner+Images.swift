@@ -14,15 +14,22 @@ extension PipelineRunner {
         for (index, variant) in variants.enumerated() {
             let image = made.images[index]
             let encoder = variant.encoder
-            let start = ContinuousClock.now
             let data: Data
+            let milliseconds: Double
             do {
+                // Timed inside the job: waiting for a free worker is not encoding.
                 let context = StageContext.current
-                data = try await cpu.run { try StageContext.withThreadValue(context) { try encoder.encode(image) } }
+                (data, milliseconds) = try await cpu.run {
+                    try StageContext.withThreadValue(context) {
+                        let start = ContinuousClock.now
+                        let data = try encoder.encode(image)
+                        return (data, (ContinuousClock.now - start).milliseconds)
+                    }
+                }
             } catch {
                 throw named(classify(error, stage: .encode, kind: .encodeFailed, plugin: variant.encoderName), variant)
             }
-            timings.encode += (ContinuousClock.now - start).milliseconds
+            timings.encode += milliseconds
             let path = paths[index]
             tracker.enter(.output)
             do {
@@ -124,9 +131,12 @@ extension PipelineRunner {
         let logger = self.logger
         do {
             let (outcome, shared) = try await loadCoalescer.run(key) {
-                let begin = ContinuousClock.now
-                let data = try await slot.limit.withPermit { try await slot.loader.load(source) }
-                let elapsed = (ContinuousClock.now - begin).milliseconds
+                // Timed inside the permit: waiting for a load slot is not loading.
+                let (data, elapsed) = try await slot.limit.withPermit {
+                    let begin = ContinuousClock.now
+                    let data = try await slot.loader.load(source)
+                    return (data, (ContinuousClock.now - begin).milliseconds)
+                }
                 if let cache {
                     do { try await cache.store(data, for: key) } catch {
                         logger.warning("data cache store failed", metadata: ["key": "\(key)", "error": "\(error)"])

@@ -1,0 +1,34 @@
+import Foundation
+import Logging
+
+/// swift-log lines as JSON objects, one per line on stderr (`--log-format json`), for log
+/// collectors: `{"time", "level", "label", "message", ...metadata}`.
+struct JSONLogHandler: LogHandler {
+    let label: String
+    var logLevel: Logger.Level = .info
+    var metadata: Logger.Metadata = [:]
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?,
+             source: String, file: String, function: String, line: UInt) {
+        var object: [String: String] = [:]
+        for (key, value) in metadata.merging(explicit ?? [:], uniquingKeysWith: { $1 }) { object[key] = "\(value)" }
+        object["time"] = ISO8601DateFormatter().string(from: Date())
+        object["level"] = level.rawValue
+        object["label"] = label
+        object["message"] = message.description
+        guard var data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+        else { return }
+        data.append(0x0A)
+        FileHandle.standardError.write(data)
+    }
+}
+
+/// `--log-format`.
+enum LogFormat: String, CaseIterable {
+    case text, json
+}

@@ -13,8 +13,16 @@ struct JSONLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
+    func log(event: LogEvent) {
+        write(level: event.level, message: event.message, metadata: event.metadata)
+    }
+
     func log(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?,
              source: String, file: String, function: String, line: UInt) {
+        write(level: level, message: message, metadata: explicit)
+    }
+
+    private func write(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?) {
         var object: [String: String] = [:]
         for (key, value) in metadata.merging(explicit ?? [:], uniquingKeysWith: { $1 }) { object[key] = "\(value)" }
         object["time"] = ISO8601DateFormatter().string(from: Date())

@@ -31,6 +31,9 @@ struct Run: AsyncParsableCommand {
     @Option(help: "Report format: json (written at the end) or jsonl (one line per item, as items finish).")
     var reportFormat: ReportFormat = .json
 
+    @Option(help: "Write Prometheus metrics here at the end (for node_exporter's textfile collector).")
+    var metrics: String?
+
     @Option(help: "CPU workers for decode, process and encode (default: one per core).")
     var workers: Int?
 
@@ -63,7 +66,8 @@ struct Run: AsyncParsableCommand {
         let limit = Units.parseDuration(itemTimeout) ?? 300
         options.itemTimeout = limit > 0 ? limit : nil
         try await runPipeline(pipeline, urls: urls, options: options, report: report, reportFormat: reportFormat,
-                              logLevel: logLevel, logFormat: logFormat.format, progress: quiet ? .none : progress.mode)
+                              metrics: metrics, logLevel: logLevel, logFormat: logFormat.format,
+                              progress: quiet ? .none : progress.mode)
     }
 }
 
@@ -86,7 +90,7 @@ enum ReportFormat: String, ExpressibleByArgument, CaseIterable {
 
 /// What `run` and `fetch` share: validate, open the list, run, print the summary, write the report.
 func runPipeline(_ name: String, urls: String, options: RunOptions, report: String?, reportFormat: ReportFormat = .json,
-                 logLevel: Logger.Level, logFormat: LogFormat = .text, progress: ProgressMode = .auto) async throws {
+                 metrics metricsPath: String? = nil, logLevel: Logger.Level, logFormat: LogFormat = .text, progress: ProgressMode = .auto) async throws {
     LoggingSystem.bootstrap { label in
         switch logFormat {
         case .json:
@@ -125,12 +129,14 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, report: Stri
     }
     let collected = Mutex<[ItemResult]>([])
     let display = ProgressDisplay(mode: progress, list: urls)
+    let metrics = metricsPath.map { _ in RunMetrics(pipeline: pipeline.name) }
     let summary: RunSummary
     defer { display?.finish() }
     do {
         summary = try await runner.run(list) { [stream] item in
             collected.withLock { $0.append(item) }
             display?.record(item)
+            metrics?.record(item)
             do { try stream?.item(item) } catch { printError("warning: writing the report: \(error)") }
         }
         try stream?.finish(summary)
@@ -152,6 +158,13 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, report: Stri
         }
     }
     if let report { print("report in \(report)") }
+    if let metricsPath, let metrics {
+        do { try metrics.write(to: metricsPath, summary: summary) } catch {
+            printError("error: cannot write metrics to \(metricsPath): \(error)")
+            throw Exit.invalid
+        }
+        print("metrics in \(metricsPath)")
+    }
     if summary.failed > 0 { throw Exit.itemsFailed }
 }
 

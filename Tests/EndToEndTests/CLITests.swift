@@ -313,6 +313,31 @@ import TestSupport
         await server.stop()
     }
 
+    @Test func metricsMatchTheReportAndLogsCanBeJSON() async throws {
+        let (dir, list, server) = try await slowList()
+        let report = dir.appendingPathComponent("run.json"), metrics = dir.appendingPathComponent("run.prom")
+        let result = try await pipelinectl(["run", try thumbnailsPipeline(in: dir), list.path, "--report", report.path,
+                                            "--metrics", metrics.path, "--log-format", "json"])
+        #expect(result.status == 1)
+        // Prometheus text exposition, parsed back: `name{labels} value` per line.
+        var values: [String: Double] = [:]
+        for line in try String(contentsOf: metrics, encoding: .utf8).split(separator: "\n") where !line.hasPrefix("#") {
+            let parts = line.split(separator: " ")
+            if parts.count == 2, let value = Double(parts[1]) { values[String(parts[0])] = value }
+        }
+        let summary = try #require((try JSONSerialization.jsonObject(with: Data(contentsOf: report)) as? [String: Any])?["summary"] as? [String: Any])
+        #expect(values["pipelinectl_items_total{pipeline=\"thumbnails\",status=\"ok\"}"] == Double(summary["ok"] as? Int ?? -1))
+        #expect(values["pipelinectl_items_total{pipeline=\"thumbnails\",status=\"failed\"}"] == Double(summary["failed"] as? Int ?? -1))
+        #expect(values["pipelinectl_bytes_in_total{pipeline=\"thumbnails\"}"] == Double(summary["bytes_in"] as? Int ?? -1))
+        #expect(values["pipelinectl_bytes_out_total{pipeline=\"thumbnails\"}"] == Double(summary["bytes_out"] as? Int ?? -1))
+        #expect(values["pipelinectl_item_failures_total{pipeline=\"thumbnails\",stage=\"load\",kind=\"http_status\"}"] == 1)
+        #expect(values["pipelinectl_stage_duration_seconds_count{pipeline=\"thumbnails\",stage=\"decode\"}"] == 8)
+        // One JSON object per failed item on stderr.
+        let logs = result.stderr.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(logs.count == 1 && logs.first?["kind"] as? String == "http_status" && logs.first?["level"] as? String == "warning")
+        await server.stop()
+    }
+
     @Test func reportSummarisesASavedReport() async throws {
         let dir = try Fixtures.temporaryDirectory("report")
         let file = dir.appendingPathComponent("saved.json")

@@ -1,0 +1,61 @@
+import Foundation
+import PipelineKit
+import Prometheus
+
+/// The run's figures as Prometheus text exposition, for node_exporter's textfile collector
+/// (`--metrics FILE`): items by status and failure kind, bytes, stage durations, cache outcomes.
+final class RunMetrics: Sendable {
+    private let registry = PrometheusCollectorRegistry()
+    private let pipeline: String
+    private static let buckets: [Duration] = [.milliseconds(1), .milliseconds(5), .milliseconds(10), .milliseconds(25),
+                                              .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500),
+                                              .seconds(1), .seconds(2.5), .seconds(5), .seconds(10), .seconds(30), .seconds(60)]
+
+    init(pipeline: String) {
+        self.pipeline = pipeline
+        // Created up front so every series appears, at zero, even when nothing happened.
+        for status in ["ok", "failed", "skipped"] { _ = items(status) }
+    }
+
+    private func name(_ metric: String, _ unit: String? = nil, _ help: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "pipelinectl", metricName: metric, unitName: unit, helpText: help)
+    }
+
+    private func items(_ status: String) -> Counter {
+        registry.makeCounter(descriptor: name("items", "total", "Items by how they ended."),
+                             labels: [("pipeline", pipeline), ("status", status)])
+    }
+
+    /// Counts one finished item.
+    func record(_ item: ItemResult) {
+        items(item.status.rawValue).increment()
+        if let error = item.error {
+            registry.makeCounter(descriptor: name("item_failures", "total", "Failed items by kind of failure."),
+                                 labels: [("pipeline", pipeline), ("stage", error.stage.rawValue), ("kind", error.kind.rawValue)])
+                .increment()
+        }
+        registry.makeCounter(descriptor: name("bytes_in", "total", "Bytes loaded or read from the data cache."),
+                             labels: [("pipeline", pipeline)]).increment(by: Int64(item.bytesIn))
+        registry.makeCounter(descriptor: name("bytes_out", "total", "Bytes written."),
+                             labels: [("pipeline", pipeline)]).increment(by: Int64(item.bytesOut))
+        let t = item.timings
+        for (stage, ms) in [("load", t.load), ("decode", t.decode), ("process", t.process), ("encode", t.encode)] where ms > 0 {
+            registry.makeDurationHistogram(descriptor: name("stage_duration", "seconds", "Time in each stage per item."),
+                                           labels: [("pipeline", pipeline), ("stage", stage)], buckets: Self.buckets)
+                .record(.microseconds(Int64(ms * 1000)))
+        }
+        for (cache, outcome) in [("data", item.cacheData), ("image", item.cacheImage)] where outcome != .off {
+            registry.makeCounter(descriptor: name("cache_requests", "total", "Cache lookups by cache and result."),
+                                 labels: [("pipeline", pipeline), ("cache", cache), ("result", outcome.rawValue)]).increment()
+        }
+    }
+
+    /// Writes the exposition atomically (the textfile collector must never read half a file).
+    func write(to path: String, summary: RunSummary) throws {
+        registry.makeGauge(descriptor: name("run_duration", "seconds", "Wall time of the last run."),
+                           labels: [("pipeline", pipeline)]).set(summary.wallSeconds)
+        registry.makeGauge(descriptor: name("last_run_timestamp", "seconds", "When the last run ended (Unix time)."),
+                           labels: [("pipeline", pipeline)]).set(Date().timeIntervalSince1970)
+        try AtomicFile.write(Data(registry.emitToBuffer()), to: path)
+    }
+}

@@ -135,7 +135,7 @@ public final class PipelineRunner: Sendable {
         }
         decoderIdentifier = pipeline.decoder.plugin.spec.name + "(" + pipeline.decoder.options.canonical + ")"
         chainsIdentifier = decoderIdentifier + variants.map { $0.prefixIDs.last! + ">" + $0.encoder.identifier }.joined(separator: ";")
-        cpu = WorkerPool(threads: options.workers, name: "pipelinekit-cpu")
+        cpu = WorkerPool.cpu(threads: max(1, options.workers))
         // Items in flight: enough to keep every load slot and every worker busy, no more. A decoded
         // image exists only inside a worker's job, so this bounds compressed bytes, not pixels.
         let loadLimit = loaders.values.map(\.loader.maxConcurrentLoads).max() ?? 8

@@ -28,6 +28,19 @@ public final class WorkerPool: Sendable {
     /// Blocking file and cache I/O shared by the engine and plugins (4 threads).
     public static let io = WorkerPool(threads: 4, name: "pipelinekit-io")
 
+    private static let cpuPools = Mutex<[Int: WorkerPool]>([:])
+
+    /// The process's CPU pool of `threads` threads, made once: runners share it, since threads
+    /// live as long as the process.
+    public static func cpu(threads: Int) -> WorkerPool {
+        cpuPools.withLock { pools in
+            if let pool = pools[threads] { return pool }
+            let pool = WorkerPool(threads: threads, name: "pipelinekit-cpu")
+            pools[threads] = pool
+            return pool
+        }
+    }
+
     private func loop() {
         while true {
             wakeup.wait()

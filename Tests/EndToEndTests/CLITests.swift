@@ -325,7 +325,11 @@ import TestSupport
             let parts = line.split(separator: " ")
             if parts.count == 2, let value = Double(parts[1]) { values[String(parts[0])] = value }
         }
-        let summary = try #require((try JSONSerialization.jsonObject(with: Data(contentsOf: report)) as? [String: Any])?["summary"] as? [String: Any])
+        let saved = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: report)) as? [String: Any])
+        let summary = try #require(saved["summary"] as? [String: Any])
+        let stats = try #require(saved["stats"] as? [String: Any])
+        #expect(((stats["stages_ms"] as? [String: Any])?["decode"] as? [String: Any])?["count"] as? Int == 8)
+        #expect(((stats["cache"] as? [String: Any])?["image"] as? [String: Any])?["miss"] as? Int == 8)
         #expect(values["pipelinectl_items_total{pipeline=\"thumbnails\",status=\"ok\"}"] == Double(summary["ok"] as? Int ?? -1))
         #expect(values["pipelinectl_items_total{pipeline=\"thumbnails\",status=\"failed\"}"] == Double(summary["failed"] as? Int ?? -1))
         #expect(values["pipelinectl_bytes_in_total{pipeline=\"thumbnails\"}"] == Double(summary["bytes_in"] as? Int ?? -1))

@@ -148,11 +148,22 @@ public struct RunReport: Sendable, Codable {
     public var reportVersion: Int = RunReport.currentVersion
     public var pipeline: String
     public var summary: RunSummary
+    /// Per-stage times and cache figures over the items.
+    public var stats: RunStatistics { RunStatistics(items) }
     /// Items in list order.
     public var items: [ItemResult]
 
     enum CodingKeys: String, CodingKey {
-        case reportVersion = "report_version", pipeline, summary, items
+        case reportVersion = "report_version", pipeline, summary, stats, items
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(reportVersion, forKey: .reportVersion)
+        try c.encode(pipeline, forKey: .pipeline)
+        try c.encode(summary, forKey: .summary)
+        try c.encode(stats, forKey: .stats)
+        try c.encode(items, forKey: .items)
     }
 
     public init(pipeline: String, summary: RunSummary, items: [ItemResult]) {
@@ -203,5 +214,52 @@ public struct RunReport: Sendable, Codable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         return try encoder.encode(self)
+    }
+}
+
+/// Figures over a run's items: milliseconds per stage (p50, p95, max, over the items that ran the
+/// stage) and cache outcomes.
+public struct RunStatistics: Sendable, Codable, Equatable {
+    public struct Times: Sendable, Codable, Equatable {
+        public let p50: Double
+        public let p95: Double
+        public let max: Double
+        public let count: Int
+    }
+    public struct CacheCounts: Sendable, Codable, Equatable {
+        public var hit = 0
+        public var miss = 0
+        public var off = 0
+    }
+
+    /// By stage name (`load`, `decode`, `process`, `encode`), in milliseconds.
+    public let stagesMs: [String: Times]
+    /// By cache (`data`, `image`).
+    public let cache: [String: CacheCounts]
+
+    enum CodingKeys: String, CodingKey { case stagesMs = "stages_ms", cache }
+
+    public init(_ items: [ItemResult]) {
+        var stages: [String: Times] = [:]
+        let paths: [(String, KeyPath<StageTimings, Double>)] = [("load", \.load), ("decode", \.decode),
+                                                                 ("process", \.process), ("encode", \.encode)]
+        for (name, path) in paths {
+            let values = items.map { $0.timings[keyPath: path] }.filter { $0 > 0 }.sorted()
+            guard !values.isEmpty else { continue }
+            func rank(_ p: Double) -> Double { values[Swift.min(values.count, Swift.max(1, Int((Double(values.count) * p).rounded(.up)))) - 1] }
+            stages[name] = Times(p50: rank(0.5), p95: rank(0.95), max: values.last!, count: values.count)
+        }
+        var cache = ["data": CacheCounts(), "image": CacheCounts()]
+        for item in items {
+            for (name, outcome) in [("data", item.cacheData), ("image", item.cacheImage)] {
+                switch outcome {
+                case .hit: cache[name]!.hit += 1
+                case .miss: cache[name]!.miss += 1
+                case .off: cache[name]!.off += 1
+                }
+            }
+        }
+        self.stagesMs = stages
+        self.cache = cache
     }
 }

@@ -22,17 +22,8 @@ struct Run: AsyncParsableCommand {
     @Argument(help: "The URL list ('-' for standard input).")
     var urls: String
 
-    @Option(name: .shortAndLong, help: "Write outputs here instead of the pipeline's output.dir.")
-    var output: String?
-
-    @Option(help: "Write a report of every item to this file.")
-    var report: String?
-
-    @Option(help: "Report format: json (written at the end) or jsonl (one line per item, as items finish).")
-    var reportFormat: ReportFormat = .json
-
-    @Option(help: "Write Prometheus metrics here at the end (for node_exporter's textfile collector).")
-    var metrics: String?
+    @Option(name: [.short, .customLong("output")], help: "Write outputs here instead of the pipeline's output.dir.")
+    var outputDirectory: String?
 
     @Option(help: "CPU workers for decode, process and encode (default: one per core).")
     var workers: Int?
@@ -40,17 +31,7 @@ struct Run: AsyncParsableCommand {
     @Option(help: "Longest time one item may take (e.g. 90s, 5m); 0 for no limit.")
     var itemTimeout: String = "5m"
 
-    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (warning: a line per failed item).")
-    var logLevel: Logger.Level = .warning
-
-    @Option(help: "Log format: text, or json (one object per line, for log collectors).")
-    var logFormat: LogFormatArgument = .text
-
-    @Option(help: "Progress: auto (a live line when stderr is a terminal), plain (a line every 5s), none.")
-    var progress: ProgressModeArgument = .auto
-
-    @Flag(name: .shortAndLong, help: "No progress display.")
-    var quiet = false
+    @OptionGroup var output: RunOutputOptions
 
     func validate() throws {
         if let workers, workers < 1 { throw ValidationError("--workers must be at least 1") }
@@ -61,13 +42,11 @@ struct Run: AsyncParsableCommand {
 
     func run() async throws {
         var options = RunOptions()
-        options.outputDirectory = output
+        options.outputDirectory = outputDirectory
         if let workers { options.workers = workers }
         let limit = Units.parseDuration(itemTimeout) ?? 300
         options.itemTimeout = limit > 0 ? limit : nil
-        try await runPipeline(pipeline, urls: urls, options: options, report: report, reportFormat: reportFormat,
-                              metrics: metrics, logLevel: logLevel, logFormat: logFormat.format,
-                              progress: quiet ? .none : progress.mode)
+        try await runPipeline(pipeline, urls: urls, options: options, output: output)
     }
 }
 
@@ -89,8 +68,10 @@ enum ReportFormat: String, ExpressibleByArgument, CaseIterable {
 }
 
 /// What `run` and `fetch` share: validate, open the list, run, print the summary, write the report.
-func runPipeline(_ name: String, urls: String, options: RunOptions, report: String?, reportFormat: ReportFormat = .json,
-                 metrics metricsPath: String? = nil, logLevel: Logger.Level, logFormat: LogFormat = .text, progress: ProgressMode = .auto) async throws {
+func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunOutputOptions) async throws {
+    let report = output.report, reportFormat = output.reportFormat, metricsPath = output.metrics
+    let logLevel = output.logLevel, logFormat = output.logFormat.format
+    let progress = output.quiet ? ProgressMode.none : output.progress.mode
     LoggingSystem.bootstrap { label in
         switch logFormat {
         case .json:

@@ -5,8 +5,7 @@ import Synchronization
 public final class AsyncSemaphore: Sendable {
     private struct State: ~Copyable {
         var permits: Int
-        var waiters: [UnsafeContinuation<Void, Never>] = []
-        var head = 0
+        var waiters = FIFOQueue<UnsafeContinuation<Void, Never>>()
     }
     private let state: Mutex<State>
     /// Which waiter a released permit goes to.
@@ -25,7 +24,7 @@ public final class AsyncSemaphore: Sendable {
                     state.permits -= 1
                     return true
                 }
-                state.waiters.append(continuation)
+                state.waiters.push(continuation)
                 return false
             }
             if granted { continuation.resume() }
@@ -35,18 +34,7 @@ public final class AsyncSemaphore: Sendable {
     /// Returns a permit, waking the longest waiter if there is one.
     public func release() {
         let next = state.withLock { state -> UnsafeContinuation<Void, Never>? in
-            if state.head < state.waiters.count, order == .lifo {
-                return state.waiters.removeLast()
-            }
-            if state.head < state.waiters.count {
-                let waiter = state.waiters[state.head]
-                state.head += 1
-                if state.head >= 64, state.head * 2 >= state.waiters.count {
-                    state.waiters.removeFirst(state.head)
-                    state.head = 0
-                }
-                return waiter
-            }
+            if let waiter = order == .lifo ? state.waiters.popLast() : state.waiters.popFirst() { return waiter }
             state.permits += 1
             return nil
         }

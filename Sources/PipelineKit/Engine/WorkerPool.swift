@@ -4,12 +4,7 @@ import Synchronization
 /// A fixed set of dedicated threads that run blocking work (ImageMagick, file I/O) off Swift's
 /// cooperative thread pool, bridged to `async` callers.
 public final class WorkerPool: Sendable {
-    private struct State: ~Copyable {
-        var jobs: [@Sendable () -> Void] = []
-        var head = 0
-    }
-
-    private let state = Mutex(State())
+    private let jobs = Mutex(FIFOQueue<@Sendable () -> Void>())
     private let wakeup = DispatchSemaphore(value: 0)
     /// Number of threads.
     public let threads: Int
@@ -44,23 +39,14 @@ public final class WorkerPool: Sendable {
     private func loop() {
         while true {
             wakeup.wait()
-            let job: (@Sendable () -> Void)? = state.withLock { state in
-                guard state.head < state.jobs.count else { return nil }
-                let job = state.jobs[state.head]
-                state.head += 1
-                if state.head >= 64, state.head * 2 >= state.jobs.count {
-                    state.jobs.removeFirst(state.head)
-                    state.head = 0
-                }
-                return job
-            }
+            let job = jobs.withLock { $0.popFirst() }
             job?()
         }
     }
 
     /// Queues `job` to run on one of the pool's threads.
     public func submit(_ job: @escaping @Sendable () -> Void) {
-        state.withLock { $0.jobs.append(job) }
+        jobs.withLock { $0.push(job) }
         wakeup.signal()
     }
 

@@ -56,6 +56,10 @@ final class RunMetrics: Sendable {
                            labels: [("pipeline", pipeline)]).set(summary.wallSeconds)
         registry.makeGauge(descriptor: name("last_run_timestamp", "seconds", "When the last run ended (Unix time)."),
                            labels: [("pipeline", pipeline)]).set(Date().timeIntervalSince1970)
+        if let evictions = summary.imageCacheEvictions {
+            registry.makeGauge(descriptor: name("image_cache_evictions", nil, "Images the image cache dropped in the last run."),
+                               labels: [("pipeline", pipeline)]).set(Double(evictions))
+        }
         try AtomicFile.write(Data(registry.emitToBuffer()), to: path)
     }
 }

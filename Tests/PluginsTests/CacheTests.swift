@@ -74,6 +74,7 @@ import TestSupport
         #expect(cache.image(for: "c") != nil)
         #expect(cache.totalCost == 1600)
         #expect(cache.evictions == 1)
+        #expect(cache.evictionCount == 1)
     }
 
     @Test func imageLargerThanLimitIsNotCached() throws {

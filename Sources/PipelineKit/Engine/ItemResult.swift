@@ -119,12 +119,15 @@ public struct RunSummary: Sendable, Codable {
     public var wallSeconds = 0.0
     public var bytesIn = 0
     public var bytesOut = 0
+    /// Images the image cache dropped to stay within its limits, when it counts them.
+    public var imageCacheEvictions: Int?
 
     public init() {}
 
     enum CodingKeys: String, CodingKey {
         case total, ok, failed, skipped
         case wallSeconds = "wall_seconds", bytesIn = "bytes_in", bytesOut = "bytes_out"
+        case imageCacheEvictions = "image_cache_evictions"
     }
 
     /// Adds one item's figures.

@@ -171,6 +171,7 @@ public final class PipelineRunner: Sendable {
             }
         }
         summary.wallSeconds = (ContinuousClock.now - start).seconds
+        summary.imageCacheEvictions = imageCache?.evictionCount
         return summary
     }
 

@@ -31,7 +31,10 @@ public enum SummaryText {
         let data = count(ran.map(\.cacheData)), image = count(ran.map(\.cacheImage))
         var cache: [String] = []
         if data.used > 0 { cache.append("data \(data.hit) hit, \(data.miss) miss (\(data.rate))") }
-        if image.used > 0 { cache.append("image \(image.hit) hit, \(image.miss) miss (\(image.rate))") }
+        if image.used > 0 {
+            cache.append("image \(image.hit) hit, \(image.miss) miss (\(image.rate))"
+                + (summary.imageCacheEvictions.map { ", \($0) evicted" } ?? ""))
+        }
         if !cache.isEmpty { lines.append("cache: " + cache.joined(separator: "; ")) }
 
         let failures = items.filter { $0.status == .failed }

@@ -7,4 +7,10 @@ import Foundation
 public protocol ImageCaching: Sendable {
     func image(for key: String) -> Image?
     func store(_ image: Image, for key: String)
+    /// Images dropped so far to stay within limits, when the cache counts them (for the summary).
+    var evictionCount: Int? { get }
+}
+
+extension ImageCaching {
+    public var evictionCount: Int? { nil }
 }

@@ -67,4 +67,5 @@ public final class MemoryImageCache: ImageCaching {
     public var count: Int { state.withLock { $0.entries.count } }
     /// Images dropped to stay under the limits.
     public var evictions: Int { state.withLock { $0.evictions } }
+    public var evictionCount: Int? { evictions }
 }

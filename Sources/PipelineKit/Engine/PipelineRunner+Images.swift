@@ -69,9 +69,9 @@ extension PipelineRunner {
         let variants = self.variants
         let decoderName = pipeline.decoder.plugin.spec.name
         let context = StageContext.current
-        tracker.enter(.decode)
         let job = try await cpu.run { () throws -> (finished: [Int: Image], memo: [String: Image], decode: Double, process: Double) in
             try StageContext.withThreadValue(context) {
+                tracker.enter(.decode)  // here, not when queued: waiting for a worker is not decoding
                 let decodeStart = ContinuousClock.now
                 let decoded: Image
                 do {

@@ -54,7 +54,7 @@ import TestSupport
         try lines.joined(separator: "\n").write(to: list, atomically: true, encoding: .utf8)
         let reportPath = dir.appendingPathComponent("report.json")
         let result = try await pipelinectl(["run", try thumbnailsPipeline(in: dir), list.path, "--report", reportPath.path])
-        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.status == 0, "\(result.stderr)\nunmatched at the server: \(server.unmatched.prefix(5)) requests: \(server.totalRequests)")
         #expect(result.stdout.contains("thumbnails: 70 items: 70 ok, 0 failed, 0 skipped"))
         let outputs = try FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("out").path)
         #expect(outputs.count == 70)
@@ -257,7 +257,7 @@ import TestSupport
         let body = try Fixtures.jpeg(300, 200)
         for i in 0..<8 {
             server.route("/\(i).jpg") { _ in
-                try await Task.sleep(for: .milliseconds(250))
+                try await Task.sleep(for: .milliseconds(700))  // several redraws happen after the 404
                 return HTTPResponse(statusCode: .ok, headers: [.contentType: "image/jpeg"], body: body)
             }
         }

@@ -102,12 +102,9 @@ import TestSupport
     }
 
     @Test func connectionRefusedIsConnect() async throws {
-        // A port nothing listens on: start a server to learn a free port, then stop it.
-        let server = try await TestServer.start()
-        let url = server.url("/x.jpg")
-        await server.stop()
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(await failure(try loader(), url)?.kind == .connect)
+        // A port nothing listens on.
+        let url = "http://127.0.0.1:\(try TestServer.unusedPort())/x.jpg"
+        #expect(await failure(try loader(["retry_attempts": .int(1)]), url)?.kind == .connect)
     }
 
     @Test func manyConcurrentTransfersOnOneThread() async throws {

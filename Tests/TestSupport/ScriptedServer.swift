@@ -44,6 +44,7 @@ public final class ScriptedServer: Sendable {
     private final class Recorder: Sendable {
         let counter = Mutex<[String: Int]>([:])
         let seen = Mutex<[Request]>([])
+        let stopped = Mutex(false)
     }
 
     public init(_ script: @escaping @Sendable (Request, Connection) -> Void) throws {
@@ -68,7 +69,14 @@ public final class ScriptedServer: Sendable {
         Thread {
             while true {
                 let fd = accept(listener, nil, nil)
-                if fd < 0 { return }
+                // Only this thread closes the listening socket, once it no longer waits on it: closing it
+                // from stop() while accept() runs would let the number be reused by another test's socket.
+                if recorder.stopped.withLock({ $0 }) {
+                    if fd >= 0 { close(fd) }
+                    close(listener)
+                    return
+                }
+                if fd < 0 { continue }
                 Thread {
                     defer { close(fd) }
                     guard let request = ScriptedServer.readHead(fd) else { return }
@@ -89,7 +97,11 @@ public final class ScriptedServer: Sendable {
     /// Every request received, in order.
     public var received: [Request] { recorder.seen.withLock { $0 } }
 
-    public func stop() { shutdown(listener, Int32(SHUT_RDWR)); close(listener) }
+    /// Stops accepting; the accept thread closes the socket when it wakes.
+    public func stop() {
+        recorder.stopped.withLock { $0 = true }
+        shutdown(listener, Int32(SHUT_RDWR))
+    }
 
     private static func readHead(_ fd: Int32) -> Request? {
         var bytes: [UInt8] = []

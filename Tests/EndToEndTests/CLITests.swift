@@ -65,9 +65,9 @@ import TestSupport
         #expect(items.count == 70)
         for (i, item) in items.enumerated() {
             let output = (item["outputs"] as! [String])[0]
-            let made = try Identified.file(output)
+            let made = try await Identified.file(output)
             let sourcePath = corpus.appendingPathComponent(files[files.startIndex + i]).path
-            let source = try Identified.file(sourcePath)
+            let source = try await Identified.file(sourcePath)
             #expect(made.format == "JPEG")
             #expect(max(made.width, made.height) == min(256, max(source.width, source.height)), "\(output)")
             let sourceAspect = Double(source.width) / Double(source.height)
@@ -118,7 +118,7 @@ import TestSupport
         #expect((items[2]["error"] as? [String: Any])?["kind"] as? String == "not_an_image")
         #expect(items[0]["error"] is NSNull)
         let output = try #require((items[0]["outputs"] as? [String])?.first)
-        #expect(try Identified.file(output) == Identified(format: "JPEG", width: 256, height: 192))
+        #expect(try await Identified.file(output) == Identified(format: "JPEG", width: 256, height: 192))
         await server.stop()
     }
 
@@ -183,7 +183,7 @@ import TestSupport
         #expect(result.status == 0, "\(result.stderr)")
         let written = try FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("o2").path)
         #expect(written.count == 1 && written[0].hasPrefix("in-"))
-        #expect(try Identified.file(dir.appendingPathComponent("o2/\(written[0])").path)
+        #expect(try await Identified.file(dir.appendingPathComponent("o2/\(written[0])").path)
             == Identified(format: "JPEG", width: 256, height: 85))
     }
 
@@ -412,7 +412,7 @@ import TestSupport
         let shot = dir.appendingPathComponent("sheet.png")
         _ = try await Command.run("/usr/bin/chromium", browser + ["--hide-scrollbars", "--window-size=1280,900",
                                                                   "--screenshot=\(shot.path)", sheet.absoluteString])
-        #expect(try Identified.file(shot.path) == Identified(format: "PNG", width: 1280, height: 900))
+        #expect(try await Identified.file(shot.path) == Identified(format: "PNG", width: 1280, height: 900))
         // Every image the sheet links to exists, relative to the sheet.
         let sources = html.components(separatedBy: "<img loading=\"lazy\" src=\"").dropFirst().map { String($0.prefix { $0 != "\"" }) }
         #expect(sources.count == 6)

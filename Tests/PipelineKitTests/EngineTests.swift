@@ -64,7 +64,7 @@ import TestSupport
         #expect(run[5].error?.kind == .notFound)
         #expect(run[6].error?.kind == .blockedProtocol)
         for item in run.items where item.status == .ok {
-            #expect(try Identified.file(item.outputs[0]).format == "JPEG")
+            #expect(try await Identified.file(item.outputs[0]).format == "JPEG")
         }
         // Exactly the two good outputs, and no temporary files.
         let written = try FileManager.default.contentsOfDirectory(atPath: run.outputDirectory.path)

@@ -65,7 +65,7 @@ struct CountingProcessor: ImageProcessing {
         #expect(item.status == .ok, "\(String(describing: item.error))")
         #expect(server.requests("/photo.jpg") == 1)
         #expect(item.outputs.count == 3)
-        let made = try item.outputs.map { try Identified.file($0) }
+        let made = try await item.outputs.asyncMap { try await Identified.file($0) }
         #expect(made == [Identified(format: "WEBP", width: 100, height: 67), Identified(format: "JPEG", width: 300, height: 200),
                          Identified(format: "PNG", width: 600, height: 400)])
         #expect(item.outputs[0].hasSuffix("-small.webp") && item.outputs[1].hasSuffix("-medium.jpg"))

@@ -51,7 +51,7 @@ import TestSupport
 @Suite struct EncoderTests {
     let decoder = ImageMagickDecoder(options: ImageMagickDecoder.plugin.defaultOptions)
 
-    func roundTrip(_ plugin: Plugin, _ input: Data) throws -> Identified {
+    func roundTrip(_ plugin: Plugin, _ input: Data) async throws -> Identified {
         let image = try decoder.decode(LoadedData(data: input), hint: DecodeHint())
         let encoder = try PipelineKit.StageConfig(plugin: plugin, options: plugin.defaultOptions,
                                                   position: SourcePosition(line: 1, column: 1))
@@ -60,7 +60,7 @@ import TestSupport
         let dir = try Fixtures.temporaryDirectory()
         let path = dir.appendingPathComponent("out.\(made.fileExtension)").path
         try data.write(to: URL(fileURLWithPath: path))
-        return try Identified.file(path)
+        return try await Identified.file(path)
     }
 
     static func make(_ config: StageConfig) throws -> any ImageEncoding {
@@ -71,11 +71,11 @@ import TestSupport
         }
     }
 
-    @Test func everyEncoderWritesItsFormat() throws {
+    @Test func everyEncoderWritesItsFormat() async throws {
         let source = try Fixtures.alphaPNG(120, 80)
-        #expect(try roundTrip(JPEGEncoder.plugin, source) == Identified(format: "JPEG", width: 120, height: 80))
-        #expect(try roundTrip(PNGEncoder.plugin, source) == Identified(format: "PNG", width: 120, height: 80))
-        #expect(try roundTrip(WebPEncoder.plugin, source) == Identified(format: "WEBP", width: 120, height: 80))
+        #expect(try await roundTrip(JPEGEncoder.plugin, source) == Identified(format: "JPEG", width: 120, height: 80))
+        #expect(try await roundTrip(PNGEncoder.plugin, source) == Identified(format: "PNG", width: 120, height: 80))
+        #expect(try await roundTrip(WebPEncoder.plugin, source) == Identified(format: "WEBP", width: 120, height: 80))
     }
 
     @Test func jpegFlattensAlphaOntoWhite() throws {

@@ -61,9 +61,10 @@ public struct Identified: Equatable, Sendable, CustomStringConvertible {
         self.height = height
     }
 
-    /// Runs `identify -format '%m %w %h'` on the first frame of `path`.
-    public static func file(_ path: String) throws -> Identified {
-        let result = try Command.runBlocking("/usr/bin/identify", ["-format", "%m %w %h\n", path + "[0]"])
+    /// Runs `identify -format '%m %w %h'` on the first frame of `path`, on a thread of its own:
+    /// blocking the cooperative pool would starve the loopback servers running in the same process.
+    public static func file(_ path: String) async throws -> Identified {
+        let result = try await Command.run("/usr/bin/identify", ["-format", "%m %w %h\n", path + "[0]"])
         let parts = result.stdout.split(whereSeparator: { $0 == " " || $0 == "\n" })
         guard result.status == 0, parts.count >= 3, let w = Int(parts[1]), let h = Int(parts[2]) else {
             throw CommandError(message: "identify failed on \(path): \(result.stderr)")
@@ -135,4 +136,13 @@ final class Mutexed<T>: @unchecked Sendable {
     func set(_ value: T) { lock.lock(); stored = value; isSet = true; lock.unlock() }
     var value: T { lock.lock(); defer { lock.unlock() }; return stored }
     var done: Bool { lock.lock(); defer { lock.unlock() }; return isSet }
+}
+
+extension Sequence {
+    /// `map` with an async transform, in order.
+    public func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var out: [T] = []
+        for element in self { out.append(try await transform(element)) }
+        return out
+    }
 }

@@ -31,6 +31,9 @@ struct Run: AsyncParsableCommand {
     @Option(help: "Longest time one item may take (e.g. 90s, 5m); 0 for no limit.")
     var itemTimeout: String = "5m"
 
+    @Flag(help: "Skip items whose outputs an earlier run of the same pipeline already wrote completely (even if it was killed).")
+    var resume = false
+
     @OptionGroup var output: RunOutputOptions
 
     func validate() throws {
@@ -43,6 +46,7 @@ struct Run: AsyncParsableCommand {
     func run() async throws {
         var options = RunOptions()
         options.outputDirectory = outputDirectory
+        options.resume = resume
         if let workers { options.workers = workers }
         let limit = Units.parseDuration(itemTimeout) ?? 300
         options.itemTimeout = limit > 0 ? limit : nil
@@ -109,6 +113,8 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
         }
     }
     let collected = Mutex<[ItemResult]>([])
+    let signals = StopSignals(runner: runner)
+    defer { signals.cancel() }
     let display = ProgressDisplay(mode: progress, list: urls)
     let metrics = metricsPath.map { _ in RunMetrics(pipeline: pipeline.name) }
     let summary: RunSummary
@@ -139,6 +145,7 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
         }
     }
     if let report { print("report in \(report)") }
+    defer { if let signal = signals.received { Foundation.exit(128 + signal) } }
     if let metricsPath, let metrics {
         do { try metrics.write(to: metricsPath, summary: summary) } catch {
             printError("error: cannot write metrics to \(metricsPath): \(error)")

@@ -57,6 +57,7 @@ import TestSupport
         #expect(result.status == 0, "\(result.stderr)\nunmatched at the server: \(server.unmatched.prefix(5)) requests: \(server.totalRequests)")
         #expect(result.stdout.contains("thumbnails: 70 items: 70 ok, 0 failed, 0 skipped"))
         let outputs = try FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("out").path)
+            .filter { $0 != ".pipelinectl" }  // the completion manifest, for --resume
         #expect(outputs.count == 70)
         let json = try report(reportPath)
         let summary = json["summary"] as! [String: Any]
@@ -182,6 +183,7 @@ import TestSupport
                                      stdin: Data("\(image.path)\n".utf8))
         #expect(result.status == 0, "\(result.stderr)")
         let written = try FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("o2").path)
+            .filter { $0 != ".pipelinectl" }  // the completion manifest, for --resume
         #expect(written.count == 1 && written[0].hasPrefix("in-"))
         #expect(try await Identified.file(dir.appendingPathComponent("o2/\(written[0])").path)
             == Identified(format: "JPEG", width: 256, height: 85))
@@ -420,6 +422,92 @@ import TestSupport
             let path = sheet.deletingLastPathComponent().appendingPathComponent(src.removingPercentEncoding ?? src).standardizedFileURL.path
             #expect(FileManager.default.fileExists(atPath: path), "\(src)")
         }
+        await server.stop()
+    }
+
+    /// 30 images, 300 ms each, two transfers at a time, no data cache: a run of about 5 s.
+    func resumableSetup() async throws -> (dir: URL, pipeline: String, list: URL, server: TestServer) {
+        let server = try await TestServer.start()
+        let dir = try Fixtures.temporaryDirectory("resume")
+        var urls: [String] = []
+        for i in 0..<30 {
+            let body = try Fixtures.image("gradient:navy-gold", width: 300 + i, height: 200)
+            server.route("/r\(i).jpg") { _ in
+                try await Task.sleep(for: .milliseconds(300))
+                return HTTPResponse(statusCode: .ok, headers: [.contentType: "image/jpeg"], body: body)
+            }
+            urls.append(server.url("/r\(i).jpg"))
+        }
+        let list = dir.appendingPathComponent("urls.txt")
+        try urls.joined(separator: "\n").write(to: list, atomically: true, encoding: .utf8)
+        let pipeline = dir.appendingPathComponent("p.yaml")
+        try """
+            loader:
+              http: { allow_loopback: true, max_concurrent: 2 }
+            processors:
+              - resize: { width: 64 }
+            encoder: jpeg
+            output:
+              dir: \(dir.path)/out
+            """.write(to: pipeline, atomically: true, encoding: .utf8)
+        return (dir, pipeline.path, list, server)
+    }
+
+    func outputs(in dir: URL) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("out").path)) ?? [])
+            .filter { !$0.hasPrefix(".") }
+    }
+
+    func waitForOutputs(_ count: Int, in dir: URL) async throws {
+        for _ in 0..<200 where outputs(in: dir).count < count { try await Task.sleep(for: .milliseconds(50)) }
+    }
+
+    @Test func ctrlCStopsGracefullyAndWritesTheReport() async throws {
+        let (dir, pipeline, list, server) = try await resumableSetup()
+        let report = dir.appendingPathComponent("run.json")
+        let process = try Command.start(Self.binary, ["run", pipeline, list.path, "--report", report.path, "--quiet"])
+        try await waitForOutputs(2, in: dir)
+        kill(process.process.processIdentifier, SIGINT)
+        let result = try await process.wait()
+        #expect(result.status == 130)
+        #expect(result.stdout.contains("stopped early: "))
+        #expect(result.stderr.contains("stopping: no new items"))
+        let saved = try JSONSerialization.jsonObject(with: Data(contentsOf: report)) as? [String: Any]
+        let summary = try #require(saved?["summary"] as? [String: Any])
+        let notStarted = try #require(summary["not_started"] as? Int)
+        #expect(notStarted > 0 && (summary["total"] as? Int ?? 0) + notStarted == 30)
+        // Items in flight finished; nothing half-written was left.
+        let all = try FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("out").path)
+        #expect(!all.contains { $0.hasSuffix(".tmp") })
+        #expect(outputs(in: dir).count == summary["ok"] as? Int)
+        await server.stop()
+    }
+
+    @Test func killedRunIsResumedWithExactlyTheRemainingItems() async throws {
+        let (dir, pipeline, list, server) = try await resumableSetup()
+        let process = try Command.start(Self.binary, ["run", pipeline, list.path, "--quiet"])
+        try await waitForOutputs(4, in: dir)
+        kill(process.process.processIdentifier, SIGKILL)
+        _ = try await process.wait()
+        let done = outputs(in: dir).count
+        #expect(done >= 4 && done < 30)
+        let before = server.totalRequests
+        let report = dir.appendingPathComponent("resumed.json")
+        let resumed = try await pipelinectl(["run", pipeline, list.path, "--resume", "--report", report.path, "--quiet"])
+        #expect(resumed.status == 0, "\(resumed.stdout)\(resumed.stderr)")
+        let summary = try #require((try JSONSerialization.jsonObject(with: Data(contentsOf: report)) as? [String: Any])?["summary"] as? [String: Any])
+        let skipped = try #require(summary["skipped"] as? Int)
+        // Every output recorded before the kill is skipped (one may have been renamed but not yet recorded).
+        #expect(skipped >= done - 1 && skipped <= done)
+        #expect(summary["ok"] as? Int == 30 - skipped)
+        #expect(server.totalRequests - before == 30 - skipped)
+        #expect(outputs(in: dir).count == 30)
+        for name in outputs(in: dir) {
+            #expect(try await Identified.file(dir.appendingPathComponent("out/\(name)").path).format == "JPEG", "\(name)")
+        }
+        // A second resume has nothing left to do.
+        let again = try await pipelinectl(["run", pipeline, list.path, "--resume", "--quiet"])
+        #expect(again.stdout.contains("30 items: 0 ok, 0 failed, 30 skipped"))
         await server.stop()
     }
 

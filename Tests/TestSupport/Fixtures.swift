@@ -100,6 +100,44 @@ public enum Command {
         }
     }
 
+    /// A program started in the background (to signal it while it runs).
+    public final class Running: @unchecked Sendable {
+        public let process: Process
+        let out = Pipe(), err = Pipe()
+        init(_ process: Process) { self.process = process }
+
+        /// Waits for the program to exit, on a thread of its own, and collects its output.
+        public func wait() async throws -> Result {
+            try await withCheckedThrowingContinuation { continuation in
+                Thread {
+                    let errData = Mutexed<Data>(Data())
+                    let reader = Thread { errData.set(self.err.fileHandleForReading.readDataToEndOfFile()) }
+                    reader.start()
+                    let outData = self.out.fileHandleForReading.readDataToEndOfFile()
+                    self.process.waitUntilExit()
+                    while !errData.done { usleep(1000) }
+                    continuation.resume(returning: Result(status: self.process.terminationStatus,
+                                                          stdout: String(decoding: outData, as: UTF8.self),
+                                                          stderr: String(decoding: errData.value, as: UTF8.self)))
+                }.start()
+            }
+        }
+    }
+
+    /// Starts the program without waiting for it.
+    public static func start(_ executable: String, _ arguments: [String]) throws -> Running {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.currentDirectoryURL = Fixtures.packageRoot
+        let running = Running(process)
+        process.standardOutput = running.out
+        process.standardError = running.err
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        return running
+    }
+
     /// Runs the program and blocks the calling thread until it exits.
     public static func runBlocking(_ executable: String, _ arguments: [String], stdin: Data? = nil,
                                    environment: [String: String]? = nil, directory: URL? = nil) throws -> Result {

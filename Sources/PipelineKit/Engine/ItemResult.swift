@@ -121,13 +121,15 @@ public struct RunSummary: Sendable, Codable {
     public var bytesOut = 0
     /// Images the image cache dropped to stay within its limits, when it counts them.
     public var imageCacheEvictions: Int?
+    /// When the run was stopped early (Ctrl-C, SIGTERM): the lines of the list it did not start.
+    public var notStarted: Int?
 
     public init() {}
 
     enum CodingKeys: String, CodingKey {
         case total, ok, failed, skipped
         case wallSeconds = "wall_seconds", bytesIn = "bytes_in", bytesOut = "bytes_out"
-        case imageCacheEvictions = "image_cache_evictions"
+        case imageCacheEvictions = "image_cache_evictions", notStarted = "not_started"
     }
 
     /// Adds one item's figures.

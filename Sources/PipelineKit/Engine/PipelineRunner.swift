@@ -14,6 +14,10 @@ public struct RunOptions: Sendable {
     /// Longest time one item may take, from its load to its last output; a plugin that hangs is
     /// cut off (the item fails as `timeout`). `nil`: no limit. Default 5 minutes.
     public var itemTimeout: Double? = 300
+    /// Skip items whose outputs this pipeline (same fingerprint) already wrote completely into the
+    /// output directory, as recorded by earlier runs, even ones that were killed. Skipped items
+    /// report status `skipped`.
+    public var resume = false
     /// `true` runs only the loader and the data cache (`pipelinectl fetch`): nothing is decoded
     /// or written, and each item reports the bytes it loaded.
     public var fetchOnly = false
@@ -87,6 +91,11 @@ public final class PipelineRunner: Sendable {
     let logger: Logger
     let fetchOnly: Bool
     let itemTimeout: Double?
+    let resume: Bool
+    /// Identifies what outputs depend on: decoder, every chain, encoders and name templates.
+    public let fingerprint: String
+    let manifest: CompletionManifest
+    private let stopRequested = Mutex(false)
     let loadCoalescer = Coalescer<LoadOutcome>()
     let imagesCoalescer = Coalescer<ImagesOutcome>()
     private let itemCoalescer = Coalescer<ItemOutcome>()
@@ -144,7 +153,15 @@ public final class PipelineRunner: Sendable {
         logger = options.logger
         fetchOnly = options.fetchOnly
         itemTimeout = options.itemTimeout
+        resume = options.resume
+        fingerprint = Hashing.sha256Hex(chainsIdentifier + "\n" + variants.map(\.template.text).joined(separator: "\n"))
+        manifest = CompletionManifest(outputDirectory: options.outputDirectory ?? pipeline.output.dir, fingerprint: fingerprint,
+                                      load: options.resume)
     }
+
+    /// Asks the run to stop gracefully: no new item starts; items in flight finish. ``run(_:onItem:)``
+    /// then counts the lines it did not start in ``RunSummary/notStarted`` and returns.
+    public func stop() { stopRequested.withLock { $0 = true } }
 
     /// Runs every source of `sources`, calling `onItem` as each item finishes (in completion order).
     /// Returns the counts. Throws only when the list itself cannot be read.
@@ -157,6 +174,11 @@ public final class PipelineRunner: Sendable {
             var inFlight = 0
             var iterator = sources.makeAsyncIterator()
             while let source = try await iterator.next() {
+                if stopRequested.withLock({ $0 }) {
+                    summary.notStarted = 1
+                    while try await iterator.next() != nil { summary.notStarted! += 1 }
+                    break
+                }
                 if inFlight >= maxInFlight, let done = try await group.next() {
                     inFlight -= 1
                     summary.add(done)
@@ -199,6 +221,12 @@ public final class PipelineRunner: Sendable {
                 return outputDirectory.hasSuffix("/") ? outputDirectory + relative : outputDirectory + "/" + relative
             }
             for path in paths { try claim(path, key: key, source: source) }
+            let relativePaths = paths.map { String($0.dropFirst(outputDirectory.hasSuffix("/") ? outputDirectory.count : outputDirectory.count + 1)) }
+            if resume, manifest.isComplete(relativePaths, in: outputDirectory) {
+                result.status = .skipped
+                result.outputs = paths
+                return result
+            }
             let tracker = StageTracker()
             let limit = itemTimeout
             let context = StageContext(source: source, cacheKey: key, logger: logger,
@@ -212,6 +240,9 @@ public final class PipelineRunner: Sendable {
                         try await self.produce(source: source, slot: slot, key: key, paths: paths, tracker: tracker)
                     }
                 }
+            }
+            do { try manifest.record(relativePaths) } catch {
+                logger.warning("cannot record completed outputs", metadata: ["manifest": "\(manifest.path)", "error": "\(error)"])
             }
             result.status = .ok
             result.outputs = outcome.outputs

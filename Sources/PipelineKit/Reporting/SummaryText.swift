@@ -12,6 +12,9 @@ public enum SummaryText {
         lines.append("\(pipeline): \(summary.total) items: \(summary.ok) ok, \(summary.failed) failed, "
             + "\(summary.skipped) skipped in \(String(format: "%.2f", summary.wallSeconds))s "
             + "(\(String(format: "%.1f", rate)) items/s)")
+        if let notStarted = summary.notStarted {
+            lines.append("stopped early: \(notStarted) line\(notStarted == 1 ? "" : "s") of the list not started (run again with --resume)")
+        }
         lines.append("bytes in \(bytes(summary.bytesIn)), out \(bytes(summary.bytesOut))")
         if let outputDirectory, summary.ok > 0 { lines.append("outputs in \(outputDirectory)") }
 

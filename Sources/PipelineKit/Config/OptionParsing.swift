@@ -84,18 +84,11 @@ enum OptionParsing {
         default: return nil
         }
         guard !range.contains(number) else { return nil }
-        let low = spec.format(boundary(range.lowerBound, spec.kind))
-        let high = spec.format(boundary(range.upperBound, spec.kind))
+        let low = spec.format(spec.boundaryValue(range.lowerBound))
+        let high = spec.format(spec.boundaryValue(range.upperBound))
         let got = spec.format(value)
         if range.upperBound >= 9e17 { return "'\(spec.name)' must be at least \(low), got \(got)" }
         return "'\(spec.name)' must be between \(low) and \(high), got \(got)"
-    }
-
-    private static func boundary(_ value: Double, _ kind: OptionSpec.Kind) -> OptionValue {
-        switch kind {
-        case .int, .size, .pixels: return .int(Int(value))
-        default: return .number(value)
-        }
     }
 
     static func expectation(_ kind: OptionSpec.Kind) -> String {

@@ -39,6 +39,8 @@ public struct ErrorKind: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public static let blockedProtocol: ErrorKind = "blocked_protocol"
     /// The address connected to is in a refused range (loopback, link-local, ...).
     public static let blockedAddress: ErrorKind = "blocked_address"
+    /// The connection failed in another way (reset before any byte, protocol error, ...).
+    public static let network: ErrorKind = "network"
     /// The bytes are not an image (an HTML page, text, ...).
     public static let notAnImage: ErrorKind = "not_an_image"
     /// The bytes are an image in a format that is not allowed or not supported.

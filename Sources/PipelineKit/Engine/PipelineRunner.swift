@@ -215,13 +215,12 @@ public final class PipelineRunner: Sendable {
                 result.cacheData = cacheData
                 return result
             }
-            let paths = variants.map { variant in
-                let relative = variant.template.render(source: source, cacheKey: key, fileExtension: variant.encoder.fileExtension,
-                                                       variant: variant.name)
-                return outputDirectory.hasSuffix("/") ? outputDirectory + relative : outputDirectory + "/" + relative
+            let relativePaths = variants.map { variant in
+                variant.template.render(source: source, cacheKey: key, fileExtension: variant.encoder.fileExtension,
+                                        variant: variant.name)
             }
+            let paths = relativePaths.map { outputDirectory.hasSuffix("/") ? outputDirectory + $0 : outputDirectory + "/" + $0 }
             for path in paths { try claim(path, key: key, source: source) }
-            let relativePaths = paths.map { String($0.dropFirst(outputDirectory.hasSuffix("/") ? outputDirectory.count : outputDirectory.count + 1)) }
             if resume, manifest.isComplete(relativePaths, in: outputDirectory) {
                 result.status = .skipped
                 result.outputs = paths

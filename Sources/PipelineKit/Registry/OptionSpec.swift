@@ -179,6 +179,14 @@ public struct OptionSpec: Sendable {
         return format(defaultValue)
     }
 
+    /// A bound of ``range`` as a value of this option's kind (for messages and documentation).
+    public func boundaryValue(_ bound: Double) -> OptionValue {
+        switch kind {
+        case .int, .size, .pixels: return .int(Int(bound))
+        default: return .number(bound)
+        }
+    }
+
     /// `value` as a pipeline file would write it.
     public func format(_ value: OptionValue) -> String {
         switch (kind, value) {

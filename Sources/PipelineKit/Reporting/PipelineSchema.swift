@@ -129,20 +129,13 @@ public enum PipelineSchema {
                     if case .oneOf(let values) = option.kind { o["values"] = values }
                     if let text = option.defaultText { o["default"] = text }
                     if let range = option.range {
-                        o["min"] = option.format(rangeValue(range.lowerBound, option.kind))
-                        if range.upperBound < 9e17 { o["max"] = option.format(rangeValue(range.upperBound, option.kind)) }
+                        o["min"] = option.format(option.boundaryValue(range.lowerBound))
+                        if range.upperBound < 9e17 { o["max"] = option.format(option.boundaryValue(range.upperBound)) }
                     }
                     return o
                 }
                 return entry
             }
-        }
-    }
-
-    static func rangeValue(_ value: Double, _ kind: OptionSpec.Kind) -> OptionValue {
-        switch kind {
-        case .int, .size, .pixels: return .int(Int(value))
-        default: return .number(value)
         }
     }
 

@@ -18,24 +18,21 @@ public enum SummaryText {
         lines.append("bytes in \(bytes(summary.bytesIn)), out \(bytes(summary.bytesOut))")
         if let outputDirectory, summary.ok > 0 { lines.append("outputs in \(outputDirectory)") }
 
-        let ran = items.filter { $0.status != .skipped }
-        let stages: [(String, KeyPath<StageTimings, Double>)] = [("load", \.load), ("decode", \.decode),
-                                                                  ("process", \.process), ("encode", \.encode)]
-        let rows = stages.compactMap { name, path -> String? in
-            let values = ran.map { $0.timings[keyPath: path] }.filter { $0 > 0 }.sorted()
-            guard !values.isEmpty else { return nil }
-            return "  " + name.padding(toLength: 8, withPad: " ", startingAt: 0)
-                + [percentile(values, 0.5), percentile(values, 0.95), values.last!].map { pad(ms($0)) }.joined()
+        let stats = RunStatistics(items)
+        let rows = ["load", "decode", "process", "encode"].compactMap { name -> String? in
+            guard let t = stats.stagesMs[name] else { return nil }
+            return "  " + name.padding(toLength: 8, withPad: " ", startingAt: 0) + [t.p50, t.p95, t.max].map { pad(ms($0)) }.joined()
         }
         if !rows.isEmpty {
             lines.append("stage ms     p50     p95     max")
             lines += rows
         }
-        let data = count(ran.map(\.cacheData)), image = count(ran.map(\.cacheImage))
         var cache: [String] = []
-        if data.used > 0 { cache.append("data \(data.hit) hit, \(data.miss) miss (\(data.rate))") }
-        if image.used > 0 {
-            cache.append("image \(image.hit) hit, \(image.miss) miss (\(image.rate))"
+        if let data = stats.cache["data"], data.hit + data.miss > 0 {
+            cache.append("data \(data.hit) hit, \(data.miss) miss (\(hitRate(data)))")
+        }
+        if let image = stats.cache["image"], image.hit + image.miss > 0 {
+            cache.append("image \(image.hit) hit, \(image.miss) miss (\(hitRate(image)))"
                 + (summary.imageCacheEvictions.map { ", \($0) evicted" } ?? ""))
         }
         if !cache.isEmpty { lines.append("cache: " + cache.joined(separator: "; ")) }
@@ -61,19 +58,11 @@ public enum SummaryText {
         return "\(item.source): \(error?.stage.rawValue ?? "?")\(plugin) \(error?.kind.rawValue ?? "?"): \(error?.message ?? "")"
     }
 
-    /// Nearest-rank percentile of sorted values.
-    static func percentile(_ sorted: [Double], _ p: Double) -> Double {
-        let rank = Int((Double(sorted.count) * p).rounded(.up))
-        return sorted[min(sorted.count, max(1, rank)) - 1]
-    }
-
     static func ms(_ value: Double) -> String { value >= 100 ? String(format: "%.0f", value) : String(format: "%.1f", value) }
     static func pad(_ text: String) -> String { String(repeating: " ", count: max(1, 8 - text.count)) + text }
 
-    static func count(_ outcomes: [CacheOutcome]) -> (used: Int, hit: Int, miss: Int, rate: String) {
-        let hit = outcomes.filter { $0 == .hit }.count, miss = outcomes.filter { $0 == .miss }.count
-        let used = hit + miss
-        return (used, hit, miss, used == 0 ? "-" : "\(Int((Double(hit) / Double(used) * 100).rounded()))% hit")
+    static func hitRate(_ counts: RunStatistics.CacheCounts) -> String {
+        "\(Int((Double(counts.hit) / Double(counts.hit + counts.miss) * 100).rounded()))% hit"
     }
 
     /// `1.2 MB`-style text.

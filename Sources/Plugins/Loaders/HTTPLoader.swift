@@ -166,10 +166,11 @@ public struct HTTPLoader: DataLoading {
                 return LoadedData(data: body, contentType: response.contentType, finalURL: response.effectiveURL)
             } catch var failure as TransferFailure {
                 // Keep what arrived, to resume from it, when the server gave a validator for If-Range.
-                if resume != nil, failure.status != 206 { partial = Data() }
-                if failure.error.kind == .truncated || failure.error.kind == "network" || failure.error.kind == .timeout,
+                // A 206 continued the bytes we had; any other answer replaced them.
+                let continued = resume != nil && failure.status == 206
+                if [ErrorKind.truncated, .network, .timeout].contains(failure.error.kind),
                    !failure.partial.isEmpty, let validator = failure.validator {
-                    partial = (resume != nil && failure.status == 206 ? partial : Data()) + failure.partial
+                    partial = (continued ? partial : Data()) + failure.partial
                     resume = ResumePoint(offset: partial.count, validator: validator)
                 } else {
                     partial = Data()

@@ -174,7 +174,7 @@ final class CurlTransfer: @unchecked Sendable {
             let detail = String(decoding: errorBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             let reason = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
             let kind = CurlTransfer.kind(of: code, received: body.count)
-            let retryable = [ErrorKind.connect, .timeout, .truncated, "network"].contains(kind)
+            let retryable = [ErrorKind.connect, .timeout, .truncated, .network].contains(kind)
             return fail(kind, reason, retryable: retryable)
         }
         guard (200..<300).contains(responseCode) else {
@@ -210,7 +210,7 @@ final class CurlTransfer: @unchecked Sendable {
             return received > 0 ? .truncated : .connect
         case CURLE_URL_MALFORMAT: return .invalidSource
         case CURLE_BAD_CONTENT_ENCODING: return .decodeFailed
-        default: return "network"
+        default: return .network
         }
     }
 

@@ -78,7 +78,7 @@ final class ProgressDisplay: Sendable {
             s.bytesIn += item.bytesIn
             for outcome in [item.cacheData, item.cacheImage] where outcome != .off {
                 s.cacheUsed += 1
-                if outcome == .hit { s.cacheHits += 1 }
+                if outcome != .miss { s.cacheHits += 1 }
             }
         }
     }

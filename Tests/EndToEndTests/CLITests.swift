@@ -511,6 +511,84 @@ import TestSupport
         await server.stop()
     }
 
+    @Test func twoProcessesShareOneCacheAndTheCacheCommandsWork() async throws {
+        let server = try await TestServer.start()
+        let dir = try Fixtures.temporaryDirectory("shared")
+        var urls: [String] = []
+        for i in 0..<40 {
+            let body = try Fixtures.image("plasma:", width: 400 + i, height: 300)
+            server.route("/s\(i).jpg") { _ in
+                try await Task.sleep(for: .milliseconds(20))
+                return HTTPResponse(statusCode: .ok, headers: [.contentType: "image/jpeg", HTTPHeader("Cache-Control"): "max-age=3600"], body: body)
+            }
+            urls.append(server.url("/s\(i).jpg"))
+        }
+        let list = dir.appendingPathComponent("urls.txt")
+        try urls.joined(separator: "\n").write(to: list, atomically: true, encoding: .utf8)
+        let pipeline = dir.appendingPathComponent("p.yaml")
+        try """
+            loader:
+              http: { allow_loopback: true, max_concurrent: 4 }
+            data_cache:
+              disk: { path: \(dir.path)/cache, store: all }
+            processors:
+              - resize: { width: 64 }
+            encoder: jpeg
+            output:
+              dir: \(dir.path)/out
+            """.write(to: pipeline, atomically: true, encoding: .utf8)
+        // Two runs at once over the same list and cache, writing to different directories.
+        let a = try Command.start(Self.binary, ["run", pipeline.path, list.path, "-o", dir.appendingPathComponent("a").path, "--quiet"])
+        let b = try Command.start(Self.binary, ["run", pipeline.path, list.path, "-o", dir.appendingPathComponent("b").path, "--quiet"])
+        let (first, second) = (try await a.wait(), try await b.wait())
+        #expect(first.status == 0 && second.status == 0, "\(first.stderr)\(second.stderr)")
+        for name in ["a", "b"] {
+            let files = try FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent(name).path).filter { $0.hasSuffix(".jpg") }
+            #expect(files.count == 40)
+        }
+        let cacheFiles = try FileManager.default.subpathsOfDirectory(atPath: dir.appendingPathComponent("cache").path)
+        #expect(!cacheFiles.contains { $0.hasSuffix(".tmp") })
+        // A third run with the server gone: every item from whole processed entries, no request.
+        await server.stop()
+        let requests = server.totalRequests
+        let report = dir.appendingPathComponent("warm.json")
+        let warm = try await pipelinectl(["run", pipeline.path, list.path, "-o", dir.appendingPathComponent("c").path,
+                                          "--report", report.path, "--quiet"])
+        #expect(warm.status == 0, "\(warm.stdout)\(warm.stderr)")
+        #expect(server.totalRequests == requests)
+        let items = try #require(try self.report(report)["items"] as? [[String: Any]])
+        #expect(items.count == 40 && items.allSatisfy { ($0["cache"] as? [String: Any])?["data"] as? String == "processed_hit" })
+        #expect(warm.stdout.contains("40 processed hit"))
+
+        let stats = try await pipelinectl(["cache", "stats", pipeline.path, "--json"])
+        let figures = try #require(try JSONSerialization.jsonObject(with: Data(stats.stdout.utf8)) as? [String: Any])
+        #expect(figures["entries"] as? Int == 80 && figures["originals"] as? Int == 40 && figures["outputs"] as? Int == 40)
+        let lastRun = try #require((figures["last_run"] as? [String: Any])?["counts"] as? [String: Any])
+        #expect(lastRun["processed_hit"] as? Int == 40)
+        let text = try await pipelinectl(["cache", "stats", pipeline.path])
+        #expect(text.stdout.contains("entries:  80 (40 loaded, 40 encoded outputs)"))
+        #expect(text.stdout.contains("(hit rate 100%)"))
+
+        let removed = try await pipelinectl(["cache", "rm", pipeline.path, urls[0]])
+        #expect(removed.status == 0 && removed.stdout.contains("removed 2 entries"))
+        let again = try await pipelinectl(["cache", "rm", pipeline.path, urls[0]])
+        #expect(again.status == 1 && again.stdout.contains("removed 0 entries"))
+        let pruned = try await pipelinectl(["cache", "prune", pipeline.path])
+        #expect(pruned.status == 0 && pruned.stdout.contains("pruned 0 entries"))
+        let cleared = try await pipelinectl(["cache", "clear", pipeline.path])
+        #expect(cleared.stdout.contains("cleared 78 entries"))
+        let empty = try await pipelinectl(["cache", "stats", pipeline.path, "--json"])
+        #expect(empty.stdout.contains("\"entries\" : 0"))
+    }
+
+    @Test func cacheCommandsNeedADataCache() async throws {
+        let dir = try Fixtures.temporaryDirectory("nocache")
+        let pipeline = dir.appendingPathComponent("p.yaml")
+        try "encoder: png\n".write(to: pipeline, atomically: true, encoding: .utf8)
+        let result = try await pipelinectl(["cache", "stats", pipeline.path])
+        #expect(result.status == 2 && result.stderr.contains("has no data_cache"))
+    }
+
     @Test func pluginsListsEverySlot() async throws {
         let result = try await pipelinectl(["plugins"])
         #expect(result.status == 0)

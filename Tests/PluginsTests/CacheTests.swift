@@ -1,6 +1,7 @@
 import Foundation
 import PipelineKit
 @testable import Plugins
+import Synchronization
 import Testing
 import TestSupport
 
@@ -64,7 +65,7 @@ import TestSupport
 
     @Test func evictsLeastRecentlyUsedByCost() throws {
         let one = try image(10, 10)  // cost 800
-        let cache = MemoryImageCache(costLimit: 2000)
+        let cache = MemoryImageCache(costLimit: 2000, preferredAfterPurge: 2000, entryCostLimit: 2000)
         cache.store(one, for: "a")
         cache.store(one, for: "b")
         _ = cache.image(for: "a")  // a is now more recent than b
@@ -81,5 +82,46 @@ import TestSupport
         let cache = MemoryImageCache(costLimit: 100)
         cache.store(try image(10, 10), for: "a")
         #expect(cache.count == 0)
+    }
+
+    @Test func purgesLeastRecentlyUsedDownToThePreferredSize() throws {
+        let one = try image(10, 10)  // cost 800
+        let cache = MemoryImageCache(costLimit: 8000, preferredAfterPurge: 4000, entryCostLimit: 8000)
+        for i in 0..<10 { cache.store(one, for: "k\(i)") }  // 8000: at the limit, no purge yet
+        #expect(cache.count == 10 && cache.evictions == 0)
+        _ = cache.image(for: "k0")  // k0 becomes the most recently used
+        cache.store(one, for: "k10")  // 8800 > 8000: purge to <= 4000
+        #expect(cache.totalCost == 4000 && cache.count == 5)
+        #expect(cache.evictions == 6)
+        #expect(cache.image(for: "k0") != nil && cache.image(for: "k10") != nil)
+        #expect(cache.image(for: "k1") == nil && cache.image(for: "k6") == nil)
+        #expect(cache.image(for: "k7") != nil && cache.image(for: "k9") != nil)
+    }
+
+    @Test func entryCostLimitKeepsLargeImagesOut() throws {
+        let cache = MemoryImageCache(costLimit: 100_000, entryCostLimit: 1000)
+        cache.store(try image(10, 10), for: "small")  // 800
+        cache.store(try image(20, 20), for: "large")  // 3200
+        #expect(cache.image(for: "small") != nil && cache.image(for: "large") == nil)
+    }
+
+    @Test func ttlExpiresEntriesByTheInjectedClock() throws {
+        let time = Mutex(Date(timeIntervalSince1970: 0))
+        let cache = MemoryImageCache(costLimit: 100_000, ttl: 60, now: { time.withLock { $0 } })
+        cache.store(try image(10, 10), for: "a")
+        time.withLock { $0 += 59 }
+        #expect(cache.image(for: "a") != nil)
+        time.withLock { $0 += 2 }
+        #expect(cache.image(for: "a") == nil && cache.totalCost == 0)
+    }
+
+    @Test func preferredSizeLargerThanTheLimitIsAValidationError() throws {
+        let (pipeline, diagnostics) = PipelineFile.parse(text: """
+            image_cache:
+              memory: { cost_limit: 10MB, preferred_after_purge: 20MB }
+            encoder: png
+            """, file: "m.yaml", registry: BuiltIns.registry())
+        #expect(pipeline == nil)
+        #expect(diagnostics.map(\.description).joined().contains("preferred_after_purge (20MB) is larger than cost_limit (10MB)"))
     }
 }

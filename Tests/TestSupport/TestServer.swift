@@ -104,3 +104,65 @@ public final class TestServer: Sendable {
         }
     }
 }
+
+/// A resource served with caching headers, answering conditional requests as an origin would:
+/// 304 when `If-None-Match` matches its ETag (or, without one, when `If-Modified-Since` equals its
+/// Last-Modified). Its body and headers may change between requests; it counts both answers.
+public final class CacheableResource: Sendable {
+    private struct State {
+        var body: Data
+        var headers: [String: String]
+        var full = 0
+        var notModified = 0
+        var conditionalHeaders: [[String: String]] = []
+    }
+    private let state: Mutex<State>
+
+    public init(body: Data, headers: [String: String]) {
+        state = Mutex(State(body: body, headers: headers))
+    }
+
+    /// Replaces the body and headers (the source changed).
+    public func update(body: Data? = nil, headers: [String: String]) {
+        state.withLock {
+            if let body { $0.body = body }
+            $0.headers = headers
+        }
+    }
+
+    /// Full (200) answers so far.
+    public var fullResponses: Int { state.withLock { $0.full } }
+    /// 304 answers so far.
+    public var notModifiedResponses: Int { state.withLock { $0.notModified } }
+    /// The conditional headers of each request, in order (empty for an unconditional one).
+    public var conditionalHeaders: [[String: String]] { state.withLock { $0.conditionalHeaders } }
+
+    func respond(_ request: HTTPRequest) -> HTTPResponse {
+        state.withLock { state in
+            var conditional: [String: String] = [:]
+            if let tag = request.headers[HTTPHeader("If-None-Match")] { conditional["If-None-Match"] = tag }
+            if let since = request.headers[HTTPHeader("If-Modified-Since")] { conditional["If-Modified-Since"] = since }
+            state.conditionalHeaders.append(conditional)
+            var headers: [HTTPHeader: String] = [.contentType: "image/jpeg"]
+            for (name, value) in state.headers { headers[HTTPHeader(name)] = value }
+            let etag = state.headers["ETag"], modified = state.headers["Last-Modified"]
+            let matches = if let tag = conditional["If-None-Match"] { tag == etag } else {
+                conditional["If-Modified-Since"] != nil && conditional["If-Modified-Since"] == modified
+            }
+            if matches {
+                state.notModified += 1
+                headers[.contentType] = nil
+                return HTTPResponse(statusCode: .notModified, headers: headers)
+            }
+            state.full += 1
+            return HTTPResponse(statusCode: .ok, headers: headers, body: state.body)
+        }
+    }
+}
+
+extension TestServer {
+    /// Serves `resource` at `path`.
+    public func serve(_ path: String, _ resource: CacheableResource) {
+        route(path) { request in resource.respond(request) }
+    }
+}

@@ -9,6 +9,10 @@ public enum ItemStatus: String, Sendable, Codable {
 /// used for this source).
 public enum CacheOutcome: String, Sendable, Codable {
     case hit, miss, off
+    /// The data cache's entry was stale; the source answered "not modified" and the entry was used.
+    case revalidated
+    /// Every output came from the data cache's processed entries: nothing decoded or encoded.
+    case processedHit = "processed_hit"
 }
 
 /// The failure of one item, as it appears in reports.
@@ -43,7 +47,12 @@ public struct StageTimings: Sendable, Codable, Equatable {
     public var decode: Double = 0
     public var process: Double = 0
     public var encode: Double = 0
-    public init() {}
+    public init(load: Double = 0, decode: Double = 0, process: Double = 0, encode: Double = 0) {
+        self.load = load
+        self.decode = decode
+        self.process = process
+        self.encode = encode
+    }
 }
 
 /// What happened to one line of the list.
@@ -235,6 +244,37 @@ public struct RunStatistics: Sendable, Codable, Equatable {
         public var hit = 0
         public var miss = 0
         public var off = 0
+        public var revalidated = 0
+        public var processedHit = 0
+
+        enum CodingKeys: String, CodingKey { case hit, miss, off, revalidated, processedHit = "processed_hit" }
+
+        public init() {}
+
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            hit = try c.decodeIfPresent(Int.self, forKey: .hit) ?? 0
+            miss = try c.decodeIfPresent(Int.self, forKey: .miss) ?? 0
+            off = try c.decodeIfPresent(Int.self, forKey: .off) ?? 0
+            revalidated = try c.decodeIfPresent(Int.self, forKey: .revalidated) ?? 0
+            processedHit = try c.decodeIfPresent(Int.self, forKey: .processedHit) ?? 0
+        }
+
+        /// Counts one item's outcome.
+        public mutating func add(_ outcome: CacheOutcome) {
+            switch outcome {
+            case .hit: hit += 1
+            case .miss: miss += 1
+            case .off: off += 1
+            case .revalidated: revalidated += 1
+            case .processedHit: processedHit += 1
+            }
+        }
+
+        /// Items that used the cache.
+        public var used: Int { hit + miss + revalidated + processedHit }
+        /// Items served without a full load, over those that used the cache.
+        public var hitRate: Double? { used == 0 ? nil : Double(hit + revalidated + processedHit) / Double(used) }
     }
 
     /// By stage name (`load`, `decode`, `process`, `encode`), in milliseconds.
@@ -257,11 +297,7 @@ public struct RunStatistics: Sendable, Codable, Equatable {
         var cache = ["data": CacheCounts(), "image": CacheCounts()]
         for item in items {
             for (name, outcome) in [("data", item.cacheData), ("image", item.cacheImage)] {
-                switch outcome {
-                case .hit: cache[name]!.hit += 1
-                case .miss: cache[name]!.miss += 1
-                case .off: cache[name]!.off += 1
-                }
+                cache[name]!.add(outcome)
             }
         }
         self.stagesMs = stages

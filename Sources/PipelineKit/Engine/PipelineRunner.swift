@@ -41,6 +41,7 @@ public final class PipelineRunner: Sendable {
     struct LoadOutcome: Sendable {
         let data: LoadedData
         let milliseconds: Double
+        let cacheData: CacheOutcome
     }
     /// One variant, ready to run.
     struct RunnableVariant: Sendable {
@@ -56,7 +57,8 @@ public final class PipelineRunner: Sendable {
     }
     /// The images of every variant of one source, and what it took to make them.
     struct ImagesOutcome: Sendable {
-        let images: [Image]
+        /// By variant; `nil` for variants that were not needed.
+        let images: [Image?]
         let bytesIn: Int
         let cacheData: CacheOutcome
         let cacheImage: CacheOutcome
@@ -159,6 +161,18 @@ public final class PipelineRunner: Sendable {
                                       load: options.resume)
     }
 
+    /// The pipeline's data cache, when it has one (for `pipelinectl cache`).
+    public var dataCacheStage: (any DataCaching)? { dataCache }
+
+    /// Every data cache key this pipeline uses for the list line `line`: the loaded bytes' key and
+    /// each variant's encoded output key. Relative paths resolve against the working directory.
+    public func dataCacheKeys(for line: String) -> [String] {
+        let source = Source(text: line, index: 1)
+        guard let slot = loader(for: source) else { return [] }
+        let key = slot.loader.cacheKey(for: source)
+        return [key] + variants.map { outputKey(key, $0) }
+    }
+
     /// Asks the run to stop gracefully: no new item starts; items in flight finish. ``run(_:onItem:)``
     /// then counts the lines it did not start in ``RunSummary/notStarted`` and returns.
     public func stop() { stopRequested.withLock { $0 = true } }
@@ -170,6 +184,11 @@ public final class PipelineRunner: Sendable {
     ) async throws -> RunSummary where S.Element == Source {
         let start = ContinuousClock.now
         var summary = RunSummary()
+        var dataCacheCounts = RunStatistics.CacheCounts()
+        func count(_ item: ItemResult) {
+            summary.add(item)
+            dataCacheCounts.add(item.cacheData)
+        }
         try await withThrowingTaskGroup(of: ItemResult.self) { group in
             var inFlight = 0
             var iterator = sources.makeAsyncIterator()
@@ -181,19 +200,20 @@ public final class PipelineRunner: Sendable {
                 }
                 if inFlight >= maxInFlight, let done = try await group.next() {
                     inFlight -= 1
-                    summary.add(done)
+                    count(done)
                     await onItem(done)
                 }
                 group.addTask { await self.runItem(source) }
                 inFlight += 1
             }
             while let done = try await group.next() {
-                summary.add(done)
+                count(done)
                 await onItem(done)
             }
         }
         summary.wallSeconds = (ContinuousClock.now - start).seconds
         summary.imageCacheEvictions = imageCache?.evictionCount
+        await dataCache?.recordRun(CacheUsage(counts: dataCacheCounts))
         return summary
     }
 

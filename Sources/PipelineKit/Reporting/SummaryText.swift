@@ -28,10 +28,14 @@ public enum SummaryText {
             lines += rows
         }
         var cache: [String] = []
-        if let data = stats.cache["data"], data.hit + data.miss > 0 {
-            cache.append("data \(data.hit) hit, \(data.miss) miss (\(hitRate(data)))")
+        if let data = stats.cache["data"], data.used > 0 {
+            var parts = ["\(data.hit) hit"]
+            if data.processedHit > 0 { parts.append("\(data.processedHit) processed hit") }
+            if data.revalidated > 0 { parts.append("\(data.revalidated) revalidated") }
+            parts.append("\(data.miss) miss")
+            cache.append("data " + parts.joined(separator: ", ") + " (\(hitRate(data)))")
         }
-        if let image = stats.cache["image"], image.hit + image.miss > 0 {
+        if let image = stats.cache["image"], image.used > 0 {
             cache.append("image \(image.hit) hit, \(image.miss) miss (\(hitRate(image)))"
                 + (summary.imageCacheEvictions.map { ", \($0) evicted" } ?? ""))
         }
@@ -62,7 +66,7 @@ public enum SummaryText {
     static func pad(_ text: String) -> String { String(repeating: " ", count: max(1, 8 - text.count)) + text }
 
     static func hitRate(_ counts: RunStatistics.CacheCounts) -> String {
-        "\(Int((Double(counts.hit) / Double(counts.hit + counts.miss) * 100).rounded()))% hit"
+        "\(Int(((counts.hitRate ?? 0) * 100).rounded()))% hit"
     }
 
     /// `1.2 MB`-style text.

@@ -26,6 +26,20 @@ public protocol DataLoading: Sendable {
 
     /// Loads the bytes of `source`, throwing a ``PipelineError`` whose kind says what went wrong.
     func load(_ source: Source) async throws -> LoadedData
+
+    /// Checks whether the bytes cached for `source`, described by `cached`, are still current: a
+    /// conditional request for HTTP (`If-None-Match` / `If-Modified-Since`), a `stat` for a file.
+    /// Returns ``Revalidation/notModified(_:)`` with the source's new directives, or the new bytes.
+    /// The default loads again.
+    func revalidate(_ source: Source, cached: CacheDirectives) async throws -> Revalidation
+}
+
+/// The answer to a revalidation.
+public enum Revalidation: Sendable {
+    /// The cached bytes are still current; here is what the source now says about them.
+    case notModified(CacheDirectives)
+    /// The source changed (or cannot be checked): here are its bytes.
+    case modified(LoadedData)
 }
 
 extension DataLoading {
@@ -34,6 +48,9 @@ extension DataLoading {
     public var usesDataCache: Bool { true }
     public var loadOrder: LoadOrder { .fifo }
     public func progress() -> [TransferProgress] { [] }
+    public func revalidate(_ source: Source, cached: CacheDirectives) async throws -> Revalidation {
+        .modified(try await load(source))
+    }
 }
 
 /// The order pending loads start in.

@@ -58,10 +58,14 @@ public struct LoadedData: Sendable {
     public var contentType: String?
     /// The final URL after redirects, when it differs from the source.
     public var finalURL: String?
+    /// What the source says about caching these bytes (validators, freshness).
+    public var directives: CacheDirectives
 
-    public init(data: Data, contentType: String? = nil, finalURL: String? = nil) {
+    public init(data: Data, contentType: String? = nil, finalURL: String? = nil,
+                directives: CacheDirectives = CacheDirectives()) {
         self.data = data
         self.contentType = contentType
         self.finalURL = finalURL
+        self.directives = directives
     }
 }

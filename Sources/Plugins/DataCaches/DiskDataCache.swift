@@ -2,47 +2,83 @@ import Foundation
 import PipelineKit
 import Synchronization
 
-/// `disk`: keeps loaded bytes on disk across runs, one file per entry, least recently used swept
-/// first when the size limit is crossed.
+/// `disk`: keeps loaded bytes (and, with `store: processed|all`, encoded outputs) on disk across
+/// runs, one file per entry, least recently used swept first when the size limit is crossed.
 ///
-/// An entry is named by the SHA-256 of its key and written to a temporary file, then renamed. It
-/// starts with a header holding the body's length and SHA-256; a read that finds a short,
-/// damaged or foreign file deletes it and reports a miss, so a damaged entry is never served.
-public final class DiskDataCache: DataCaching {
-    public static let plugin = Plugin.dataCache(
-        PluginSpec(
-            name: "disk",
-            summary: "Keeps downloaded bytes on disk across runs, checksummed, LRU within a size limit.",
-            options: [
-                .path("path", default: ".cache/pipelinectl/data", access: .writableDirectory, doc: "Directory of the cache (relative to the working directory)."),
-                .size("size_limit", default: "1GB", min: "1MB", doc: "Most bytes kept; a write that crosses it sweeps the oldest entries."),
-                .number("sweep_to", default: 0.7, range: 0.1...1.0, doc: "Fraction of size_limit kept after a sweep."),
-            ]),
-        make: { options in
-            DiskDataCache(path: options.string("path")!, sizeLimit: options.bytes("size_limit")!,
-                          sweepTo: options.number("sweep_to")!)
-        })
+/// An entry is named by the SHA-256 of its key and written to a temporary file, then renamed, so
+/// a reader (in this process or another sharing the directory) sees a whole entry or none. It
+/// starts with a header holding the body's length and SHA-256; a read that finds a short, damaged
+/// or foreign file deletes it and reports a miss, so a damaged entry is never served.
+///
+/// Freshness (`policy`): `http` follows the response's `Cache-Control` (`max-age`, `no-cache`,
+/// `no-store`, `immutable`) or `Expires`, and `ttl` when the response gives no lifetime; a stale
+/// entry with an `ETag` or `Last-Modified` is revalidated with a conditional request. `ttl` ignores
+/// HTTP headers: an entry is fresh for `ttl`, then fetched again. `off` neither reads nor writes.
+/// Entries of local files are checked against the file's size and modification time on every use.
+public final class DiskDataCache: DataCaching, DataCacheMaintenance {
+    public enum Policy: String, Sendable, CaseIterable { case http, ttl, off }
+    public enum Store: String, Sendable, CaseIterable { case original, processed, all }
+
+    public static let spec = PluginSpec(
+        name: "disk",
+        summary: "Keeps downloaded bytes and encoded outputs on disk across runs: HTTP freshness and revalidation, checksummed, LRU within a size limit.",
+        options: [
+            .path("path", default: ".cache/pipelinectl/data", access: .writableDirectory, doc: "Directory of the cache (relative to the working directory)."),
+            .size("size_limit", default: "1GB", min: "1MB", doc: "Most bytes kept; a write that crosses it sweeps the least recently used entries."),
+            .number("sweep_to", default: 0.7, range: 0.1...1.0, doc: "Fraction of size_limit kept after a sweep."),
+            .duration("ttl", default: "7d", min: "1s", max: "3650d", doc: "Lifetime of an entry when the response gives none (policy http), or of every entry (policy ttl)."),
+            .oneOf("policy", Policy.allCases.map(\.rawValue), default: "http",
+                   doc: "http: honour Cache-Control/Expires and revalidate with ETag/Last-Modified; ttl: ignore HTTP headers, keep for ttl; off: do not cache."),
+            .oneOf("store", Store.allCases.map(\.rawValue), default: "original",
+                   doc: "What is kept: loaded bytes (original), encoded outputs (processed, so an unchanged item is not loaded, decoded or encoded again), or both (all)."),
+        ])
+
+    public static let plugin = Plugin.dataCache(spec) { options in try DiskDataCache(options: options) }
 
     static let magic = Data("PKDC".utf8)
-    static let version: UInt8 = 1
+    static let version: UInt8 = 2
+    static let headerLength = 52
 
     public let root: String
     public let sizeLimit: Int
     let sweepTo: Double
+    public let ttl: Double
+    public let policy: Policy
+    public let storeWhat: Store
+    let now: @Sendable () -> Date
     /// Bytes on disk, known after the first scan.
     private let total = Mutex<Int?>(nil)
 
-    public init(path: String, sizeLimit: Int, sweepTo: Double = 0.7) {
+    /// - Parameter now: the clock freshness is judged by (tests inject one).
+    public init(path: String, sizeLimit: Int, sweepTo: Double = 0.7, ttl: Double = 7 * 86_400,
+                policy: Policy = .http, store: Store = .original, now: @escaping @Sendable () -> Date = { Date() }) {
         self.root = path
         self.sizeLimit = sizeLimit
         self.sweepTo = sweepTo
+        self.ttl = ttl
+        self.policy = policy
+        self.storeWhat = store
+        self.now = now
     }
+
+    /// Makes the cache from validated options, judging freshness by `now`.
+    public convenience init(options: PluginOptions, now: @escaping @Sendable () -> Date = { Date() }) throws {
+        self.init(path: options.string("path")!, sizeLimit: options.bytes("size_limit")!,
+                  sweepTo: options.number("sweep_to")!, ttl: options.seconds("ttl")!,
+                  policy: Policy(rawValue: options.string("policy")!)!, store: Store(rawValue: options.string("store")!)!,
+                  now: now)
+    }
+
+    public var storesOriginals: Bool { policy != .off && storeWhat != .processed }
+    public var storesOutputs: Bool { policy != .off && storeWhat != .original }
 
     struct Meta: Codable {
         var key: String
         var contentType: String?
         var finalURL: String?
         var storedAt: Double
+        var directives: CacheDirectives
+        var output: OutputStamp?
     }
 
     /// The entry file of `key`: `ROOT/ab/abcdef...` (first two hex digits as a subdirectory).
@@ -51,43 +87,115 @@ public final class DiskDataCache: DataCaching {
         return "\(root)/\(hash.prefix(2))/\(hash)"
     }
 
-    public func data(for key: String) async -> LoadedData? {
+    /// Whether an entry stored under `meta` is fresh now (`true`), usable after revalidation
+    /// (`false`), or of no use (`nil`).
+    func freshness(_ meta: Meta) -> Bool? {
+        let age = now().timeIntervalSince1970 - meta.storedAt
+        let directives = meta.directives
+        switch policy {
+        case .off:
+            return nil
+        case .ttl:
+            guard age < ttl else { return nil }
+            return !directives.revalidateAlways
+        case .http:
+            if directives.revalidateAlways || directives.noCache { return directives.canRevalidate ? false : nil }
+            if directives.immutable { return true }
+            if age < (directives.maxAge ?? ttl) { return true }
+            return directives.canRevalidate ? false : nil
+        }
+    }
+
+    public func entry(for key: String) async -> CachedEntry? {
+        guard policy != .off else { return nil }
         let path = entryPath(for: key)
-        return try? await WorkerPool.io.run { () -> LoadedData? in
+        return try? await WorkerPool.io.run { [self] () -> CachedEntry? in
             guard let file = FileManager.default.contents(atPath: path) else { return nil }
             guard let (meta, body) = DiskDataCache.decode(file), meta.key == key else {
                 unlink(path)  // damaged or foreign: never served, refetched by the caller
                 return nil
             }
+            guard let fresh = freshness(meta) else { return nil }
             utimes(path, nil)  // last access, for LRU
-            return LoadedData(data: body, contentType: meta.contentType, finalURL: meta.finalURL)
+            return CachedEntry(data: LoadedData(data: body, contentType: meta.contentType, finalURL: meta.finalURL,
+                                                directives: meta.directives),
+                               isFresh: fresh, storedAt: Date(timeIntervalSince1970: meta.storedAt),
+                               output: meta.output)
         }
     }
 
-    public func store(_ loaded: LoadedData, for key: String) async throws {
-        let path = entryPath(for: key)
-        let meta = Meta(key: key, contentType: loaded.contentType, finalURL: loaded.finalURL,
-                        storedAt: Date().timeIntervalSince1970)
-        let file = try DiskDataCache.encode(meta: meta, body: loaded.data)
-        try await WorkerPool.io.run { [self] in
-            let known = total.withLock { $0 }
-            let before = known == nil ? scanSize() : nil
-            var previous = stat()
-            let replaced = stat(path, &previous) == 0 ? Int(previous.st_size) : 0
-            try AtomicFile.write(file, to: path)
-            let now = total.withLock { total -> Int in
-                let value = (total ?? before ?? 0) + file.count - replaced
-                total = value
-                return value
-            }
-            if now > sizeLimit { sweep() }
+    public func store(_ loaded: LoadedData, for key: String, output: OutputStamp?) async throws {
+        guard policy != .off else { return }
+        if policy == .http, loaded.directives.noStore {
+            await remove(key)
+            return
         }
+        let meta = Meta(key: key, contentType: loaded.contentType, finalURL: loaded.finalURL,
+                        storedAt: now().timeIntervalSince1970, directives: loaded.directives, output: output)
+        try await write(meta: meta, body: loaded.data, key: key)
+    }
+
+    public func refresh(_ key: String, directives: CacheDirectives) async {
+        let path = entryPath(for: key)
+        try? await WorkerPool.io.run { [self] in
+            guard let file = FileManager.default.contents(atPath: path),
+                  var (meta, body) = DiskDataCache.decode(file), meta.key == key else { return }
+            meta.directives = directives
+            meta.storedAt = now().timeIntervalSince1970
+            if policy == .http, directives.noStore {
+                unlink(path)
+                return
+            }
+            try writeNow(meta: meta, body: body, path: path)
+        }
+    }
+
+    @discardableResult
+    public func remove(_ key: String) async -> Bool {
+        let path = entryPath(for: key)
+        return (try? await WorkerPool.io.run { [self] () -> Bool in
+            var info = stat()
+            guard stat(path, &info) == 0, unlink(path) == 0 else { return false }
+            total.withLock { if let value = $0 { $0 = value - Int(info.st_size) } }
+            return true
+        }) ?? false
+    }
+
+    public func recordRun(_ usage: CacheUsage) async {
+        guard policy != .off, usage.counts.used > 0 else { return }
+        let path = "\(root)/last-run.json"
+        try? await WorkerPool.io.run {
+            let encoder = JSONEncoder()
+            encoder.dateEncodingStrategy = .iso8601
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            try AtomicFile.write(try encoder.encode(usage), to: path)
+        }
+    }
+
+    private func write(meta: Meta, body: Data, key: String) async throws {
+        let path = entryPath(for: key)
+        try await WorkerPool.io.run { [self] in try writeNow(meta: meta, body: body, path: path) }
+    }
+
+    private func writeNow(meta: Meta, body: Data, path: String) throws {
+        let file = try DiskDataCache.encode(meta: meta, body: body)
+        let known = total.withLock { $0 }
+        let before = known == nil ? scanSize() : nil
+        var previous = stat()
+        let replaced = stat(path, &previous) == 0 ? Int(previous.st_size) : 0
+        try AtomicFile.write(file, to: path)
+        let now = total.withLock { total -> Int in
+            let value = (total ?? before ?? 0) + file.count - replaced
+            total = value
+            return value
+        }
+        if now > sizeLimit { sweep() }
     }
 
     static func encode(meta: Meta, body: Data) throws -> Data {
         let metaData = try JSONEncoder().encode(meta)
         var out = Data()
-        out.reserveCapacity(48 + metaData.count + body.count)
+        out.reserveCapacity(headerLength + metaData.count + body.count)
         out.append(magic)
         out.append(contentsOf: [version, 0, 0, 0])
         withUnsafeBytes(of: UInt64(body.count).littleEndian) { out.append(contentsOf: $0) }
@@ -98,47 +206,144 @@ public final class DiskDataCache: DataCaching {
         return out
     }
 
-    static func decode(_ file: Data) -> (Meta, Data)? {
-        let bytes = [UInt8](file.prefix(52))
-        guard bytes.count == 52, Data(bytes[0..<4]) == magic, bytes[4] == version else { return nil }
+    /// The header fields: body length, body checksum, meta length; `nil` for a foreign file.
+    static func header(_ bytes: [UInt8]) -> (length: Int, checksum: Data, metaLength: Int)? {
+        guard bytes.count >= headerLength, Data(bytes[0..<4]) == magic, bytes[4] == version else { return nil }
         let length = bytes[8..<16].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-        let checksum = Data(bytes[16..<48])
-        let metaLength = Int(bytes[48..<52].reversed().reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
-        guard file.count == 52 + metaLength + Int(length) else { return nil }
+        let metaLength = bytes[48..<52].reversed().reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+        guard length < 1 << 40 else { return nil }
+        return (Int(length), Data(bytes[16..<48]), Int(metaLength))
+    }
+
+    static func decode(_ file: Data) -> (Meta, Data)? {
+        guard let (length, checksum, metaLength) = header([UInt8](file.prefix(headerLength))),
+              file.count == headerLength + metaLength + length else { return nil }
         let start = file.startIndex
-        let metaData = file[(start + 52)..<(start + 52 + metaLength)]
-        let body = file[(start + 52 + metaLength)...]
+        let metaData = file[(start + headerLength)..<(start + headerLength + metaLength)]
+        let body = file[(start + headerLength + metaLength)...]
         guard Hashing.sha256(Data(body)) == checksum,
               let meta = try? JSONDecoder().decode(Meta.self, from: metaData) else { return nil }
         return (meta, Data(body))
     }
 
-    private func entries() -> [(path: String, size: Int, accessed: Double)] {
-        var out: [(String, Int, Double)] = []
-        guard let shards = try? FileManager.default.contentsOfDirectory(atPath: root) else { return [] }
-        for shard in shards where shard.count == 2 {
-            let dir = "\(root)/\(shard)"
-            for name in (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [] where !name.hasPrefix(".") {
-                var info = stat()
-                let path = "\(dir)/\(name)"
-                if stat(path, &info) == 0 {
-                    out.append((path, Int(info.st_size), Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9))
-                }
-            }
-        }
-        return out
+    /// Reads only the header and meta of an entry (for stats and prune), not its body.
+    static func readMeta(_ path: String) -> Meta? {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        guard let head = try? handle.read(upToCount: headerLength),
+              let (_, _, metaLength) = header([UInt8](head)), metaLength < 1 << 20,
+              let metaData = try? handle.read(upToCount: metaLength), metaData.count == metaLength else { return nil }
+        return try? JSONDecoder().decode(Meta.self, from: metaData)
     }
 
-    private func scanSize() -> Int { entries().reduce(0) { $0 + $1.size } }
+    private struct EntryFile {
+        let path: String
+        let size: Int
+        let accessed: Double
+    }
+
+    /// Entry files, and temporary files left by killed writers.
+    private func files() -> (entries: [EntryFile], temporary: [EntryFile]) {
+        var entries: [EntryFile] = [], temporary: [EntryFile] = []
+        guard let shards = try? FileManager.default.contentsOfDirectory(atPath: root) else { return ([], []) }
+        for shard in shards where shard.count == 2 {
+            let dir = "\(root)/\(shard)"
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [] {
+                var info = stat()
+                let path = "\(dir)/\(name)"
+                guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }
+                let file = EntryFile(path: path, size: Int(info.st_size),
+                                     accessed: Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9)
+                if name.hasPrefix(".") { temporary.append(file) } else { entries.append(file) }
+            }
+        }
+        return (entries, temporary)
+    }
+
+    private func scanSize() -> Int { files().entries.reduce(0) { $0 + $1.size } }
 
     /// Deletes least recently used entries until the cache holds `sweep_to` of its limit.
     private func sweep() {
-        let all = entries().sorted { $0.accessed < $1.accessed }
+        let all = files().entries.sorted { $0.accessed < $1.accessed }
         var size = all.reduce(0) { $0 + $1.size }
         let target = Int(Double(sizeLimit) * sweepTo)
         for entry in all where size > target {
             if unlink(entry.path) == 0 { size -= entry.size }
         }
         total.withLock { $0 = size }
+    }
+
+    public func statistics() async throws -> DataCacheStatistics {
+        try await WorkerPool.io.run { [self] in
+            var stats = DataCacheStatistics(path: root)
+            stats.sizeLimit = sizeLimit
+            for file in files().entries {
+                stats.entries += 1
+                stats.bytes += file.size
+                guard let meta = DiskDataCache.readMeta(file.path) else { continue }
+                if meta.output == nil { stats.originals += 1 } else { stats.outputs += 1 }
+                let stored = Date(timeIntervalSince1970: meta.storedAt)
+                stats.oldest = min(stats.oldest ?? stored, stored)
+                stats.newest = max(stats.newest ?? stored, stored)
+            }
+            if let data = FileManager.default.contents(atPath: "\(root)/last-run.json") {
+                let decoder = JSONDecoder()
+                decoder.dateDecodingStrategy = .iso8601
+                stats.lastRun = try? decoder.decode(CacheUsage.self, from: data)
+            }
+            return stats
+        }
+    }
+
+    /// Deletes damaged entries, entries of no further use (expired without validators; under
+    /// `http`, also stale ones unused for `ttl`), temporary files over an hour old, then sweeps
+    /// least recently used entries if the cache is over its size limit.
+    public func prune() async throws -> (entries: Int, bytes: Int) {
+        try await WorkerPool.io.run { [self] in
+            var removed = 0, bytes = 0
+            let clock = now().timeIntervalSince1970
+            let (entries, temporary) = files()
+            for file in temporary where clock - file.accessed > 3600 {
+                if unlink(file.path) == 0 { bytes += file.size }
+            }
+            var kept: [EntryFile] = []
+            for file in entries {
+                let meta = DiskDataCache.readMeta(file.path)
+                let useless = meta.map { meta in
+                    freshness(meta) == nil || (policy == .http && freshness(meta) == false && clock - file.accessed > ttl)
+                } ?? true
+                if useless, unlink(file.path) == 0 {
+                    removed += 1
+                    bytes += file.size
+                } else {
+                    kept.append(file)
+                }
+            }
+            var size = kept.reduce(0) { $0 + $1.size }
+            if size > sizeLimit {
+                let target = Int(Double(sizeLimit) * sweepTo)
+                for file in kept.sorted(by: { $0.accessed < $1.accessed }) where size > target {
+                    if unlink(file.path) == 0 {
+                        size -= file.size
+                        removed += 1
+                        bytes += file.size
+                    }
+                }
+            }
+            total.withLock { $0 = size }
+            return (removed, bytes)
+        }
+    }
+
+    public func clear() async throws -> Int {
+        try await WorkerPool.io.run { [self] in
+            let (entries, temporary) = files()
+            var removed = 0
+            for file in entries where unlink(file.path) == 0 { removed += 1 }
+            for file in temporary { unlink(file.path) }
+            unlink("\(root)/last-run.json")
+            total.withLock { $0 = 0 }
+            return removed
+        }
     }
 }

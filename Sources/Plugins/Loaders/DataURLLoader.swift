@@ -49,6 +49,6 @@ public struct DataURLLoader: DataLoading {
         guard data.count <= maxBytes else {
             throw PipelineError(.tooLarge, "data: URL payload exceeds max_bytes (\(Units.formatSize(maxBytes)))")
         }
-        return LoadedData(data: data, contentType: mediaType)
+        return LoadedData(data: data, contentType: mediaType, directives: CacheDirectives(immutable: true))
     }
 }

@@ -47,7 +47,24 @@ public struct FileLoader: DataLoading {
             guard data.count <= maxBytes else {
                 throw PipelineError(.tooLarge, "\(path) is larger than max_bytes (\(Units.formatSize(maxBytes)))")
             }
-            return LoadedData(data: data)
+            return LoadedData(data: data, directives: FileLoader.directives(info))
         }
+    }
+
+    /// A file is its own validator: device, inode, size and modification time, checked on every use.
+    static func directives(_ info: stat) -> CacheDirectives {
+        CacheDirectives(etag: "\(info.st_dev)-\(info.st_ino)-\(info.st_size)-\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec)",
+                        revalidateAlways: true)
+    }
+
+    /// Compares the file's `stat` with the cached copy's; reads it again only when it changed.
+    public func revalidate(_ source: Source, cached: CacheDirectives) async throws -> Revalidation {
+        guard let path = source.localPath else { return .modified(try await load(source)) }
+        let current = try await WorkerPool.io.run { () -> CacheDirectives? in
+            var info = stat()
+            return stat(path, &info) == 0 ? FileLoader.directives(info) : nil
+        }
+        if let current, current.etag == cached.etag { return .notModified(current) }
+        return .modified(try await load(source))
     }
 }

@@ -146,6 +146,19 @@ public struct HTTPLoader: DataLoading {
     public func progress() -> [TransferProgress] { engine.existing()?.progress() ?? [] }
 
     public func load(_ source: Source) async throws -> LoadedData {
+        switch try await fetch(source, conditional: nil) {
+        case .modified(let data): return data
+        case .notModified: throw PipelineError(.httpStatus, "HTTP 304 Not Modified to an unconditional request")
+        }
+    }
+
+    /// A conditional GET with the cached copy's `ETag` (`If-None-Match`) and `Last-Modified`
+    /// (`If-Modified-Since`); a 304 answer reuses the cached bytes.
+    public func revalidate(_ source: Source, cached: CacheDirectives) async throws -> Revalidation {
+        try await fetch(source, conditional: cached.canRevalidate ? cached : nil)
+    }
+
+    func fetch(_ source: Source, conditional: CacheDirectives?) async throws -> Revalidation {
         guard let components = URLComponents(string: source.text), let host = components.host, !host.isEmpty else {
             throw PipelineError(.invalidSource, "not a valid URL: \(source.text)")
         }
@@ -158,12 +171,17 @@ public struct HTTPLoader: DataLoading {
         while true {
             attempt += 1
             try await rateLimiter?.acquire()
-            let transfer = CurlTransfer(url: source.text, policy: policy, resume: resume)
+            let transfer = CurlTransfer(url: source.text, policy: policy, resume: resume,
+                                        conditional: resume == nil ? conditional : nil)
             do {
                 let response = try await engine.get().perform(transfer)
+                if response.notModified, let conditional {
+                    return .notModified(conditional.updated(by: response.directives))
+                }
                 let body = response.isContinuation ? partial + response.body : response.body
                 try checkIsImage(body, contentType: response.contentType)
-                return LoadedData(data: body, contentType: response.contentType, finalURL: response.effectiveURL)
+                return .modified(LoadedData(data: body, contentType: response.contentType, finalURL: response.effectiveURL,
+                                            directives: response.directives))
             } catch var failure as TransferFailure {
                 // Keep what arrived, to resume from it, when the server gave a validator for If-Range.
                 // A 206 continued the bytes we had; any other answer replaced them.

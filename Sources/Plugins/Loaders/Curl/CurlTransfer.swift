@@ -41,6 +41,10 @@ struct TransferResponse: Sendable {
     var effectiveURL: String?
     /// Whether the body continues the resume point's bytes (206) rather than replacing them.
     var isContinuation: Bool
+    /// The response's caching headers.
+    var directives: CacheDirectives
+    /// A conditional request was answered 304 Not Modified (the body is empty).
+    var notModified: Bool { status == 304 }
 }
 
 /// A failed transfer, with what a retry needs: the bytes so far and how to resume them.
@@ -65,6 +69,8 @@ final class CurlTransfer: @unchecked Sendable {
     let url: String
     let policy: TransferPolicy
     let resume: ResumePoint?
+    /// Validators of a cached copy: sent as If-None-Match / If-Modified-Since.
+    let conditional: CacheDirectives?
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
     var continuation: CheckedContinuation<TransferResponse, any Error>?
@@ -76,6 +82,8 @@ final class CurlTransfer: @unchecked Sendable {
     var contentLength: Int?
     var etag: String?
     var lastModified: String?
+    /// Caching headers of the final response, lowercased names.
+    var cachingHeaders: [String: String] = [:]
     var retryAfter: Double?
     var contentRangeStart: Int?
     var exceededMaxBytes = false
@@ -84,10 +92,11 @@ final class CurlTransfer: @unchecked Sendable {
     var blockedScheme: String?
     var currentURL: String
 
-    init(url: String, policy: TransferPolicy, resume: ResumePoint? = nil) {
+    init(url: String, policy: TransferPolicy, resume: ResumePoint? = nil, conditional: CacheDirectives? = nil) {
         self.url = url
         self.policy = policy
         self.resume = resume
+        self.conditional = conditional
         self.currentURL = url
         self.handle = curl_easy_init()!
     }
@@ -136,6 +145,10 @@ final class CurlTransfer: @unchecked Sendable {
         case .bearer(let token):
             list = curl_slist_append(list, "Authorization: Bearer \(token)")
         }
+        if let conditional, resume == nil {
+            if let etag = conditional.etag { list = curl_slist_append(list, "If-None-Match: \(etag)") }
+            if let date = conditional.lastModified { list = curl_slist_append(list, "If-Modified-Since: \(date)") }
+        }
         if let resume {
             list = curl_slist_append(list, "Range: bytes=\(resume.offset)-")
             list = curl_slist_append(list, "If-Range: \(resume.validator)")
@@ -177,6 +190,11 @@ final class CurlTransfer: @unchecked Sendable {
             let retryable = [ErrorKind.connect, .timeout, .truncated, .network].contains(kind)
             return fail(kind, reason, retryable: retryable)
         }
+        if responseCode == 304, conditional != nil {
+            return .success(TransferResponse(status: 304, body: Data(), contentType: contentType,
+                                             effectiveURL: finalURL == url ? nil : finalURL, isContinuation: false,
+                                             directives: directives))
+        }
         guard (200..<300).contains(responseCode) else {
             let retryable = responseCode == 408 || responseCode == 429 || responseCode >= 500
             return fail(.httpStatus, "HTTP \(responseCode)" + CurlTransfer.reasonPhrase(responseCode), retryable: retryable)
@@ -192,7 +210,16 @@ final class CurlTransfer: @unchecked Sendable {
             continuation = true
         }
         return .success(TransferResponse(status: responseCode, body: body, contentType: contentType,
-                                         effectiveURL: finalURL == url ? nil : finalURL, isContinuation: continuation))
+                                         effectiveURL: finalURL == url ? nil : finalURL, isContinuation: continuation,
+                                         directives: directives))
+    }
+
+    /// The caching headers of the final response.
+    var directives: CacheDirectives {
+        var headers = cachingHeaders
+        headers["etag"] = etag
+        headers["last-modified"] = lastModified
+        return CacheDirectives(httpHeaders: headers)
     }
 
     static func kind(of code: CURLcode, received: Int) -> ErrorKind {
@@ -229,6 +256,9 @@ final class CurlTransfer: @unchecked Sendable {
             contentLength = nil
             retryAfter = nil
             contentRangeStart = nil
+            etag = nil
+            lastModified = nil
+            cachingHeaders = [:]
             let parts = line.split(separator: " ")
             status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
             return true
@@ -241,6 +271,7 @@ final class CurlTransfer: @unchecked Sendable {
         case "content-length": contentLength = Int(value)
         case "etag": etag = value
         case "last-modified": lastModified = value
+        case "cache-control", "expires", "date", "age": cachingHeaders[name] = value
         case "retry-after":
             if let seconds = Double(value) {
                 retryAfter = seconds

@@ -1,0 +1,126 @@
+import ArgumentParser
+import Foundation
+import PipelineKit
+
+struct CacheCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "cache",
+        abstract: "Inspect and maintain a pipeline's data cache.",
+        discussion: """
+            Works on the directory named by the pipeline's data_cache (after ${VAR} interpolation).
+            Safe while a run uses the same cache: entries are replaced atomically.
+
+            Examples:
+              pipelinectl cache stats thumbnails
+              pipelinectl cache prune thumbnails
+              pipelinectl cache rm thumbnails https://example.com/a.jpg
+              pipelinectl cache clear thumbnails
+            """,
+        subcommands: [Stats.self, Prune.self, Clear.self, Remove.self])
+
+    struct Target: ParsableArguments {
+        @Argument(help: "The pipeline file, or its name in pipelines/.")
+        var pipeline: String
+
+        /// The pipeline's runner (for its keys) and its data cache with maintenance.
+        func open() throws -> (PipelineRunner, any DataCaching, any DataCacheMaintenance) {
+            guard let pipeline = loadPipeline(pipeline) else { throw Exit.invalid }
+            let runner: PipelineRunner
+            do { runner = try PipelineRunner(pipeline: pipeline, registry: PipelineCtl.registry) } catch {
+                printError("error: \(pipeline.file): \((error as? PipelineError)?.message ?? "\(error)")")
+                throw Exit.invalid
+            }
+            guard let cache = runner.dataCacheStage else {
+                printError("error: \(pipeline.file) has no data_cache")
+                throw Exit.invalid
+            }
+            guard let maintained = cache as? any DataCacheMaintenance else {
+                printError("error: the data cache of \(pipeline.file) does not support maintenance")
+                throw Exit.invalid
+            }
+            return (runner, cache, maintained)
+        }
+    }
+
+    struct Stats: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Entries, bytes, oldest and newest entry, and the last run's hit rate.")
+        @OptionGroup var target: Target
+        @Flag(help: "Print JSON.") var json = false
+
+        func run() async throws {
+            let (_, _, cache) = try target.open()
+            let stats = try await cache.statistics()
+            if json {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+                encoder.dateEncodingStrategy = .iso8601
+                print(String(decoding: try encoder.encode(stats), as: UTF8.self))
+                return
+            }
+            let iso = ISO8601DateFormatter()
+            print("cache:    \(stats.path)")
+            print("entries:  \(stats.entries) (\(stats.originals) loaded, \(stats.outputs) encoded outputs)")
+            let share = stats.sizeLimit > 0 ? Int((Double(stats.bytes) / Double(stats.sizeLimit) * 100).rounded()) : 0
+            print("bytes:    \(SummaryText.bytes(stats.bytes)) of \(SummaryText.bytes(stats.sizeLimit)) (\(share)%)")
+            if let oldest = stats.oldest, let newest = stats.newest {
+                print("oldest:   \(iso.string(from: oldest))")
+                print("newest:   \(iso.string(from: newest))")
+            }
+            if let last = stats.lastRun {
+                let c = last.counts
+                let rate = c.hitRate.map { "\(Int(($0 * 100).rounded()))%" } ?? "-"
+                print("last run: \(iso.string(from: last.finishedAt)): \(c.hit) hit, \(c.processedHit) processed hit, "
+                      + "\(c.revalidated) revalidated, \(c.miss) miss (hit rate \(rate))")
+            } else {
+                print("last run: not recorded")
+            }
+        }
+    }
+
+    struct Prune: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Delete expired and damaged entries now, then apply the size limit.")
+        @OptionGroup var target: Target
+
+        func run() async throws {
+            let (_, _, cache) = try target.open()
+            let (entries, bytes) = try await cache.prune()
+            print("pruned \(entries) entries, \(SummaryText.bytes(bytes))")
+        }
+    }
+
+    struct Clear: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Delete every entry.")
+        @OptionGroup var target: Target
+
+        func run() async throws {
+            let (_, _, cache) = try target.open()
+            print("cleared \(try await cache.clear()) entries")
+        }
+    }
+
+    struct Remove: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "rm",
+            abstract: "Delete the entries of one or more sources (their loaded bytes and this pipeline's outputs).")
+        @OptionGroup var target: Target
+        @Argument(help: "Sources as written in a URL list.") var sources: [String]
+
+        func run() async throws {
+            let (runner, cache, _) = try target.open()
+            guard !sources.isEmpty else {
+                printError("error: name at least one source to remove")
+                throw Exit.invalid
+            }
+            var missing = 0
+            for source in sources {
+                var removed = 0
+                for key in runner.dataCacheKeys(for: source) where await cache.remove(key) { removed += 1 }
+                print("\(source): removed \(removed) entr\(removed == 1 ? "y" : "ies")")
+                if removed == 0 { missing += 1 }
+            }
+            if missing > 0 { throw Exit.itemsFailed }
+        }
+    }
+}

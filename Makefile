@@ -9,7 +9,7 @@ APT_PACKAGES = pkg-config libmagickwand-6.q16-dev libcurl4-openssl-dev libyaml-d
 TEST_PACKAGES = chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps install build release run test samples docs bench-loader clean
+.PHONY: deps test-deps install build release run test samples docs bench bench-loader clean
 
 deps:
 	@$(MAKE) -s install PACKAGES="$(APT_PACKAGES)"
@@ -45,6 +45,9 @@ test: test-deps
 	examples/CustomPlugins/check.sh
 
 # Loader throughput against a loopback server with 50 ms latency (docs/PERFORMANCE.md).
+bench: release
+	bench/run.sh
+
 bench-loader: release
 	bench/loader.sh
 

@@ -18,5 +18,9 @@
 #include <sys/select.h>
 #include <sys/time.h>
 #include <unistd.h>
+#include <malloc.h>
 #include <wand/MagickWand.h>
+
+// M_MMAP_THRESHOLD is a macro Swift cannot call mallopt with directly from every module.
+static inline int pk_set_mmap_threshold(int bytes) { return mallopt(M_MMAP_THRESHOLD, bytes); }
 #endif

@@ -24,6 +24,7 @@ public enum PipelineCtl {
     /// or a file is invalid (`validate`, `explain`) or a test failed (`test`); 2 when the pipeline,
     /// the list or the arguments are invalid (nothing ran), or when two plugins share a name.
     public static func main(plugins: [any PluginBundle.Type]) async -> Never {
+        Magick.returnLargeBlocksToTheSystem()
         do {
             registry = try PluginRegistry(bundles: plugins)
         } catch {

@@ -28,6 +28,9 @@ struct Run: AsyncParsableCommand {
     @Option(help: "CPU workers for decode, process and encode (default: one per core).")
     var workers: Int?
 
+    @Option(help: "Memory decodes in progress may take together, estimated from each header (e.g. 200MiB, 1GB); huge images wait for each other.")
+    var decodeMemory: String = "200MiB"
+
     @Option(help: "Longest time one item may take (e.g. 90s, 5m); 0 for no limit.")
     var itemTimeout: String = "5m"
 
@@ -38,6 +41,9 @@ struct Run: AsyncParsableCommand {
 
     func validate() throws {
         if let workers, workers < 1 { throw ValidationError("--workers must be at least 1") }
+        if (Units.parseSize(decodeMemory) ?? 0) < 1 {
+            throw ValidationError("--decode-memory expects a size such as 256MiB or 1GB, got '\(decodeMemory)'")
+        }
         if Units.parseDuration(itemTimeout) == nil {
             throw ValidationError("--item-timeout expects a duration such as 90s or 5m, got '\(itemTimeout)'")
         }
@@ -48,6 +54,7 @@ struct Run: AsyncParsableCommand {
         options.outputDirectory = outputDirectory
         options.resume = resume
         if let workers { options.workers = workers }
+        options.decodeMemory = Units.parseSize(decodeMemory) ?? options.decodeMemory
         let limit = Units.parseDuration(itemTimeout) ?? 300
         options.itemTimeout = limit > 0 ? limit : nil
         try await runPipeline(pipeline, urls: urls, options: options, output: output)
@@ -112,7 +119,9 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
             throw Exit.invalid
         }
     }
-    let collected = Mutex<[ItemResult]>([])
+    // Every item only when a whole-document JSON report needs them; otherwise figures and failures.
+    let keepItems = report != nil && stream == nil
+    let collected = Mutex<(items: [ItemResult], failures: [ItemResult], statistics: RunStatistics.Builder)>(([], [], RunStatistics.Builder()))
     let signals = StopSignals(runner: runner)
     defer { signals.cancel() }
     let display = ProgressDisplay(mode: progress, list: urls)
@@ -121,7 +130,11 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
     defer { display?.finish() }
     do {
         summary = try await runner.run(list) { [stream] item in
-            collected.withLock { $0.append(item) }
+            collected.withLock {
+                if keepItems { $0.items.append(item) }
+                if item.status == .failed { $0.failures.append(item) }
+                $0.statistics.add(item)
+            }
             display?.record(item)
             metrics?.record(item)
             do { try stream?.item(item) } catch { printError("warning: writing the report: \(error)") }
@@ -132,8 +145,10 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
         printError("error: \((error as? PipelineError)?.message ?? "\(error)")")
         throw Exit.invalid
     }
-    let items = collected.withLock { $0 }.sorted { $0.index < $1.index }
-    print(SummaryText.render(pipeline: pipeline.name, summary: summary, items: items,
+    let (items, failures, statistics) = collected.withLock {
+        ($0.items.sorted { $0.index < $1.index }, $0.failures.sorted { $0.index < $1.index }, $0.statistics.statistics)
+    }
+    print(SummaryText.render(pipeline: pipeline.name, summary: summary, statistics: statistics, failures: failures,
                              outputDirectory: options.fetchOnly ? nil : runner.outputDirectory))
     if let report, stream == nil {
         do {

@@ -12,6 +12,7 @@ final class CompletionManifest: Sendable {
     let path: String
     private let recorded: Mutex<Set<String>>
     private let handle: Mutex<FileHandle?>
+    private let resuming: Bool
 
     init(outputDirectory: String, fingerprint: String, load: Bool) {
         let dir = (outputDirectory as NSString).appendingPathComponent(".pipelinectl")
@@ -24,6 +25,7 @@ final class CompletionManifest: Sendable {
         }
         recorded = Mutex(set)
         handle = Mutex(nil)
+        resuming = load
     }
 
     /// Whether every one of `outputs` (relative paths) was recorded and still exists.
@@ -48,6 +50,7 @@ final class CompletionManifest: Sendable {
             }
             try handle!.write(contentsOf: lines)
         }
-        recorded.withLock { set in for output in outputs { set.insert(output) } }
+        // Kept in memory only for --resume lookups; otherwise a long run would grow with its list.
+        if resuming { recorded.withLock { set in for output in outputs { set.insert(output) } } }
     }
 }

@@ -285,22 +285,41 @@ public struct RunStatistics: Sendable, Codable, Equatable {
     enum CodingKeys: String, CodingKey { case stagesMs = "stages_ms", cache }
 
     public init(_ items: [ItemResult]) {
-        var stages: [String: Times] = [:]
-        let paths: [(String, KeyPath<StageTimings, Double>)] = [("load", \.load), ("decode", \.decode),
-                                                                 ("process", \.process), ("encode", \.encode)]
-        for (name, path) in paths {
-            let values = items.map { $0.timings[keyPath: path] }.filter { $0 > 0 }.sorted()
-            guard !values.isEmpty else { continue }
-            func rank(_ p: Double) -> Double { values[Swift.min(values.count, Swift.max(1, Int((Double(values.count) * p).rounded(.up)))) - 1] }
-            stages[name] = Times(p50: rank(0.5), p95: rank(0.95), max: values.last!, count: values.count)
-        }
-        var cache = ["data": CacheCounts(), "image": CacheCounts()]
-        for item in items {
-            for (name, outcome) in [("data", item.cacheData), ("image", item.cacheImage)] {
-                cache[name]!.add(outcome)
-            }
-        }
-        self.stagesMs = stages
+        var builder = Builder()
+        for item in items { builder.add(item) }
+        self = builder.statistics
+    }
+
+    init(stagesMs: [String: Times], cache: [String: CacheCounts]) {
+        self.stagesMs = stagesMs
         self.cache = cache
+    }
+
+    /// Collects the figures item by item, keeping only what they need (four numbers and two
+    /// outcomes per item), so a long run does not hold every ``ItemResult``.
+    public struct Builder: Sendable {
+        private var times: [String: [Double]] = ["load": [], "decode": [], "process": [], "encode": []]
+        private var cache = ["data": CacheCounts(), "image": CacheCounts()]
+
+        public init() {}
+
+        public mutating func add(_ item: ItemResult) {
+            for (name, value) in [("load", item.timings.load), ("decode", item.timings.decode),
+                                  ("process", item.timings.process), ("encode", item.timings.encode)] where value > 0 {
+                times[name]!.append(value)
+            }
+            cache["data"]!.add(item.cacheData)
+            cache["image"]!.add(item.cacheImage)
+        }
+
+        public var statistics: RunStatistics {
+            var stages: [String: Times] = [:]
+            for (name, unsorted) in times where !unsorted.isEmpty {
+                let values = unsorted.sorted()
+                func rank(_ p: Double) -> Double { values[Swift.min(values.count, Swift.max(1, Int((Double(values.count) * p).rounded(.up)))) - 1] }
+                stages[name] = Times(p50: rank(0.5), p95: rank(0.95), max: values.last!, count: values.count)
+            }
+            return RunStatistics(stagesMs: stages, cache: cache)
+        }
     }
 }

@@ -199,6 +199,9 @@ extension PipelineRunner {
         let variants = self.variants
         let decoderName = pipeline.decoder.plugin.spec.name
         let context = StageContext.current
+        let budget = decoder.estimatedMemory(loaded, hint: hint) ?? 0
+        await decodeBudget.acquire(budget)
+        defer { decodeBudget.release(budget) }
         let job = try await cpu.run { () throws -> (finished: [Int: Image], memo: [String: Image], decode: Double, process: Double) in
             try StageContext.withThreadValue(context) {
                 tracker.enter(.decode)  // here, not when queued: waiting for a worker is not decoding

@@ -8,6 +8,11 @@ public struct RunOptions: Sendable {
     public var outputDirectory: String?
     /// CPU workers for decode, process and encode: one per core by default.
     public var workers: Int = ProcessInfo.processInfo.activeProcessorCount
+    /// Memory that decodes in progress may take together, by the decoder's estimate from each
+    /// header: two huge images wait for each other instead of being decoded at once. An image
+    /// larger than the whole budget is decoded alone. Default 200 MiB (below ImageMagick's Debian
+    /// policy memory limit).
+    public var decodeMemory: Int = 200 << 20
     /// Items in flight at once; by default the largest loader limit plus two per worker. Bounds
     /// memory whatever the length of the list.
     public var maxInFlight: Int?
@@ -89,6 +94,7 @@ public final class PipelineRunner: Sendable {
     /// Identifies every variant's chain, for coalescing the work of one source.
     let chainsIdentifier: String
     let cpu: WorkerPool
+    let decodeBudget: MemoryBudget
     let maxInFlight: Int
     let logger: Logger
     let fetchOnly: Bool
@@ -101,7 +107,9 @@ public final class PipelineRunner: Sendable {
     let loadCoalescer = Coalescer<LoadOutcome>()
     let imagesCoalescer = Coalescer<ImagesOutcome>()
     private let itemCoalescer = Coalescer<ItemOutcome>()
-    private let outputClaims = Mutex<[String: (key: String, source: String)]>([:])
+    /// Output path hash -> (cache key hash, line number): small per item, so a list of millions
+    /// of lines is checked for collisions without holding its text.
+    private let outputClaims = Mutex<[Int: (key: Int, line: Int)]>([:])
 
     /// Instantiates every stage of `pipeline`. Loaders the pipeline does not configure are made with
     /// their defaults, so a list may mix URLs and paths.
@@ -147,6 +155,7 @@ public final class PipelineRunner: Sendable {
         decoderIdentifier = pipeline.decoder.plugin.spec.name + "(" + pipeline.decoder.options.canonical + ")"
         chainsIdentifier = decoderIdentifier + variants.map { $0.prefixIDs.last! + ">" + $0.encoder.identifier }.joined(separator: ";")
         cpu = WorkerPool.cpu(threads: max(1, options.workers))
+        decodeBudget = MemoryBudget(bytes: options.decodeMemory)
         // Items in flight: enough to keep every load slot and every worker busy, no more. A decoded
         // image exists only inside a worker's job, so this bounds compressed bytes, not pixels.
         let loadLimit = loaders.values.map(\.loader.maxConcurrentLoads).max() ?? 8
@@ -295,14 +304,14 @@ public final class PipelineRunner: Sendable {
 
     /// Records that `path` is the output of `key`; two different sources may not share an output.
     private func claim(_ path: String, key: String, source: Source) throws {
-        let other = outputClaims.withLock { claims -> String? in
-            if let existing = claims[path] { return existing.key == key ? nil : existing.source }
-            claims[path] = (key, source.text)
+        let other = outputClaims.withLock { claims -> Int? in
+            if let existing = claims[path.hashValue] { return existing.key == key.hashValue ? nil : existing.line }
+            claims[path.hashValue] = (key.hashValue, source.index)
             return nil
         }
         if let other {
             throw PipelineError(.outputCollision,
-                                "output '\(path)' is already the output of '\(other)'; use {hash} or {index} in output.name",
+                                "output '\(path)' is already the output of line \(other) of the list; use {hash} or {index} in output.name",
                                 stage: .output)
         }
     }

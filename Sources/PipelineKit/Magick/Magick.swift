@@ -15,6 +15,17 @@ public enum Magick {
     /// Starts MagickWand (once per process) and sets ImageMagick's thread limit to 1.
     public static func initialize() { _ = setUp }
 
+    /// Makes glibc return the memory of large images to the system as soon as they are freed.
+    ///
+    /// glibc raises its mmap threshold each time a large block is freed, up to 32 MB, after which
+    /// decode buffers below that size come from per-thread heaps that keep their freed pages: on
+    /// the corpus this held peak RSS near 365 MB instead of 285 MB, at no measurable speed cost.
+    /// Fixing the threshold at 4 MB stops that. Process-wide, so the command-line tool calls it
+    /// once at start; an application embedding PipelineKit decides for itself.
+    public static func returnLargeBlocksToTheSystem() {
+        _ = pk_set_mmap_threshold(4 << 20)
+    }
+
     /// The ImageMagick version string, e.g. `ImageMagick 6.9.11-60 Q16 x86_64 ...`.
     public static var version: String {
         initialize()

@@ -138,6 +138,12 @@ public final class Wand {
         try check(MagickResizeImage(pointer, width, height, filter, 1.0), .processFailed, "resize")
     }
 
+    /// Scales by averaging the source pixels each destination pixel covers (a box filter): fast,
+    /// and free of aliasing when shrinking, but softer than a windowed filter.
+    public func scale(width: Int, height: Int) throws {
+        try check(MagickScaleImage(pointer, width, height), .processFailed, "scale")
+    }
+
     /// Crops to the rectangle and resets the virtual canvas so the result starts at 0,0.
     public func crop(x: Int, y: Int, width: Int, height: Int) throws {
         try check(MagickCropImage(pointer, width, height, x, y), .processFailed, "crop")

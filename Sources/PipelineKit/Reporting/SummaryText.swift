@@ -7,6 +7,14 @@ public enum SummaryText {
     ///   - examples: example sources shown per failure kind.
     public static func render(pipeline: String, summary: RunSummary, items: [ItemResult], outputDirectory: String?,
                               examples: Int = 3) -> String {
+        render(pipeline: pipeline, summary: summary, statistics: RunStatistics(items),
+               failures: items.filter { $0.status == .failed }, outputDirectory: outputDirectory, examples: examples)
+    }
+
+    /// The same from figures collected during the run (``RunStatistics/Builder``) and the failed
+    /// items only, so a long run need not keep every item.
+    public static func render(pipeline: String, summary: RunSummary, statistics stats: RunStatistics, failures: [ItemResult],
+                              outputDirectory: String?, examples: Int = 3) -> String {
         var lines: [String] = []
         let rate = summary.wallSeconds > 0 ? Double(summary.total) / summary.wallSeconds : 0
         lines.append("\(pipeline): \(summary.total) items: \(summary.ok) ok, \(summary.failed) failed, "
@@ -18,7 +26,6 @@ public enum SummaryText {
         lines.append("bytes in \(bytes(summary.bytesIn)), out \(bytes(summary.bytesOut))")
         if let outputDirectory, summary.ok > 0 { lines.append("outputs in \(outputDirectory)") }
 
-        let stats = RunStatistics(items)
         let rows = ["load", "decode", "process", "encode"].compactMap { name -> String? in
             guard let t = stats.stagesMs[name] else { return nil }
             return "  " + name.padding(toLength: 8, withPad: " ", startingAt: 0) + [t.p50, t.p95, t.max].map { pad(ms($0)) }.joined()
@@ -41,7 +48,6 @@ public enum SummaryText {
         }
         if !cache.isEmpty { lines.append("cache: " + cache.joined(separator: "; ")) }
 
-        let failures = items.filter { $0.status == .failed }
         if !failures.isEmpty {
             var byKind: [String: [ItemResult]] = [:]
             for item in failures { byKind[item.error?.kind.rawValue ?? "unknown", default: []].append(item) }

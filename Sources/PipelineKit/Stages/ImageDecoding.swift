@@ -28,4 +28,13 @@ public struct PixelSize: Sendable, Hashable, CustomStringConvertible {
 /// throws ``ErrorKind/unsupportedFormat``, ``ErrorKind/tooLarge`` or ``ErrorKind/decodeFailed``.
 public protocol ImageDecoding: Sendable {
     func decode(_ data: LoadedData, hint: DecodeHint) throws -> Image
+
+    /// The memory decoding `data` will need at its peak, in bytes, when the decoder can tell
+    /// cheaply (from the header). The engine holds decodes within its decode memory budget with
+    /// it, so two huge images are not decoded at once. Default: `nil` (unknown; not budgeted).
+    func estimatedMemory(_ data: LoadedData, hint: DecodeHint) -> Int?
+}
+
+extension ImageDecoding {
+    public func estimatedMemory(_ data: LoadedData, hint: DecodeHint) -> Int? { nil }
 }

@@ -39,6 +39,44 @@ public struct ImageMagickDecoder: ImageDecoding {
         shrinkOnLoad = options.bool("shrink_on_load")!
     }
 
+    /// From the header: pixels as decoded (after JPEG scaling) at 8 bytes each (ImageMagick Q16),
+    /// plus the codec's own buffers (a row-set for JPEG, up to a full 8-bit copy for the others),
+    /// plus the compressed bytes.
+    public func estimatedMemory(_ loaded: LoadedData, hint: DecodeHint) -> Int? {
+        guard case .image(let format) = FormatSniffer.sniff(loaded.data),
+              let size = HeaderProbe.dimensions(loaded.data, format: format), size.width > 0, size.height > 0 else { return nil }
+        var width = size.width, height = size.height
+        if format == "JPEG", let scale = jpegScale(size, hint: hint) {
+            width = (width + scale - 1) / scale
+            height = (height + scale - 1) / scale
+        }
+        let pixels = width * height
+        // A progressive JPEG keeps every DCT coefficient of the full-size image until the end.
+        let coefficients = format == "JPEG" && Self.isProgressiveJPEG(loaded.data) ? size.width * size.height * 3 : 0
+        return pixels * 8 + pixels * (format == "JPEG" ? 1 : 4) + coefficients + loaded.data.count
+    }
+
+    /// Whether the JPEG's frame header is SOF2 (progressive), found within its first 256 KB.
+    static func isProgressiveJPEG(_ data: Data) -> Bool {
+        let bytes = [UInt8](data.prefix(262_144))
+        var i = 2
+        while i + 3 < bytes.count, bytes[i] == 0xFF {
+            let marker = bytes[i + 1]
+            if marker == 0xC2 { return true }
+            if (0xC0...0xCF).contains(marker), marker != 0xC4, marker != 0xC8, marker != 0xCC { return false }
+            i += 2 + (Int(bytes[i + 2]) << 8 | Int(bytes[i + 3]))
+        }
+        return false
+    }
+
+    /// The denominator libjpeg will scale by for `jpeg:size` (1/2, 1/4, 1/8), or `nil` for none.
+    func jpegScale(_ size: PixelSize, hint: DecodeHint) -> Int? {
+        guard shrinkOnLoad, let target = hint.targetSize,
+              size.width >= 2 * target.width, size.height >= 2 * target.height else { return nil }
+        let factor = min(size.width / max(1, target.width), size.height / max(1, target.height))
+        return factor >= 8 ? 8 : factor >= 4 ? 4 : 2
+    }
+
     public func decode(_ loaded: LoadedData, hint: DecodeHint) throws -> PipelineKit.Image {
         let data = loaded.data
         guard !data.isEmpty else { throw PipelineError(.decodeFailed, "empty input (0 bytes)") }
@@ -76,8 +114,7 @@ public struct ImageMagickDecoder: ImageDecoding {
 
         let wand = Wand()
         // libjpeg scales by n/8 and can scale up too: hint only when a shrink of at least 1/2 fits.
-        if shrinkOnLoad, format == "JPEG", let target = hint.targetSize,
-           width >= 2 * target.width, height >= 2 * target.height {
+        if format == "JPEG", jpegScale(size, hint: hint) != nil, let target = hint.targetSize {
             wand.setOption("jpeg:size", "\(target.width)x\(target.height)")
         }
         try wand.read(data, format: format)

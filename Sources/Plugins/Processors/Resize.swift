@@ -22,6 +22,8 @@ public struct Resize: ImageProcessing {
                        doc: "fit: inside the box; fill: cover the box and crop the centre; stretch: exactly the box."),
                 .bool("upscale", default: false, doc: "Enlarge images smaller than the box."),
                 .oneOf("filter", filters.keys.sorted(), default: "lanczos", doc: "Resampling filter."),
+                .bool("pre_shrink", default: true,
+                      doc: "When shrinking by 3x or more, first average pixel blocks down to twice the target, then apply the filter (as libvips does): several times faster on large images, visually the same."),
             ]),
         make: { options in try Resize(options: options) })
 
@@ -30,6 +32,7 @@ public struct Resize: ImageProcessing {
     public let mode: Mode
     public let upscale: Bool
     public let filter: String
+    public let preShrink: Bool
 
     init(options: PluginOptions) throws {
         width = options.int("width")
@@ -37,13 +40,14 @@ public struct Resize: ImageProcessing {
         mode = Mode(rawValue: options.string("mode")!)!
         upscale = options.bool("upscale")!
         filter = options.string("filter")!
+        preShrink = options.bool("pre_shrink")!
         guard width != nil || height != nil else {
             throw PipelineError("invalid_option", "set 'width', 'height' or both")
         }
     }
 
     public var identifier: String {
-        "resize(\(width.map(String.init) ?? "auto")x\(height.map(String.init) ?? "auto"),\(mode.rawValue),upscale=\(upscale),\(filter))"
+        "resize(\(width.map(String.init) ?? "auto")x\(height.map(String.init) ?? "auto"),\(mode.rawValue),upscale=\(upscale),\(filter)\(preShrink ? "" : ",exact"))"
     }
 
     public var decodeHint: PixelSize? {
@@ -87,6 +91,11 @@ public struct Resize: ImageProcessing {
         let filterType = Self.filters[filter] ?? LanczosFilter
         return try image.transformed { wand in
             if scaled.width != image.width || scaled.height != image.height {
+                // A windowed filter's cost grows with the shrink factor (its support widens with
+                // it); a box average to twice the target first keeps the filter's work small.
+                if preShrink, scaled.width * 3 <= image.width, scaled.height * 3 <= image.height {
+                    try wand.scale(width: scaled.width * 2, height: scaled.height * 2)
+                }
                 try wand.resize(width: scaled.width, height: scaled.height, filter: filterType)
             }
             if let crop, crop.width < scaled.width || crop.height < scaled.height {

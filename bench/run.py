@@ -1,0 +1,376 @@
+#!/usr/bin/env python3
+"""Throughput, memory and quality benchmark: pipelinectl against vipsthumbnail and ImageMagick's
+convert, on the same files, the same output (fit in 256x256, JPEG quality 80), the same two cores,
+in one run. Called by bench/run.sh (`make bench`), which builds the release binary and installs
+the peers. Prints a table and writes it, with the machine, to bench/results/latest.md.
+
+Every figure comes from this run:
+  wall      time from start to the last process's exit
+  cpu       user + system time of the command and every child it waited for (getrusage)
+  peak RSS  the largest sum of resident memory over the command's process tree, sampled every
+            10 ms from /proc (so two concurrent vipsthumbnail processes count together), and never
+            less than the largest single process's ru_maxrss
+  PSNR      of every thumbnail against a reference made from a full decode with Lanczos
+            (`convert SRC -filter Lanczos -resize 256x256`), min and mean over the corpus
+"""
+import os
+import re
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.join(ROOT, ".build/release/pipelinectl")
+SIZE = 256
+QUALITY = 80
+LONG_LIST = int(os.environ.get("BENCH_LONG_LIST", "20000"))
+SHORT_LIST = int(os.environ.get("BENCH_SHORT_LIST", "1000"))
+LATENCY_MS = 50
+
+
+def tree_rss_kb(pid):
+    """Resident memory of pid and all its descendants, in KiB."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(entry))
+        except (OSError, IndexError, ValueError):
+            pass
+    total, stack = 0, [pid]
+    while stack:
+        current = stack.pop()
+        try:
+            with open(f"/proc/{current}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+                        break
+        except OSError:
+            pass
+        stack.extend(children.get(current, []))
+    return total
+
+
+class Measurement:
+    def __init__(self, name, wall, cpu, rss_kb, images):
+        self.name, self.wall, self.cpu, self.rss_kb, self.images = name, wall, cpu, rss_kb, images
+        self.psnr = None
+
+    @property
+    def rate(self):
+        return self.images / self.wall if self.wall > 0 else 0
+
+
+def measure(name, command, images, shell=False, env=None, check_output=None):
+    """Runs command (a list, or a shell string), sampling its process tree's RSS."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.monotonic()
+    process = subprocess.Popen(command, shell=shell, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    peak = [0]
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], tree_rss_kb(process.pid))
+            time.sleep(0.01)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    output, _ = process.communicate()
+    wall = time.monotonic() - start
+    done.set()
+    sampler.join()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    rss = max(peak[0], after.ru_maxrss if after.ru_maxrss > before.ru_maxrss else 0)
+    text = output.decode(errors="replace")
+    if process.returncode != 0:
+        sys.exit(f"{name} failed (exit {process.returncode}):\n{text[-3000:]}")
+    if check_output and not re.search(check_output, text):
+        sys.exit(f"{name}: expected /{check_output}/ in its output:\n{text[-3000:]}")
+    print(f"  {name}: {wall:.2f} s wall, {cpu:.2f} s cpu, {rss / 1024:.0f} MiB", flush=True)
+    return Measurement(name, wall, cpu, rss, images)
+
+
+def psnr(candidate, reference):
+    """PSNR (dB) of candidate against reference, resizing the candidate when it is off by a pixel."""
+    size = subprocess.run(["identify", "-format", "%wx%h", reference], capture_output=True, text=True).stdout
+    other = subprocess.run(["identify", "-format", "%wx%h", candidate], capture_output=True, text=True).stdout
+    source = candidate
+    if size != other:
+        source = candidate + ".resized.png"
+        subprocess.run(["convert", candidate, "-resize", size + "!", source], check=True)
+    result = subprocess.run(["compare", "-metric", "PSNR", source, reference, "null:"], capture_output=True, text=True)
+    match = re.match(r"\s*(inf|[0-9.]+)", result.stderr)
+    if not match:
+        sys.exit(f"compare {candidate} {reference}: {result.stderr.strip()}")
+    return 100.0 if match.group(1) == "inf" else float(match.group(1))
+
+
+def quality(outputs, references, names, suffix):
+    values = []
+    for name in names:
+        out = os.path.join(outputs, name + suffix)
+        if not os.path.exists(out):
+            sys.exit(f"missing output {out}")
+        values.append(psnr(out, os.path.join(references, name + ".png")))
+    return min(values), statistics.mean(values)
+
+
+def start_server(directory, delay_ms):
+    server = subprocess.Popen([sys.executable, os.path.join(ROOT, "bench/slow_server.py"), directory, str(delay_ms)],
+                              stdout=subprocess.PIPE, text=True)
+    port = int(server.stdout.readline())
+    return server, port
+
+
+def pipeline(path, cache=None, encoder=None, shrink=True, concurrent=16):
+    encoder = encoder or f"{{ jpeg: {{ quality: {QUALITY} }} }}"
+    cache_lines = f"data_cache:\n  disk: {{ path: {cache}, size_limit: 10GB, store: all }}\n" if cache else ""
+    with open(path, "w") as f:
+        f.write(f"""version: 1
+name: bench
+loader:
+  http: {{ allow_loopback: true, max_concurrent: {concurrent}, timeout: 60s }}
+{cache_lines}decoder:
+  imagemagick: {{ shrink_on_load: {str(shrink).lower()} }}
+processors:
+  - resize: {{ width: {SIZE}, height: {SIZE}, mode: fit }}
+encoder: {encoder}
+output:
+  dir: out
+  name: "{{stem}}.{{ext}}"
+""")
+
+
+def machine():
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    mem = next((l.split()[1] for l in open("/proc/meminfo") if l.startswith("MemTotal")), "0")
+    def version(cmd):
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True).stdout.strip().splitlines()[0]
+        except (OSError, IndexError):
+            return "?"
+    return {
+        "cpu": f"{os.cpu_count()} x {cpu}",
+        "memory": f"{int(mem) / 1024 / 1024:.1f} GiB",
+        "imagemagick": version(["convert", "-version"]),
+        "vips": version(["vipsthumbnail", "--vips-version"]),
+        "curl": version(["curl", "--version"]),
+        "kernel": os.uname().release,
+    }
+
+
+def main():
+    corpus = subprocess.run(["bash", os.path.join(ROOT, "bench/corpus.sh")], capture_output=True, text=True,
+                            check=True).stdout.strip().splitlines()[-1]
+    files = sorted(f for f in os.listdir(corpus) if f.lower().endswith((".jpg", ".png")))
+    names = [os.path.splitext(f)[0] for f in files]
+    n = len(files)
+    work = tempfile.mkdtemp(prefix="pipelinectl-bench-")
+    servers = []
+    try:
+        print(f"corpus: {corpus} ({n} files); work: {work}", flush=True)
+        refs = os.path.join(work, "ref")
+        os.makedirs(refs)
+        print("references (full decode, Lanczos) ...", flush=True)
+        subprocess.run(f"ls {corpus} | grep -E '\\.(jpg|png)$' | xargs -P 2 -I{{}} sh -c "
+                       f"'convert \"{corpus}/{{}}[0]\" -filter Lanczos -resize {SIZE}x{SIZE} \"{refs}/$(basename {{}} | sed s/\\\\.[a-z]*$//).png\"'",
+                       shell=True, check=True)
+
+        local_list = os.path.join(work, "local.txt")
+        with open(local_list, "w") as f:
+            f.write("\n".join(os.path.join(corpus, x) for x in files) + "\n")
+        server, port = start_server(corpus, LATENCY_MS)
+        servers.append(server)
+        url_list = os.path.join(work, "urls.txt")
+        with open(url_list, "w") as f:
+            f.write("\n".join(f"http://127.0.0.1:{port}/{x}" for x in files) + "\n")
+
+        results = {}
+        print("runs:", flush=True)
+        bench_yaml = os.path.join(work, "bench.yaml")
+        pipeline(bench_yaml)
+        out = lambda name: os.path.join(work, "out-" + name)
+        ok = f"{n} items: {n} ok"
+
+        # Warm the page cache and the binary once, untimed, so the first timed run is not penalised.
+        subprocess.run([BIN, "run", bench_yaml, local_list, "-o", out("warmup"), "--quiet"], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        results["ours-local"] = measure("pipelinectl run (local files)",
+                                        [BIN, "run", bench_yaml, local_list, "-o", out("ours-local"), "--quiet"], n,
+                                        check_output=ok)
+        results["ours-http"] = measure(f"pipelinectl run (HTTP, {LATENCY_MS} ms latency)",
+                                       [BIN, "run", bench_yaml, url_list, "-o", out("ours-http"), "--quiet"], n,
+                                       check_output=ok)
+
+        half = (n + 1) // 2
+        vips_env = dict(os.environ, VIPS_CONCURRENCY="1")
+        def vips_command(directory, output):
+            listed = [os.path.join(directory, x) for x in files]
+            first = " ".join(f"'{p}'" for p in listed[:half])
+            second = " ".join(f"'{p}'" for p in listed[half:])
+            target = f"'{output}/%s.jpg[Q={QUALITY}]'"
+            return (f"mkdir -p '{output}' && (vipsthumbnail -s {SIZE}x{SIZE} -o {target} {first} & "
+                    f"vipsthumbnail -s {SIZE}x{SIZE} -o {target} {second} & wait)")
+        results["vips"] = measure("vipsthumbnail (2 processes, VIPS_CONCURRENCY=1)",
+                                  vips_command(corpus, out("vips")), n, shell=True, env=vips_env)
+        results["vips-threads"] = measure("vipsthumbnail (2 processes, default threads)",
+                                          vips_command(corpus, out("vips-threads")), n, shell=True)
+
+        def convert_command(output, define):
+            return (f"mkdir -p '{output}' && cd '{corpus}' && ls | grep -E '\\.(jpg|png)$' | "
+                    f"xargs -P 2 -I{{}} sh -c 'convert {define} \"{{}}[0]\" -thumbnail {SIZE}x{SIZE} -quality {QUALITY} "
+                    f"\"{output}/$(echo {{}} | sed s/\\\\.[a-z]*$//).jpg\"'")
+        results["convert"] = measure("convert -thumbnail (2 at a time)", convert_command(out("convert"), ""), n,
+                                     shell=True)
+        results["convert-size"] = measure("convert -define jpeg:size -thumbnail (2 at a time)",
+                                          convert_command(out("convert-size"), f"-define jpeg:size={2 * SIZE}x{2 * SIZE}"),
+                                          n, shell=True)
+
+        downloads = os.path.join(work, "downloads")
+        os.makedirs(downloads)
+        curl_config = os.path.join(work, "curl.cfg")
+        with open(curl_config, "w") as f:
+            for x in files:
+                f.write(f'url = "http://127.0.0.1:{port}/{x}"\noutput = "{downloads}/{x}"\n')
+        results["curl-vips"] = measure(f"curl --parallel then vipsthumbnail ({LATENCY_MS} ms latency)",
+                                       f"curl -sS --fail --parallel --parallel-max 16 -K '{curl_config}' && "
+                                       + vips_command(downloads, out("curl-vips")), n, shell=True, env=vips_env)
+
+        cache_yaml = os.path.join(work, "cache.yaml")
+        pipeline(cache_yaml, cache=os.path.join(work, "cache"))
+        results["cold"] = measure("pipelinectl run, store: all, empty cache (cold)",
+                                  [BIN, "run", cache_yaml, local_list, "-o", out("cold"), "--quiet"], n, check_output=ok)
+        results["warm"] = measure("pipelinectl run, store: all, same list again (warm)",
+                                  [BIN, "run", cache_yaml, local_list, "-o", out("warm"), "--quiet"], n,
+                                  check_output=f"{n} processed hit")
+        cache_http_yaml = os.path.join(work, "cache-http.yaml")
+        pipeline(cache_http_yaml, cache=os.path.join(work, "cache-http"))
+        results["cold-http"] = measure("pipelinectl run, store: all, HTTP, empty cache (cold)",
+                                       [BIN, "run", cache_http_yaml, url_list, "-o", out("cold-http"), "--quiet"], n,
+                                       check_output=ok)
+        results["warm-http"] = measure("pipelinectl run, store: all, HTTP again (warm)",
+                                       [BIN, "run", cache_http_yaml, url_list, "-o", out("warm-http"), "--quiet"], n,
+                                       check_output=f"{n} processed hit")
+
+        # Long lists: the small images of the corpus, repeated with distinct query strings, no latency.
+        small = [x for x in files if os.path.getsize(os.path.join(corpus, x)) < 200_000]
+        fast_server, fast_port = start_server(corpus, 0)
+        servers.append(fast_server)
+        long_yaml = os.path.join(work, "long.yaml")
+        pipeline(long_yaml)
+        for count in (SHORT_LIST, LONG_LIST):
+            path = os.path.join(work, f"list-{count}.txt")
+            with open(path, "w") as f:
+                for i in range(count):
+                    f.write(f"http://127.0.0.1:{fast_port}/{small[i % len(small)]}?n={i}\n")
+            name = f"list-{count}"
+            # {stem} repeats across the list: write {index}-named outputs instead.
+            with open(long_yaml) as f:
+                text = f.read().replace('name: "{stem}.{ext}"', 'name: "{index}.{ext}"')
+            with open(long_yaml, "w") as f:
+                f.write(text)
+            results[name] = measure(f"pipelinectl run, {count}-line URL list ({len(small)} small images repeated)",
+                                    [BIN, "run", long_yaml, path, "-o", out(name), "--quiet"], count,
+                                    check_output=f"{count} items: {count} ok")
+            shutil.rmtree(out(name), ignore_errors=True)
+
+        validate = measure("pipelinectl validate pipelines/thumbnails.yaml",
+                           [BIN, "validate", os.path.join(ROOT, "pipelines/thumbnails.yaml")], 1)
+
+        print("quality (PSNR against the full-decode Lanczos reference) ...", flush=True)
+        for key in ["ours-local", "ours-http", "vips", "convert", "convert-size"]:
+            results[key].psnr = quality(out(key), refs, names, ".jpg")
+
+        # Shrink-on-load against a full decode, both PNG (lossless) so only decoding differs.
+        sol_yaml = os.path.join(work, "sol.yaml")
+        full_yaml = os.path.join(work, "full.yaml")
+        pipeline(sol_yaml, encoder="png")
+        pipeline(full_yaml, encoder="png", shrink=False)
+        for yaml_path, name in [(sol_yaml, "sol"), (full_yaml, "full")]:
+            subprocess.run([BIN, "run", yaml_path, local_list, "-o", out(name), "--quiet"], check=True,
+                           stdout=subprocess.DEVNULL)
+        jpegs = [x for x in names if x + ".jpg" in files]
+        shrink_values = [psnr(os.path.join(out("sol"), x + ".png"), os.path.join(out("full"), x + ".png")) for x in jpegs]
+
+        report(results, validate, shrink_values, jpegs, n, machine())
+    finally:
+        for server in servers:
+            server.send_signal(signal.SIGTERM)
+        if os.environ.get("BENCH_KEEP") != "1":
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def report(results, validate, shrink_values, jpegs, n, facts):
+    vips = results["vips"]
+    rows = [
+        ("1. pipelinectl, local files", "ours-local"),
+        (f"2. pipelinectl, HTTP +{LATENCY_MS} ms/request", "ours-http"),
+        ("3. vipsthumbnail, 2 processes, VIPS_CONCURRENCY=1", "vips"),
+        ("3'. vipsthumbnail, 2 processes, default threads", "vips-threads"),
+        ("4. convert -thumbnail, 2 at a time", "convert"),
+        ("4'. convert -define jpeg:size -thumbnail, 2 at a time", "convert-size"),
+        (f"4b. curl --parallel (+{LATENCY_MS} ms) then vipsthumbnail", "curl-vips"),
+        ("5. pipelinectl, store: all, cold (local)", "cold"),
+        ("5. pipelinectl, store: all, warm (local)", "warm"),
+        ("5. pipelinectl, store: all, cold (HTTP)", "cold-http"),
+        ("5. pipelinectl, store: all, warm (HTTP)", "warm-http"),
+        (f"6. pipelinectl, {SHORT_LIST}-line list", f"list-{SHORT_LIST}"),
+        (f"6. pipelinectl, {LONG_LIST}-line list", f"list-{LONG_LIST}"),
+    ]
+    lines = ["| run | images | wall s | cpu s | peak RSS MiB | images/s | vs vips | PSNR min / mean dB |",
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
+    for label, key in rows:
+        m = results[key]
+        quality_text = f"{m.psnr[0]:.2f} / {m.psnr[1]:.2f}" if m.psnr else ""
+        ratio = f"{m.rate / vips.rate:.2f}x" if key not in ("warm", "warm-http") and not key.startswith("list") else ""
+        lines.append(f"| {label} | {m.images} | {m.wall:.2f} | {m.cpu:.2f} | {m.rss_kb / 1024:.0f} | {m.rate:.1f} | {ratio} | {quality_text} |")
+    ours, http = results["ours-local"], results["ours-http"]
+    short, long = results[f"list-{SHORT_LIST}"], results[f"list-{LONG_LIST}"]
+    targets = [
+        ("local throughput >= 1.25x vipsthumbnail", ours.rate / vips.rate, 1.25, ">="),
+        ("local min PSNR no worse than vipsthumbnail's (difference, dB)", ours.psnr[0] - vips.psnr[0], 0.0, ">="),
+        (f"HTTP wall <= 1.15x local wall", http.wall / ours.wall, 1.15, "<="),
+        ("HTTP >= 1.5x faster than curl + vipsthumbnail", results["curl-vips"].wall / http.wall, 1.5, ">="),
+        ("corpus peak RSS <= 300 MiB (local run)", ours.rss_kb / 1024, 300, "<="),
+        ("corpus peak RSS <= 300 MiB (HTTP run)", http.rss_kb / 1024, 300, "<="),
+        (f"{LONG_LIST}-line peak RSS <= 1.2x {SHORT_LIST}-line", long.rss_kb / short.rss_kb, 1.2, "<="),
+        ("warm re-run >= 20x faster than cold (local)", results["cold"].wall / results["warm"].wall, 20, ">="),
+        ("warm re-run >= 20x faster than cold (HTTP)", results["cold-http"].wall / results["warm-http"].wall, 20, ">="),
+        ("validate < 100 ms (seconds)", validate.wall, 0.1, "<"),
+        (f"shrink-on-load min PSNR >= 40 dB over {len(jpegs)} JPEGs", min(shrink_values), 40, ">="),
+    ]
+    target_lines = ["| target | measured | needed | met |", "|---|---:|---:|---|"]
+    met_all = True
+    for label, value, needed, op in targets:
+        met = {">=": value >= needed, "<=": value <= needed, "<": value < needed}[op]
+        met_all &= met
+        target_lines.append(f"| {label} | {value:.2f} | {op} {needed} | {'yes' if met else 'NO'} |")
+    facts_lines = [f"- {k}: {v}" for k, v in facts.items()]
+    text = "\n".join(
+        ["## Machine", *facts_lines, "", f"## Runs ({n} corpus files, fit {SIZE}x{SIZE}, JPEG quality {QUALITY})", *lines, "",
+         f"Shrink-on-load vs full decode (PNG outputs, {len(jpegs)} JPEG sources): PSNR min {min(shrink_values):.2f} dB, "
+         f"mean {statistics.mean(shrink_values):.2f} dB.", "", "## Targets", *target_lines, ""])
+    print()
+    print(text)
+    os.makedirs(os.path.join(ROOT, "bench/results"), exist_ok=True)
+    with open(os.path.join(ROOT, "bench/results/latest.md"), "w") as f:
+        f.write(f"# bench/run.sh, {time.strftime('%Y-%m-%d %H:%M')}\n\n" + text)
+    print("every target met" if met_all else "some targets NOT met", flush=True)
+
+
+if __name__ == "__main__":
+    main()

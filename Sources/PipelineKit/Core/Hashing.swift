@@ -6,6 +6,9 @@ public enum Hashing {
     /// The 32-byte digest of `data`.
     public static func sha256(_ data: Data) -> Data { Data(SHA256.hash(data: data)) }
 
+    /// Lower-case hex of the digest of `data`.
+    public static func sha256Hex(_ data: Data) -> String { hex(sha256(data)) }
+
     /// Lower-case hex of the digest of `text`'s UTF-8 bytes.
     public static func sha256Hex(_ text: String) -> String { hex(sha256(Data(text.utf8))) }
 

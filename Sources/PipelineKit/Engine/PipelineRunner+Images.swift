@@ -36,7 +36,7 @@ extension PipelineRunner {
             // The cache took part (for outputs) even when the loaded bytes bypass it.
             if loaded.1 == .off { loaded.1 = .miss }
             loadedOutcome = loaded
-            let sourceDigest = Hashing.hex(Hashing.sha256(loaded.0.data))
+            let sourceDigest = Hashing.sha256Hex(loaded.0.data)
             digest = sourceDigest
             for (index, entry) in cached {
                 if entry.output?.sourceDigest == sourceDigest {
@@ -143,7 +143,7 @@ extension PipelineRunner {
                     logger.warning("data cache store failed", metadata: ["key": "\(key)", "error": "\(error)"])
                 }
             }
-            guard Hashing.hex(Hashing.sha256(loaded.data)) == entries[0].output?.sourceDigest else {
+            guard Hashing.sha256Hex(loaded.data) == entries[0].output?.sourceDigest else {
                 return .changed((loaded, original == nil ? .off : .miss, (ContinuousClock.now - start).milliseconds))
             }
             current = loaded.directives

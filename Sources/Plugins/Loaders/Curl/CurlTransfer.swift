@@ -275,7 +275,7 @@ final class CurlTransfer: @unchecked Sendable {
         case "retry-after":
             if let seconds = Double(value) {
                 retryAfter = seconds
-            } else if let date = CurlTransfer.httpDate(value) {
+            } else if let date = HTTPDate.parse(value) {
                 retryAfter = max(0, date.timeIntervalSinceNow)
             }
         case "content-range":  // bytes START-END/TOTAL
@@ -297,14 +297,6 @@ final class CurlTransfer: @unchecked Sendable {
         default: break
         }
         return true
-    }
-
-    static func httpDate(_ text: String) -> Date? {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        return formatter.date(from: text)
     }
 }
 

@@ -491,6 +491,12 @@ import TestSupport
         _ = try await process.wait()
         let done = outputs(in: dir).count
         #expect(done >= 4 && done < 30)
+        // Requests the killed process had sent may still be reaching the server: wait until the count settles.
+        var settled = -1
+        for _ in 0..<20 where settled != server.totalRequests {
+            settled = server.totalRequests
+            try await Task.sleep(for: .milliseconds(250))
+        }
         let before = server.totalRequests
         let report = dir.appendingPathComponent("resumed.json")
         let resumed = try await pipelinectl(["run", pipeline, list.path, "--resume", "--report", report.path, "--quiet"])

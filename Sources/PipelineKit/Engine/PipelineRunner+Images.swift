@@ -90,15 +90,10 @@ extension PipelineRunner {
                     }
                 }
             }
-            let path = paths[index]
             tracker.enter(.output)
-            do {
-                try await WorkerPool.io.run { try AtomicFile.write(data, to: path) }
-            } catch {
-                throw named(classify(error, stage: .output, kind: .writeFailed), variant)
-            }
+            try await writeOutput(data, to: paths[index], variant: variant)
             bytesOut += data.count
-            written.append(path)
+            written.append(paths[index])
         }
         return ItemOutcome(outputs: written, size: size ?? PixelSize(width: 0, height: 0),
                            bytesIn: shared ? 0 : made.bytesIn, bytesOut: bytesOut,
@@ -152,18 +147,22 @@ extension PipelineRunner {
         return .reused(entries)
     }
 
+    /// Writes one output atomically; a failure names the variant.
+    func writeOutput(_ data: Data, to path: String, variant: RunnableVariant) async throws {
+        do {
+            try await WorkerPool.io.run { try AtomicFile.write(data, to: path) }
+        } catch {
+            throw named(classify(error, stage: .output, kind: .writeFailed), variant)
+        }
+    }
+
     /// Writes outputs that came from the data cache: nothing loaded, decoded or encoded.
     func writeCached(_ entries: [CachedEntry], paths: [String], tracker: StageTracker, loadMilliseconds: Double) async throws -> ItemOutcome {
         tracker.enter(.output)
         var bytesOut = 0
         for (index, entry) in entries.enumerated() {
-            let data = entry.data.data
-            do {
-                try await WorkerPool.io.run { try AtomicFile.write(data, to: paths[index]) }
-            } catch {
-                throw named(classify(error, stage: .output, kind: .writeFailed), variants[index])
-            }
-            bytesOut += data.count
+            try await writeOutput(entry.data.data, to: paths[index], variant: variants[index])
+            bytesOut += entry.data.data.count
         }
         var timings = StageTimings()
         timings.load = loadMilliseconds

@@ -55,15 +55,12 @@ public struct CachedEntry: Sendable {
     public var data: LoadedData
     /// Whether the entry may be used without asking the source.
     public var isFresh: Bool
-    /// When it was stored or last revalidated.
-    public var storedAt: Date
     /// For an encoded output: what it was made from and its size.
     public var output: OutputStamp?
 
-    public init(data: LoadedData, isFresh: Bool, storedAt: Date, output: OutputStamp? = nil) {
+    public init(data: LoadedData, isFresh: Bool, output: OutputStamp? = nil) {
         self.data = data
         self.isFresh = isFresh
-        self.storedAt = storedAt
         self.output = output
     }
 }

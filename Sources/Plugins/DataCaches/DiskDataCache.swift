@@ -119,8 +119,7 @@ public final class DiskDataCache: DataCaching, DataCacheMaintenance {
             utimes(path, nil)  // last access, for LRU
             return CachedEntry(data: LoadedData(data: body, contentType: meta.contentType, finalURL: meta.finalURL,
                                                 directives: meta.directives),
-                               isFresh: fresh, storedAt: Date(timeIntervalSince1970: meta.storedAt),
-                               output: meta.output)
+                               isFresh: fresh, output: meta.output)
         }
     }
 

@@ -7,9 +7,15 @@ public enum BuiltIns: PluginBundle {
         HTTPLoader.plugin, FileLoader.plugin, DataURLLoader.plugin,
         DiskDataCache.plugin,
         ImageMagickDecoder.plugin,
-        Resize.plugin,
+        Resize.plugin, Crop.plugin, Trim.plugin, RoundedCorners.plugin, Circle.plugin,
+        Blur.plugin, Sharpen.plugin, Unsharp.plugin,
+        Grayscale.plugin, Sepia.plugin, Modulate.plugin, Tint.plugin, Negate.plugin, Contrast.plugin,
+        Rotate.plugin, Flip.plugin, Flop.plugin, AutoOrient.plugin,
+        Pad.plugin, Pad.extendPlugin, Border.plugin, Background.plugin,
+        Watermark.plugin, Strip.plugin, MagickOperation.plugin,
         MemoryImageCache.plugin,
-        JPEGEncoder.plugin, PNGEncoder.plugin, WebPEncoder.plugin,
+        JPEGEncoder.plugin, PNGEncoder.plugin, WebPEncoder.plugin, HEIFEncoder.avifPlugin, HEIFEncoder.heicPlugin,
+        GIFEncoder.plugin, TIFFEncoder.plugin, AutoEncoder.plugin,
     ]
 
     /// Adds every built-in to `registry`.

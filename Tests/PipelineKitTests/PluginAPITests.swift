@@ -93,7 +93,13 @@ import TestSupport
         let registry = BuiltIns.registry()
         let names = Slot.allCases.flatMap { slot in registry.plugins(in: slot).map { "\(slot.rawValue)/\($0.spec.name)" } }
         #expect(names == ["loader/data", "loader/file", "loader/http", "data_cache/disk", "decoder/imagemagick",
-                          "processor/resize", "image_cache/memory", "encoder/jpeg", "encoder/png", "encoder/webp"])
+                          "processor/auto_orient", "processor/background", "processor/blur", "processor/border",
+                          "processor/circle", "processor/contrast", "processor/crop", "processor/extend", "processor/flip",
+                          "processor/flop", "processor/grayscale", "processor/magick", "processor/modulate", "processor/negate",
+                          "processor/pad", "processor/resize", "processor/rotate", "processor/rounded_corners", "processor/sepia",
+                          "processor/sharpen", "processor/strip", "processor/tint", "processor/trim", "processor/unsharp",
+                          "processor/watermark", "image_cache/memory", "encoder/auto", "encoder/avif", "encoder/gif",
+                          "encoder/heic", "encoder/jpeg", "encoder/png", "encoder/tiff", "encoder/webp"])
         #expect(registry.origin(of: "resize", in: .processor) == "BuiltIns")
     }
 

@@ -38,12 +38,12 @@ import Testing
     }
 
     @Test func unknownPluginWithNothingCloseListsValidNames() {
-        #expect(diagnostics("encoder: tga\n") == ["p.yaml:1:10: error: unknown encoder 'tga'; expected one of: jpeg, png, webp"])
+        #expect(diagnostics("encoder: tga\n") == ["p.yaml:1:10: error: unknown encoder 'tga'; expected one of: auto, avif, gif, heic, jpeg, png, tiff, webp"])
     }
 
     @Test func pluginInWrongSlotSaysWhatItIs() {
         #expect(diagnostics("encoder: resize\n")
-            == ["p.yaml:1:10: error: 'resize' is a processor; the encoder slot takes one of: jpeg, png, webp"])
+            == ["p.yaml:1:10: error: 'resize' is a processor; the encoder slot takes one of: auto, avif, gif, heic, jpeg, png, tiff, webp"])
     }
 
     @Test func unknownOptionSuggestsNearestName() {
@@ -109,7 +109,7 @@ import Testing
     }
 
     @Test func missingEncoder() {
-        #expect(diagnostics("decoder: imagemagick\n") == ["p.yaml:1:1: error: missing 'encoder'; expected one of: jpeg, png, webp"])
+        #expect(diagnostics("decoder: imagemagick\n") == ["p.yaml:1:1: error: missing 'encoder'; expected one of: auto, avif, gif, heic, jpeg, png, tiff, webp"])
     }
 
     @Test func resizeNeedsASize() {

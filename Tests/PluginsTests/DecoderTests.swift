@@ -29,14 +29,18 @@ import TestSupport
         #expect(failure(Data()) == PipelineError(.decodeFailed, "empty input (0 bytes)"))
     }
 
-    @Test func htmlServedAsImageIsNotAnImage() {
+    @Test func htmlIsAnUnsupportedFormat() {
         let html = Data("<!DOCTYPE html><html><body>Not found</body></html>".utf8)
         #expect(failure(html, contentType: "image/jpeg")
-            == PipelineError(.notAnImage, "the content is HTML, not an accepted image format (served as image/jpeg)"))
+            == PipelineError(.unsupportedFormat, "the content is HTML, not an accepted image format (served as image/jpeg)"))
     }
 
-    @Test func plainTextIsNotAnImage() {
-        #expect(failure(Data("hello, world\n".utf8))?.kind == .notAnImage)
+    @Test func plainTextIsAnUnsupportedFormat() {
+        #expect(failure(Data("hello, world\n".utf8)) == PipelineError(.unsupportedFormat, "the content is text, not an accepted image format"))
+    }
+
+    @Test func binaryNoiseIsNotAnImage() {
+        #expect(failure(Data([0x00, 0x13, 0x37, 0xFE, 0x01, 0x02, 0x03, 0x04, 0x99, 0x00]))?.kind == .notAnImage)
     }
 
     @Test func mvgNamedJpegIsRefused() {

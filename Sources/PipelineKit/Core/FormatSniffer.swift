@@ -11,6 +11,16 @@ public enum FormatSniffer {
         case unknown
     }
 
+    /// Whether `bytes` are valid UTF-8 without control characters other than whitespace.
+    static func isText(_ bytes: Data) -> Bool {
+        guard !bytes.isEmpty else { return false }
+        var bytes = bytes
+        // A multi-byte character cut at the end of the prefix is still text.
+        while let last = bytes.last, last & 0xC0 == 0x80 || last >= 0xC0 { bytes.removeLast(); if bytes.count < 2 { break } }
+        guard let text = String(bytes: bytes, encoding: .utf8) else { return false }
+        return text.unicodeScalars.allSatisfy { $0.value >= 0x20 || $0 == "\n" || $0 == "\r" || $0 == "\t" || $0 == "\u{0C}" }
+    }
+
     public static func sniff(_ data: Data) -> Sniffed {
         let b = [UInt8](data.prefix(64))
         func starts(_ bytes: [UInt8], at offset: Int = 0) -> Bool {
@@ -40,10 +50,14 @@ public enum FormatSniffer {
         if lower.hasPrefix("<!doctype html") || lower.hasPrefix("<html") || lower.hasPrefix("<head") || lower.hasPrefix("<body") {
             return .other("HTML")
         }
+        if lower.hasPrefix("<image") || lower.hasPrefix("<msl") || (lower.hasPrefix("<?xml") && (lower.contains("<image") || lower.contains("<msl"))) {
+            return .other("MSL")
+        }
         if lower.hasPrefix("<?xml") { return .other("XML") }
         if lower.hasPrefix("push graphic-context") || lower.hasPrefix("viewbox") { return .other("MVG") }
-        if lower.hasPrefix("<?xml") || lower.hasPrefix("<image") { return .other("MSL") }
         if lower.hasPrefix("{") || lower.hasPrefix("[") { return .other("JSON") }
+        // Printable text (ImageMagick's TXT/TEXT coders, or a `text:`/`label:` pseudo-file name).
+        if isText(data.prefix(512)) { return .other("text") }
         return .unknown
     }
 }

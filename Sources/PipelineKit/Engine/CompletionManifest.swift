@@ -6,39 +6,47 @@ import Synchronization
 ///
 /// One append-only file per pipeline fingerprint, `OUTPUT/.pipelinectl/done-FINGERPRINT.txt`, one
 /// output path (relative to the output directory) per line, appended only after the output was
-/// renamed into place. A line cut short by a kill is ignored; an output written but not yet recorded
+/// renamed into place. When the written file's name differs from the planned one (an encoder that
+/// picks the extension from the image), the line is `PLANNED<TAB>WRITTEN`. A line cut short by a kill is ignored; an output written but not yet recorded
 /// is simply made again. A different fingerprint (any change that changes outputs) starts afresh.
 final class CompletionManifest: Sendable {
     let path: String
-    private let recorded: Mutex<Set<String>>
+    /// Planned path -> written path.
+    private let recorded: Mutex<[String: String]>
     private let handle: Mutex<FileHandle?>
     private let resuming: Bool
 
     init(outputDirectory: String, fingerprint: String, load: Bool) {
         let dir = (outputDirectory as NSString).appendingPathComponent(".pipelinectl")
         path = (dir as NSString).appendingPathComponent("done-\(fingerprint.prefix(16)).txt")
-        var set: Set<String> = []
+        var set: [String: String] = [:]
         if load, let text = try? String(contentsOfFile: path, encoding: .utf8) {
             // Only whole lines: a kill can leave the last one without its newline.
             let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-            for line in lines.dropLast() where !line.isEmpty { set.insert(String(line)) }
+            for line in lines.dropLast() where !line.isEmpty {
+                let parts = line.split(separator: "\t", maxSplits: 1).map(String.init)
+                set[parts[0]] = parts.count == 2 ? parts[1] : parts[0]
+            }
         }
         recorded = Mutex(set)
         handle = Mutex(nil)
         resuming = load
     }
 
-    /// Whether every one of `outputs` (relative paths) was recorded and still exists.
-    func isComplete(_ outputs: [String], in outputDirectory: String) -> Bool {
-        let known = recorded.withLock { set in outputs.allSatisfy { set.contains($0) } }
-        return known && outputs.allSatisfy {
+    /// The written paths of `outputs` (planned relative paths) when every one was recorded and its
+    /// file still exists; `nil` otherwise.
+    func completed(_ outputs: [String], in outputDirectory: String) -> [String]? {
+        let written = recorded.withLock { set in outputs.compactMap { set[$0] } }
+        guard written.count == outputs.count, written.allSatisfy({
             FileManager.default.fileExists(atPath: (outputDirectory as NSString).appendingPathComponent($0))
-        }
+        }) else { return nil }
+        return written
     }
 
-    /// Records `outputs` (relative paths) as completely written.
-    func record(_ outputs: [String]) throws {
-        let lines = Data(outputs.map { $0 + "\n" }.joined().utf8)
+    /// Records `outputs` (planned relative paths) as completely written, at `written` (the same
+    /// paths unless an encoder chose the extension).
+    func record(_ outputs: [String], as written: [String]) throws {
+        let lines = Data(zip(outputs, written).map { $0 == $1 ? $0 + "\n" : $0 + "\t" + $1 + "\n" }.joined().utf8)
         try handle.withLock { handle in
             if handle == nil {
                 try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
@@ -51,6 +59,6 @@ final class CompletionManifest: Sendable {
             try handle!.write(contentsOf: lines)
         }
         // Kept in memory only for --resume lookups; otherwise a long run would grow with its list.
-        if resuming { recorded.withLock { set in for output in outputs { set.insert(output) } } }
+        if resuming { recorded.withLock { set in for (planned, path) in zip(outputs, written) { set[planned] = path } } }
     }
 }

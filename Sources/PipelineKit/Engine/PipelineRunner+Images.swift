@@ -18,7 +18,8 @@ extension PipelineRunner {
                 switch try await reuseOutputs(cached, source: source, slot: slot, key: key, cache: outputCache) {
                 case .reused(let entries):
                     let milliseconds = (ContinuousClock.now - start).milliseconds
-                    return try await writeCached(entries, paths: paths, tracker: tracker, loadMilliseconds: milliseconds)
+                    return try await writeCached(entries, paths: paths, source: source, key: key, tracker: tracker,
+                                                 loadMilliseconds: milliseconds)
                 case .changed(let loaded):
                     cached = [:]
                     preloaded = loaded
@@ -60,9 +61,11 @@ extension PipelineRunner {
         var size: PixelSize?
         for (index, variant) in variants.enumerated() {
             let data: Data
+            var path = paths[index]
             if let entry = cached[index] {
                 data = entry.data.data
                 if size == nil, let output = entry.output { size = PixelSize(width: output.width, height: output.height) }
+                path = outputPath(paths[index], variant, source: source, key: key, fileExtension: entry.output?.fileExtension)
             } else {
                 let image = made.images[index]!
                 if size == nil { size = PixelSize(width: image.width, height: image.height) }
@@ -82,8 +85,11 @@ extension PipelineRunner {
                     throw named(classify(error, stage: .encode, kind: .encodeFailed, plugin: variant.encoderName), variant)
                 }
                 timings.encode += milliseconds
+                let chosen = encoder.fileExtension(for: image)
+                let fileExtension = chosen == encoder.fileExtension ? nil : chosen
+                path = outputPath(paths[index], variant, source: source, key: key, fileExtension: fileExtension)
                 if let outputCache, let digest, let loaded = loadedOutcome {
-                    let stamp = OutputStamp(sourceDigest: digest, width: image.width, height: image.height)
+                    let stamp = OutputStamp(sourceDigest: digest, width: image.width, height: image.height, fileExtension: fileExtension)
                     let entry = LoadedData(data: data, contentType: nil, directives: loaded.data.directives)
                     do { try await outputCache.store(entry, for: outputKey(key, variant), output: stamp) } catch {
                         logger.warning("data cache store failed", metadata: ["key": "\(key)", "error": "\(error)"])
@@ -91,9 +97,9 @@ extension PipelineRunner {
                 }
             }
             tracker.enter(.output)
-            try await writeOutput(data, to: paths[index], variant: variant)
+            try await writeOutput(data, to: path, variant: variant)
             bytesOut += data.count
-            written.append(paths[index])
+            written.append(path)
         }
         return ItemOutcome(outputs: written, size: size ?? PixelSize(width: 0, height: 0),
                            bytesIn: shared ? 0 : made.bytesIn, bytesOut: bytesOut,
@@ -156,18 +162,29 @@ extension PipelineRunner {
         }
     }
 
+    /// The path an output is written to: the planned one, or the same name with the extension
+    /// the encoder chose from the image.
+    func outputPath(_ planned: String, _ variant: RunnableVariant, source: Source, key: String, fileExtension: String?) -> String {
+        guard let fileExtension else { return planned }
+        return absoluteOutputPath(relativeOutputPath(variant, source: source, key: key, fileExtension: fileExtension))
+    }
+
     /// Writes outputs that came from the data cache: nothing loaded, decoded or encoded.
-    func writeCached(_ entries: [CachedEntry], paths: [String], tracker: StageTracker, loadMilliseconds: Double) async throws -> ItemOutcome {
+    func writeCached(_ entries: [CachedEntry], paths: [String], source: Source, key: String, tracker: StageTracker,
+                     loadMilliseconds: Double) async throws -> ItemOutcome {
         tracker.enter(.output)
         var bytesOut = 0
+        var written: [String] = []
         for (index, entry) in entries.enumerated() {
-            try await writeOutput(entry.data.data, to: paths[index], variant: variants[index])
+            let path = outputPath(paths[index], variants[index], source: source, key: key, fileExtension: entry.output?.fileExtension)
+            try await writeOutput(entry.data.data, to: path, variant: variants[index])
             bytesOut += entry.data.data.count
+            written.append(path)
         }
         var timings = StageTimings()
         timings.load = loadMilliseconds
         let size = entries[0].output.map { PixelSize(width: $0.width, height: $0.height) } ?? PixelSize(width: 0, height: 0)
-        return ItemOutcome(outputs: paths, size: size, bytesIn: 0, bytesOut: bytesOut, cacheData: .processedHit,
+        return ItemOutcome(outputs: written, size: size, bytesIn: 0, bytesOut: bytesOut, cacheData: .processedHit,
                            cacheImage: .off, timings: timings)
     }
 

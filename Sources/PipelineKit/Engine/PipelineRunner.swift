@@ -244,15 +244,12 @@ public final class PipelineRunner: Sendable {
                 result.cacheData = cacheData
                 return result
             }
-            let relativePaths = variants.map { variant in
-                variant.template.render(source: source, cacheKey: key, fileExtension: variant.encoder.fileExtension,
-                                        variant: variant.name)
-            }
-            let paths = relativePaths.map { outputDirectory.hasSuffix("/") ? outputDirectory + $0 : outputDirectory + "/" + $0 }
+            let relativePaths = variants.map { relativeOutputPath($0, source: source, key: key, fileExtension: $0.encoder.fileExtension) }
+            let paths = relativePaths.map(absoluteOutputPath)
             for path in paths { try claim(path, key: key, source: source) }
-            if resume, manifest.isComplete(relativePaths, in: outputDirectory) {
+            if resume, let done = manifest.completed(relativePaths, in: outputDirectory) {
                 result.status = .skipped
-                result.outputs = paths
+                result.outputs = done.map(absoluteOutputPath)
                 return result
             }
             let tracker = StageTracker()
@@ -269,7 +266,8 @@ public final class PipelineRunner: Sendable {
                     }
                 }
             }
-            do { try manifest.record(relativePaths) } catch {
+            let written = outcome.outputs.map { String($0.dropFirst(absoluteOutputPath("").count)) }
+            do { try manifest.record(relativePaths, as: written) } catch {
                 logger.warning("cannot record completed outputs", metadata: ["manifest": "\(manifest.path)", "error": "\(error)"])
             }
             result.status = .ok
@@ -303,6 +301,15 @@ public final class PipelineRunner: Sendable {
     func loader(for source: Source) -> LoaderSlot? { loaders[source.scheme ?? ""] }
 
     /// Records that `path` is the output of `key`; two different sources may not share an output.
+    /// A variant's output path relative to the output directory, with `fileExtension` for `{ext}`.
+    func relativeOutputPath(_ variant: RunnableVariant, source: Source, key: String, fileExtension: String) -> String {
+        variant.template.render(source: source, cacheKey: key, fileExtension: fileExtension, variant: variant.name)
+    }
+
+    func absoluteOutputPath(_ relative: String) -> String {
+        outputDirectory.hasSuffix("/") ? outputDirectory + relative : outputDirectory + "/" + relative
+    }
+
     private func claim(_ path: String, key: String, source: Source) throws {
         let other = outputClaims.withLock { claims -> Int? in
             if let existing = claims[path.hashValue] { return existing.key == key.hashValue ? nil : existing.line }

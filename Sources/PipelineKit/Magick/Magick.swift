@@ -10,9 +10,30 @@ public enum Magick {
         MagickWandGenesis()
         // Parallelism comes from running images side by side; OpenMP inside each would oversubscribe.
         _ = MagickSetResourceLimit(ThreadResource, 1)
+        let exception = AcquireExceptionInfo()
+        _ = SetMagickSecurityPolicy(securityPolicy, exception)
+        _ = DestroyExceptionInfo(exception)
     }()
 
-    /// Starts MagickWand (once per process) and sets ImageMagick's thread limit to 1.
+    /// Coders no pipeline needs and attackers love (ImageTragick and after): scripts, text and
+    /// pseudo-files that read other files, network fetchers, PostScript and PDF (Ghostscript), and
+    /// indirect `@file` reads. Added to the machine's `policy.xml` (which may forbid more; this can
+    /// only forbid, never allow). MVG stays readable: the SVG coder draws through it, and SVG is
+    /// only read when a pipeline sets `allow_svg`, after ``SVGScreen``-style checks.
+    public static let blockedCoders = [
+        "MSL", "TEXT", "TXT", "LABEL", "CAPTION", "PANGO", "EPHEMERAL", "INLINE", "URL", "HTTP", "HTTPS", "FTP",
+        "PS", "PS2", "PS3", "EPS", "EPI", "EPSF", "EPSI", "EPT", "PDF", "PDFA", "AI", "XPS", "SHOW", "WIN", "X", "SCAN", "VID",
+    ]
+
+    static let securityPolicy = """
+        <policymap>
+          <policy domain="coder" rights="none" pattern="{\(blockedCoders.joined(separator: ","))}" />
+          <policy domain="path" rights="none" pattern="@*" />
+        </policymap>
+        """
+
+    /// Starts MagickWand (once per process), sets ImageMagick's thread limit to 1 and forbids the
+    /// ``blockedCoders``.
     public static func initialize() { _ = setUp }
 
     /// Makes glibc return the memory of large images to the system as soon as they are freed.

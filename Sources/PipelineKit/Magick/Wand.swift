@@ -79,8 +79,15 @@ public final class Wand {
     }
 
     /// Decodes `data` with the explicit coder `format` (never guessed from content).
-    public func read(_ data: Data, format: String) throws {
+    ///
+    /// - Parameter maxFrames: decode at most this many frames of a multi-frame file (a GIF or
+    ///   WebP animation, a multi-page TIFF); the rest are never decoded. `nil` decodes all.
+    public func read(_ data: Data, format: String, maxFrames: Int? = nil) throws {
         _ = MagickSetFormat(pointer, format)
+        if let maxFrames {
+            // ImageMagick reads a frame range from the "[first-last]" suffix of the file name.
+            _ = MagickSetFilename(pointer, maxFrames == 1 ? "image[0]" : "image[0-\(maxFrames - 1)]")
+        }
         let status = data.withUnsafeBytes { MagickReadImageBlob(pointer, $0.baseAddress, $0.count) }
         try check(status, .decodeFailed, "decoding \(format)")
     }
@@ -217,16 +224,21 @@ public final class Wand {
     /// - Parameters:
     ///   - quality: compression quality 1...100 where the coder uses one.
     ///   - options: coder options set before writing, e.g. `["webp:lossless": "true"]`.
+    ///   - allFrames: write every frame (an animation) instead of the current one.
     public func encode(format: String, quality: Int? = nil, depth: Int? = 8,
-                       options: [String: String] = [:]) throws -> Data {
+                       options: [String: String] = [:], allFrames: Bool = false) throws -> Data {
         // The wand's format (set when reading) overrides the image's in ImageToBlob: set both.
         try check(MagickSetFormat(pointer, format), .encodeFailed, "setting format \(format)")
         try check(MagickSetImageFormat(pointer, format), .encodeFailed, "setting format \(format)")
-        if let quality { _ = MagickSetImageCompressionQuality(pointer, quality) }
+        if let quality {
+            _ = MagickSetCompressionQuality(pointer, quality)
+            _ = MagickSetImageCompressionQuality(pointer, quality)
+        }
         if let depth { _ = MagickSetImageDepth(pointer, depth) }
         for (key, value) in options { setOption(key, value) }
         var length = 0
-        guard let blob = MagickGetImageBlob(pointer, &length) else {
+        let written = allFrames && frameCount > 1 ? MagickGetImagesBlob(pointer, &length) : MagickGetImageBlob(pointer, &length)
+        guard let blob = written else {
             throw PipelineError(.encodeFailed, lastError("encoding \(format) produced no data"))
         }
         defer { _ = MagickRelinquishMemory(blob) }

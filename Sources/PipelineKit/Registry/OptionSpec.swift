@@ -117,9 +117,9 @@ public struct OptionSpec: Sendable {
         OptionSpec(name: name, kind: .string, defaultValue: value.map { .string($0) }, required: required, doc: doc)
     }
 
-    public static func oneOf(_ name: String, _ values: [String], default value: String? = nil,
+    public static func oneOf(_ name: String, _ values: [String], default value: String? = nil, required: Bool = false,
                              doc: String) -> OptionSpec {
-        OptionSpec(name: name, kind: .oneOf(values), defaultValue: value.map { .string($0) }, doc: doc)
+        OptionSpec(name: name, kind: .oneOf(values), defaultValue: value.map { .string($0) }, required: required, doc: doc)
     }
 
     /// A pixel count; `default` and bounds are written like the pipeline file (`"50MP"`).

@@ -72,11 +72,14 @@ public struct OutputStamp: Sendable, Codable, Equatable {
     public var sourceDigest: String
     public var width: Int
     public var height: Int
+    /// The output's file extension, when the encoder chose it from the image (`auto`).
+    public var fileExtension: String?
 
-    public init(sourceDigest: String, width: Int, height: Int) {
+    public init(sourceDigest: String, width: Int, height: Int, fileExtension: String? = nil) {
         self.sourceDigest = sourceDigest
         self.width = width
         self.height = height
+        self.fileExtension = fileExtension
     }
 }
 

@@ -8,6 +8,15 @@ public protocol ImageEncoding: Sendable {
     /// A stable string naming the encoder and its options, for cache keys.
     var identifier: String { get }
 
+    /// The extension of the output made from `image`. Default: ``fileExtension``. An encoder whose
+    /// format depends on the image (`auto`) returns the real one here and a placeholder from
+    /// ``fileExtension``, which names the output until the image is known (for output claims and
+    /// resume records).
+    func fileExtension(for image: Image) -> String
     /// Encodes `image`. Runs on the engine's CPU workers.
     func encode(_ image: Image) throws -> Data
+}
+
+extension ImageEncoding {
+    public func fileExtension(for image: Image) -> String { fileExtension }
 }

@@ -9,34 +9,50 @@ import PipelineKit
 /// pixel count are checked from the header (a ping) before any pixel is decoded. JPEGs are decoded
 /// at a reduced scale (`jpeg:size`) when the processor chain needs less than the full size.
 public struct ImageMagickDecoder: ImageDecoding {
-    public static let defaultFormats = ["JPEG", "PNG", "GIF", "WEBP", "TIFF", "BMP", "ICO"]
+    /// The raster formats accepted: these, when this ImageMagick can read them under its policy.
+    public static let defaultFormats = ["JPEG", "PNG", "GIF", "WEBP", "TIFF", "BMP", "ICO", "HEIC", "AVIF"]
+
+    /// The formats this build accepts (HEIC and AVIF only with the libheif delegate).
+    public static let readableFormats: [String] = defaultFormats.filter { Magick.canRead($0) }
 
     public static let plugin = Plugin.decoder(
         PluginSpec(
             name: "imagemagick",
-            summary: "Decodes JPEG, PNG, GIF, WebP, TIFF, BMP and ICO with ImageMagick; limits checked before decoding.",
+            summary: "Decodes JPEG, PNG, GIF, WebP, TIFF, BMP, ICO (and HEIC/AVIF with libheif) with ImageMagick; format from the first bytes, limits checked before decoding.",
             options: [
-                .pixels("max_pixels", default: "50MP", max: "1000MP", doc: "Largest width x height accepted (checked from the header).")
+                .pixels("max_pixels", default: "50MP", max: "1000MP", doc: "Largest width x height accepted (checked from the header); larger fails as too_large.")
                     .example("24MP"),
                 .int("max_width", default: 16384, range: 1...65535, doc: "Largest width accepted."),
                 .int("max_height", default: 16384, range: 1...65535, doc: "Largest height accepted."),
+                .int("max_frames", default: 1, range: 1...1000,
+                     doc: "Frames kept from an animation: 1 keeps the first frame only; more keeps the animation (coalesced, every processor runs on each frame) and fails as too_large beyond it."),
                 .bool("auto_orient", default: true, doc: "Apply the EXIF orientation."),
+                .bool("to_srgb", default: true,
+                      doc: "Convert CMYK and ICC-profiled images to sRGB (through the embedded profile with lcms) and drop the profile; false keeps the colour space and profile as they are."),
                 .bool("shrink_on_load", default: true, doc: "Decode JPEGs at 1/2, 1/4 or 1/8 scale when the output needs less."),
+                .bool("allow_svg", default: false,
+                      doc: "Accept SVG (rendered by ImageMagick); only self-contained documents: entities, external references, scripts and style imports are refused."),
             ]),
         make: { options in ImageMagickDecoder(options: options) })
 
     let maxPixels: Int
     let maxWidth: Int
     let maxHeight: Int
+    let maxFrames: Int
     let autoOrient: Bool
+    let toSRGB: Bool
     let shrinkOnLoad: Bool
+    let allowSVG: Bool
 
     init(options: PluginOptions) {
         maxPixels = options.int("max_pixels")!
         maxWidth = options.int("max_width")!
         maxHeight = options.int("max_height")!
+        maxFrames = options.int("max_frames") ?? 1
         autoOrient = options.bool("auto_orient")!
+        toSRGB = options.bool("to_srgb") ?? true
         shrinkOnLoad = options.bool("shrink_on_load")!
+        allowSVG = options.bool("allow_svg") ?? false
     }
 
     /// From the header: pixels as decoded (after JPEG scaling) at 8 bytes each (ImageMagick Q16),
@@ -77,24 +93,29 @@ public struct ImageMagickDecoder: ImageDecoding {
         return factor >= 8 ? 8 : factor >= 4 ? 4 : 2
     }
 
+    /// The coder for `loaded`, from its first bytes, or the error that refuses it.
+    func format(of loaded: LoadedData) throws -> String {
+        let served = loaded.contentType.map { " (served as \($0))" } ?? ""
+        switch FormatSniffer.sniff(loaded.data) {
+        case .image(let name):
+            guard Self.readableFormats.contains(name) else {
+                throw PipelineError(.unsupportedFormat, "\(name) images are not accepted by this decoder")
+            }
+            return name
+        case .other("SVG") where allowSVG:
+            try SVGScreen.check(loaded.data)
+            return "SVG"
+        case .other(let name):
+            throw PipelineError(.unsupportedFormat, "the content is \(name), not an accepted image format" + served)
+        case .unknown:
+            throw PipelineError(.notAnImage, "the content is not a recognised image format" + served)
+        }
+    }
+
     public func decode(_ loaded: LoadedData, hint: DecodeHint) throws -> PipelineKit.Image {
         let data = loaded.data
         guard !data.isEmpty else { throw PipelineError(.decodeFailed, "empty input (0 bytes)") }
-        let format: String
-        switch FormatSniffer.sniff(data) {
-        case .image(let name):
-            guard Self.defaultFormats.contains(name), Magick.canRead(name) else {
-                throw PipelineError(.unsupportedFormat, "\(name) images are not accepted by this decoder")
-            }
-            format = name
-        case .other(let name):
-            let kind: ErrorKind = ["HTML", "JSON", "XML"].contains(name) ? .notAnImage : .unsupportedFormat
-            throw PipelineError(kind, "the content is \(name), not an accepted image format"
-                + (loaded.contentType.map { " (served as \($0))" } ?? ""))
-        case .unknown:
-            throw PipelineError(.notAnImage, "the content is not a recognised image format"
-                + (loaded.contentType.map { " (served as \($0))" } ?? ""))
-        }
+        let format = try format(of: loaded)
 
         // Header first: refuse huge images before ImageMagick allocates or decodes anything.
         let size: PixelSize
@@ -112,23 +133,68 @@ public struct ImageMagickDecoder: ImageDecoding {
                 + "max_width \(maxWidth), max_height \(maxHeight))")
         }
 
-        let wand = Wand()
+        var wand = Wand()
         // libjpeg scales by n/8 and can scale up too: hint only when a shrink of at least 1/2 fits.
         if format == "JPEG", jpegScale(size, hint: hint) != nil, let target = hint.targetSize {
             wand.setOption("jpeg:size", "\(target.width)x\(target.height)")
         }
-        try wand.read(data, format: format)
+        // One frame more than allowed is enough to know there are too many; the rest is never decoded.
+        let multiFrame = ["GIF", "WEBP", "TIFF", "ICO", "HEIC", "AVIF"].contains(format)
+        try wand.read(data, format: format, maxFrames: multiFrame ? (maxFrames == 1 ? 1 : maxFrames + 1) : nil)
         if let problem = wand.readProblem() {
             throw PipelineError(.decodeFailed, problem)
         }
-        try wand.keepFirstFrame()
-        if autoOrient { try wand.autoOrient() }
-        try wand.toSRGB()
+        if wand.frameCount > maxFrames {
+            if maxFrames > 1 {
+                throw PipelineError(.tooLarge, "the animation has more than \(maxFrames) frames (max_frames \(maxFrames))")
+            }
+            try wand.keepFirstFrame()
+        }
+        if wand.frameCount > 1 {
+            if wand.frameCount * width * height > maxPixels * maxFrames {
+                throw PipelineError(.tooLarge, "\(wand.frameCount) frames of \(width)x\(height) exceed the limits")
+            }
+            wand = try wand.coalesced()
+        }
+        for frame in wand.frameCount > 1 ? wand.frames() : [wand] {
+            if autoOrient { try frame.autoOrient() }
+            if toSRGB { try frame.convertToSRGB() }
+        }
         return PipelineKit.Image(taking: wand, sourceFormat: format)
     }
 }
 
 extension Wand {
+    /// An sRGB ICC profile from the system (Ghostscript's, package libgs-common), for converting
+    /// profiled images with lcms; without one, colour spaces are converted by formula.
+    static let sRGBProfile: Data? = [
+        "/usr/share/color/icc/ghostscript/srgb.icc", "/usr/share/color/icc/sRGB.icc", "/usr/share/color/icc/colord/sRGB.icc",
+    ].lazy.compactMap { FileManager.default.contents(atPath: $0) }.first
+
+    /// Whether an ICC profile describes sRGB (its description names it, in ASCII or UTF-16).
+    static func isSRGB(_ profile: Data) -> Bool {
+        let bytes = [UInt8](profile.prefix(4096))
+        let ascii = Array("sRGB".utf8), utf16 = [0, 0x73, 0, 0x52, 0, 0x47, 0, 0x42] as [UInt8]
+        func contains(_ needle: [UInt8]) -> Bool {
+            guard bytes.count >= needle.count else { return false }
+            return (0...(bytes.count - needle.count)).contains { Array(bytes[$0..<$0 + needle.count]) == needle }
+        }
+        return contains(ascii) || contains(utf16)
+    }
+
+    /// CMYK and ICC-profiled images to sRGB: through the embedded profile with lcms when there is
+    /// one, by formula otherwise; the profile is then dropped (sRGB is what viewers assume).
+    func convertToSRGB() throws {
+        let space = colorspace
+        if let profile = iccProfile {
+            if space != GRAYColorspace, !Self.isSRGB(profile), let sRGB = Self.sRGBProfile {
+                try convert(toProfile: sRGB)
+            }
+            removeICCProfile()
+        }
+        try toSRGB()
+    }
+
     /// A warning from the last read that means the pixels are incomplete (a truncated or corrupt
     /// file that ImageMagick decoded anyway, filling the rest with grey), or `nil`.
     func readProblem() -> String? {

@@ -1,16 +1,23 @@
 import Foundation
 import PipelineKit
 
-/// `jpeg`: writes baseline JPEG; alpha is flattened onto `background`.
+/// `jpeg`: writes JPEG (baseline or progressive); alpha is flattened onto `background`.
 public struct JPEGEncoder: ImageEncoding {
+    static let samplingFactors = ["4:2:0": "2x2,1x1,1x1", "4:2:2": "2x1,1x1,1x1", "4:4:4": "1x1,1x1,1x1"]
+
     public static let plugin = Plugin.encoder(
         PluginSpec(
             name: "jpeg",
-            summary: "Writes JPEG; transparent areas are flattened onto a background colour.",
+            summary: "Writes JPEG, baseline or progressive; transparent areas are flattened onto a background colour.",
             options: [
                 .int("quality", default: 82, range: 1...100, doc: "JPEG quality."),
+                .bool("progressive", default: false, doc: "Progressive (interlaced) JPEG: shows early when loading, often a little smaller."),
+                .oneOf("subsampling", samplingFactors.keys.sorted(), default: "4:2:0",
+                       doc: "Chroma subsampling: 4:2:0 is smallest; 4:4:4 keeps fine colour detail (text, red edges)."),
+                .bool("optimize", default: true, doc: "Optimised Huffman tables: a few percent smaller, same pixels."),
                 .color("background", default: "white", doc: "Colour under transparent areas."),
-                .bool("strip", default: true, doc: "Remove metadata (EXIF, comments, profiles)."),
+                MagickEncoding.stripOption,
+                MagickEncoding.maxBytesOption,
             ]),
         make: { options in try JPEGEncoder(options: options) })
 
@@ -20,8 +27,12 @@ public struct JPEGEncoder: ImageEncoding {
 
     init(options: PluginOptions) throws {
         try MagickEncoding.requireWriter("JPEG")
-        encoding = MagickEncoding(format: "JPEG", quality: options.int("quality")!, strip: options.bool("strip")!,
-                                  flattenOnto: options.string("background")!, coderOptions: [:])
+        encoding = MagickEncoding(
+            format: "JPEG", quality: options.int("quality")!, strip: options.bool("strip")!,
+            flattenOnto: options.string("background")!,
+            coderOptions: ["jpeg:sampling-factor": Self.samplingFactors[options.string("subsampling") ?? "4:2:0"]!,
+                           "jpeg:optimize-coding": options.bool("optimize") ?? true ? "true" : "false"],
+            progressive: options.bool("progressive") ?? false, maxBytes: options.int("max_bytes"))
         identifier = "jpeg(\(options.canonical))"
     }
 

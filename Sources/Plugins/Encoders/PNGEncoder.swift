@@ -1,15 +1,19 @@
 import Foundation
 import PipelineKit
 
-/// `png`: writes PNG, keeping alpha.
+/// `png`: writes PNG, keeping alpha; optionally as a palette image.
 public struct PNGEncoder: ImageEncoding {
     public static let plugin = Plugin.encoder(
         PluginSpec(
             name: "png",
-            summary: "Writes PNG, keeping transparency.",
+            summary: "Writes PNG, keeping transparency; optionally quantised to a palette (much smaller for graphics).",
             options: [
                 .int("compression", default: 6, range: 0...9, doc: "zlib compression level (0 fastest, 9 smallest)."),
-                .bool("strip", default: true, doc: "Remove metadata."),
+                .bool("palette", default: false, doc: "Quantise to a palette of at most `colors` colours (8-bit indexed PNG)."),
+                .int("colors", default: 256, range: 2...256, doc: "Palette size when `palette` is true."),
+                .bool("dither", default: true, doc: "Dither when quantising to a palette."),
+                MagickEncoding.stripOption,
+                MagickEncoding.maxBytesOption,
             ]),
         make: { options in try PNGEncoder(options: options) })
 
@@ -19,8 +23,12 @@ public struct PNGEncoder: ImageEncoding {
 
     init(options: PluginOptions) throws {
         try MagickEncoding.requireWriter("PNG")
+        let palette = options.bool("palette") ?? false
+        var coder = ["png:compression-level": String(options.int("compression")!)]
+        if palette { coder["png:format"] = "png8" }
         encoding = MagickEncoding(format: "PNG", quality: nil, strip: options.bool("strip")!, flattenOnto: nil,
-                                  coderOptions: ["png:compression-level": String(options.int("compression")!)])
+                                  coderOptions: coder, paletteColors: palette ? options.int("colors") ?? 256 : nil,
+                                  dither: options.bool("dither") ?? true, maxBytes: options.int("max_bytes"))
         identifier = "png(\(options.canonical))"
     }
 

@@ -1,16 +1,18 @@
 import Foundation
 import PipelineKit
 
-/// `webp`: writes WebP, lossy or lossless, keeping alpha.
+/// `webp`: writes WebP, lossy or lossless, keeping alpha and animation.
 public struct WebPEncoder: ImageEncoding {
     public static let plugin = Plugin.encoder(
         PluginSpec(
             name: "webp",
-            summary: "Writes WebP (lossy or lossless), keeping transparency.",
+            summary: "Writes WebP (lossy or lossless), keeping transparency; animated when the decoder keeps frames.",
             options: [
-                .int("quality", default: 80, range: 1...100, doc: "WebP quality."),
+                .int("quality", default: 80, range: 1...100, doc: "WebP quality (for lossless: effort)."),
                 .bool("lossless", default: false, doc: "Lossless compression."),
-                .bool("strip", default: true, doc: "Remove metadata."),
+                .int("method", default: 4, range: 0...6, doc: "Compression effort: 0 fastest, 6 smallest."),
+                MagickEncoding.stripOption,
+                MagickEncoding.maxBytesOption,
             ]),
         make: { options in try WebPEncoder(options: options) })
 
@@ -22,7 +24,9 @@ public struct WebPEncoder: ImageEncoding {
         try MagickEncoding.requireWriter("WEBP")
         encoding = MagickEncoding(format: "WEBP", quality: options.int("quality")!, strip: options.bool("strip")!,
                                   flattenOnto: nil,
-                                  coderOptions: ["webp:lossless": options.bool("lossless")! ? "true" : "false"])
+                                  coderOptions: ["webp:lossless": options.bool("lossless")! ? "true" : "false",
+                                                 "webp:method": String(options.int("method") ?? 4)],
+                                  animates: true, maxBytes: options.int("max_bytes"))
         identifier = "webp(\(options.canonical))"
     }
 

@@ -219,7 +219,7 @@ public struct HTTPLoader: DataLoading {
             }
             if !ok { throw PipelineError(.notAnImage, "served as \(contentType), which is not in 'accept'") }
         }
-        if case .other(let kind) = FormatSniffer.sniff(body), ["HTML", "XML", "JSON"].contains(kind) {
+        if case .other(let kind) = FormatSniffer.sniff(body), ["HTML", "XML", "JSON", "text"].contains(kind) {
             throw PipelineError(.notAnImage, "the body is \(kind)" + (contentType.map { " although served as \($0)" } ?? ""))
         }
     }

@@ -2,9 +2,9 @@ import CMagickWand
 import Foundation
 import PipelineKit
 
-/// `resize`: scales to fit inside a box, to fill it (cover, then centre crop), or to stretch to it.
+/// `resize`: scales to fit inside a box, to fill it (cover, then crop by gravity), or to stretch to it.
 public struct Resize: ImageProcessing {
-    public enum Mode: String, Sendable, CaseIterable { case fit, fill, stretch }
+    public enum Mode: String, Sendable, CaseIterable { case fit, fill, stretch, fill_down }
 
     static let filters: [String: FilterTypes] = [
         "lanczos": LanczosFilter, "mitchell": MitchellFilter, "triangle": TriangleFilter,
@@ -14,12 +14,15 @@ public struct Resize: ImageProcessing {
     public static let plugin = Plugin.processor(
         PluginSpec(
             name: "resize",
-            summary: "Scales to fit a box, fill it (cover and centre crop) or stretch to it.",
+            summary: "Scales to fit a box, fill it (cover, then crop by gravity, smart included) or stretch to it.",
             options: [
                 .int("width", range: 1...16384, doc: "Box width in pixels; omit to follow the aspect ratio."),
                 .int("height", range: 1...16384, doc: "Box height in pixels; omit to follow the aspect ratio."),
                 .oneOf("mode", Mode.allCases.map(\.rawValue), default: "fit",
-                       doc: "fit: inside the box; fill: cover the box and crop the centre; stretch: exactly the box."),
+                       doc: "fit: inside the box; fill: cover the box, then crop by gravity; stretch: exactly the box; fill_down: like fill, but an image smaller than the box is only cropped to the box's aspect ratio, never enlarged."),
+                .oneOf("gravity", Gravity.names, default: "centre",
+                       doc: "Which part a fill crop keeps: the centre, a compass point, or smart (the most detailed region; see the smart gravity notes in the README)."),
+                .number("dpr", default: 1, range: 1...8, doc: "Device pixel ratio: width and height are multiplied by it (2 makes a 200px box 400px)."),
                 .bool("upscale", default: false, doc: "Enlarge images smaller than the box."),
                 .oneOf("filter", filters.keys.sorted(), default: "lanczos", doc: "Resampling filter."),
                 .bool("pre_shrink", default: true,
@@ -33,10 +36,15 @@ public struct Resize: ImageProcessing {
     public let upscale: Bool
     public let filter: String
     public let preShrink: Bool
+    public let gravity: Gravity
+    public let dpr: Double
 
     init(options: PluginOptions) throws {
-        width = options.int("width")
-        height = options.int("height")
+        let ratio = options.number("dpr") ?? 1
+        dpr = ratio
+        width = options.int("width").map { Int((Double($0) * ratio).rounded()) }
+        height = options.int("height").map { Int((Double($0) * ratio).rounded()) }
+        gravity = Gravity(rawValue: options.string("gravity") ?? "centre") ?? .centre
         mode = Mode(rawValue: options.string("mode")!)!
         upscale = options.bool("upscale")!
         filter = options.string("filter")!
@@ -47,7 +55,8 @@ public struct Resize: ImageProcessing {
     }
 
     public var identifier: String {
-        "resize(\(width.map(String.init) ?? "auto")x\(height.map(String.init) ?? "auto"),\(mode.rawValue),upscale=\(upscale),\(filter)\(preShrink ? "" : ",exact"))"
+        let place = [.fill, .fill_down].contains(mode) && gravity != .centre && gravity != .center ? "," + gravity.rawValue : ""
+        return "resize(\(width.map(String.init) ?? "auto")x\(height.map(String.init) ?? "auto"),\(mode.rawValue)\(place),upscale=\(upscale),\(filter)\(preShrink ? "" : ",exact"))"
     }
 
     public var decodeHint: PixelSize? {
@@ -75,6 +84,18 @@ public struct Resize: ImageProcessing {
             let scaled = PixelSize(width: max(1, Int((w * scale).rounded(.up))), height: max(1, Int((h * scale).rounded(.up))))
             let crop = PixelSize(width: min(Int(bw), scaled.width), height: min(Int(bh), scaled.height))
             return (scaled, crop)
+        case (.fill_down, let bw?, let bh?):
+            let scale = max(bw / w, bh / h)
+            if scale <= 1 || upscale {
+                let scaled = PixelSize(width: max(1, Int((w * scale).rounded(.up))), height: max(1, Int((h * scale).rounded(.up))))
+                return (scaled, PixelSize(width: min(Int(bw), scaled.width), height: min(Int(bh), scaled.height)))
+            }
+            // Smaller than the box: keep the pixels, crop to the box's aspect ratio.
+            let ratio = bw / bh
+            let crop = w / h > ratio
+                ? PixelSize(width: max(1, Int((h * ratio).rounded())), height: height)
+                : PixelSize(width: width, height: max(1, Int((w / ratio).rounded())))
+            return (PixelSize(width: width, height: height), crop)
         case (.stretch, let bw?, let bh?):
             if !upscale, Int(bw) > width || Int(bh) > height {
                 return (PixelSize(width: min(Int(bw), width), height: min(Int(bh), height)), nil)
@@ -99,8 +120,8 @@ public struct Resize: ImageProcessing {
                 try wand.resize(width: scaled.width, height: scaled.height, filter: filterType)
             }
             if let crop, crop.width < scaled.width || crop.height < scaled.height {
-                try wand.crop(x: (scaled.width - crop.width) / 2, y: (scaled.height - crop.height) / 2,
-                              width: crop.width, height: crop.height)
+                let (x, y) = try gravity.cropOrigin(crop, in: wand)
+                try wand.crop(x: x, y: y, width: crop.width, height: crop.height)
             }
         }
     }

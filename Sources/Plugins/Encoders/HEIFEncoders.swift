@@ -1,0 +1,39 @@
+import Foundation
+import PipelineKit
+
+/// `avif` and `heic`: HEIF containers with AV1 or HEVC pictures, through ImageMagick's libheif
+/// delegate. A pipeline naming one fails validation when this build has no such delegate.
+///
+/// ImageMagick 6's heic coder takes a quality but exposes no speed or effort setting, so there is
+/// no `speed` option: one that did nothing would mislead.
+public struct HEIFEncoder: ImageEncoding {
+    static func spec(_ name: String, _ format: String, quality: Int) -> PluginSpec {
+        PluginSpec(
+            name: name,
+            summary: "Writes \(format) (\(name == "avif" ? "AV1" : "HEVC") in a HEIF container) through libheif; keeps transparency.",
+            options: [
+                .int("quality", default: quality, range: 1...100, doc: "\(format) quality."),
+                MagickEncoding.stripOption,
+                MagickEncoding.maxBytesOption,
+            ])
+    }
+
+    public static let avifPlugin = Plugin.encoder(spec("avif", "AVIF", quality: 50),
+                                                  make: { options in try HEIFEncoder(format: "AVIF", options: options) })
+    public static let heicPlugin = Plugin.encoder(spec("heic", "HEIC", quality: 60),
+                                                  make: { options in try HEIFEncoder(format: "HEIC", options: options) })
+
+    let encoding: MagickEncoding
+    public let fileExtension: String
+    public let identifier: String
+
+    init(format: String, options: PluginOptions) throws {
+        try MagickEncoding.requireWriter(format, delegate: "libheif")
+        encoding = MagickEncoding(format: format, quality: options.int("quality")!, strip: options.bool("strip")!,
+                                  maxBytes: options.int("max_bytes"))
+        fileExtension = format.lowercased()
+        identifier = "\(fileExtension)(\(options.canonical))"
+    }
+
+    public func encode(_ image: Image) throws -> Data { try encoding.encode(image) }
+}

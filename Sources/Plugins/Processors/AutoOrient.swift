@@ -1,0 +1,15 @@
+import Foundation
+import PipelineKit
+
+/// `auto_orient`: applies the EXIF orientation (for pipelines whose decoder has `auto_orient: false`).
+public struct AutoOrient: ImageProcessing {
+    public static let plugin = Plugin.processor(
+        PluginSpec(name: "auto_orient", summary: "Turns the image upright by its EXIF orientation, then resets it.", options: []),
+        make: { _ in AutoOrient() })
+
+    public var identifier: String { "auto_orient" }
+
+    public func process(_ image: Image) throws -> Image {
+        try image.transformed { try $0.autoOrient() }
+    }
+}

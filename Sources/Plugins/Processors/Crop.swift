@@ -1,0 +1,78 @@
+import Foundation
+import PipelineKit
+
+/// `crop`: cuts a rectangle (`x`, `y`, `width`, `height`), a `width` x `height` window placed by
+/// `gravity`, or the largest window of an `aspect` ratio placed by `gravity` (`smart` included).
+public struct Crop: ImageProcessing {
+    public static let plugin = Plugin.processor(
+        PluginSpec(
+            name: "crop",
+            summary: "Cuts a rectangle, a window placed by gravity, or the largest window of an aspect ratio.",
+            options: [
+                .int("width", range: 1...65535, doc: "Window width in pixels (clipped to the image)."),
+                .int("height", range: 1...65535, doc: "Window height in pixels (clipped to the image)."),
+                .int("x", range: 0...65535, doc: "Left edge; with `y`, places the window exactly instead of by gravity."),
+                .int("y", range: 0...65535, doc: "Top edge; with `x`, places the window exactly instead of by gravity."),
+                .string("aspect", doc: "Aspect ratio `W:H` (e.g. `16:9`, `1:1`): the largest window of that shape.")
+                    .example("16:9"),
+                .oneOf("gravity", Gravity.names, default: "centre", doc: "Where the window is placed when `x`/`y` are not given."),
+            ],
+            exclusive: [["aspect", "width"], ["aspect", "height"], ["aspect", "x"], ["aspect", "y"]]),
+        make: { options in try Crop(options: options) })
+
+    let width: Int?, height: Int?, x: Int?, y: Int?
+    let aspect: Double?
+    let gravity: Gravity
+    public let identifier: String
+
+    init(options: PluginOptions) throws {
+        width = options.int("width")
+        height = options.int("height")
+        x = options.int("x")
+        y = options.int("y")
+        gravity = Gravity(rawValue: options.string("gravity")!)!
+        if let text = options.string("aspect") {
+            let parts = text.split(separator: ":").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
+            guard parts.count == 2, parts[0] > 0, parts[1] > 0 else {
+                throw PipelineError("invalid_option", "'aspect' must be W:H with positive numbers, like 16:9; got '\(text)'")
+            }
+            aspect = parts[0] / parts[1]
+        } else {
+            aspect = nil
+        }
+        guard aspect != nil || width != nil || height != nil else {
+            throw PipelineError("invalid_option", "set 'aspect', or 'width' and/or 'height'")
+        }
+        guard (x == nil) == (y == nil) else { throw PipelineError("invalid_option", "set both 'x' and 'y', or neither") }
+        identifier = "crop(\(options.canonical))"
+    }
+
+    /// The window for an image of `size`: its size, and its origin when fixed by `x`/`y`.
+    func window(for size: PixelSize) -> PixelSize {
+        if let aspect {
+            let w = Double(size.width), h = Double(size.height)
+            return w / h > aspect
+                ? PixelSize(width: max(1, Int((h * aspect).rounded())), height: size.height)
+                : PixelSize(width: size.width, height: max(1, Int((w / aspect).rounded())))
+        }
+        var w = min(width ?? size.width, size.width), h = min(height ?? size.height, size.height)
+        if let x, let y {
+            w = min(w, max(0, size.width - x))
+            h = min(h, max(0, size.height - y))
+        }
+        return PixelSize(width: w, height: h)
+    }
+
+    public func process(_ image: Image) throws -> Image {
+        let size = PixelSize(width: image.width, height: image.height)
+        if let x, let y, x >= image.width || y >= image.height {
+            throw PipelineError(.processFailed, "the crop origin \(x),\(y) is outside the \(size) image")
+        }
+        let window = window(for: size)
+        if window == size { return image }
+        return try image.transformed { wand in
+            let origin = if let x, let y { (x: x, y: y) } else { try gravity.cropOrigin(window, in: wand) }
+            try wand.crop(x: origin.x, y: origin.y, width: window.width, height: window.height)
+        }
+    }
+}

@@ -1,0 +1,15 @@
+import Foundation
+import PipelineKit
+
+/// `flip`: mirrors top to bottom.
+public struct Flip: ImageProcessing {
+    public static let plugin = Plugin.processor(
+        PluginSpec(name: "flip", summary: "Mirrors the image top to bottom.", options: []),
+        make: { _ in Flip() })
+
+    public var identifier: String { "flip" }
+
+    public func process(_ image: Image) throws -> Image {
+        try image.transformed { try $0.flip() }
+    }
+}

@@ -1,0 +1,23 @@
+import Foundation
+import PipelineKit
+
+/// `rotate`: rotates clockwise by any angle; the corners a non-right angle uncovers get `background`.
+public struct Rotate: ImageProcessing {
+    public static let plugin = Plugin.processor(
+        PluginSpec(
+            name: "rotate",
+            summary: "Rotates clockwise by an angle; uncovered corners are filled with a background colour.",
+            options: [
+                .number("degrees", default: 90, range: -360...360, doc: "Clockwise angle (negative turns anticlockwise)."),
+                .color("background", default: "none", doc: "Colour of the corners a non-right angle uncovers (none = transparent)."),
+            ]),
+        make: { options in Rotate(degrees: options.number("degrees")!, background: options.string("background")!) })
+
+    let degrees: Double, background: String
+    public var identifier: String { "rotate(\(degrees),\(background))" }
+
+    public func process(_ image: Image) throws -> Image {
+        if degrees.truncatingRemainder(dividingBy: 360) == 0 { return image }
+        return try image.transformed { try $0.rotate(degrees: degrees, background: background) }
+    }
+}

@@ -1,0 +1,35 @@
+import Foundation
+import PipelineKit
+
+/// Where a window is placed inside a larger area (a crop inside an image, an image on a padded
+/// canvas, a watermark on an image): the centre, one of the eight compass points, or `smart`
+/// (where the detail is; see ``SmartCrop``).
+public enum Gravity: String, Sendable, CaseIterable {
+    case centre, center, north, northeast, east, southeast, south, southwest, west, northwest, smart
+
+    /// The option values, for specs.
+    public static let names = allCases.map(\.rawValue)
+    /// The values without `smart`, for placements that have no image to look at.
+    public static let placementNames = allCases.filter { $0 != .smart }.map(\.rawValue)
+
+    /// The offset of an `inner` box placed inside `outer` by this gravity, `margin` pixels in from
+    /// the edges it touches. `smart` places like the centre (callers that can look at the image use
+    /// ``SmartCrop`` instead).
+    public func offset(inner: PixelSize, outer: PixelSize, margin: Int = 0) -> (x: Int, y: Int) {
+        let freeX = outer.width - inner.width, freeY = outer.height - inner.height
+        let name = rawValue
+        let x = name.hasSuffix("west") ? margin : name.hasSuffix("east") ? freeX - margin : freeX / 2
+        let y = name.hasPrefix("north") ? margin : name.hasPrefix("south") ? freeY - margin : freeY / 2
+        return (x, y)
+    }
+
+    /// The top-left corner of a `window` cropped from `image` by this gravity (by detail for `smart`).
+    func cropOrigin(_ window: PixelSize, in image: Wand) throws -> (x: Int, y: Int) {
+        let outer = PixelSize(width: image.width, height: image.height)
+        if self == .smart, window != outer {
+            return try SmartCrop.origin(of: window, in: image)
+        }
+        let (x, y) = offset(inner: window, outer: outer)
+        return (max(0, x), max(0, y))
+    }
+}

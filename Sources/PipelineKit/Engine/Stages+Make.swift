@@ -29,3 +29,21 @@ extension StageConfig {
         PipelineError("wrong_slot", "'\(plugin.spec.name)' is \(plugin.slot.article), not \(slot.article)")
     }
 }
+
+extension Plugin {
+    /// The processor this plugin makes with `options` (for embedding a stage without a pipeline
+    /// file, and for tests); throws when the options are refused or the plugin is not a processor.
+    public func makeProcessor(_ options: PluginOptions) throws -> any ImageProcessing {
+        try StageConfig(plugin: self, options: options, position: SourcePosition(line: 1, column: 1)).makeProcessor()
+    }
+
+    /// The encoder this plugin makes with `options`.
+    public func makeEncoder(_ options: PluginOptions) throws -> any ImageEncoding {
+        try StageConfig(plugin: self, options: options, position: SourcePosition(line: 1, column: 1)).makeEncoder()
+    }
+
+    /// The decoder this plugin makes with `options`.
+    public func makeDecoder(_ options: PluginOptions) throws -> any ImageDecoding {
+        try StageConfig(plugin: self, options: options, position: SourcePosition(line: 1, column: 1)).makeDecoder()
+    }
+}

@@ -153,6 +153,8 @@ extension Wand {
         try withColor(color) { c in
             try wand.check(MagickNewImage(wand.pointer, width, height, c), .processFailed, "new canvas")
         }
+        // The pixels carry the colour's opacity; make ImageMagick use it.
+        if colorIsTransparent(color) { _ = MagickSetImageAlphaChannel(wand.pointer, ActivateAlphaChannel) }
         return wand
     }
 

@@ -177,6 +177,8 @@ public final class Wand {
         _ = PixelSetColor(pixel, color)
         _ = MagickSetImageBackgroundColor(pointer, pixel)
         try check(MagickSetImageAlphaChannel(pointer, RemoveAlphaChannel), .encodeFailed, "flatten")
+        // Remove blends onto the background but leaves the (now opaque) channel on: turn it off.
+        try check(MagickSetImageAlphaChannel(pointer, DeactivateAlphaChannel), .encodeFailed, "flatten")
     }
 
     /// Draws `other` over this image with its top-left corner at `x`, `y` (alpha blending).

@@ -196,6 +196,12 @@ extension Wand {
 
     // MARK: Profiles and colour
 
+    /// ImageMagick's name for the colour space (`sRGB`, `Gray`, `CMYK`, ...).
+    public var colorspaceName: String {
+        guard let text = CommandOptionToMnemonic(MagickColorspaceOptions, Int(colorspace.rawValue)) else { return "unknown" }
+        return String(cString: text)
+    }
+
     /// The image's ICC profile, or `nil`.
     public var iccProfile: Data? {
         var length = 0

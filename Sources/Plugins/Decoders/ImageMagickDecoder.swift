@@ -198,12 +198,12 @@ extension Wand {
     /// A warning from the last read that means the pixels are incomplete (a truncated or corrupt
     /// file that ImageMagick decoded anyway, filling the rest with grey), or `nil`.
     func readProblem() -> String? {
-        guard let (severity, message) = pendingException() ?? imageException() else { return nil }
-        let lower = message.lowercased()
+        let found = [pendingException(), imageException()].compactMap { $0 }
         let incomplete = ["premature end", "truncat", "insufficient image data", "corrupt image", "unexpected end",
-                          "read error", "improper image header", "damaged", "crc error"]
-        if severity.rawValue >= ErrorException.rawValue || incomplete.contains(where: lower.contains) {
-            return message
+                          "read error", "improper image header", "damaged", "crc error", "unsupported marker"]
+        for (severity, message) in found {
+            let lower = message.lowercased()
+            if severity.rawValue >= ErrorException.rawValue || incomplete.contains(where: lower.contains) { return message }
         }
         return nil
     }

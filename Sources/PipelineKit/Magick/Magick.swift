@@ -17,7 +17,8 @@ public enum Magick {
 
     /// Coders no pipeline needs and attackers love (ImageTragick and after): scripts, text and
     /// pseudo-files that read other files, network fetchers, PostScript and PDF (Ghostscript), and
-    /// indirect `@file` reads. Added to the machine's `policy.xml` (which may forbid more; this can
+    /// indirect `@file` reads; and every delegate (external program: Ghostscript, Inkscape, ffmpeg),
+    /// which no built-in needs. Added to the machine's `policy.xml` (which may forbid more; this can
     /// only forbid, never allow). MVG stays readable: the SVG coder draws through it, and SVG is
     /// only read when a pipeline sets `allow_svg`, after ``SVGScreen``-style checks.
     public static let blockedCoders = [
@@ -29,6 +30,7 @@ public enum Magick {
         <policymap>
           <policy domain="coder" rights="none" pattern="{\(blockedCoders.joined(separator: ","))}" />
           <policy domain="path" rights="none" pattern="@*" />
+          <policy domain="delegate" rights="none" pattern="*" />
         </policymap>
         """
 

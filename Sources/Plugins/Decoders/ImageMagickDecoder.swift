@@ -104,7 +104,8 @@ public struct ImageMagickDecoder: ImageDecoding {
             return name
         case .other("SVG") where allowSVG:
             try SVGScreen.check(loaded.data)
-            return "SVG"
+            // ImageMagick's own renderer: the SVG coder would hand the file to an external program.
+            return "MSVG"
         case .other(let name):
             throw PipelineError(.unsupportedFormat, "the content is \(name), not an accepted image format" + served)
         case .unknown:
@@ -121,6 +122,8 @@ public struct ImageMagickDecoder: ImageDecoding {
         let size: PixelSize
         if let parsed = HeaderProbe.dimensions(data, format: format) {
             size = parsed
+        } else if format == "MSVG" {
+            size = SVGScreen.declaredSize(data)
         } else {
             let header = Wand()
             try header.ping(data, format: format)
@@ -140,9 +143,13 @@ public struct ImageMagickDecoder: ImageDecoding {
         }
         // One frame more than allowed is enough to know there are too many; the rest is never decoded.
         let multiFrame = ["GIF", "WEBP", "TIFF", "ICO", "HEIC", "AVIF"].contains(format)
-        try wand.read(data, format: format, maxFrames: multiFrame ? (maxFrames == 1 ? 1 : maxFrames + 1) : nil)
-        if let problem = wand.readProblem() {
-            throw PipelineError(.decodeFailed, problem)
+        if format == "MSVG" {
+            try SVGScreen.render(data, into: wand)
+        } else {
+            try wand.read(data, format: format, maxFrames: multiFrame ? (maxFrames == 1 ? 1 : maxFrames + 1) : nil)
+            if let problem = wand.readProblem() {
+                throw PipelineError(.decodeFailed, problem)
+            }
         }
         if wand.frameCount > maxFrames {
             if maxFrames > 1 {

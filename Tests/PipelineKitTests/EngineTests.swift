@@ -23,10 +23,11 @@ import TestSupport
         return pipeline
     }
 
-    func run(_ yaml: String, lines: [String], base: URL? = nil, output: URL? = nil) async throws -> Run {
+    func run(_ yaml: String, lines: [String], base: URL? = nil, output: URL? = nil, resume: Bool = false) async throws -> Run {
         let dir = try output ?? Fixtures.temporaryDirectory("out")
         var options = RunOptions()
         options.outputDirectory = dir.path
+        options.resume = resume
         let runner = try PipelineRunner(pipeline: try pipeline(yaml), registry: registry, options: options)
         let collected = Mutex<[ItemResult]>([])
         let sources = lines.enumerated().map { Source(text: $0.element, index: $0.offset + 1, base: base?.path) }
@@ -45,6 +46,40 @@ import TestSupport
         image_cache: memory
         encoder: jpeg
         """
+
+    @Test func autoEncoderNamesOutputsByTheFormatItChose() async throws {
+        let files = try Fixtures.temporaryDirectory("in")
+        try Fixtures.alphaPNG(300, 200).write(to: files.appendingPathComponent("logo.png"))
+        try Fixtures.jpeg(300, 200).write(to: files.appendingPathComponent("photo.jpg"))
+        try Fixtures.image("plasma:", width: 300, height: 200, format: "BMP").write(to: files.appendingPathComponent("scan.bmp"))
+        let cache = try Fixtures.temporaryDirectory("cache")
+        let yaml = """
+            loader: file
+            data_cache:
+              disk: { path: \(cache.path), store: processed }
+            processors:
+              - resize: { width: 64 }
+            encoder: auto
+            output:
+              name: "{stem}.{ext}"
+            """
+        let out = try Fixtures.temporaryDirectory("out")
+        let expected = ["logo.png", "photo.jpg", "scan.jpg"].map { out.path + "/" + $0 }
+        let first = try await run(yaml, lines: ["logo.png", "photo.jpg", "scan.bmp"], base: files, output: out)
+        #expect(first.items.map(\.outputs) == expected.map { [$0] })
+        #expect(FormatSniffer.sniff(try Data(contentsOf: URL(fileURLWithPath: expected[0]))) == .image("PNG"))
+        #expect(FormatSniffer.sniff(try Data(contentsOf: URL(fileURLWithPath: expected[2]))) == .image("JPEG"))
+        // From the processed-output cache, the same names.
+        for path in expected { try FileManager.default.removeItem(atPath: path) }
+        let second = try await run(yaml, lines: ["logo.png", "photo.jpg", "scan.bmp"], base: files, output: out)
+        #expect(second.items.map(\.cacheData) == [.processedHit, .processedHit, .processedHit])
+        #expect(second.items.map(\.outputs) == expected.map { [$0] })
+        #expect(expected.allSatisfy { FileManager.default.fileExists(atPath: $0) })
+        // Resumed, the completed items are skipped and name the files they wrote.
+        let resumed = try await run(yaml, lines: ["logo.png", "photo.jpg", "scan.bmp"], base: files, output: out, resume: true)
+        #expect(resumed.items.map(\.status) == [.skipped, .skipped, .skipped])
+        #expect(resumed.items.map(\.outputs) == expected.map { [$0] })
+    }
 
     @Test func failingItemsBesideGoodOnes() async throws {
         let server = try await TestServer.start()
@@ -182,7 +217,7 @@ import TestSupport
 
     @Test func fetchOnlyLoadsIntoTheCacheWithoutDecoding() async throws {
         let server = try await TestServer.start()
-        server.serve("/a.jpg", Data("not even an image".utf8), contentType: "application/octet-stream")
+        server.serve("/a.jpg", Data((0..<17).map { UInt8($0 * 13 + 7) }), contentType: "application/octet-stream")  // not even an image
         let cache = try Fixtures.temporaryDirectory("cache")
         let yaml = Self.thumbnails + "\ndata_cache:\n  disk: { path: \(cache.path) }\n"
         var options = RunOptions()

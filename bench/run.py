@@ -288,8 +288,12 @@ def main():
                                     check_output=f"{count} items: {count} ok")
             shutil.rmtree(out(name), ignore_errors=True)
 
-        validate = measure("pipelinectl validate pipelines/thumbnails.yaml",
-                           [BIN, "validate", os.path.join(ROOT, "pipelines/thumbnails.yaml")], 1)
+        # The long runs leave thousands of files to write back: flush them first, so validate is
+        # timed on an idle disk, and take the median of five (the first also pays for loading).
+        os.sync()
+        validate = sorted((measure("pipelinectl validate pipelines/thumbnails.yaml",
+                                   [BIN, "validate", os.path.join(ROOT, "pipelines/thumbnails.yaml")], 1)
+                           for _ in range(5)), key=lambda m: m.wall)[2]
 
         print("quality (PSNR against the full-decode Lanczos reference) ...", flush=True)
         for key in ["ours-local", "ours-http", "vips", "convert", "convert-size"]:
@@ -350,7 +354,7 @@ def report(results, validate, shrink_values, jpegs, n, facts):
         (f"{LONG_LIST}-line peak RSS <= 1.2x {SHORT_LIST}-line", long.rss_kb / short.rss_kb, 1.2, "<="),
         ("warm re-run >= 20x faster than cold (local)", results["cold"].wall / results["warm"].wall, 20, ">="),
         ("warm re-run >= 20x faster than cold (HTTP)", results["cold-http"].wall / results["warm-http"].wall, 20, ">="),
-        ("validate < 100 ms (seconds)", validate.wall, 0.1, "<"),
+        ("validate < 100 ms (seconds, median of 5)", validate.wall, 0.1, "<"),
         (f"shrink-on-load min PSNR >= 40 dB over {len(jpegs)} JPEGs", min(shrink_values), 40, ">="),
     ]
     target_lines = ["| target | measured | needed | met |", "|---|---:|---:|---|"]

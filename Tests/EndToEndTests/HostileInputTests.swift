@@ -9,18 +9,6 @@ import TestSupport
 @Suite struct HostileInputTests {
     static let binary = Fixtures.packageRoot.appendingPathComponent(".build/debug/pipelinectl").path
 
-    /// A PNG signature and an IHDR chunk claiming 100000x100000.
-    static func hugePNGHeader() -> Data {
-        var png = Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])
-        var ihdr = Data("IHDR".utf8)
-        for value in [UInt32(100_000), UInt32(100_000)] { withUnsafeBytes(of: value.bigEndian) { ihdr.append(contentsOf: $0) } }
-        ihdr.append(contentsOf: [8, 2, 0, 0, 0])
-        withUnsafeBytes(of: UInt32(13).bigEndian) { png.append(contentsOf: $0) }
-        png.append(ihdr)
-        png.append(contentsOf: [0, 0, 0, 0])
-        return png
-    }
-
     /// Every file below `root`, relative, sorted.
     static func tree(_ root: URL) -> [String] {
         (FileManager.default.enumerator(atPath: root.path)?.compactMap { $0 as? String } ?? []).sorted()
@@ -32,7 +20,7 @@ import TestSupport
         for dir in [inputs, tmp] { try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true) }
         let victim = inputs.appendingPathComponent("victim.txt")
         try Data("do not delete\n".utf8).write(to: victim)
-        let jpeg = try Fixtures.image("plasma:", width: 300, height: 200)
+        let jpeg = try Fixtures.image("logo:")  // a built-in, so the flips below always land on the same bytes
         var flipped = [UInt8](jpeg)
         for i in stride(from: 700, to: flipped.count - 2, by: 97) { flipped[i] ^= 0xFF }
         let files: [(String, Data, String)] = [
@@ -44,7 +32,7 @@ import TestSupport
             ("href.svg", Data("<svg xmlns=\"http://www.w3.org/2000/svg\" xmlns:xlink=\"http://www.w3.org/1999/xlink\" width=\"10\" height=\"10\"><image xlink:href=\"msl:\(inputs.path)/msl.jpg\"/></svg>".utf8), "unsupported_format"),
             ("text.jpg", Data("text:\(victim.path)\n".utf8), "unsupported_format"),
             ("page.jpg", Data("<html><body>not found</body></html>".utf8), "unsupported_format"),
-            ("huge.png", Self.hugePNGHeader(), "too_large"),
+            ("huge.png", Fixtures.pngHeader(width: 100_000, height: 100_000), "too_large"),
             ("truncated.jpg", jpeg.prefix(jpeg.count / 3), "decode_failed"),
             ("flipped.jpg", Data(flipped), "decode_failed"),
             ("empty.jpg", Data(), "decode_failed"),

@@ -56,14 +56,7 @@ import TestSupport
 
     @Test func hugeHeaderFailsBeforeDecoding() throws {
         // A valid PNG signature and IHDR claiming 100000x100000: refused from the header alone.
-        var png = Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])
-        var ihdr = Data("IHDR".utf8)
-        for value in [UInt32(100_000), UInt32(100_000)] { withUnsafeBytes(of: value.bigEndian) { ihdr.append(contentsOf: $0) } }
-        ihdr.append(contentsOf: [8, 2, 0, 0, 0])
-        withUnsafeBytes(of: UInt32(13).bigEndian) { png.append(contentsOf: $0) }
-        png.append(ihdr)
-        withUnsafeBytes(of: crc32(ihdr).bigEndian) { png.append(contentsOf: $0) }
-        let error = failure(png)
+        let error = failure(Fixtures.pngHeader(width: 100_000, height: 100_000))
         #expect(error?.kind == .tooLarge)
         #expect(error?.message.hasPrefix("100000x100000 exceeds the limits") == true)
     }
@@ -94,16 +87,6 @@ import TestSupport
         let rose = try decoder.decode(LoadedData(data: small), hint: DecodeHint(targetSize: PixelSize(width: 256, height: 256)))
         #expect(rose.width == 70 && rose.height == 46)  // never scaled up
     }
-}
-
-/// CRC-32 as PNG uses it.
-func crc32(_ data: Data) -> UInt32 {
-    var crc: UInt32 = 0xFFFF_FFFF
-    for byte in data {
-        crc ^= UInt32(byte)
-        for _ in 0..<8 { crc = crc & 1 == 1 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
-    }
-    return ~crc
 }
 
 /// A small seeded generator, so randomised tests repeat exactly.

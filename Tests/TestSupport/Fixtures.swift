@@ -30,6 +30,24 @@ public enum Fixtures {
         return try canvas.encode(format: "PNG")
     }
 
+    /// Only a PNG's signature and IHDR chunk (with its CRC), claiming `width` x `height`: what a
+    /// decompression bomb's header looks like, with no pixel data after it.
+    public static func pngHeader(width: UInt32, height: UInt32) -> Data {
+        var png = Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])
+        var ihdr = Data("IHDR".utf8)
+        for value in [width, height] { withUnsafeBytes(of: value.bigEndian) { ihdr.append(contentsOf: $0) } }
+        ihdr.append(contentsOf: [8, 2, 0, 0, 0])
+        withUnsafeBytes(of: UInt32(13).bigEndian) { png.append(contentsOf: $0) }
+        png.append(ihdr)
+        var crc: UInt32 = 0xFFFF_FFFF
+        for byte in ihdr {
+            crc ^= UInt32(byte)
+            for _ in 0..<8 { crc = crc & 1 == 1 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
+        }
+        withUnsafeBytes(of: (~crc).bigEndian) { png.append(contentsOf: $0) }
+        return png
+    }
+
     /// A new empty temporary directory.
     public static func temporaryDirectory(_ name: String = "pk") throws -> URL {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID().uuidString)")

@@ -30,6 +30,11 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
+        .systemLibrary(
+            name: "CSPNG",
+            pkgConfig: "spng",
+            providers: [.apt(["libspng-dev"])]
+        ),
         // The vocabulary and the engine.
         .target(
             name: "PipelineKit",
@@ -43,7 +48,7 @@ let package = Package(
         // Every built-in stage, registered through PipelineKit's public API.
         .target(
             name: "Plugins",
-            dependencies: ["PipelineKit", "CMagickWand", "CCurl"]
+            dependencies: ["PipelineKit", "CMagickWand", "CCurl", "CSPNG"]
         ),
         // The controller: every subcommand, callable by custom builds with their own plugins.
         .target(

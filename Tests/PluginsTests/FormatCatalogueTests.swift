@@ -138,6 +138,35 @@ import TestSupport
         #expect(failure(data, ["max_frames": .int(2)]) == PipelineError(.tooLarge, "the animation has more than 2 frames (max_frames 2)"))
     }
 
+    @Test func largePNGsAreReducedWhileRead() throws {
+        let png = try Fixtures.alphaPNG(1200, 800)  // transparent, a red 600x400 square in the middle
+        let hint = DecodeHint(targetSize: PixelSize(width: 100, height: 100))
+        let reduced = try decoder.decode(LoadedData(data: png), hint: hint)
+        #expect((reduced.width, reduced.height, reduced.hasAlpha, reduced.sourceFormat) == (300, 200, true, "PNG"))  // blocks of 4
+        let (corner, centre, edge) = try reduced.withCopy { (try $0.pixel(x: 2, y: 2), try $0.pixel(x: 150, y: 100), try $0.pixel(x: 75, y: 100)) }
+        #expect(corner.alpha < 0.01 && centre.red > 0.99 && centre.alpha > 0.99)
+        // The square's edge: fully red where it is opaque (colour averaged premultiplied, no dark fringe).
+        #expect(edge.red > 0.99 && edge.green < 0.01)
+        // The same thumbnail as from a full decode, within rounding.
+        let resize = try Resize.plugin.makeProcessor(Resize.plugin.options(["width": .int(100), "height": .int(100)]))
+        let full = try decode(png, ["shrink_on_load": .bool(false)])
+        let (a, b) = (try resize.process(reduced), try resize.process(full))
+        #expect((a.width, a.height) == (b.width, b.height))
+        for (x, y) in [(50, 33), (30, 20), (70, 45), (25, 17)] {
+            let (p, q) = (try a.withCopy { try $0.pixel(x: x, y: y) }, try b.withCopy { try $0.pixel(x: x, y: y) })
+            #expect(abs(p.red - q.red) < 0.03 && abs(p.alpha - q.alpha) < 0.03, "\(x),\(y): \(p) vs \(q)")
+        }
+        // A truncated one fails with libspng's reason; an interlaced one goes through ImageMagick.
+        #expect(throws: PipelineError(.decodeFailed, "PNG: end of stream")) {
+            try decoder.decode(LoadedData(data: png.prefix(png.count / 2)), hint: hint)
+        }
+        let wand = Wand()
+        try wand.readBuiltIn("plasma:", size: (1200, 800))
+        wand.setProgressive(true)  // Adam7
+        let interlaced = try decoder.decode(LoadedData(data: try wand.encode(format: "PNG")), hint: hint)
+        #expect((interlaced.width, interlaced.height) == (1200, 800))  // not reduced: resize does it
+    }
+
     @Test func sixteenBitSourcesAreWrittenWithEightBits() async throws {
         let wand = Wand()
         try wand.readBuiltIn("gradient:black-white", size: (64, 64))

@@ -185,6 +185,18 @@ extension Wand {
 
     // MARK: Pixels
 
+    /// A new wand holding one image made from 8-bit pixels, row by row: 3 bytes a pixel (RGB) or
+    /// 4 (RGBA, alpha not premultiplied).
+    public static func fromPixels(_ pixels: [UInt8], width: Int, height: Int, hasAlpha: Bool) throws -> Wand {
+        precondition(pixels.count == width * height * (hasAlpha ? 4 : 3))
+        let wand = Wand()
+        let status = pixels.withUnsafeBytes {
+            MagickConstituteImage(wand.pointer, width, height, hasAlpha ? "RGBA" : "RGB", CharPixel, $0.baseAddress)
+        }
+        try wand.check(status, .decodeFailed, "making an image from pixels")
+        return wand
+    }
+
     /// The pixels as 8-bit RGB, row by row (3 bytes per pixel).
     public func rgbBytes() throws -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: width * height * 3)

@@ -308,9 +308,11 @@ def main():
             subprocess.run([BIN, "run", yaml_path, local_list, "-o", out(name), "--quiet"], check=True,
                            stdout=subprocess.DEVNULL)
         jpegs = [x for x in names if x + ".jpg" in files]
-        shrink_values = [psnr(os.path.join(out("sol"), x + ".png"), os.path.join(out("full"), x + ".png")) for x in jpegs]
+        pngs = [x for x in names if x + ".png" in files]
+        shrink_values = {kind: [psnr(os.path.join(out("sol"), x + ".png"), os.path.join(out("full"), x + ".png")) for x in group]
+                         for kind, group in (("JPEG", jpegs), ("PNG", pngs))}
 
-        report(results, validate, shrink_values, jpegs, n, machine())
+        report(results, validate, shrink_values, n, machine())
     finally:
         for server in servers:
             server.send_signal(signal.SIGTERM)
@@ -318,8 +320,10 @@ def main():
             shutil.rmtree(work, ignore_errors=True)
 
 
-def report(results, validate, shrink_values, jpegs, n, facts):
-    vips = results["vips"]
+def report(results, validate, shrink_values, n, facts):
+    # The reference is vipsthumbnail's best configuration in this run (of the two measured).
+    vips = min(results["vips"], results["vips-threads"], key=lambda m: m.wall)
+    vips_psnr = results["vips"].psnr
     rows = [
         ("1. pipelinectl, local files", "ours-local"),
         (f"2. pipelinectl, HTTP +{LATENCY_MS} ms/request", "ours-http"),
@@ -345,8 +349,8 @@ def report(results, validate, shrink_values, jpegs, n, facts):
     ours, http = results["ours-local"], results["ours-http"]
     short, long = results[f"list-{SHORT_LIST}"], results[f"list-{LONG_LIST}"]
     targets = [
-        ("local throughput >= 1.25x vipsthumbnail", ours.rate / vips.rate, 1.25, ">="),
-        ("local min PSNR no worse than vipsthumbnail's (difference, dB)", ours.psnr[0] - vips.psnr[0], 0.0, ">="),
+        ("local throughput >= 1.25x vipsthumbnail (its faster configuration)", ours.rate / vips.rate, 1.25, ">="),
+        ("local min PSNR no worse than vipsthumbnail's (difference, dB)", ours.psnr[0] - vips_psnr[0], 0.0, ">="),
         (f"HTTP wall <= 1.15x local wall", http.wall / ours.wall, 1.15, "<="),
         ("HTTP >= 1.5x faster than curl + vipsthumbnail", results["curl-vips"].wall / http.wall, 1.5, ">="),
         ("corpus peak RSS <= 300 MiB (local run)", ours.rss_kb / 1024, 300, "<="),
@@ -355,7 +359,7 @@ def report(results, validate, shrink_values, jpegs, n, facts):
         ("warm re-run >= 20x faster than cold (local)", results["cold"].wall / results["warm"].wall, 20, ">="),
         ("warm re-run >= 20x faster than cold (HTTP)", results["cold-http"].wall / results["warm-http"].wall, 20, ">="),
         ("validate < 100 ms (seconds, median of 5)", validate.wall, 0.1, "<"),
-        (f"shrink-on-load min PSNR >= 40 dB over {len(jpegs)} JPEGs", min(shrink_values), 40, ">="),
+        *[(f"shrink-on-load min PSNR >= 40 dB over {len(v)} {kind}s", min(v), 40, ">=") for kind, v in shrink_values.items()],
     ]
     target_lines = ["| target | measured | needed | met |", "|---|---:|---:|---|"]
     met_all = True
@@ -366,8 +370,10 @@ def report(results, validate, shrink_values, jpegs, n, facts):
     facts_lines = [f"- {k}: {v}" for k, v in facts.items()]
     text = "\n".join(
         ["## Machine", *facts_lines, "", f"## Runs ({n} corpus files, fit {SIZE}x{SIZE}, JPEG quality {QUALITY})", *lines, "",
-         f"Shrink-on-load vs full decode (PNG outputs, {len(jpegs)} JPEG sources): PSNR min {min(shrink_values):.2f} dB, "
-         f"mean {statistics.mean(shrink_values):.2f} dB.", "", "## Targets", *target_lines, ""])
+         f"vs vips: against {vips.name} (the faster vipsthumbnail configuration in this run).", "",
+         *[f"Shrink-on-load vs full decode (PNG outputs, {len(v)} {kind} sources): PSNR min {min(v):.2f} dB, "
+           f"mean {statistics.mean(v):.2f} dB (identical outputs count as 100)." for kind, v in shrink_values.items()],
+         "", "## Targets", *target_lines, ""])
     print()
     print(text)
     os.makedirs(os.path.join(ROOT, "bench/results"), exist_ok=True)

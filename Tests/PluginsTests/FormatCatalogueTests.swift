@@ -167,6 +167,28 @@ import TestSupport
         #expect((interlaced.width, interlaced.height) == (1200, 800))  // not reduced: resize does it
     }
 
+    @Test func profiledPNGsAreReducedWhenTheProfileIsSRGB() throws {
+        let hint = DecodeHint(targetSize: PixelSize(width: 100, height: 100))
+        func tagged(_ profile: String) throws -> Data {
+            let wand = Wand()
+            try wand.readBuiltIn("plasma:", size: (1200, 800))
+            try wand.setICCProfile(try Data(contentsOf: URL(fileURLWithPath: "/usr/share/color/icc/ghostscript/" + profile)))
+            return try wand.encode(format: "PNG")
+        }
+        let srgb = try tagged("srgb.icc")
+        let reduced = try decoder.decode(LoadedData(data: srgb), hint: hint)
+        #expect((reduced.width, reduced.height) == (300, 200))
+        #expect(try reduced.withCopy { $0.iccProfile == nil })  // sRGB: dropped, as the ImageMagick path does
+        let kept = try decode(srgb, ["to_srgb": .bool(false)])
+        #expect(try kept.withCopy { $0.iccProfile != nil })
+        let keptReduced = try ImageMagickDecoder.plugin.makeDecoder(ImageMagickDecoder.plugin.options(["to_srgb": .bool(false)]))
+            .decode(LoadedData(data: srgb), hint: hint)
+        #expect(keptReduced.width == 300 && (try keptReduced.withCopy { $0.iccProfile != nil }))
+        // Another profile goes through ImageMagick, which converts through it.
+        let adobe = try decoder.decode(LoadedData(data: try tagged("a98.icc")), hint: hint)
+        #expect((adobe.width, adobe.height) == (1200, 800))
+    }
+
     @Test func sixteenBitSourcesAreWrittenWithEightBits() async throws {
         let wand = Wand()
         try wand.readBuiltIn("gradient:black-white", size: (64, 64))

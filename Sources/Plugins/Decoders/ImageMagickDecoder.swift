@@ -68,7 +68,7 @@ public struct ImageMagickDecoder: ImageDecoding {
         }
         if format == "PNG", shrinkOnLoad, let target = hint.targetSize, let factor = PNGReducer.factor(size, target: target) {
             // Reduced while read, unless it is one that goes through ImageMagick instead.
-            if !Self.mayTakeImageMagickPath(loaded.data) {
+            if PNGReducer.takes(loaded.data, toSRGB: toSRGB) {
                 return PNGReducer.estimatedMemory(size, factor: factor) + loaded.data.count
             }
         }
@@ -76,23 +76,6 @@ public struct ImageMagickDecoder: ImageDecoding {
         // A progressive JPEG keeps every DCT coefficient of the full-size image until the end.
         let coefficients = format == "JPEG" && Self.isProgressiveJPEG(loaded.data) ? size.width * size.height * 3 : 0
         return pixels * 8 + pixels * (format == "JPEG" ? 1 : 4) + coefficients + loaded.data.count
-    }
-
-    /// Whether a PNG is one ``PNGReducer`` passes to ImageMagick: interlaced (IHDR byte 28), grey
-    /// (colour type 0 or 4, byte 25), or with an iCCP chunk before its image data.
-    static func mayTakeImageMagickPath(_ png: Data) -> Bool {
-        let bytes = [UInt8](png.prefix(65_536))
-        guard bytes.count > 28 else { return true }
-        if bytes[28] != 0 || bytes[25] == 0 || bytes[25] == 4 { return true }
-        var i = 8
-        while i + 8 <= bytes.count {
-            let length = Int(bytes[i]) << 24 | Int(bytes[i + 1]) << 16 | Int(bytes[i + 2]) << 8 | Int(bytes[i + 3])
-            let type = String(decoding: bytes[(i + 4)..<(i + 8)], as: UTF8.self)
-            if type == "iCCP" { return true }
-            if type == "IDAT" { return false }
-            i += 12 + length
-        }
-        return true
     }
 
     /// Whether the JPEG's frame header is SOF2 (progressive), found within its first 256 KB.
@@ -161,7 +144,7 @@ public struct ImageMagickDecoder: ImageDecoding {
 
         // PNGs are reduced while they are read when the output needs much less (see PNGReducer).
         if format == "PNG", shrinkOnLoad, let target = hint.targetSize, let factor = PNGReducer.factor(size, target: target),
-           let reduced = try PNGReducer.decode(data, factor: factor) {
+           let reduced = try PNGReducer.decode(data, factor: factor, toSRGB: toSRGB) {
             return PipelineKit.Image(taking: reduced, sourceFormat: format)
         }
 

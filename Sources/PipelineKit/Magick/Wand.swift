@@ -206,12 +206,7 @@ public final class Wand {
 
     /// Whether ImageMagick understands `color` (`red`, `#ff8800`, `rgba(0,0,0,0.5)`).
     public static func isColor(_ color: String) -> Bool {
-        Magick.initialize()
-        let pixel = NewPixelWand()
-        defer { _ = DestroyPixelWand(pixel) }
-        let ok = PixelSetColor(pixel, color) != MagickFalse
-        _ = PixelClearException(pixel)
-        return ok
+        (try? withColor(color) { _ in true }) ?? false
     }
 
     /// Removes profiles and comments.

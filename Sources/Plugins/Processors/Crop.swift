@@ -47,7 +47,8 @@ public struct Crop: ImageProcessing {
         identifier = "crop(\(options.canonical))"
     }
 
-    /// The window for an image of `size`: its size, and its origin when fixed by `x`/`y`.
+    /// The window's size for an image of `size` (clipped to the image, and to what lies right of
+    /// and below `x`/`y` when they are set).
     func window(for size: PixelSize) -> PixelSize {
         if let aspect {
             let w = Double(size.width), h = Double(size.height)

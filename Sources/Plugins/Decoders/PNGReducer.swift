@@ -91,10 +91,10 @@ enum PNGReducer {
             try check(spng_decode_image(context, nil, 0, Int32(format.rawValue),
                                         Int32(SPNG_DECODE_PROGRESSIVE.rawValue | SPNG_DECODE_TRNS.rawValue)))
             let width = plan.width, height = plan.height
-            let pixels = plan.alpha ? reduce4(context, width: width, height: height, factor: factor)
-                                    : reduce3(context, width: width, height: height, factor: factor)
+            let pixels = try plan.alpha ? reduce4(context, width: width, height: height, factor: factor)
+                                        : reduce3(context, width: width, height: height, factor: factor)
             let outW = (width + factor - 1) / factor, outH = (height + factor - 1) / factor
-            let wand = try Wand.fromPixels(try pixels.get(), width: outW, height: outH, hasAlpha: plan.alpha)
+            let wand = try Wand.fromPixels(pixels, width: outW, height: outH, hasAlpha: plan.alpha)
             if let profile = plan.profile { try wand.setICCProfile(profile) }
             return wand
         }
@@ -113,76 +113,72 @@ enum PNGReducer {
     }
 
     /// RGB: plain block averages.
-    static func reduce3(_ context: OpaquePointer, width: Int, height: Int, factor: Int) -> Result<[UInt8], any Error> {
-        Result {
-            let outW = (width + factor - 1) / factor, outH = (height + factor - 1) / factor
-            var row = [UInt8](repeating: 0, count: width * 3)
-            var sums = [UInt64](repeating: 0, count: outW * 3)
-            var out = [UInt8](repeating: 0, count: outW * outH * 3)
-            var rows = 0, outY = 0
-            for y in 0..<height {
-                try readRow(context, &row, last: y == height - 1)
-                row.withUnsafeBufferPointer { source in
-                    sums.withUnsafeMutableBufferPointer { sums in
-                        for ox in 0..<outW {
-                            var r: UInt32 = 0, g: UInt32 = 0, b: UInt32 = 0
-                            for x in (ox * factor)..<min(width, ox * factor + factor) {
-                                r &+= UInt32(source[3 * x]); g &+= UInt32(source[3 * x + 1]); b &+= UInt32(source[3 * x + 2])
-                            }
-                            sums[3 * ox] &+= UInt64(r); sums[3 * ox + 1] &+= UInt64(g); sums[3 * ox + 2] &+= UInt64(b)
+    static func reduce3(_ context: OpaquePointer, width: Int, height: Int, factor: Int) throws -> [UInt8] {
+        let outW = (width + factor - 1) / factor, outH = (height + factor - 1) / factor
+        var row = [UInt8](repeating: 0, count: width * 3)
+        var sums = [UInt64](repeating: 0, count: outW * 3)
+        var out = [UInt8](repeating: 0, count: outW * outH * 3)
+        var rows = 0, outY = 0
+        for y in 0..<height {
+            try readRow(context, &row, last: y == height - 1)
+            row.withUnsafeBufferPointer { source in
+                sums.withUnsafeMutableBufferPointer { sums in
+                    for ox in 0..<outW {
+                        var r: UInt32 = 0, g: UInt32 = 0, b: UInt32 = 0
+                        for x in (ox * factor)..<min(width, ox * factor + factor) {
+                            r &+= UInt32(source[3 * x]); g &+= UInt32(source[3 * x + 1]); b &+= UInt32(source[3 * x + 2])
                         }
+                        sums[3 * ox] &+= UInt64(r); sums[3 * ox + 1] &+= UInt64(g); sums[3 * ox + 2] &+= UInt64(b)
                     }
                 }
-                rows += 1
-                guard rows == factor || y == height - 1 else { continue }
-                for ox in 0..<outW {
-                    let count = UInt64(rows * (min(width, ox * factor + factor) - ox * factor))
-                    for c in 0..<3 { out[(outY * outW + ox) * 3 + c] = UInt8((sums[3 * ox + c] + count / 2) / count) }
-                }
-                for i in sums.indices { sums[i] = 0 }
-                rows = 0
-                outY += 1
             }
-            return out
+            rows += 1
+            guard rows == factor || y == height - 1 else { continue }
+            for ox in 0..<outW {
+                let count = UInt64(rows * (min(width, ox * factor + factor) - ox * factor))
+                for c in 0..<3 { out[(outY * outW + ox) * 3 + c] = UInt8((sums[3 * ox + c] + count / 2) / count) }
+            }
+            for i in sums.indices { sums[i] = 0 }
+            rows = 0
+            outY += 1
         }
+        return out
     }
 
     /// RGBA: colour averaged premultiplied by alpha, then divided by the alpha total.
-    static func reduce4(_ context: OpaquePointer, width: Int, height: Int, factor: Int) -> Result<[UInt8], any Error> {
-        Result {
-            let outW = (width + factor - 1) / factor, outH = (height + factor - 1) / factor
-            var row = [UInt8](repeating: 0, count: width * 4)
-            var sums = [UInt64](repeating: 0, count: outW * 4)
-            var out = [UInt8](repeating: 0, count: outW * outH * 4)
-            var rows = 0, outY = 0
-            for y in 0..<height {
-                try readRow(context, &row, last: y == height - 1)
-                row.withUnsafeBufferPointer { source in
-                    sums.withUnsafeMutableBufferPointer { sums in
-                        for ox in 0..<outW {
-                            var r: UInt64 = 0, g: UInt64 = 0, b: UInt64 = 0, a: UInt64 = 0
-                            for x in (ox * factor)..<min(width, ox * factor + factor) {
-                                let alpha = UInt64(source[4 * x + 3])
-                                r &+= UInt64(source[4 * x]) * alpha; g &+= UInt64(source[4 * x + 1]) * alpha
-                                b &+= UInt64(source[4 * x + 2]) * alpha; a &+= alpha
-                            }
-                            sums[4 * ox] &+= r; sums[4 * ox + 1] &+= g; sums[4 * ox + 2] &+= b; sums[4 * ox + 3] &+= a
+    static func reduce4(_ context: OpaquePointer, width: Int, height: Int, factor: Int) throws -> [UInt8] {
+        let outW = (width + factor - 1) / factor, outH = (height + factor - 1) / factor
+        var row = [UInt8](repeating: 0, count: width * 4)
+        var sums = [UInt64](repeating: 0, count: outW * 4)
+        var out = [UInt8](repeating: 0, count: outW * outH * 4)
+        var rows = 0, outY = 0
+        for y in 0..<height {
+            try readRow(context, &row, last: y == height - 1)
+            row.withUnsafeBufferPointer { source in
+                sums.withUnsafeMutableBufferPointer { sums in
+                    for ox in 0..<outW {
+                        var r: UInt64 = 0, g: UInt64 = 0, b: UInt64 = 0, a: UInt64 = 0
+                        for x in (ox * factor)..<min(width, ox * factor + factor) {
+                            let alpha = UInt64(source[4 * x + 3])
+                            r &+= UInt64(source[4 * x]) * alpha; g &+= UInt64(source[4 * x + 1]) * alpha
+                            b &+= UInt64(source[4 * x + 2]) * alpha; a &+= alpha
                         }
+                        sums[4 * ox] &+= r; sums[4 * ox + 1] &+= g; sums[4 * ox + 2] &+= b; sums[4 * ox + 3] &+= a
                     }
                 }
-                rows += 1
-                guard rows == factor || y == height - 1 else { continue }
-                for ox in 0..<outW {
-                    let count = UInt64(rows * (min(width, ox * factor + factor) - ox * factor))
-                    let a = sums[4 * ox + 3], base = (outY * outW + ox) * 4
-                    for c in 0..<3 { out[base + c] = a == 0 ? 0 : UInt8((sums[4 * ox + c] + a / 2) / a) }
-                    out[base + 3] = UInt8((a + count / 2) / count)
-                }
-                for i in sums.indices { sums[i] = 0 }
-                rows = 0
-                outY += 1
             }
-            return out
+            rows += 1
+            guard rows == factor || y == height - 1 else { continue }
+            for ox in 0..<outW {
+                let count = UInt64(rows * (min(width, ox * factor + factor) - ox * factor))
+                let a = sums[4 * ox + 3], base = (outY * outW + ox) * 4
+                for c in 0..<3 { out[base + c] = a == 0 ? 0 : UInt8((sums[4 * ox + c] + a / 2) / a) }
+                out[base + 3] = UInt8((a + count / 2) / count)
+            }
+            for i in sums.indices { sums[i] = 0 }
+            rows = 0
+            outY += 1
         }
+        return out
     }
 }

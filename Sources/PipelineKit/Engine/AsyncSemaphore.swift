@@ -1,3 +1,4 @@
+import DequeModule
 import Synchronization
 
 /// A counting semaphore for `async` code: at most `permits` holders at once, waiters served first
@@ -5,7 +6,7 @@ import Synchronization
 public final class AsyncSemaphore: Sendable {
     private struct State: ~Copyable {
         var permits: Int
-        var waiters = FIFOQueue<UnsafeContinuation<Void, Never>>()
+        var waiters = Deque<UnsafeContinuation<Void, Never>>()
     }
     private let state: Mutex<State>
     /// Which waiter a released permit goes to.
@@ -24,7 +25,7 @@ public final class AsyncSemaphore: Sendable {
                     state.permits -= 1
                     return true
                 }
-                state.waiters.push(continuation)
+                state.waiters.append(continuation)
                 return false
             }
             if granted { continuation.resume() }

@@ -1,10 +1,11 @@
+import DequeModule
 import Foundation
 import Synchronization
 
 /// A fixed set of dedicated threads that run blocking work (ImageMagick, file I/O) off Swift's
 /// cooperative thread pool, bridged to `async` callers.
 public final class WorkerPool: Sendable {
-    private let jobs = Mutex(FIFOQueue<@Sendable () -> Void>())
+    private let jobs = Mutex(Deque<@Sendable () -> Void>())
     private let wakeup = DispatchSemaphore(value: 0)
     /// Number of threads.
     public let threads: Int
@@ -46,7 +47,7 @@ public final class WorkerPool: Sendable {
 
     /// Queues `job` to run on one of the pool's threads.
     public func submit(_ job: @escaping @Sendable () -> Void) {
-        jobs.withLock { $0.push(job) }
+        jobs.withLock { $0.append(job) }
         wakeup.signal()
     }
 

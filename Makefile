@@ -4,7 +4,7 @@
 SWIFT ?= swift
 # C libraries (MagickWand 6 Q16, libcurl, libyaml), pkg-config to find them, and ImageMagick's
 # command-line tools (samples are made with `convert`; tests check outputs with `identify`).
-APT_PACKAGES = pkg-config libmagickwand-6.q16-dev libcurl4-openssl-dev libyaml-dev libspng-dev imagemagick libgs-common
+APT_PACKAGES = pkg-config libmagickwand-6.q16-dev libcurl4-openssl-dev libyaml-dev libpng-dev imagemagick libgs-common
 # Tests also open the HTML contact sheet in a real browser.
 TEST_PACKAGES = chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

@@ -32,9 +32,9 @@ let package = Package(
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
         .systemLibrary(
-            name: "CSPNG",
-            pkgConfig: "spng",
-            providers: [.apt(["libspng-dev"])]
+            name: "CPNG",
+            pkgConfig: "libpng",
+            providers: [.apt(["libpng-dev"])]
         ),
         // The vocabulary and the engine.
         .target(
@@ -50,7 +50,7 @@ let package = Package(
         // Every built-in stage, registered through PipelineKit's public API.
         .target(
             name: "Plugins",
-            dependencies: ["PipelineKit", "CMagickWand", "CCurl", "CSPNG"]
+            dependencies: ["PipelineKit", "CMagickWand", "CCurl", "CPNG"]
         ),
         // The controller: every subcommand, callable by custom builds with their own plugins.
         .target(

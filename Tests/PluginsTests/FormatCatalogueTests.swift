@@ -156,10 +156,21 @@ import TestSupport
             let (p, q) = (try a.withCopy { try $0.pixel(x: x, y: y) }, try b.withCopy { try $0.pixel(x: x, y: y) })
             #expect(abs(p.red - q.red) < 0.03 && abs(p.alpha - q.alpha) < 0.03, "\(x),\(y): \(p) vs \(q)")
         }
-        // A truncated one fails with libspng's reason; an interlaced one goes through ImageMagick.
-        #expect(throws: PipelineError(.decodeFailed, "PNG: end of stream")) {
+        // A truncated or corrupted one fails with libpng's reason (libpng's errors never reach
+        // Swift as a longjmp); an interlaced one goes through ImageMagick.
+        #expect(throws: PipelineError(.decodeFailed, "PNG: the file ends before the image does")) {
             try decoder.decode(LoadedData(data: png.prefix(png.count / 2)), hint: hint)
         }
+        let idat = try #require(png.range(of: Data("IDAT".utf8)))
+        let length = png[(idat.lowerBound - 4)..<idat.lowerBound].reduce(0) { $0 << 8 | Int($1) }
+        var badCRC = png, badData = png
+        badCRC[idat.upperBound + length] ^= 0x55
+        #expect(throws: PipelineError(.decodeFailed, "PNG: IDAT: CRC error")) {
+            try decoder.decode(LoadedData(data: badCRC), hint: hint)
+        }
+        badData[idat.upperBound + length / 2] ^= 0x55
+        let error = try #require(throws: PipelineError.self) { try decoder.decode(LoadedData(data: badData), hint: hint) }
+        #expect(error.kind == .decodeFailed && error.message.hasPrefix("PNG: "), "\(error)")
         let wand = Wand()
         try wand.readBuiltIn("plasma:", size: (1200, 800))
         wand.setProgressive(true)  // Adam7

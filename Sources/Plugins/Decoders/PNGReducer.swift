@@ -1,8 +1,8 @@
-import CSPNG
+import CPNG
 import Foundation
 import PipelineKit
 
-/// Shrink-on-load for PNG: decodes a large PNG row by row (libspng) and averages blocks of
+/// Shrink-on-load for PNG: decodes a large PNG row by row (libpng) and averages blocks of
 /// `factor` x `factor` pixels as the rows arrive, so the full-size image never exists in memory.
 ///
 /// libjpeg can decode at 1/2, 1/4 or 1/8; PNG has no such mode, and ImageMagick would decode the
@@ -37,62 +37,57 @@ enum PNGReducer {
         let profile: Data?
     }
 
-    /// Reads the header chunks (no image data) into `context`: the plan, or `nil` when this PNG
+    /// Reads the header chunks (no image data) into `reader`: the plan, or `nil` when this PNG
     /// is not one for the fast path. An sRGB profile is dropped as ImageMagick's path drops it;
     /// any other profile sends the PNG to ImageMagick, which converts through it, unless the
     /// decoder keeps profiles (`to_srgb: false`), in which case it is kept as it is.
-    static func plan(_ context: OpaquePointer, toSRGB: Bool) throws -> Plan? {
-        var header = spng_ihdr()
-        try check(spng_get_ihdr(context, &header))
-        let colorType = Int(header.color_type)
-        guard header.interlace_method == 0,
-              colorType != Int(SPNG_COLOR_TYPE_GRAYSCALE.rawValue), colorType != Int(SPNG_COLOR_TYPE_GRAYSCALE_ALPHA.rawValue)
-        else { return nil }
-        var iccp = spng_iccp()
+    static func plan(_ reader: UnsafeMutablePointer<pk_png_reader>, toSRGB: Bool) -> Plan? {
+        var width: UInt32 = 0, height: UInt32 = 0, profileLength: UInt32 = 0
+        var colorType: Int32 = 0, interlaced: Int32 = 0, transparency: Int32 = 0
+        var profileBytes: UnsafePointer<UInt8>?
+        pk_png_header(reader, &width, &height, &colorType, &interlaced, &transparency, &profileBytes, &profileLength)
+        guard interlaced == 0, colorType & PNG_COLOR_MASK_COLOR != 0 else { return nil }  // grey stays grey in ImageMagick
         var profile: Data?
-        if spng_get_iccp(context, &iccp) == 0, let bytes = iccp.profile {
-            let data = Data(bytes: bytes, count: iccp.profile_len)
+        if let profileBytes, profileLength > 0 {
+            let data = Data(bytes: profileBytes, count: Int(profileLength))
             if toSRGB {
                 guard Wand.isSRGB(data) else { return nil }
             } else {
                 profile = data
             }
         }
-        var transparency = spng_trns()
-        let alpha = colorType == Int(SPNG_COLOR_TYPE_TRUECOLOR_ALPHA.rawValue) || spng_get_trns(context, &transparency) == 0
-        return Plan(width: Int(header.width), height: Int(header.height), alpha: alpha, profile: profile)
+        let alpha = colorType & PNG_COLOR_MASK_ALPHA != 0 || transparency != 0
+        return Plan(width: Int(width), height: Int(height), alpha: alpha, profile: profile)
+    }
+
+    /// A PNG opened from `data` with its header chunks read, handed to `body`; `nil` when out of
+    /// memory. Throws `decode_failed` with libpng's reason when the header chunks are corrupt.
+    static func withReader<T>(_ data: Data, _ body: (UnsafeMutablePointer<pk_png_reader>) throws -> T?) throws -> T? {
+        try data.withUnsafeBytes { raw -> T? in
+            var ok: Int32 = 0
+            guard let reader = pk_png_open(raw.baseAddress, raw.count, &ok) else { return nil }
+            defer { pk_png_close(reader) }
+            guard ok != 0 else { throw failure(reader) }
+            return try body(reader)
+        }
     }
 
     /// Whether ``decode(_:factor:toSRGB:)`` would take `data` (reads its header chunks only).
     static func takes(_ data: Data, toSRGB: Bool) -> Bool {
-        guard let context = newContext() else { return false }
-        defer { spng_ctx_free(context) }
-        return data.withUnsafeBytes { raw in
-            spng_set_png_buffer(context, raw.baseAddress, raw.count) == 0 && ((try? plan(context, toSRGB: toSRGB)) ?? nil) != nil
-        }
-    }
-
-    /// A context that skips zlib's Adler-32 check: every chunk's CRC-32, the image data's
-    /// included, is still verified, so corruption is still caught; the Adler-32 pass was 4% of
-    /// the corpus run.
-    static func newContext() -> OpaquePointer? {
-        spng_ctx_new(Int32(SPNG_CTX_IGNORE_ADLER32.rawValue))
+        ((try? withReader(data) { plan($0, toSRGB: toSRGB) }) ?? nil) != nil
     }
 
     /// The reduced image, or `nil` when this PNG is not one for the fast path (see ``plan``).
-    /// Throws `decode_failed` with libspng's reason for a corrupt or truncated file.
+    /// Throws `decode_failed` with libpng's reason for a corrupt or truncated file.
     static func decode(_ data: Data, factor: Int, toSRGB: Bool) throws -> Wand? {
-        guard let context = newContext() else { return nil }
-        defer { spng_ctx_free(context) }
-        return try data.withUnsafeBytes { raw -> Wand? in
-            try check(spng_set_png_buffer(context, raw.baseAddress, raw.count))
-            guard let plan = try plan(context, toSRGB: toSRGB) else { return nil }
-            let format = plan.alpha ? SPNG_FMT_RGBA8 : SPNG_FMT_RGB8
-            try check(spng_decode_image(context, nil, 0, Int32(format.rawValue),
-                                        Int32(SPNG_DECODE_PROGRESSIVE.rawValue | SPNG_DECODE_TRNS.rawValue)))
+        try withReader(data) { reader -> Wand? in
+            guard let plan = plan(reader, toSRGB: toSRGB) else { return nil }
+            let rowBytes = pk_png_start(reader)
+            guard rowBytes == plan.width * (plan.alpha ? 4 : 3) else {
+                throw rowBytes == 0 ? failure(reader) : PipelineError(.decodeFailed, "PNG: unexpected row layout")
+            }
             let width = plan.width, height = plan.height
-            let pixels = try plan.alpha ? reduce4(context, width: width, height: height, factor: factor)
-                                        : reduce3(context, width: width, height: height, factor: factor)
+            let pixels = try reduce(reader, width: width, height: height, factor: factor, alpha: plan.alpha)
             let outW = (width + factor - 1) / factor, outH = (height + factor - 1) / factor
             let wand = try Wand.fromPixels(pixels, width: outW, height: outH, hasAlpha: plan.alpha)
             if let profile = plan.profile { try wand.setICCProfile(profile) }
@@ -100,85 +95,86 @@ enum PNGReducer {
         }
     }
 
-    static func check(_ status: Int32) throws {
-        guard status == 0 else { throw PipelineError(.decodeFailed, "PNG: " + String(cString: spng_strerror(status))) }
+    /// libpng's reason for the reader's last failure.
+    static func failure(_ reader: UnsafeMutablePointer<pk_png_reader>) -> PipelineError {
+        let message = withUnsafeBytes(of: &reader.pointee.message) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        return PipelineError(.decodeFailed, "PNG: " + message)
     }
 
-    /// Reads the next row; a row that ends the image early is a truncated file.
-    static func readRow(_ context: OpaquePointer, _ row: inout [UInt8], last: Bool) throws {
-        let status = row.withUnsafeMutableBytes { spng_decode_row(context, $0.baseAddress, $0.count) }
-        if status == 0 || (status == Int32(SPNG_EOI.rawValue) && last) { return }
-        if status == Int32(SPNG_EOI.rawValue) { throw PipelineError(.decodeFailed, "PNG: the image data ends before the last row") }
-        try check(status)
+    /// Reads the next row (libpng checks the image data's length and CRC as it goes).
+    static func readRow(_ reader: UnsafeMutablePointer<pk_png_reader>, _ row: inout [UInt8]) throws {
+        let ok = row.withUnsafeMutableBufferPointer { pk_png_read_row(reader, $0.baseAddress) }
+        if ok == 0 { throw failure(reader) }
     }
 
-    /// RGB: plain block averages.
-    static func reduce3(_ context: OpaquePointer, width: Int, height: Int, factor: Int) throws -> [UInt8] {
+    /// Block averages of `factor` x `factor` pixels, `alpha`: RGBA (colour averaged premultiplied
+    /// by alpha, then divided by the alpha total) or RGB. Each row is first added into per-column
+    /// totals (contiguous, so the compiler vectorises it); the columns of a block are summed once
+    /// per `factor` rows.
+    static func reduce(_ reader: UnsafeMutablePointer<pk_png_reader>, width: Int, height: Int, factor: Int,
+                       alpha: Bool) throws -> [UInt8] {
+        let channels = alpha ? 4 : 3
         let outW = (width + factor - 1) / factor, outH = (height + factor - 1) / factor
-        var row = [UInt8](repeating: 0, count: width * 3)
-        var sums = [UInt64](repeating: 0, count: outW * 3)
-        var out = [UInt8](repeating: 0, count: outW * outH * 3)
+        var row = [UInt8](repeating: 0, count: width * channels)
+        // A column total is at most factor x 255 x 255: far from UInt32's limit for any factor.
+        var columns = [UInt32](repeating: 0, count: width * channels)
+        var out = [UInt8](repeating: 0, count: outW * outH * channels)
         var rows = 0, outY = 0
         for y in 0..<height {
-            try readRow(context, &row, last: y == height - 1)
-            row.withUnsafeBufferPointer { source in
-                sums.withUnsafeMutableBufferPointer { sums in
-                    for ox in 0..<outW {
-                        var r: UInt32 = 0, g: UInt32 = 0, b: UInt32 = 0
-                        for x in (ox * factor)..<min(width, ox * factor + factor) {
-                            r &+= UInt32(source[3 * x]); g &+= UInt32(source[3 * x + 1]); b &+= UInt32(source[3 * x + 2])
-                        }
-                        sums[3 * ox] &+= UInt64(r); sums[3 * ox + 1] &+= UInt64(g); sums[3 * ox + 2] &+= UInt64(b)
-                    }
+            try readRow(reader, &row)
+            row.withUnsafeBufferPointer { row in
+                columns.withUnsafeMutableBufferPointer { columns in
+                    if alpha { addPremultiplied(row, to: columns) } else { add(row, to: columns) }
                 }
             }
             rows += 1
             guard rows == factor || y == height - 1 else { continue }
-            for ox in 0..<outW {
-                let count = UInt64(rows * (min(width, ox * factor + factor) - ox * factor))
-                for c in 0..<3 { out[(outY * outW + ox) * 3 + c] = UInt8((sums[3 * ox + c] + count / 2) / count) }
-            }
-            for i in sums.indices { sums[i] = 0 }
-            rows = 0
-            outY += 1
-        }
-        return out
-    }
-
-    /// RGBA: colour averaged premultiplied by alpha, then divided by the alpha total.
-    static func reduce4(_ context: OpaquePointer, width: Int, height: Int, factor: Int) throws -> [UInt8] {
-        let outW = (width + factor - 1) / factor, outH = (height + factor - 1) / factor
-        var row = [UInt8](repeating: 0, count: width * 4)
-        var sums = [UInt64](repeating: 0, count: outW * 4)
-        var out = [UInt8](repeating: 0, count: outW * outH * 4)
-        var rows = 0, outY = 0
-        for y in 0..<height {
-            try readRow(context, &row, last: y == height - 1)
-            row.withUnsafeBufferPointer { source in
-                sums.withUnsafeMutableBufferPointer { sums in
+            columns.withUnsafeMutableBufferPointer { columns in
+                out.withUnsafeMutableBufferPointer { out in
                     for ox in 0..<outW {
+                        let x0 = ox * factor, x1 = min(width, x0 + factor)
                         var r: UInt64 = 0, g: UInt64 = 0, b: UInt64 = 0, a: UInt64 = 0
-                        for x in (ox * factor)..<min(width, ox * factor + factor) {
-                            let alpha = UInt64(source[4 * x + 3])
-                            r &+= UInt64(source[4 * x]) * alpha; g &+= UInt64(source[4 * x + 1]) * alpha
-                            b &+= UInt64(source[4 * x + 2]) * alpha; a &+= alpha
+                        for x in x0..<x1 {
+                            let i = x * channels
+                            r &+= UInt64(columns[i]); g &+= UInt64(columns[i + 1]); b &+= UInt64(columns[i + 2])
+                            if alpha { a &+= UInt64(columns[i + 3]) }
                         }
-                        sums[4 * ox] &+= r; sums[4 * ox + 1] &+= g; sums[4 * ox + 2] &+= b; sums[4 * ox + 3] &+= a
+                        let count = UInt64(rows * (x1 - x0)), o = (outY * outW + ox) * channels
+                        if alpha {
+                            out[o] = a == 0 ? 0 : UInt8((r + a / 2) / a)
+                            out[o + 1] = a == 0 ? 0 : UInt8((g + a / 2) / a)
+                            out[o + 2] = a == 0 ? 0 : UInt8((b + a / 2) / a)
+                            out[o + 3] = UInt8((a + count / 2) / count)
+                        } else {
+                            out[o] = UInt8((r + count / 2) / count)
+                            out[o + 1] = UInt8((g + count / 2) / count)
+                            out[o + 2] = UInt8((b + count / 2) / count)
+                        }
                     }
                 }
+                columns.update(repeating: 0)
             }
-            rows += 1
-            guard rows == factor || y == height - 1 else { continue }
-            for ox in 0..<outW {
-                let count = UInt64(rows * (min(width, ox * factor + factor) - ox * factor))
-                let a = sums[4 * ox + 3], base = (outY * outW + ox) * 4
-                for c in 0..<3 { out[base + c] = a == 0 ? 0 : UInt8((sums[4 * ox + c] + a / 2) / a) }
-                out[base + 3] = UInt8((a + count / 2) / count)
-            }
-            for i in sums.indices { sums[i] = 0 }
             rows = 0
             outY += 1
         }
         return out
+    }
+
+    /// Adds a row's channel values into the column totals.
+    @inline(__always)
+    static func add(_ row: UnsafeBufferPointer<UInt8>, to columns: UnsafeMutableBufferPointer<UInt32>) {
+        for i in 0..<row.count { columns[i] &+= UInt32(row[i]) }
+    }
+
+    /// Adds an RGBA row into the column totals, colour premultiplied by alpha.
+    @inline(__always)
+    static func addPremultiplied(_ row: UnsafeBufferPointer<UInt8>, to columns: UnsafeMutableBufferPointer<UInt32>) {
+        for i in stride(from: 0, to: row.count, by: 4) {
+            let alpha = UInt32(row[i + 3])
+            columns[i] &+= UInt32(row[i]) &* alpha
+            columns[i + 1] &+= UInt32(row[i + 1]) &* alpha
+            columns[i + 2] &+= UInt32(row[i + 2]) &* alpha
+            columns[i + 3] &+= alpha
+        }
     }
 }

@@ -1,0 +1,110 @@
+#ifndef PIPELINEKIT_CPNG_SHIM_H
+#define PIPELINEKIT_CPNG_SHIM_H
+// libpng, row by row, for PNG shrink-on-load (Plugins/Decoders/PNGReducer.swift).
+//
+// libpng reports errors by longjmp, which must never cross a Swift frame. Every call that can fail
+// is therefore made inside one of the small functions below, each of which sets its own jump
+// target first and turns an error into a return value, with libpng's message kept in the reader.
+// Warnings (such as an edited sRGB profile) are discarded: they never stop a read.
+#include <setjmp.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <png.h>
+
+/// One PNG being read from memory.
+typedef struct {
+    png_structp png;
+    png_infop info;
+    const unsigned char *data;
+    size_t size, position;
+    /// libpng's message for the last failure.
+    char message[160];
+} pk_png_reader;
+
+static void pk_png_on_error(png_structp png, png_const_charp message) {
+    pk_png_reader *reader = (pk_png_reader *)png_get_error_ptr(png);
+    strncpy(reader->message, message ? message : "unknown error", sizeof reader->message - 1);
+    reader->message[sizeof reader->message - 1] = 0;
+    png_longjmp(png, 1);
+}
+
+static void pk_png_on_warning(png_structp png, png_const_charp message) {
+    (void)png; (void)message;
+}
+
+static void pk_png_on_read(png_structp png, png_bytep out, size_t length) {
+    pk_png_reader *reader = (pk_png_reader *)png_get_io_ptr(png);
+    if (length > reader->size - reader->position) png_error(png, "the file ends before the image does");
+    memcpy(out, reader->data + reader->position, length);
+    reader->position += length;
+}
+
+static inline void pk_png_close(pk_png_reader *reader) {
+    if (!reader) return;
+    png_destroy_read_struct(&reader->png, &reader->info, NULL);
+    free(reader);
+}
+
+/// Opens `data` (which must outlive the reader) and reads every chunk before the image data.
+/// Returns NULL only when out of memory; otherwise check `*ok` and `message`.
+static inline pk_png_reader *pk_png_open(const void *data, size_t size, int *ok) {
+    *ok = 0;
+    pk_png_reader *reader = (pk_png_reader *)calloc(1, sizeof(pk_png_reader));
+    if (!reader) return NULL;
+    reader->data = (const unsigned char *)data;
+    reader->size = size;
+    reader->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, reader, pk_png_on_error, pk_png_on_warning);
+    if (!reader->png) { free(reader); return NULL; }
+    reader->info = png_create_info_struct(reader->png);
+    if (!reader->info) { pk_png_close(reader); return NULL; }
+    if (setjmp(png_jmpbuf(reader->png))) return reader;
+    // zlib's Adler-32 pass is skipped; every chunk's CRC-32, the image data's included, is checked.
+    png_set_option(reader->png, PNG_IGNORE_ADLER32, PNG_OPTION_ON);
+    png_set_option(reader->png, PNG_SKIP_sRGB_CHECK_PROFILE, PNG_OPTION_ON);
+    png_set_read_fn(reader->png, reader, pk_png_on_read);
+    png_read_info(reader->png, reader->info);
+    *ok = 1;
+    return reader;
+}
+
+/// The header of an opened PNG; `profile` points into the reader (NULL when there is none).
+static inline void pk_png_header(pk_png_reader *reader, uint32_t *width, uint32_t *height, int *color_type,
+                                 int *interlaced, int *transparency, const unsigned char **profile,
+                                 uint32_t *profile_length) {
+    *width = png_get_image_width(reader->png, reader->info);
+    *height = png_get_image_height(reader->png, reader->info);
+    *color_type = png_get_color_type(reader->png, reader->info);
+    *interlaced = png_get_interlace_type(reader->png, reader->info) != PNG_INTERLACE_NONE;
+    *transparency = png_get_valid(reader->png, reader->info, PNG_INFO_tRNS) != 0;
+    png_charp name = NULL;
+    int compression = 0;
+    png_bytep bytes = NULL;
+    png_uint_32 length = 0;
+    if (png_get_iCCP(reader->png, reader->info, &name, &compression, &bytes, &length) == PNG_INFO_iCCP) {
+        *profile = bytes;
+        *profile_length = length;
+    } else {
+        *profile = NULL;
+        *profile_length = 0;
+    }
+}
+
+/// Asks for 8-bit RGB or RGBA rows (palette and tRNS expanded, 16 bits cut to 8). Returns the
+/// bytes of a row, or 0 on failure.
+static inline size_t pk_png_start(pk_png_reader *reader) {
+    if (setjmp(png_jmpbuf(reader->png))) return 0;
+    png_set_expand(reader->png);
+    png_set_strip_16(reader->png);
+    png_read_update_info(reader->png, reader->info);
+    return png_get_rowbytes(reader->png, reader->info);
+}
+
+/// Reads the next row into `row`. Returns 1, or 0 on failure.
+static inline int pk_png_read_row(pk_png_reader *reader, unsigned char *row) {
+    if (setjmp(png_jmpbuf(reader->png))) return 0;
+    png_read_row(reader->png, row, NULL);
+    return 1;
+}
+#endif

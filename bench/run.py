@@ -31,6 +31,7 @@ SIZE = 256
 QUALITY = 80
 LONG_LIST = int(os.environ.get("BENCH_LONG_LIST", "20000"))
 SHORT_LIST = int(os.environ.get("BENCH_SHORT_LIST", "1000"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 LATENCY_MS = 50
 
 
@@ -65,6 +66,8 @@ class Measurement:
     def __init__(self, name, wall, cpu, rss_kb, images):
         self.name, self.wall, self.cpu, self.rss_kb, self.images = name, wall, cpu, rss_kb, images
         self.psnr = None
+        self.spread = None  # (fastest, slowest) wall over the rounds, when repeated
+        self.config = None
 
     @property
     def rate(self):
@@ -209,13 +212,6 @@ def main():
         subprocess.run([BIN, "run", bench_yaml, local_list, "-o", out("warmup"), "--quiet"], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-        results["ours-local"] = measure("pipelinectl run (local files)",
-                                        [BIN, "run", bench_yaml, local_list, "-o", out("ours-local"), "--quiet"], n,
-                                        check_output=ok)
-        results["ours-http"] = measure(f"pipelinectl run (HTTP, {LATENCY_MS} ms latency)",
-                                       [BIN, "run", bench_yaml, url_list, "-o", out("ours-http"), "--quiet"], n,
-                                       check_output=ok)
-
         half = (n + 1) // 2
         vips_env = dict(os.environ, VIPS_CONCURRENCY="1")
         def vips_command(directory, output):
@@ -225,30 +221,56 @@ def main():
             target = f"'{output}/%s.jpg[Q={QUALITY}]'"
             return (f"mkdir -p '{output}' && (vipsthumbnail -s {SIZE}x{SIZE} -o {target} {first} & "
                     f"vipsthumbnail -s {SIZE}x{SIZE} -o {target} {second} & wait)")
-        results["vips"] = measure("vipsthumbnail (2 processes, VIPS_CONCURRENCY=1)",
-                                  vips_command(corpus, out("vips")), n, shell=True, env=vips_env)
-        results["vips-threads"] = measure("vipsthumbnail (2 processes, default threads)",
-                                          vips_command(corpus, out("vips-threads")), n, shell=True)
 
         def convert_command(output, define):
             return (f"mkdir -p '{output}' && cd '{corpus}' && ls | grep -E '\\.(jpg|png)$' | "
                     f"xargs -P 2 -I{{}} sh -c 'convert {define} \"{{}}[0]\" -thumbnail {SIZE}x{SIZE} -quality {QUALITY} "
                     f"\"{output}/$(echo {{}} | sed s/\\\\.[a-z]*$//).jpg\"'")
-        results["convert"] = measure("convert -thumbnail (2 at a time)", convert_command(out("convert"), ""), n,
-                                     shell=True)
-        results["convert-size"] = measure("convert -define jpeg:size -thumbnail (2 at a time)",
-                                          convert_command(out("convert-size"), f"-define jpeg:size={2 * SIZE}x{2 * SIZE}"),
-                                          n, shell=True)
 
         downloads = os.path.join(work, "downloads")
-        os.makedirs(downloads)
         curl_config = os.path.join(work, "curl.cfg")
         with open(curl_config, "w") as f:
             for x in files:
                 f.write(f'url = "http://127.0.0.1:{port}/{x}"\noutput = "{downloads}/{x}"\n')
-        results["curl-vips"] = measure(f"curl --parallel then vipsthumbnail ({LATENCY_MS} ms latency)",
-                                       f"curl -sS --fail --parallel --parallel-max 16 -K '{curl_config}' && "
-                                       + vips_command(downloads, out("curl-vips")), n, shell=True, env=vips_env)
+
+        def curl_vips(env):
+            # Downloads again every time: the script does not keep what it fetched.
+            shutil.rmtree(downloads, ignore_errors=True)
+            os.makedirs(downloads)
+            result = measure(f"curl --parallel then vipsthumbnail ({LATENCY_MS} ms latency)",
+                             f"curl -sS --fail --parallel --parallel-max 16 -K '{curl_config}' && "
+                             + vips_command(downloads, out("curl-vips")), n, shell=True, env=env)
+            result.config = "VIPS_CONCURRENCY=1" if env else "default threads"
+            return result
+
+        # The side-by-side runs, in interleaved rounds so that a slow moment of this shared machine
+        # falls on every contender alike; each figure is the run with the median wall time. The
+        # script's vipsthumbnail step runs in the configuration that was faster in the same round.
+        rounds = {}
+        for round_number in range(ROUNDS):
+            print(f" round {round_number + 1} of {ROUNDS}", flush=True)
+            this = {}
+            this["ours-local"] = measure("pipelinectl run (local files)",
+                                         [BIN, "run", bench_yaml, local_list, "-o", out("ours-local"), "--quiet"], n,
+                                         check_output=ok)
+            this["ours-http"] = measure(f"pipelinectl run (HTTP, {LATENCY_MS} ms latency)",
+                                        [BIN, "run", bench_yaml, url_list, "-o", out("ours-http"), "--quiet"], n,
+                                        check_output=ok)
+            this["vips"] = measure("vipsthumbnail (2 processes, VIPS_CONCURRENCY=1)",
+                                   vips_command(corpus, out("vips")), n, shell=True, env=vips_env)
+            this["vips-threads"] = measure("vipsthumbnail (2 processes, default threads)",
+                                           vips_command(corpus, out("vips-threads")), n, shell=True)
+            this["curl-vips"] = curl_vips(vips_env if this["vips"].wall <= this["vips-threads"].wall else None)
+            this["convert"] = measure("convert -thumbnail (2 at a time)", convert_command(out("convert"), ""), n,
+                                      shell=True)
+            this["convert-size"] = measure("convert -define jpeg:size -thumbnail (2 at a time)",
+                                           convert_command(out("convert-size"), f"-define jpeg:size={2 * SIZE}x{2 * SIZE}"),
+                                           n, shell=True)
+            for key, value in this.items():
+                rounds.setdefault(key, []).append(value)
+        for key, values in rounds.items():
+            results[key] = sorted(values, key=lambda m: m.wall)[len(values) // 2]
+            results[key].spread = (min(m.wall for m in values), max(m.wall for m in values))
 
         cache_yaml = os.path.join(work, "cache.yaml")
         pipeline(cache_yaml, cache=os.path.join(work, "cache"))
@@ -322,7 +344,7 @@ def main():
 
 def report(results, validate, shrink_values, n, facts):
     # The reference is vipsthumbnail's best configuration in this run (of the two measured).
-    vips = min(results["vips"], results["vips-threads"], key=lambda m: m.wall)
+    vips = results["vips"] if results["vips"].wall <= results["vips-threads"].wall else results["vips-threads"]
     vips_psnr = results["vips"].psnr
     rows = [
         ("1. pipelinectl, local files", "ours-local"),
@@ -331,7 +353,7 @@ def report(results, validate, shrink_values, n, facts):
         ("3'. vipsthumbnail, 2 processes, default threads", "vips-threads"),
         ("4. convert -thumbnail, 2 at a time", "convert"),
         ("4'. convert -define jpeg:size -thumbnail, 2 at a time", "convert-size"),
-        (f"4b. curl --parallel (+{LATENCY_MS} ms) then vipsthumbnail", "curl-vips"),
+        (f"4b. curl --parallel (+{LATENCY_MS} ms) then vipsthumbnail, {results['curl-vips'].config}", "curl-vips"),
         ("5. pipelinectl, store: all, cold (local)", "cold"),
         ("5. pipelinectl, store: all, warm (local)", "warm"),
         ("5. pipelinectl, store: all, cold (HTTP)", "cold-http"),
@@ -339,13 +361,14 @@ def report(results, validate, shrink_values, n, facts):
         (f"6. pipelinectl, {SHORT_LIST}-line list", f"list-{SHORT_LIST}"),
         (f"6. pipelinectl, {LONG_LIST}-line list", f"list-{LONG_LIST}"),
     ]
-    lines = ["| run | images | wall s | cpu s | peak RSS MiB | images/s | vs vips | PSNR min / mean dB |",
-             "|---|---:|---:|---:|---:|---:|---:|---|"]
+    lines = ["| run | images | wall s | wall range s | cpu s | peak RSS MiB | images/s | vs vips | PSNR min / mean dB |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for label, key in rows:
         m = results[key]
         quality_text = f"{m.psnr[0]:.2f} / {m.psnr[1]:.2f}" if m.psnr else ""
         ratio = f"{m.rate / vips.rate:.2f}x" if key not in ("warm", "warm-http") and not key.startswith("list") else ""
-        lines.append(f"| {label} | {m.images} | {m.wall:.2f} | {m.cpu:.2f} | {m.rss_kb / 1024:.0f} | {m.rate:.1f} | {ratio} | {quality_text} |")
+        spread = f"{m.spread[0]:.2f}-{m.spread[1]:.2f}" if m.spread else ""
+        lines.append(f"| {label} | {m.images} | {m.wall:.2f} | {spread} | {m.cpu:.2f} | {m.rss_kb / 1024:.0f} | {m.rate:.1f} | {ratio} | {quality_text} |")
     ours, http = results["ours-local"], results["ours-http"]
     short, long = results[f"list-{SHORT_LIST}"], results[f"list-{LONG_LIST}"]
     targets = [
@@ -370,7 +393,9 @@ def report(results, validate, shrink_values, n, facts):
     facts_lines = [f"- {k}: {v}" for k, v in facts.items()]
     text = "\n".join(
         ["## Machine", *facts_lines, "", f"## Runs ({n} corpus files, fit {SIZE}x{SIZE}, JPEG quality {QUALITY})", *lines, "",
-         f"vs vips: against {vips.name} (the faster vipsthumbnail configuration in this run).", "",
+         f"vs vips: against {vips.name} (the faster vipsthumbnail configuration in this run).",
+         f"Runs 1-4b: {ROUNDS} interleaved rounds; each row is the round with the median wall time"
+         " (wall range: fastest and slowest round).", "",
          *[f"Shrink-on-load vs full decode (PNG outputs, {len(v)} {kind} sources): PSNR min {min(v):.2f} dB, "
            f"mean {statistics.mean(v):.2f} dB (identical outputs count as 100)." for kind, v in shrink_values.items()],
          "", "## Targets", *target_lines, ""])

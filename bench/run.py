@@ -8,8 +8,8 @@ Every figure comes from this run:
   wall      time from start to the last process's exit
   cpu       user + system time of the command and every child it waited for (getrusage)
   peak RSS  the largest sum of resident memory over the command's process tree, sampled every
-            10 ms from /proc (so two concurrent vipsthumbnail processes count together), and never
-            less than the largest single process's ru_maxrss
+            10 ms from /proc (the tree itself every 50 ms), so two concurrent vipsthumbnail
+            processes count together; never less than the largest single process's ru_maxrss
   PSNR      of every thumbnail against a reference made from a full decode with Lanczos
             (`convert SRC -filter Lanczos -resize 256x256`), min and mean over the corpus
 """
@@ -35,8 +35,8 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 LATENCY_MS = 50
 
 
-def tree_rss_kb(pid):
-    """Resident memory of pid and all its descendants, in KiB."""
+def descendants(pid):
+    """pid and all its descendants (one pass over /proc)."""
     children = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -47,19 +47,27 @@ def tree_rss_kb(pid):
             children.setdefault(int(fields[1]), []).append(int(entry))
         except (OSError, IndexError, ValueError):
             pass
-    total, stack = 0, [pid]
+    found, stack = [], [pid]
     while stack:
         current = stack.pop()
-        try:
-            with open(f"/proc/{current}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1])
-                        break
-        except OSError:
-            pass
+        found.append(current)
         stack.extend(children.get(current, []))
+    return found
+
+
+def rss_kb(pids):
+    """Resident memory of pids together, in KiB (processes that have gone count 0)."""
+    total = 0
+    for current in pids:
+        try:
+            with open(f"/proc/{current}/statm") as f:
+                total += int(f.read().split()[1]) * PAGE_KB
+        except (OSError, IndexError, ValueError):
+            pass
     return total
+
+
+PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 
 class Measurement:
@@ -84,8 +92,14 @@ def measure(name, command, images, shell=False, env=None, check_output=None):
     done = threading.Event()
 
     def sample():
+        # RSS every 10 ms, the process tree every 50 ms: scanning all of /proc each time took 17%
+        # of a core, taken from whatever was being measured.
+        tree, ticks = [process.pid], 0
         while not done.is_set():
-            peak[0] = max(peak[0], tree_rss_kb(process.pid))
+            if ticks % 5 == 0:
+                tree = descendants(process.pid)
+            peak[0] = max(peak[0], rss_kb(tree))
+            ticks += 1
             time.sleep(0.01)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -247,25 +261,39 @@ def main():
         # falls on every contender alike; each figure is the run with the median wall time. The
         # script's vipsthumbnail step runs in the configuration that was faster in the same round.
         rounds = {}
-        for round_number in range(ROUNDS):
-            print(f" round {round_number + 1} of {ROUNDS}", flush=True)
-            this = {}
+
+        def ours_local(this):
             this["ours-local"] = measure("pipelinectl run (local files)",
                                          [BIN, "run", bench_yaml, local_list, "-o", out("ours-local"), "--quiet"], n,
                                          check_output=ok)
+
+        def ours_http(this):
             this["ours-http"] = measure(f"pipelinectl run (HTTP, {LATENCY_MS} ms latency)",
                                         [BIN, "run", bench_yaml, url_list, "-o", out("ours-http"), "--quiet"], n,
                                         check_output=ok)
+
+        def vips_runs(this):
             this["vips"] = measure("vipsthumbnail (2 processes, VIPS_CONCURRENCY=1)",
                                    vips_command(corpus, out("vips")), n, shell=True, env=vips_env)
             this["vips-threads"] = measure("vipsthumbnail (2 processes, default threads)",
                                            vips_command(corpus, out("vips-threads")), n, shell=True)
             this["curl-vips"] = curl_vips(vips_env if this["vips"].wall <= this["vips-threads"].wall else None)
+
+        def convert_runs(this):
             this["convert"] = measure("convert -thumbnail (2 at a time)", convert_command(out("convert"), ""), n,
                                       shell=True)
             this["convert-size"] = measure("convert -define jpeg:size -thumbnail (2 at a time)",
                                            convert_command(out("convert-size"), f"-define jpeg:size={2 * SIZE}x{2 * SIZE}"),
                                            n, shell=True)
+
+        # Each round starts with a different contender, so none always runs first or after the same one.
+        contenders = [ours_local, ours_http, vips_runs, convert_runs]
+        for round_number in range(ROUNDS):
+            print(f" round {round_number + 1} of {ROUNDS}", flush=True)
+            this = {}
+            shift = round_number % len(contenders)
+            for run in contenders[shift:] + contenders[:shift]:
+                run(this)
             for key, value in this.items():
                 rounds.setdefault(key, []).append(value)
         for key, values in rounds.items():

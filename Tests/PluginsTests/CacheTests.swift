@@ -54,6 +54,37 @@ import TestSupport
         #expect(await cache.data(for: "k29") != nil)  // the newest survives
         #expect(await cache.data(for: "k0") == nil)  // the oldest was swept
     }
+
+    /// A warm run over local files revalidates every entry (size and modification time): when
+    /// nothing changed and no lifetime is counted from the store time, the entry is left as it is
+    /// rather than rewritten (and synced to disk) on every hit. Anything else is still recorded.
+    @Test func refreshRewritesOnlyWhatChanges() async throws {
+        let dir = try Fixtures.temporaryDirectory()
+        let clock = Mutex(Date(timeIntervalSince1970: 1_000_000))
+        let cache = DiskDataCache(path: dir.path, sizeLimit: 10_000_000, now: { clock.withLock { $0 } })
+        func inode(_ key: String) throws -> UInt64 {
+            try #require(try FileManager.default.attributesOfItem(atPath: cache.entryPath(for: key))[.systemFileNumber] as? UInt64)
+        }
+        let file = CacheDirectives(etag: "100-5", revalidateAlways: true)
+        try await cache.store(LoadedData(data: Data("local".utf8), directives: file), for: "f")
+        let before = try inode("f")
+        clock.withLock { $0 += 60 }
+        await cache.refresh("f", directives: file)
+        #expect(try inode("f") == before)
+        #expect(await cache.entry(for: "f")?.data.data == Data("local".utf8))
+        // Changed validators are written.
+        let touched = CacheDirectives(etag: "100-6", revalidateAlways: true)
+        await cache.refresh("f", directives: touched)
+        #expect(try inode("f") != before)
+        #expect(await cache.entry(for: "f")?.data.directives == touched)
+        // A response with a lifetime: a 304 renews it from now, so the store time is rewritten.
+        let http = CacheDirectives(etag: "\"v1\"", maxAge: 100)
+        try await cache.store(LoadedData(data: Data("web".utf8), directives: http), for: "h")
+        clock.withLock { $0 += 150 }
+        #expect(await cache.entry(for: "h")?.isFresh == false)
+        await cache.refresh("h", directives: http)
+        #expect(await cache.entry(for: "h")?.isFresh == true)
+    }
 }
 
 @Suite struct MemoryImageCacheTests {

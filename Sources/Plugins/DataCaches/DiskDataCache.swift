@@ -137,6 +137,11 @@ public final class DiskDataCache: DataCaching, DataCacheMaintenance {
     public func refresh(_ key: String, directives: CacheDirectives) async {
         let path = entryPath(for: key)
         try? await WorkerPool.io.run { [self] in
+            // Checked on every use and unchanged (a local file's size and time): nothing to record,
+            // and no lifetime counts from the store time, so the entry is not rewritten and synced
+            // on every hit. (The lookup already marked it used.)
+            if policy == .http, directives.revalidateAlways || directives.noCache,
+               let stored = DiskDataCache.readMeta(path), stored.key == key, stored.directives == directives { return }
             guard let file = FileManager.default.contents(atPath: path),
                   var (meta, body) = DiskDataCache.decode(file), meta.key == key else { return }
             meta.directives = directives

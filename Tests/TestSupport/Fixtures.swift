@@ -48,12 +48,31 @@ public enum Fixtures {
         return png
     }
 
-    /// A new empty temporary directory.
+    /// A new empty temporary directory, inside this test process's own directory
+    /// (`$TMPDIR/pipelinekit-tests-PID`), which is removed when the process exits.
     public static func temporaryDirectory(_ name: String = "pk") throws -> URL {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID().uuidString)")
+        let url = testRoot.appendingPathComponent("\(name)-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         return url
     }
+
+    /// Every test run wrote its fixtures, outputs and caches (tens of MB) to the temporary
+    /// directory and left them there. Now they go under one directory per process, removed at exit;
+    /// the directories of earlier processes that did not get to exit (killed) are removed here.
+    static let testRoot: URL = {
+        let base = FileManager.default.temporaryDirectory
+        let prefix = "pipelinekit-tests-"
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: base.path)) ?? [] where entry.hasPrefix(prefix) {
+            guard let pid = Int32(entry.dropFirst(prefix.count)), kill(pid, 0) != 0, errno == ESRCH else { continue }
+            try? FileManager.default.removeItem(at: base.appendingPathComponent(entry))
+        }
+        let root = base.appendingPathComponent("\(prefix)\(getpid())")
+        try? FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        atexit {
+            try? FileManager.default.removeItem(atPath: FileManager.default.temporaryDirectory.path + "/pipelinekit-tests-\(getpid())")
+        }
+        return root
+    }()
 
     /// The package's root directory (for the built binary and the example pipelines).
     public static let packageRoot: URL = {

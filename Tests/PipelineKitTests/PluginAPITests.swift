@@ -16,9 +16,11 @@ import TestSupport
     }
 
     struct Hanging: ImageProcessing {
+        /// Signalled by the test once it has seen the item cut off.
+        static let release = DispatchSemaphore(value: 0)
         var identifier: String { "hanging" }
         func process(_ image: Image) throws -> Image {
-            Thread.sleep(forTimeInterval: 10)  // blocks its worker thread, as a stuck C call would
+            _ = Hanging.release.wait(timeout: .now() + 60)  // blocks its worker thread, as a stuck C call would
             return image
         }
     }
@@ -65,11 +67,15 @@ import TestSupport
 
     @Test func aPluginThatHangsIsCutOffByTheItemTimeLimit() async throws {
         let start = ContinuousClock.now
-        // Its own pool (a worker count no other test uses): this test blocks a worker for 10 s.
-        let item = try await runOne("hanging", timeout: 3, workers: 7)
-        #expect(ContinuousClock.now - start < .seconds(8))  // cut off, not waited out (10 s)
+        // Its own pool (a worker count no other test uses): this test blocks a worker until it ends.
+        // The limit leaves room for the item to reach the processor while the synchronous tests
+        // that run alongside hold Swift's two cooperative threads: on two cores that took up to
+        // 6 s, and the limit struck while the item was still between stages.
+        let item = try await runOne("hanging", timeout: 20, workers: 7)
+        #expect(ContinuousClock.now - start < .seconds(50))  // cut off, not waited out (60 s)
+        Hanging.release.signal()
         #expect(item.error == ItemError(stage: .process, kind: .timeout,
-                                        message: "the item did not finish within the item time limit (3s)"))
+                                        message: "the item did not finish within the item time limit (20s)"))
     }
 
     @Test func stagesSeeTheirItemsContext() async throws {

@@ -55,6 +55,34 @@ import TestSupport
         #expect(await cache.data(for: "k0") == nil)  // the oldest was swept
     }
 
+    /// The size limit holds at every moment, also while several writes are in progress: each
+    /// write reserves its room first, counting the writes in flight, and sweeps before it lands.
+    @Test func sizeLimitHoldsWithConcurrentWriters() async throws {
+        let dir = try Fixtures.temporaryDirectory()
+        let cache = DiskDataCache(path: dir.path, sizeLimit: 1_000_000, sweepTo: 0.7)
+        let largest = Mutex(0), done = Atomic<Bool>(false)
+        let watcher = Thread {
+            while !done.load(ordering: .relaxed) {
+                let size = (FileManager.default.enumerator(atPath: dir.path)?.allObjects as? [String] ?? []).reduce(0) { sum, path in
+                    guard !(path as NSString).lastPathComponent.hasPrefix(".") else { return sum }
+                    let attributes = try? FileManager.default.attributesOfItem(atPath: dir.appendingPathComponent(path).path)
+                    return sum + ((attributes?[.type] as? FileAttributeType) == .typeRegular ? (attributes?[.size] as? Int ?? 0) : 0)
+                }
+                largest.withLock { $0 = max($0, size) }
+            }
+        }
+        watcher.start()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in 0..<60 {
+                group.addTask { try await cache.store(LoadedData(data: Data(repeating: UInt8(i), count: 240_000)), for: "k\(i)") }
+            }
+            try await group.waitForAll()
+        }
+        done.store(true, ordering: .relaxed)
+        #expect(largest.withLock { $0 } <= 1_000_000)
+        #expect(largest.withLock { $0 } >= 240_000)  // the watcher saw entries land
+    }
+
     /// A warm run over local files revalidates every entry (size and modification time): when
     /// nothing changed and no lifetime is counted from the store time, the entry is left as it is
     /// rather than rewritten (and synced to disk) on every hit. Anything else is still recorded.

@@ -46,8 +46,15 @@ public final class DiskDataCache: DataCaching, DataCacheMaintenance {
     public let policy: Policy
     public let storeWhat: Store
     let now: @Sendable () -> Date
-    /// Bytes on disk, known after the first scan.
-    private let total = Mutex<Int?>(nil)
+    /// Bytes on disk (known after the first scan), and bytes of writes in progress.
+    private struct Usage {
+        var total: Int?
+        var inFlight = 0
+    }
+    private let usage = Mutex(Usage())
+    /// Held by a sweep, and by a write recording its size, so a write that lands during a sweep is
+    /// counted once at least (never lost from the total).
+    private let sweeping = Mutex(())
 
     /// - Parameter now: the clock freshness is judged by (tests inject one).
     public init(path: String, sizeLimit: Int, sweepTo: Double = 0.7, ttl: Double = 7 * 86_400,
@@ -160,7 +167,7 @@ public final class DiskDataCache: DataCaching, DataCacheMaintenance {
         return (try? await WorkerPool.io.run { [self] () -> Bool in
             var info = stat()
             guard stat(path, &info) == 0, unlink(path) == 0 else { return false }
-            total.withLock { if let value = $0 { $0 = value - Int(info.st_size) } }
+            usage.withLock { if let value = $0.total { $0.total = value - Int(info.st_size) } }
             return true
         }) ?? false
     }
@@ -181,19 +188,34 @@ public final class DiskDataCache: DataCaching, DataCacheMaintenance {
         try await WorkerPool.io.run { [self] in try writeNow(meta: meta, body: body, path: path) }
     }
 
+    /// Writes an entry within the size limit: its room is reserved first, counting the other
+    /// writes in progress, and least recently used entries are swept before it lands when it would
+    /// not fit. (Sweeping after the write let several concurrent writes pass the limit together.)
     private func writeNow(meta: Meta, body: Data, path: String) throws {
         let file = try DiskDataCache.encode(meta: meta, body: body)
-        let known = total.withLock { $0 }
-        let before = known == nil ? scanSize() : nil
-        var previous = stat()
-        let replaced = stat(path, &previous) == 0 ? Int(previous.st_size) : 0
-        try AtomicFile.write(file, to: path)
-        let now = total.withLock { total -> Int in
-            let value = (total ?? before ?? 0) + file.count - replaced
-            total = value
-            return value
+        if usage.withLock({ $0.total }) == nil {
+            let scanned = scanSize()
+            usage.withLock { if $0.total == nil { $0.total = scanned } }
         }
-        if now > sizeLimit { sweep() }
+        var previous = stat()
+        let growth = file.count - (stat(path, &previous) == 0 ? Int(previous.st_size) : 0)
+        let projected = usage.withLock { usage -> Int in
+            usage.inFlight += growth
+            return usage.total! + usage.inFlight
+        }
+        if projected > sizeLimit { sweep() }
+        do {
+            try AtomicFile.write(file, to: path)
+        } catch {
+            usage.withLock { $0.inFlight -= growth }
+            throw error
+        }
+        sweeping.withLock { _ in
+            usage.withLock { usage in
+                usage.inFlight -= growth
+                usage.total! += growth
+            }
+        }
     }
 
     static func encode(meta: Meta, body: Data) throws -> Data {
@@ -266,15 +288,18 @@ public final class DiskDataCache: DataCaching, DataCacheMaintenance {
 
     private func scanSize() -> Int { files().entries.reduce(0) { $0 + $1.size } }
 
-    /// Deletes least recently used entries until the cache holds `sweep_to` of its limit.
+    /// Deletes least recently used entries until the cache, with the writes in progress, holds
+    /// `sweep_to` of its limit.
     private func sweep() {
-        let all = files().entries.sorted { $0.accessed < $1.accessed }
-        var size = all.reduce(0) { $0 + $1.size }
-        let target = Int(Double(sizeLimit) * sweepTo)
-        for entry in all where size > target {
-            if unlink(entry.path) == 0 { size -= entry.size }
+        sweeping.withLock { _ in
+            let all = files().entries.sorted { $0.accessed < $1.accessed }
+            var size = all.reduce(0) { $0 + $1.size }
+            let target = Int(Double(sizeLimit) * sweepTo) - usage.withLock { $0.inFlight }
+            for entry in all where size > target {
+                if unlink(entry.path) == 0 { size -= entry.size }
+            }
+            usage.withLock { $0.total = size }
         }
-        total.withLock { $0 = size }
     }
 
     public func statistics() async throws -> DataCacheStatistics {
@@ -334,7 +359,7 @@ public final class DiskDataCache: DataCaching, DataCacheMaintenance {
                     }
                 }
             }
-            total.withLock { $0 = size }
+            usage.withLock { $0.total = size }
             return (removed, bytes)
         }
     }
@@ -346,7 +371,7 @@ public final class DiskDataCache: DataCaching, DataCacheMaintenance {
             for file in entries where unlink(file.path) == 0 { removed += 1 }
             for file in temporary { unlink(file.path) }
             unlink("\(root)/last-run.json")
-            total.withLock { $0 = 0 }
+            usage.withLock { $0.total = 0 }
             return removed
         }
     }

@@ -22,11 +22,11 @@ enum PNGReducer {
         return factor >= 2 ? factor : nil
     }
 
-    /// Memory the reduced decode of a `size` PNG needs at its peak: one row, the block sums, the
-    /// reduced pixels and ImageMagick's copy of them.
+    /// Memory the reduced decode of a `size` PNG needs at its peak: one 8-bit RGBA row, the
+    /// per-column totals (4 bytes a channel), the reduced pixels and ImageMagick's copy of them.
     static func estimatedMemory(_ size: PixelSize, factor: Int) -> Int {
         let outW = (size.width + factor - 1) / factor, outH = (size.height + factor - 1) / factor
-        return size.width * 8 + outW * 4 * 8 + outW * outH * (4 + 8)
+        return size.width * 4 + size.width * 4 * 4 + outW * outH * (4 + 8)
     }
 
     /// What the header says about a PNG the fast path takes.

@@ -1,6 +1,7 @@
 import FlyingFox
 import Foundation
 import PipelineKit
+import Synchronization
 import Testing
 import TestSupport
 
@@ -257,9 +258,19 @@ import TestSupport
     func slowList() async throws -> (dir: URL, list: URL, server: TestServer) {
         let server = try await TestServer.start()
         let body = try Fixtures.jpeg(300, 200)
+        // The images are answered at least 1 s after the 404, so several redraws happen in between
+        // even when this process's own threads are busy and the server answers late.
+        let notFound = Mutex<ContinuousClock.Instant?>(nil)
+        server.route("/missing.jpg") { _ in
+            notFound.withLock { $0 = .now }
+            return HTTPResponse(statusCode: .notFound)
+        }
         for i in 0..<8 {
             server.route("/\(i).jpg") { _ in
-                try await Task.sleep(for: .milliseconds(700))  // several redraws happen after the 404
+                try await Task.sleep(for: .milliseconds(700))
+                while notFound.withLock({ $0 }).map({ ContinuousClock.now - $0 < .seconds(1) }) ?? true {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
                 return HTTPResponse(statusCode: .ok, headers: [.contentType: "image/jpeg"], body: body)
             }
         }

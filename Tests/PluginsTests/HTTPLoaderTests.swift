@@ -91,13 +91,15 @@ import TestSupport
     @Test func slowHeadersTimeOut() async throws {
         let server = try await TestServer.start()
         server.route("/slow") { _ in
-            try await Task.sleep(for: .seconds(3))
+            try await Task.sleep(for: .seconds(30))
             return HTTPResponse(statusCode: .ok)
         }
         let start = ContinuousClock.now
         let error = await failure(try loader(["timeout": .number(0.5), "retry_attempts": .int(1)]), server.url("/slow"))
         #expect(error?.kind == .timeout)
-        #expect(ContinuousClock.now - start < .seconds(2.8))  // cut off, not waited out (3 s)
+        // Cut off, not waited out (30 s). The bound is loose: this process's other tests can keep
+        // the awaiting task from resuming for a few seconds on two cores.
+        #expect(ContinuousClock.now - start < .seconds(15))
         await server.stop()
     }
 

@@ -72,7 +72,7 @@ import TestSupport
     @Test func drippingBodyIsAbortedForLowSpeed() async throws {
         let server = try ScriptedServer { _, connection in
             connection.write("HTTP/1.1 200 OK\r\nContent-Type: image/jpeg\r\nContent-Length: 100000\r\n\r\n")
-            for _ in 0..<100 where connection.write(Data(repeating: 0xFF, count: 10)) { usleep(200_000) }
+            for _ in 0..<150 where connection.write(Data(repeating: 0xFF, count: 10)) { usleep(200_000) }
         }
         let start = ContinuousClock.now
         let result = await outcome(try loader(["low_speed_bytes": .int(1000), "low_speed_time": .number(1), "retry_attempts": .int(1)]),
@@ -80,7 +80,7 @@ import TestSupport
         guard case .failure(let error) = result else { Issue.record("expected a failure"); return }
         #expect(error.kind == .timeout)
         #expect(error.message.hasPrefix("Operation too slow. Less than 1000 bytes/sec transferred the last 1 seconds"))
-        #expect(ContinuousClock.now - start < .seconds(8))  // aborted, not dripped to the end (20 s)
+        #expect(ContinuousClock.now - start < .seconds(15))  // aborted, not dripped to the end (30 s)
         server.stop()
     }
 
@@ -224,7 +224,7 @@ import TestSupport
     @Test func cancellingTheTaskStopsTheTransfer() async throws {
         let server = try ScriptedServer { _, connection in
             connection.write("HTTP/1.1 200 OK\r\nContent-Type: image/jpeg\r\nContent-Length: 1000000\r\n\r\n")
-            for _ in 0..<100 where connection.write(Data(repeating: 0xFF, count: 100)) { usleep(100_000) }
+            for _ in 0..<300 where connection.write(Data(repeating: 0xFF, count: 100)) { usleep(100_000) }
         }
         let loader = try loader()
         let task = Task { try await loader.load(Source(text: server.url("/slow.jpg"), index: 1)) }
@@ -237,7 +237,7 @@ import TestSupport
         let start = ContinuousClock.now
         task.cancel()
         let result = await task.result
-        #expect(ContinuousClock.now - start < .seconds(3))  // stopped, not run to its end (10 s)
+        #expect(ContinuousClock.now - start < .seconds(15))  // stopped, not run to its end (30 s)
         #expect((try? result.get()) == nil)
         if case .failure(let error) = result { #expect((error as? PipelineError)?.kind == .cancelled) }
         try await Task.sleep(for: .milliseconds(200))

@@ -2,17 +2,11 @@ import Foundation
 @testable import PipelineKit
 import Synchronization
 import Testing
+import TestSupport
 
 /// The per-item time limit: the limit strikes, and a finished item leaves nothing behind.
 @Suite struct DeadlineTests {
     struct TimedOut: Error {}
-
-    /// Counts the live instances of whatever captures it.
-    final class Witness: Sendable {
-        static let alive = Atomic<Int>(0)
-        init() { Self.alive.add(1, ordering: .sequentiallyConsistent) }
-        deinit { Self.alive.subtract(1, ordering: .sequentiallyConsistent) }
-    }
 
     @Test func theLimitStrikesWithoutWaitingForTheWork() async throws {
         let started = ContinuousClock.now
@@ -35,8 +29,9 @@ import Testing
     /// Dispatch runs a timer's cancel handler once it has torn the source down; the count is of
     /// timers whose handler has not run. Other suites may run items meanwhile, hence the slack.
     @Test func aFinishedItemReleasesItsTimerAtOnce() async throws {
+        let live = LiveCount()
         for _ in 0..<500 {
-            let witness = Witness()
+            let witness = live.token()
             _ = try await withDeadline(300, timeout: { _ = witness; return TimedOut() }) { 1 }
         }
         // The teardown is asynchronous: give it a moment, not five minutes.
@@ -45,7 +40,7 @@ import Testing
             try await Task.sleep(for: .milliseconds(20))
         }
         #expect(DeadlineRace.armedCount <= 50)
-        #expect(Witness.alive.load(ordering: .sequentiallyConsistent) <= 50)
+        #expect(live.value <= 50)
     }
 
     @Test func anItemThatFinishesAsTheLimitStrikesEndsOnce() async throws {

@@ -2,29 +2,25 @@ import Foundation
 @testable import PipelineKit
 import Synchronization
 import Testing
+import TestSupport
 
 /// The worker threads: a job's captures (an image to encode, the bytes to decode) are released
 /// as soon as the job has run, not kept by the queue.
 @Suite struct WorkerPoolTests {
-    final class Witness: Sendable {
-        static let alive = Atomic<Int>(0)
-        init() { Self.alive.add(1, ordering: .sequentiallyConsistent) }
-        deinit { Self.alive.subtract(1, ordering: .sequentiallyConsistent) }
-    }
-
     @Test func aJobsCapturesAreReleasedOnceItHasRun() async throws {
         let pool = WorkerPool(threads: 2, name: "worker-pool-test")
+        let live = LiveCount()
         for _ in 0..<20 {
-            let witness = Witness()
+            let witness = live.token()
             let ran = try await pool.run { _ = witness; return true }
             #expect(ran)
         }
         // The queue's own copy goes when the job is popped; the worker's when the job returns.
         let give = ContinuousClock.now + .seconds(5)
-        while Witness.alive.load(ordering: .sequentiallyConsistent) > 0, ContinuousClock.now < give {
+        while live.value > 0, ContinuousClock.now < give {
             try await Task.sleep(for: .milliseconds(10))
         }
-        #expect(Witness.alive.load(ordering: .sequentiallyConsistent) == 0)
+        #expect(live.value == 0)
     }
 
     @Test func jobsRunFirstInFirstOutOnOneThread() async throws {

@@ -68,9 +68,7 @@ public enum Fixtures {
         }
         let root = base.appendingPathComponent("\(prefix)\(getpid())")
         try? FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-        atexit {
-            try? FileManager.default.removeItem(atPath: FileManager.default.temporaryDirectory.path + "/pipelinekit-tests-\(getpid())")
-        }
+        atexit { try? FileManager.default.removeItem(at: Fixtures.testRoot) }
         return root
     }()
 

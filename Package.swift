@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v13)],
     products: [
         .library(name: "PipelineKit", targets: ["PipelineKit"]),
+        .library(name: "MagickKit", targets: ["MagickKit"]),
         .library(name: "Plugins", targets: ["Plugins"]),
         .library(name: "PipelineCtl", targets: ["PipelineCtl"]),
         .executable(name: "pipelinectl", targets: ["pipelinectl"]),
@@ -36,27 +37,33 @@ let package = Package(
             pkgConfig: "libpng",
             providers: [.apt(["libpng-dev"])]
         ),
-        // The vocabulary and the engine.
+        // The vocabulary and the engine: no codec library.
         .target(
             name: "PipelineKit",
             dependencies: [
-                "CMagickWand",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "DequeModule", package: "swift-collections"),
             ]
         ),
+        // ImageMagick behind Swift types (`Wand`, `PipelineImage` on MagickWand pixels), for the
+        // stages that touch pixels. Re-exports PipelineKit: a custom processor imports MagickKit alone.
+        .target(
+            name: "MagickKit",
+            dependencies: ["PipelineKit", "CMagickWand"]
+        ),
         // Every built-in stage, registered through PipelineKit's public API.
         .target(
             name: "Plugins",
-            dependencies: ["PipelineKit", "CMagickWand", "CCurl", "CPNG"]
+            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPNG"]
         ),
         // The controller: every subcommand, callable by custom builds with their own plugins.
         .target(
             name: "PipelineCtl",
             dependencies: [
                 "PipelineKit",
+                "MagickKit",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -72,19 +79,20 @@ let package = Package(
             name: "TestSupport",
             dependencies: [
                 "PipelineKit",
+                "MagickKit",
                 .product(name: "FlyingFox", package: "FlyingFox"),
             ],
             path: "Tests/TestSupport"
         ),
         .testTarget(
             name: "PipelineKitTests",
-            dependencies: ["PipelineKit", "Plugins", "TestSupport", "PipelineCtl"],
+            dependencies: ["PipelineKit", "MagickKit", "Plugins", "TestSupport", "PipelineCtl"],
             exclude: ["Fixtures"]  // broken pipelines and their expected diagnostics, read as files
         ),
         .testTarget(
             name: "PluginsTests",
             dependencies: [
-                "PipelineKit", "Plugins", "TestSupport",
+                "PipelineKit", "MagickKit", "Plugins", "TestSupport",
                 .product(name: "FlyingFox", package: "FlyingFox"),
             ]
         ),

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import MagickKit
 import PipelineKit
 
 /// The controller: every `pipelinectl` command, for the stock binary and for custom builds.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import MagickKit
 import PipelineKit
 
 struct TestCommand: AsyncParsableCommand {
@@ -32,7 +33,7 @@ struct TestCommand: AsyncParsableCommand {
                 continue
             }
             print("\(pipeline.file): \(tests.isEmpty ? "no tests" : "\(tests.count) test\(tests.count == 1 ? "" : "s")")")
-            let results = try await PipelineTestRunner.run(tests, pipeline: pipeline, registry: PipelineCtl.registry)
+            let results = try await PipelineTestRunner.run(tests, pipeline: pipeline, registry: PipelineCtl.registry, imaging: MagickTestImaging())
             for result in results {
                 print("  \(result.passed ? "ok  " : "FAIL") \(result.name)")
                 for problem in result.problems { print("       \(problem)") }

@@ -12,14 +12,14 @@ import TestSupport
             var description: String { "the image has no house style" }
         }
         var identifier: String { "failing" }
-        func process(_ image: Image) throws -> Image { throw HouseStyleError() }
+        func process(_ image: PipelineImage) throws -> PipelineImage { throw HouseStyleError() }
     }
 
     struct Hanging: ImageProcessing {
         /// Signalled by the test once it has seen the item cut off.
         static let release = DispatchSemaphore(value: 0)
         var identifier: String { "hanging" }
-        func process(_ image: Image) throws -> Image {
+        func process(_ image: PipelineImage) throws -> PipelineImage {
             _ = Hanging.release.wait(timeout: .now() + 60)  // blocks its worker thread, as a stuck C call would
             return image
         }
@@ -29,7 +29,7 @@ import TestSupport
     struct Recording: ImageProcessing {
         static let seen = Mutex<[String]>([])
         var identifier: String { "recording" }
-        func process(_ image: Image) throws -> Image {
+        func process(_ image: PipelineImage) throws -> PipelineImage {
             let context = StageContext.current
             Self.seen.withLock { $0.append("\(context?.source.index ?? -1) \(context?.cacheKey.hasPrefix("file://") ?? false) \(context?.deadline != nil)") }
             return image

@@ -172,13 +172,13 @@ import Testing
     /// A plugin with a required option and two that exclude each other, registered like any plugin.
     struct Stamp: ImageProcessing {
         var identifier: String { "stamp" }
-        func process(_ image: Image) throws -> Image { image }
+        func process(_ image: PipelineImage) throws -> PipelineImage { image }
     }
 
     @Test func requiredAndExclusiveOptions() throws {
         var custom = BuiltIns.registry()
         try custom.register(.processor(PluginSpec(name: "stamp", summary: "Test.", options: [
-            .path("file", required: true, doc: "Image to stamp."),
+            .path("file", required: true, doc: "PipelineImage to stamp."),
             .int("opacity", range: 0...100, doc: "Percent."),
             .number("alpha", range: 0...1, doc: "Fraction."),
         ], exclusive: [["opacity", "alpha"]])) { _ in Stamp() })

@@ -15,7 +15,7 @@ struct CountingProcessor: ImageProcessing {
 
     let tag: String
     var identifier: String { "count(\(tag))" }
-    func process(_ image: Image) throws -> Image {
+    func process(_ image: PipelineImage) throws -> PipelineImage {
         Self.runs.withLock { $0[tag, default: 0] += 1 }
         return image
     }

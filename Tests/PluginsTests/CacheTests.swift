@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 @testable import Plugins
 import Synchronization
@@ -116,10 +117,10 @@ import TestSupport
 }
 
 @Suite struct MemoryImageCacheTests {
-    func image(_ w: Int, _ h: Int) throws -> Image {
+    func image(_ w: Int, _ h: Int) throws -> PipelineImage {
         let wand = Wand()
         try wand.readBuiltIn("xc:gray", size: (w, h))
-        return Image(taking: wand)
+        return PipelineImage(taking: wand)
     }
 
     @Test func evictsLeastRecentlyUsedByCost() throws {

@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 @testable import Plugins
 import Testing
@@ -9,7 +10,7 @@ import TestSupport
 @Suite struct FormatCatalogueTests {
     let decoder = ImageMagickDecoder(options: ImageMagickDecoder.plugin.defaultOptions)
 
-    func decode(_ data: Data, _ options: [String: OptionValue] = [:]) throws -> Image {
+    func decode(_ data: Data, _ options: [String: OptionValue] = [:]) throws -> PipelineImage {
         try ImageMagickDecoder.plugin.makeDecoder(ImageMagickDecoder.plugin.options(options)).decode(LoadedData(data: data), hint: DecodeHint())
     }
 
@@ -26,7 +27,7 @@ import TestSupport
         return result.stdout
     }
 
-    func encode(_ plugin: Plugin, _ options: [String: OptionValue] = [:], _ image: Image) throws -> Data {
+    func encode(_ plugin: Plugin, _ options: [String: OptionValue] = [:], _ image: PipelineImage) throws -> Data {
         try plugin.makeEncoder(plugin.options(options)).encode(image)
     }
 
@@ -194,7 +195,8 @@ import TestSupport
         #expect(try kept.withCopy { $0.iccProfile != nil })
         let keptReduced = try ImageMagickDecoder.plugin.makeDecoder(ImageMagickDecoder.plugin.options(["to_srgb": .bool(false)]))
             .decode(LoadedData(data: srgb), hint: hint)
-        #expect(keptReduced.width == 300 && (try keptReduced.withCopy { $0.iccProfile != nil }))
+        let keptHasICC = try keptReduced.withCopy { $0.iccProfile != nil }
+        #expect(keptReduced.width == 300 && keptHasICC)
         // Another profile goes through ImageMagick, which converts through it.
         let adobe = try decoder.decode(LoadedData(data: try tagged("a98.icc")), hint: hint)
         #expect((adobe.width, adobe.height) == (1200, 800))

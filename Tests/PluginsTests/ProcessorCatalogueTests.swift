@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 @testable import Plugins
 import Testing
@@ -8,23 +9,23 @@ import TestSupport
 @Suite struct ProcessorCatalogueTests {
     typealias RGBA = (red: Double, green: Double, blue: Double, alpha: Double)
 
-    func run(_ plugin: Plugin, _ options: [String: OptionValue] = [:], on image: Image) throws -> Image {
+    func run(_ plugin: Plugin, _ options: [String: OptionValue] = [:], on image: PipelineImage) throws -> PipelineImage {
         try plugin.makeProcessor(plugin.options(options)).process(image)
     }
 
     /// A solid `color` image.
-    func solid(_ width: Int, _ height: Int, _ color: String) throws -> Image {
-        Image(taking: try Wand.canvas(width: width, height: height, color: color), sourceFormat: "PNG")
+    func solid(_ width: Int, _ height: Int, _ color: String) throws -> PipelineImage {
+        PipelineImage(taking: try Wand.canvas(width: width, height: height, color: color), sourceFormat: "PNG")
     }
 
     /// `base` with `patch` drawn at x, y.
-    func composed(_ base: (Int, Int, String), patch: (Int, Int, String), at x: Int, _ y: Int) throws -> Image {
+    func composed(_ base: (Int, Int, String), patch: (Int, Int, String), at x: Int, _ y: Int) throws -> PipelineImage {
         let wand = try Wand.canvas(width: base.0, height: base.1, color: base.2)
         try wand.composite(try Wand.canvas(width: patch.0, height: patch.1, color: patch.2), x: x, y: y)
-        return Image(taking: wand, sourceFormat: "PNG")
+        return PipelineImage(taking: wand, sourceFormat: "PNG")
     }
 
-    func pixel(_ image: Image, _ x: Int, _ y: Int) throws -> RGBA {
+    func pixel(_ image: PipelineImage, _ x: Int, _ y: Int) throws -> RGBA {
         try image.withCopy { try $0.pixel(x: x, y: y) }
     }
 
@@ -262,7 +263,7 @@ import TestSupport
     }
 
     @Test func magickRunsEveryVettedOperation() throws {
-        let image = try Image(taking: { let w = Wand(); try w.readBuiltIn("plasma:", size: (40, 30)); return w }(), sourceFormat: "PNG")
+        let image = try PipelineImage(taking: { let w = Wand(); try w.readBuiltIn("plasma:", size: (40, 30)); return w }(), sourceFormat: "PNG")
         for operation in MagickOperation.operations {
             let out = try run(MagickOperation.plugin, ["operation": .string(operation.name)], on: image)
             #expect(out.width == 40 && out.height == (operation.name == "wave" ? 50 : 30), "\(operation.name)")
@@ -295,7 +296,7 @@ import TestSupport
     @Test func everyProcessorRunsOnEachFrameOfAnAnimation() throws {
         let wand = Wand()
         for color in ["red", "lime", "blue"] { try wand.readBuiltIn("xc:\(color)", size: (60, 40)) }
-        let animation = Image(taking: wand, sourceFormat: "GIF")
+        let animation = PipelineImage(taking: wand, sourceFormat: "GIF")
         #expect(animation.frameCount == 3)
         let out = try run(Resize.plugin, ["width": .int(30)], on: animation)
         #expect(out.frameCount == 3 && (out.width, out.height) == (30, 20))

@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 @testable import Plugins
 import Testing

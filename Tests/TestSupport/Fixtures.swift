@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// Images and files for tests, made with ImageMagick's built-in generators (nothing downloaded).

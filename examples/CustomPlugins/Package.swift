@@ -16,7 +16,11 @@ let package = Package(
     targets: [
         .target(
             name: "CustomPlugins",
-            dependencies: [.product(name: "PipelineKit", package: "PipelineKit")]
+            dependencies: [
+                .product(name: "PipelineKit", package: "PipelineKit"),
+                // For the stages that touch pixels (duotone, facts); re-exports PipelineKit.
+                .product(name: "MagickKit", package: "PipelineKit"),
+            ]
         ),
         .executableTarget(
             name: "custom-pipelinectl",

@@ -193,7 +193,7 @@ extension PipelineRunner {
     func makeImages(source: Source, slot: LoaderSlot, key: String, needed: Set<Int>,
                     preloaded: (LoadedData, CacheOutcome, Double)?, tracker: StageTracker) async throws -> ImagesOutcome {
         let base = key + "#" + decoderIdentifier
-        var images: [Image?] = variants.indices.map { needed.contains($0) ? imageCache?.image(for: base + self.variants[$0].prefixIDs.last!) : nil }
+        var images: [PipelineImage?] = variants.indices.map { needed.contains($0) ? imageCache?.image(for: base + self.variants[$0].prefixIDs.last!) : nil }
         if needed.allSatisfy({ images[$0] != nil }) {
             return ImagesOutcome(images: images, bytesIn: preloaded?.0.data.count ?? 0, cacheData: preloaded?.1 ?? .off,
                                  cacheImage: imageCache == nil ? .off : .hit,
@@ -218,11 +218,11 @@ extension PipelineRunner {
         let budget = decoder.estimatedMemory(loaded, hint: hint) ?? 0
         await decodeBudget.acquire(budget)
         defer { decodeBudget.release(budget) }
-        let job = try await cpu.run { () throws -> (finished: [Int: Image], memo: [String: Image], decode: Double, process: Double) in
+        let job = try await cpu.run { () throws -> (finished: [Int: PipelineImage], memo: [String: PipelineImage], decode: Double, process: Double) in
             try StageContext.withThreadValue(context) {
                 tracker.enter(.decode)  // here, not when queued: waiting for a worker is not decoding
                 let decodeStart = ContinuousClock.now
-                let decoded: Image
+                let decoded: PipelineImage
                 do {
                     decoded = try decoder.decode(loaded, hint: hint)
                 } catch {
@@ -231,8 +231,8 @@ extension PipelineRunner {
                 let decodeTime = (ContinuousClock.now - decodeStart).milliseconds
                 tracker.enter(.process)
                 let processStart = ContinuousClock.now
-                var memo: [String: Image] = ["": decoded]
-                var finished: [Int: Image] = [:]
+                var memo: [String: PipelineImage] = ["": decoded]
+                var finished: [Int: PipelineImage] = [:]
                 for index in pending {
                     let variant = variants[index]
                     // Start from the longest prefix already computed for this source.

@@ -63,7 +63,7 @@ public final class PipelineRunner: Sendable {
     /// The images of every variant of one source, and what it took to make them.
     struct ImagesOutcome: Sendable {
         /// By variant; `nil` for variants that were not needed.
-        let images: [Image?]
+        let images: [PipelineImage?]
         let bytesIn: Int
         let cacheData: CacheOutcome
         let cacheImage: CacheOutcome
@@ -114,7 +114,6 @@ public final class PipelineRunner: Sendable {
     /// Instantiates every stage of `pipeline`. Loaders the pipeline does not configure are made with
     /// their defaults, so a list may mix URLs and paths.
     public init(pipeline: Pipeline, registry: PluginRegistry, options: RunOptions = RunOptions()) throws {
-        Magick.initialize()
         self.pipeline = pipeline
         var loaders: [String: LoaderSlot] = [:]
         for plugin in registry.plugins(in: .loader) {

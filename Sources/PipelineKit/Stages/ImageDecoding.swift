@@ -21,13 +21,13 @@ public struct PixelSize: Sendable, Hashable, CustomStringConvertible {
     public var description: String { "\(width)x\(height)" }
 }
 
-/// The decoder slot: turns bytes into an ``Image``.
+/// The decoder slot: turns bytes into a ``PipelineImage``.
 ///
 /// Decoding runs on the engine's CPU workers, never on Swift's cooperative pool, so a decoder may
 /// block. Untrusted bytes are the normal case: a decoder checks limits before decoding pixels and
 /// throws ``ErrorKind/unsupportedFormat``, ``ErrorKind/tooLarge`` or ``ErrorKind/decodeFailed``.
 public protocol ImageDecoding: Sendable {
-    func decode(_ data: LoadedData, hint: DecodeHint) throws -> Image
+    func decode(_ data: LoadedData, hint: DecodeHint) throws -> PipelineImage
 
     /// The memory decoding `data` will need at its peak, in bytes, when the decoder can tell
     /// cheaply (from the header). The engine holds decodes within its decode memory budget with

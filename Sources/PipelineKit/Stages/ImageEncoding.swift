@@ -12,11 +12,11 @@ public protocol ImageEncoding: Sendable {
     /// format depends on the image (`auto`) returns the real one here and a placeholder from
     /// ``fileExtension``, which names the output until the image is known (for output claims and
     /// resume records).
-    func fileExtension(for image: Image) -> String
+    func fileExtension(for image: PipelineImage) -> String
     /// Encodes `image`. Runs on the engine's CPU workers.
-    func encode(_ image: Image) throws -> Data
+    func encode(_ image: PipelineImage) throws -> Data
 }
 
 extension ImageEncoding {
-    public func fileExtension(for image: Image) -> String { fileExtension }
+    public func fileExtension(for image: PipelineImage) -> String { fileExtension }
 }

@@ -9,8 +9,8 @@ public protocol ImageProcessing: Sendable {
     /// A stable string naming this processor and its effective options, e.g. `resize(256x256,fit)`.
     var identifier: String { get }
 
-    /// Returns the processed image. `image` is immutable; use ``Image/transformed(_:)``.
-    func process(_ image: Image) throws -> Image
+    /// Returns the processed image. `image` is immutable; use `PipelineImage.transformed(_:)` (MagickKit).
+    func process(_ image: PipelineImage) throws -> PipelineImage
 
     /// The smallest decoded size this processor needs when it is the first in the chain to set the
     /// size, or `nil` when it does not set the size. The engine passes it to the decoder.

@@ -9,9 +9,20 @@ public struct PipelineTestResult: Sendable {
     public var passed: Bool { problems.isEmpty }
 }
 
+/// What pipeline tests need from a codec: inputs made from built-in generators (`rose:`,
+/// `gradient:red-blue`), and the facts of a written output. `MagickKit` provides ImageMagick's.
+public protocol PipelineTestImaging: Sendable {
+    /// A PNG of the built-in `spec`, at `size` when given.
+    func makeInput(_ spec: String, size: PixelSize?) throws -> Data
+    /// The size and alpha of `data` read as `format` (from the magic bytes); `nil` when it is not
+    /// an image.
+    func inspect(_ data: Data, format: String) -> (width: Int, height: Int, hasAlpha: Bool)?
+}
+
 /// Runs pipeline tests through the real engine, with real plugins, into a temporary directory.
 public enum PipelineTestRunner {
-    public static func run(_ tests: [PipelineTest], pipeline: Pipeline, registry: PluginRegistry) async throws -> [PipelineTestResult] {
+    public static func run(_ tests: [PipelineTest], pipeline: Pipeline, registry: PluginRegistry,
+                           imaging: any PipelineTestImaging) async throws -> [PipelineTestResult] {
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("pipelinectl-test-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: work) }
@@ -24,10 +35,8 @@ public enum PipelineTestRunner {
         for (index, test) in tests.enumerated() {
             let path: String
             if PipelineTest.builtIns.contains(where: { test.input.hasPrefix($0) }) {
-                let wand = Wand()
                 do {
-                    try wand.readBuiltIn(test.input, size: test.size.map { ($0.width, $0.height) })
-                    let data = try wand.encode(format: "PNG")
+                    let data = try imaging.makeInput(test.input, size: test.size)
                     path = work.appendingPathComponent("input-\(index).png").path
                     try data.write(to: URL(fileURLWithPath: path))
                 } catch {
@@ -38,12 +47,12 @@ public enum PipelineTestRunner {
                 path = test.input.hasPrefix("/") ? test.input : base.appendingPathComponent(test.input).path
             }
             let item = await runner.runItem(Source(text: path, index: index + 1))
-            results.append(PipelineTestResult(name: test.name, problems: check(item, test, pipeline)))
+            results.append(PipelineTestResult(name: test.name, problems: check(item, test, pipeline, imaging)))
         }
         return results
     }
 
-    static func check(_ item: ItemResult, _ test: PipelineTest, _ pipeline: Pipeline) -> [String] {
+    static func check(_ item: ItemResult, _ test: PipelineTest, _ pipeline: Pipeline, _ imaging: any PipelineTestImaging) -> [String] {
         if let fails = test.fails {
             guard let error = item.error else { return ["expected a failure of kind \(fails), but it succeeded"] }
             return error.kind == fails ? [] : ["expected a failure of kind \(fails), got \(error.stage.rawValue) \(error.kind): \(error.message)"]
@@ -57,7 +66,7 @@ public enum PipelineTestRunner {
                 problems.append("\(label) \(output): was not written")
                 continue
             }
-            let image = inspect(output)
+            let image = inspect(output, imaging)
             var expectations = [test.expect]
             if let variant, let own = test.outputs[variant] { expectations.append(own) }
             for expect in expectations {
@@ -87,12 +96,11 @@ public enum PipelineTestRunner {
     }
 
     /// Format (from the magic bytes), size and alpha of a written image; `nil` when it is not one.
-    static func inspect(_ path: String) -> (format: String, width: Int, height: Int, hasAlpha: Bool)? {
-        guard let data = FileManager.default.contents(atPath: path), case .image(let format) = FormatSniffer.sniff(data) else {
+    static func inspect(_ path: String, _ imaging: any PipelineTestImaging) -> (format: String, width: Int, height: Int, hasAlpha: Bool)? {
+        guard let data = FileManager.default.contents(atPath: path), case .image(let format) = FormatSniffer.sniff(data),
+              let facts = imaging.inspect(data, format: format) else {
             return nil
         }
-        let wand = Wand()
-        guard (try? wand.read(data, format: format)) != nil else { return nil }
-        return (format, wand.width, wand.height, wand.hasAlpha)
+        return (format, facts.width, facts.height, facts.hasAlpha)
     }
 }

@@ -1,5 +1,6 @@
 import CMagickWand
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// `imagemagick`: decodes with ImageMagick, safely.
@@ -119,7 +120,7 @@ public struct ImageMagickDecoder: ImageDecoding {
         }
     }
 
-    public func decode(_ loaded: LoadedData, hint: DecodeHint) throws -> PipelineKit.Image {
+    public func decode(_ loaded: LoadedData, hint: DecodeHint) throws -> PipelineImage {
         let data = loaded.data
         guard !data.isEmpty else { throw PipelineError(.decodeFailed, "empty input (0 bytes)") }
         let format = try format(of: loaded)
@@ -145,7 +146,7 @@ public struct ImageMagickDecoder: ImageDecoding {
         // PNGs are reduced while they are read when the output needs much less (see PNGReducer).
         if format == "PNG", shrinkOnLoad, let target = hint.targetSize, let factor = PNGReducer.factor(size, target: target),
            let reduced = try PNGReducer.decode(data, factor: factor, toSRGB: toSRGB) {
-            return PipelineKit.Image(taking: reduced, sourceFormat: format)
+            return PipelineImage(taking: reduced, sourceFormat: format)
         }
 
         var wand = Wand()
@@ -179,7 +180,7 @@ public struct ImageMagickDecoder: ImageDecoding {
             if autoOrient { try frame.autoOrient() }
             if toSRGB { try frame.convertToSRGB() }
         }
-        return PipelineKit.Image(taking: wand, sourceFormat: format)
+        return PipelineImage(taking: wand, sourceFormat: format)
     }
 }
 

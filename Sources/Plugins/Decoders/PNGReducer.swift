@@ -1,5 +1,6 @@
 import CPNG
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// Shrink-on-load for PNG: decodes a large PNG row by row (libpng) and averages blocks of

@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// Refuses SVG documents that could make ImageMagick read or fetch anything but the document.

@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// `auto`: keeps the source's format where it is a web format this build writes (JPEG, PNG, WebP,
@@ -29,20 +30,20 @@ public struct AutoEncoder: ImageEncoding {
     }
 
     /// The format `image` is written in.
-    func format(for image: Image) -> String {
+    func format(for image: PipelineImage) -> String {
         let source = image.sourceFormat
         if Self.kept.contains(source), !(source == "JPEG" && image.hasAlpha), Magick.canWrite(source) { return source }
         return image.hasAlpha ? "PNG" : "JPEG"
     }
 
-    public func fileExtension(for image: Image) -> String {
+    public func fileExtension(for image: PipelineImage) -> String {
         switch format(for: image) {
         case "JPEG": return "jpg"
         case let other: return other.lowercased()
         }
     }
 
-    public func encode(_ image: Image) throws -> Data {
+    public func encode(_ image: PipelineImage) throws -> Data {
         let format = format(for: image)
         var encoding = MagickEncoding(format: format, quality: ["JPEG", "WEBP", "AVIF", "HEIC"].contains(format) ? quality : nil,
                                       strip: strip, maxBytes: maxBytes)

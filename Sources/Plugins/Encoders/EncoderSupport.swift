@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// What every ImageMagick-backed encoder does: work on a copy, flatten alpha where the format has
@@ -27,7 +28,7 @@ struct MagickEncoding: Sendable {
     static let maxBytesOption = OptionSpec.size("max_bytes", min: "1KB", max: "1GB",
                                                 doc: "Largest output: quality is lowered step by step until it fits; fails as too_large when even the lowest does not.")
 
-    func encode(_ image: Image) throws -> Data {
+    func encode(_ image: PipelineImage) throws -> Data {
         try image.withCopy { wand in
             if image.frameCount > 1, !animates { try wand.keepFirstFrame() }
             try wand.eachFrame { frame in

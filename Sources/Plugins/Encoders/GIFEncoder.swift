@@ -26,5 +26,5 @@ public struct GIFEncoder: ImageEncoding {
         identifier = "gif(\(options.canonical))"
     }
 
-    public func encode(_ image: Image) throws -> Data { try encoding.encode(image) }
+    public func encode(_ image: PipelineImage) throws -> Data { try encoding.encode(image) }
 }

@@ -35,5 +35,5 @@ public struct HEIFEncoder: ImageEncoding {
         identifier = "\(fileExtension)(\(options.canonical))"
     }
 
-    public func encode(_ image: Image) throws -> Data { try encoding.encode(image) }
+    public func encode(_ image: PipelineImage) throws -> Data { try encoding.encode(image) }
 }

@@ -36,5 +36,5 @@ public struct JPEGEncoder: ImageEncoding {
         identifier = "jpeg(\(options.canonical))"
     }
 
-    public func encode(_ image: Image) throws -> Data { try encoding.encode(image) }
+    public func encode(_ image: PipelineImage) throws -> Data { try encoding.encode(image) }
 }

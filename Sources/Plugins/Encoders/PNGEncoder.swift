@@ -32,5 +32,5 @@ public struct PNGEncoder: ImageEncoding {
         identifier = "png(\(options.canonical))"
     }
 
-    public func encode(_ image: Image) throws -> Data { try encoding.encode(image) }
+    public func encode(_ image: PipelineImage) throws -> Data { try encoding.encode(image) }
 }

@@ -29,5 +29,5 @@ public struct TIFFEncoder: ImageEncoding {
         identifier = "tiff(\(options.canonical))"
     }
 
-    public func encode(_ image: Image) throws -> Data { try encoding.encode(image) }
+    public func encode(_ image: PipelineImage) throws -> Data { try encoding.encode(image) }
 }

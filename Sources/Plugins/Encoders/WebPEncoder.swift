@@ -30,5 +30,5 @@ public struct WebPEncoder: ImageEncoding {
         identifier = "webp(\(options.canonical))"
     }
 
-    public func encode(_ image: Image) throws -> Data { try encoding.encode(image) }
+    public func encode(_ image: PipelineImage) throws -> Data { try encoding.encode(image) }
 }

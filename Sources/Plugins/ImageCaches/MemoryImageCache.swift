@@ -24,7 +24,7 @@ public final class MemoryImageCache: ImageCaching {
     public static let plugin = Plugin.imageCache(spec) { options in try MemoryImageCache(options: options) }
 
     private struct Entry {
-        let image: Image
+        let image: PipelineImage
         let storedAt: Date
         var tick: UInt64
     }
@@ -68,7 +68,7 @@ public final class MemoryImageCache: ImageCaching {
                   entryCostLimit: options.bytes("entry_cost_limit"), ttl: options.seconds("ttl")!, now: now)
     }
 
-    public func image(for key: String) -> Image? {
+    public func image(for key: String) -> PipelineImage? {
         let clock = now()
         return state.withLock { state in
             guard var entry = state.entries[key] else { return nil }
@@ -84,7 +84,7 @@ public final class MemoryImageCache: ImageCaching {
         }
     }
 
-    public func store(_ image: Image, for key: String) {
+    public func store(_ image: PipelineImage, for key: String) {
         guard image.cost <= entryCostLimit else { return }
         let clock = now()
         state.withLock { state in

@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// `auto_orient`: applies the EXIF orientation (for pipelines whose decoder has `auto_orient: false`).
@@ -9,7 +10,7 @@ public struct AutoOrient: ImageProcessing {
 
     public var identifier: String { "auto_orient" }
 
-    public func process(_ image: Image) throws -> Image {
+    public func process(_ image: PipelineImage) throws -> PipelineImage {
         try image.transformed { try $0.autoOrient() }
     }
 }

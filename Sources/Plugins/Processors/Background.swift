@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// `background`: lays the image over a colour, removing transparency.
@@ -13,7 +14,7 @@ public struct Background: ImageProcessing {
     let color: String
     public var identifier: String { "background(\(color))" }
 
-    public func process(_ image: Image) throws -> Image {
+    public func process(_ image: PipelineImage) throws -> PipelineImage {
         guard image.hasAlpha else { return image }
         return try image.transformed { try $0.flatten(onto: color) }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// `blur`: Gaussian blur.
@@ -16,7 +17,7 @@ public struct Blur: ImageProcessing {
     let sigma: Double, radius: Double
     public var identifier: String { "blur(radius=\(radius),sigma=\(sigma))" }
 
-    public func process(_ image: Image) throws -> Image {
+    public func process(_ image: PipelineImage) throws -> PipelineImage {
         try image.transformed { try $0.blur(radius: radius, sigma: sigma) }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// `border`: a frame of a colour around the image.
@@ -19,7 +20,7 @@ public struct Border: ImageProcessing {
     let width: Int, height: Int, color: String
     public var identifier: String { "border(\(width)x\(height),\(color))" }
 
-    public func process(_ image: Image) throws -> Image {
+    public func process(_ image: PipelineImage) throws -> PipelineImage {
         try image.transformed { try $0.border(color: color, width: width, height: height) }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// `circle`: crops to the central square and keeps the inscribed circle (transparent outside),
@@ -23,7 +24,7 @@ public struct Circle: ImageProcessing {
         identifier = "circle(\(options.canonical))"
     }
 
-    public func process(_ image: Image) throws -> Image {
+    public func process(_ image: PipelineImage) throws -> PipelineImage {
         try image.transformed { wand in
             let side = min(wand.width, wand.height)
             if wand.width != side || wand.height != side {

@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// `contrast`: sigmoidal contrast around mid-grey (no clipping, unlike a linear stretch).
@@ -15,7 +16,7 @@ public struct Contrast: ImageProcessing {
     let amount: Double
     public var identifier: String { "contrast(\(amount))" }
 
-    public func process(_ image: Image) throws -> Image {
+    public func process(_ image: PipelineImage) throws -> PipelineImage {
         try image.transformed { try $0.sigmoidalContrast(strength: amount) }
     }
 }

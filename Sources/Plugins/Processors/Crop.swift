@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// `crop`: cuts a rectangle (`x`, `y`, `width`, `height`), a `width` x `height` window placed by
@@ -64,7 +65,7 @@ public struct Crop: ImageProcessing {
         return PixelSize(width: w, height: h)
     }
 
-    public func process(_ image: Image) throws -> Image {
+    public func process(_ image: PipelineImage) throws -> PipelineImage {
         let size = PixelSize(width: image.width, height: image.height)
         if let x, let y, x >= image.width || y >= image.height {
             throw PipelineError(.processFailed, "the crop origin \(x),\(y) is outside the \(size) image")

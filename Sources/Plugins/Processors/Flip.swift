@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// `flip`: mirrors top to bottom.
@@ -9,7 +10,7 @@ public struct Flip: ImageProcessing {
 
     public var identifier: String { "flip" }
 
-    public func process(_ image: Image) throws -> Image {
+    public func process(_ image: PipelineImage) throws -> PipelineImage {
         try image.transformed { try $0.flip() }
     }
 }

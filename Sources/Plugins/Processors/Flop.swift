@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// `flop`: mirrors left to right.
@@ -9,7 +10,7 @@ public struct Flop: ImageProcessing {
 
     public var identifier: String { "flop" }
 
-    public func process(_ image: Image) throws -> Image {
+    public func process(_ image: PipelineImage) throws -> PipelineImage {
         try image.transformed { try $0.flop() }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// `grayscale`: luminance only (kept in sRGB so later colour operations still apply).
@@ -9,7 +10,7 @@ public struct Grayscale: ImageProcessing {
 
     public var identifier: String { "grayscale" }
 
-    public func process(_ image: Image) throws -> Image {
+    public func process(_ image: PipelineImage) throws -> PipelineImage {
         try image.transformed { try $0.grayscale() }
     }
 }

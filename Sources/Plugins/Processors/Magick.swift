@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// `magick`: one ImageMagick operation from a vetted list, with typed arguments.
@@ -124,7 +125,7 @@ public struct MagickOperation: ImageProcessing {
         identifier = "magick(\(name)" + operation.arguments.map { ",\($0.name)=\(arguments[$0.name]!)" }.joined() + ")"
     }
 
-    public func process(_ image: Image) throws -> Image {
+    public func process(_ image: PipelineImage) throws -> PipelineImage {
         try image.transformed { try operation.apply($0, arguments) }
     }
 }

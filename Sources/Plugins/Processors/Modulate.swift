@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// `modulate`: brightness, saturation and hue.
@@ -19,7 +20,7 @@ public struct Modulate: ImageProcessing {
     let brightness: Double, saturation: Double, hue: Double
     public var identifier: String { "modulate(\(brightness),\(saturation),\(hue))" }
 
-    public func process(_ image: Image) throws -> Image {
+    public func process(_ image: PipelineImage) throws -> PipelineImage {
         try image.transformed { try $0.modulate(brightness: brightness, saturation: saturation, hue: hue) }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// `negate`: inverts the colours.
@@ -9,7 +10,7 @@ public struct Negate: ImageProcessing {
 
     public var identifier: String { "negate" }
 
-    public func process(_ image: Image) throws -> Image {
+    public func process(_ image: PipelineImage) throws -> PipelineImage {
         try image.transformed { try $0.negate() }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// `pad` (also `extend`): places the image on a larger canvas, to a size or by margins.
@@ -45,7 +46,7 @@ public struct Pad: ImageProcessing {
         identifier = "pad(\(options.canonical))"
     }
 
-    public func process(_ image: Image) throws -> Image {
+    public func process(_ image: PipelineImage) throws -> PipelineImage {
         try image.transformed { wand in
             let size = PixelSize(width: wand.width, height: wand.height)
             let canvas = PixelSize(width: max(size.width, width ?? 0), height: max(size.height, height ?? 0))

@@ -1,5 +1,6 @@
 import CMagickWand
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// `resize`: scales to fit inside a box, to fill it (cover, then crop by gravity), or to stretch to it.
@@ -106,7 +107,7 @@ public struct Resize: ImageProcessing {
         }
     }
 
-    public func process(_ image: PipelineKit.Image) throws -> PipelineKit.Image {
+    public func process(_ image: PipelineImage) throws -> PipelineImage {
         let (scaled, crop) = plan(for: image.width, image.height)
         if scaled.width == image.width, scaled.height == image.height, crop == nil { return image }
         let filterType = Self.filters[filter] ?? LanczosFilter

@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// `rotate`: rotates clockwise by any angle; the corners a non-right angle uncovers get `background`.
@@ -16,7 +17,7 @@ public struct Rotate: ImageProcessing {
     let degrees: Double, background: String
     public var identifier: String { "rotate(\(degrees),\(background))" }
 
-    public func process(_ image: Image) throws -> Image {
+    public func process(_ image: PipelineImage) throws -> PipelineImage {
         if degrees.truncatingRemainder(dividingBy: 360) == 0 { return image }
         return try image.transformed { try $0.rotate(degrees: degrees, background: background) }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// `rounded_corners`: transparent outside a rounded rectangle, with an optional border.
@@ -24,7 +25,7 @@ public struct RoundedCorners: ImageProcessing {
         identifier = "rounded_corners(\(options.canonical))"
     }
 
-    public func process(_ image: Image) throws -> Image {
+    public func process(_ image: PipelineImage) throws -> PipelineImage {
         try image.transformed { wand in
             let w = Double(wand.width), h = Double(wand.height)
             let r = min(Double(radius), min(w, h) / 2)

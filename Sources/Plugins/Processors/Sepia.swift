@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// `sepia`: sepia tone.
@@ -15,7 +16,7 @@ public struct Sepia: ImageProcessing {
     let threshold: Double
     public var identifier: String { "sepia(\(threshold))" }
 
-    public func process(_ image: Image) throws -> Image {
+    public func process(_ image: PipelineImage) throws -> PipelineImage {
         try image.transformed { try $0.sepia(threshold: threshold / 100) }
     }
 }

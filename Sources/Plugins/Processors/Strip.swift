@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// `strip`: removes metadata (EXIF, XMP, IPTC, comments), keeping the ICC profile unless told otherwise.
@@ -13,7 +14,7 @@ public struct Strip: ImageProcessing {
     let keepICC: Bool
     public var identifier: String { "strip(keep_icc=\(keepICC))" }
 
-    public func process(_ image: Image) throws -> Image {
+    public func process(_ image: PipelineImage) throws -> PipelineImage {
         try image.transformed { try $0.strip(keepICC: keepICC) }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// `tint`: blends a colour over the image.
@@ -16,7 +17,7 @@ public struct Tint: ImageProcessing {
     let color: String, amount: Double
     public var identifier: String { "tint(\(color),\(amount))" }
 
-    public func process(_ image: Image) throws -> Image {
+    public func process(_ image: PipelineImage) throws -> PipelineImage {
         try image.transformed { try $0.colorize(color, amount: amount) }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// `trim`: removes borders of the same colour as the corners.
@@ -15,7 +16,7 @@ public struct Trim: ImageProcessing {
     let fuzz: Double
     public var identifier: String { "trim(fuzz=\(fuzz))" }
 
-    public func process(_ image: Image) throws -> Image {
+    public func process(_ image: PipelineImage) throws -> PipelineImage {
         try image.transformed { try $0.trim(fuzz: fuzz / 100) }
     }
 }

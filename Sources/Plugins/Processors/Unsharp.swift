@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// `unsharp`: unsharp mask, the usual sharpening after a downscale.
@@ -21,7 +22,7 @@ public struct Unsharp: ImageProcessing {
     let radius: Double, sigma: Double, amount: Double, threshold: Double
     public var identifier: String { "unsharp(\(radius),\(sigma),\(amount),\(threshold))" }
 
-    public func process(_ image: Image) throws -> Image {
+    public func process(_ image: PipelineImage) throws -> PipelineImage {
         try image.transformed { try $0.unsharpMask(radius: radius, sigma: sigma, amount: amount, threshold: threshold) }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// `watermark`: draws an image file over the image, placed by gravity, with opacity and scale.
@@ -21,7 +22,7 @@ public struct Watermark: ImageProcessing {
             ]),
         make: { options in try Watermark(options: options) })
 
-    let overlay: Image
+    let overlay: PipelineImage
     let gravity: Gravity
     let margin: Int, opacity: Double, scale: Double
     public let identifier: String
@@ -43,7 +44,7 @@ public struct Watermark: ImageProcessing {
         identifier = "watermark(\(Hashing.sha256Hex(data).prefix(16)),\(gravity.rawValue),\(margin),\(opacity),\(scale))"
     }
 
-    public func process(_ image: Image) throws -> Image {
+    public func process(_ image: PipelineImage) throws -> PipelineImage {
         guard opacity > 0 else { return image }
         return try image.transformed { wand in
             try overlay.withCopy { mark in

@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// Where a window is placed inside a larger area (a crop inside an image, an image on a padded

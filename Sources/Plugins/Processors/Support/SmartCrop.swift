@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 
 /// Chooses a crop window by where the detail is, like libvips' `attention` crop.

@@ -1,4 +1,4 @@
-import PipelineKit
+import MagickKit
 
 /// `duotone`: maps the image's shadows to one colour and its highlights to another.
 public struct Duotone: ImageProcessing {
@@ -27,7 +27,7 @@ public struct Duotone: ImageProcessing {
     /// Part of cache keys: changes exactly when the output would.
     public var identifier: String { "duotone(\(dark),\(light))" }
 
-    public func process(_ image: Image) throws -> Image {
+    public func process(_ image: PipelineImage) throws -> PipelineImage {
         try image.transformed { wand in
             try wand.grayscale()
             try wand.levelColors(dark: dark, light: light)

@@ -1,5 +1,5 @@
 import Foundation
-import PipelineKit
+import MagickKit
 
 /// `image-facts`: writes a small JSON document instead of an image: width, height and dominant
 /// colour. Used as a variant beside an image variant, it gives every image a JSON sidecar.
@@ -23,7 +23,7 @@ public struct ImageFactsEncoder: ImageEncoding {
         let dominantColor: String
     }
 
-    public func encode(_ image: Image) throws -> Data {
+    public func encode(_ image: PipelineImage) throws -> Data {
         // The mean colour: the image scaled down to one pixel.
         let mean = try image.withCopy { wand -> String in
             try wand.resize(width: 1, height: 1)

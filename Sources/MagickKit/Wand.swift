@@ -4,7 +4,7 @@ import Foundation
 /// The one owner of a `MagickWand *`: creates it, frees it exactly once, and turns ImageMagick's
 /// exceptions into Swift errors.
 ///
-/// A `Wand` is not thread-safe and not `Sendable`; it lives inside one ``Image/transformed(_:)``
+/// A `Wand` is not thread-safe and not `Sendable`; it lives inside one `PipelineImage.transformed(_:)` (MagickKit)
 /// closure or one decode/encode call. Processors and codecs call its methods; only this file and
 /// ``Magick`` touch the C API.
 public final class Wand {

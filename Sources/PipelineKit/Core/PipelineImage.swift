@@ -1,0 +1,50 @@
+import Foundation
+
+/// The pixels behind a ``PipelineImage``, owned by the codec module that made them.
+///
+/// PipelineKit never looks inside: the engine only passes images from the decoder through the
+/// processors to the encoder, and reads their size. ImageMagick's pixels (`MagickKit`) are one
+/// kind of storage; a test's fake decoder, or a future codec, brings its own. A storage must never
+/// change once its image is made: processors work on a copy.
+public protocol PixelStorage: AnyObject, Sendable {
+    /// Bytes the pixels hold in memory, for image caches and memory budgets.
+    var byteCount: Int { get }
+}
+
+/// A decoded image: what the decoder produces, each processor turns into another, and the encoder
+/// writes. Immutable once made, and safe to share between tasks.
+///
+/// Its name is the pipeline's own, so it collides with no codec's `Image`. Width, height, alpha and
+/// frames are read once, when the image is made; the pixels stay with their codec
+/// (``storage``), which offers the operations on them (for ImageMagick: `image.transformed { wand
+/// in ... }` in `MagickKit`).
+public struct PipelineImage: Sendable {
+    /// Pixel width.
+    public let width: Int
+    /// Pixel height.
+    public let height: Int
+    /// Whether the image has an alpha channel.
+    public let hasAlpha: Bool
+    /// Frames: 1 for a still image, more for an animation kept by the decoder (`max_frames`).
+    public let frameCount: Int
+    /// The format it was decoded from (`JPEG`, `PNG`, ...), for encoders that keep the source format.
+    public let sourceFormat: String
+    /// The pixels, owned by the codec that made them.
+    public let storage: any PixelStorage
+
+    public init(width: Int, height: Int, hasAlpha: Bool, frameCount: Int = 1, sourceFormat: String,
+                storage: any PixelStorage) {
+        self.width = width
+        self.height = height
+        self.hasAlpha = hasAlpha
+        self.frameCount = max(1, frameCount)
+        self.sourceFormat = sourceFormat
+        self.storage = storage
+    }
+
+    /// Pixel bytes held in memory: the cost used by image caches.
+    public var cost: Int { storage.byteCount }
+
+    /// The size in pixels.
+    public var size: PixelSize { PixelSize(width: width, height: height) }
+}

@@ -296,16 +296,16 @@ import TestSupport
 @Suite struct LoadOrderTests {
     @Test func lifoServesTheNewestWaiterFirst() async throws {
         let semaphore = AsyncSemaphore(permits: 1, order: .lifo)
-        await semaphore.acquire()
+        try await semaphore.acquire()
         let order = OrderRecorder()
         try await withThrowingTaskGroup(of: Void.self) { group in
             for i in 0..<3 {
                 group.addTask {
-                    await semaphore.acquire()
+                    try await semaphore.acquire()
                     await order.append(i)
                     semaphore.release()
                 }
-                try await Task.sleep(for: .milliseconds(200))  // queue them in a known order, even on a busy machine
+                while semaphore.waiting < i + 1 { await Task.yield() }  // queued in a known order
             }
             semaphore.release()
             try await group.waitForAll()

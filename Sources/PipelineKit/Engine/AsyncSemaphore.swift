@@ -1,51 +1,29 @@
-import DequeModule
-import Synchronization
-
 /// A counting semaphore for `async` code: at most `permits` holders at once, waiters served first
-/// come, first served. Waiting suspends the task; it never blocks a thread.
+/// come, first served (or, with `order: .lifo`, newest first). Waiting suspends the task; it never
+/// blocks a thread, and it ends, holding nothing, when the waiting task is cancelled.
 public final class AsyncSemaphore: Sendable {
-    private struct State: ~Copyable {
-        var permits: Int
-        var waiters = Deque<UnsafeContinuation<Void, Never>>()
-    }
-    private let state: Mutex<State>
+    private let admission: Admission
     /// Which waiter a released permit goes to.
     public let order: LoadOrder
 
     public init(permits: Int, order: LoadOrder = .fifo) {
-        state = Mutex(State(permits: max(1, permits)))
+        admission = Admission(units: max(1, permits), newestFirst: order == .lifo)
         self.order = order
     }
 
-    /// Waits for a permit.
-    public func acquire() async {
-        await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
-            let granted = state.withLock { state -> Bool in
-                if state.permits > 0 {
-                    state.permits -= 1
-                    return true
-                }
-                state.waiters.append(continuation)
-                return false
-            }
-            if granted { continuation.resume() }
-        }
-    }
+    /// Waits for a permit. Throws `CancellationError` when the task is cancelled before one comes.
+    public func acquire() async throws { try await admission.acquire(1) }
 
-    /// Returns a permit, waking the longest waiter if there is one.
-    public func release() {
-        let next = state.withLock { state -> UnsafeContinuation<Void, Never>? in
-            if let waiter = order == .lifo ? state.waiters.popLast() : state.waiters.popFirst() { return waiter }
-            state.permits += 1
-            return nil
-        }
-        next?.resume()
-    }
+    /// Returns a permit, waking the next waiter if there is one.
+    public func release() { admission.release(1) }
 
     /// Runs `body` holding a permit.
-    public func withPermit<T: Sendable>(_ body: () async throws -> T) async rethrows -> T {
-        await acquire()
+    public func withPermit<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+        try await acquire()
         defer { release() }
         return try await body()
     }
+
+    /// Tasks waiting for a permit now.
+    public var waiting: Int { admission.waiting }
 }

@@ -19,6 +19,11 @@ public struct RunOptions: Sendable {
     /// Longest time one item may take, from its load to its last output; a plugin that hangs is
     /// cut off (the item fails as `timeout`). `nil`: no limit. Default 5 minutes.
     public var itemTimeout: Double? = 300
+    /// Sources whose result this run remembers, so that a line repeated later in the list reuses
+    /// it (copies its outputs) instead of loading again: about 200 bytes each, so the default
+    /// 100,000 is about 20 MB however long the list. 0 remembers none (duplicates in flight at the
+    /// same time are still made once). See ``FinishedSources``.
+    public var dedupeWindow: Int = 100_000
     /// Skip items whose outputs this pipeline (same fingerprint) already wrote completely into the
     /// output directory, as recorded by earlier runs, even ones that were killed. Skipped items
     /// report status `skipped`.
@@ -35,64 +40,28 @@ public struct RunOptions: Sendable {
 /// Runs a validated ``Pipeline`` over a list of sources.
 ///
 /// The runner owns policy: which loader serves a line (by scheme), how many loads and items are in
-/// flight, coalescing of identical work, cache lookups, timing and error classification. Stages
-/// only do their one thing. One failing item never stops the others.
+/// flight, sharing of identical work, cache lookups, time limits, timing and error
+/// classification. Stages only do their one thing. One failing item never stops the others.
+///
+/// One item goes through named steps, each a function in the file named after it:
+/// `PipelineRunner+Item` (plan, reuse of what this run already made, shared work, result),
+/// `+StoredOutputs` (encoded outputs kept by the data cache), `+Load`, `+Images` (decode and
+/// process), `+Outputs` (encode and write).
 public final class PipelineRunner: Sendable {
-    struct LoaderSlot: Sendable {
-        let name: String
-        let loader: any DataLoading
-        let limit: AsyncSemaphore
-    }
-    struct LoadOutcome: Sendable {
-        let data: LoadedData
-        let milliseconds: Double
-        let cacheData: CacheOutcome
-    }
-    /// One variant, ready to run.
-    struct RunnableVariant: Sendable {
-        let name: String?
-        let processors: [any ImageProcessing]
-        /// The plugin name of each processor, for failures.
-        let processorNames: [String]
-        let encoderName: String
-        /// `prefixIDs[k]`: identifier of the first k processors (k = 0 is the decoded image).
-        let prefixIDs: [String]
-        let encoder: any ImageEncoding
-        let template: NameTemplate
-    }
-    /// The images of every variant of one source, and what it took to make them.
-    struct ImagesOutcome: Sendable {
-        /// By variant; `nil` for variants that were not needed.
-        let images: [PipelineImage?]
-        let bytesIn: Int
-        let cacheData: CacheOutcome
-        let cacheImage: CacheOutcome
-        let timings: StageTimings
-    }
-    struct ItemOutcome: Sendable {
-        let outputs: [String]
-        let size: PixelSize
-        let bytesIn: Int
-        let bytesOut: Int
-        let cacheData: CacheOutcome
-        let cacheImage: CacheOutcome
-        let timings: StageTimings
-    }
-
     public let pipeline: Pipeline
     /// The directory outputs are written to.
     public let outputDirectory: String
+    let destination: any OutputDestination
     let loaders: [String: LoaderSlot]
     let schemesServed: [String]
     let dataCache: (any DataCaching)?
     let decoder: any ImageDecoding
+    let decoderName: String
     let variants: [RunnableVariant]
     let imageCache: (any ImageCaching)?
     let decodeHint: DecodeHint
     /// Identifies the decoder and its options in image cache keys.
     let decoderIdentifier: String
-    /// Identifies every variant's chain, for coalescing the work of one source.
-    let chainsIdentifier: String
     let cpu: WorkerPool
     let decodeBudget: MemoryBudget
     let maxInFlight: Int
@@ -104,55 +73,27 @@ public final class PipelineRunner: Sendable {
     public let fingerprint: String
     let manifest: CompletionManifest
     private let stopRequested = Mutex(false)
-    let loadCoalescer = Coalescer<LoadOutcome>()
-    let imagesCoalescer = Coalescer<ImagesOutcome>()
-    private let itemCoalescer = Coalescer<ItemOutcome>()
+    /// One piece of work per source key in flight, shared by every line with that key.
+    let itemWork = SharedWork<ItemOutcome>()
+    /// What this run already made, by source key.
+    let finished: FinishedSources
     /// Output path hash -> (cache key hash, line number): small per item, so a list of millions
     /// of lines is checked for collisions without holding its text.
-    private let outputClaims = Mutex<[Int: (key: Int, line: Int)]>([:])
+    let outputClaims = Mutex<[Int: (key: Int, line: Int)]>([:])
 
     /// Instantiates every stage of `pipeline`. Loaders the pipeline does not configure are made with
     /// their defaults, so a list may mix URLs and paths.
     public init(pipeline: Pipeline, registry: PluginRegistry, options: RunOptions = RunOptions()) throws {
         self.pipeline = pipeline
-        var loaders: [String: LoaderSlot] = [:]
-        for plugin in registry.plugins(in: .loader) {
-            let config = pipeline.loader?.plugin.spec.name == plugin.spec.name
-                ? pipeline.loader!
-                : StageConfig(plugin: plugin, options: plugin.defaultOptions, position: SourcePosition(line: 1, column: 1))
-            let loader = try config.makeLoader()
-            let slot = LoaderSlot(name: plugin.spec.name, loader: loader,
-                                  limit: AsyncSemaphore(permits: loader.maxConcurrentLoads, order: loader.loadOrder))
-            for scheme in plugin.schemes where loaders[scheme] == nil || config.plugin.spec.name == pipeline.loader?.plugin.spec.name {
-                loaders[scheme] = slot
-            }
-        }
-        self.loaders = loaders
-        self.schemesServed = loaders.keys.sorted().map { $0.isEmpty ? "paths" : $0 }
+        loaders = try Self.loaderSlots(pipeline, registry)
+        schemesServed = loaders.keys.sorted().map { $0.isEmpty ? "paths" : $0 }
         dataCache = try pipeline.dataCache?.makeDataCache()
         decoder = try pipeline.decoder.makeDecoder()
+        decoderName = pipeline.decoder.plugin.spec.name
         imageCache = try pipeline.imageCache?.makeImageCache()
-        variants = try pipeline.variants.map { variant in
-            let processors = try variant.processors.map { try $0.makeProcessor() }
-            var ids = [""]
-            for processor in processors { ids.append(ids.last! + "|" + processor.identifier) }
-            return RunnableVariant(name: variant.name, processors: processors,
-                                   processorNames: variant.processors.map(\.plugin.spec.name),
-                                   encoderName: variant.encoder.plugin.spec.name, prefixIDs: ids,
-                                   encoder: try variant.encoder.makeEncoder(), template: variant.template)
-        }
-        // Shrink-on-load only when every variant's first processor sets the size (a processor
-        // before it could change geometry), and then large enough for the largest.
-        let hints = variants.map { $0.processors.first?.decodeHint }
-        if hints.allSatisfy({ $0 != nil }), let first = hints.first ?? nil {
-            decodeHint = DecodeHint(targetSize: hints.compactMap { $0 }.reduce(first) {
-                PixelSize(width: max($0.width, $1.width), height: max($0.height, $1.height))
-            })
-        } else {
-            decodeHint = DecodeHint()
-        }
-        decoderIdentifier = pipeline.decoder.plugin.spec.name + "(" + pipeline.decoder.options.canonical + ")"
-        chainsIdentifier = decoderIdentifier + variants.map { $0.prefixIDs.last! + ">" + $0.encoder.identifier }.joined(separator: ";")
+        variants = try pipeline.variants.map(Self.runnable)
+        decodeHint = Self.decodeHint(variants)
+        decoderIdentifier = decoderName + "(" + pipeline.decoder.options.canonical + ")"
         cpu = WorkerPool.cpu(threads: max(1, options.workers))
         decodeBudget = MemoryBudget(bytes: options.decodeMemory)
         // Items in flight: enough to keep every load slot and every worker busy, no more. A decoded
@@ -160,13 +101,54 @@ public final class PipelineRunner: Sendable {
         let loadLimit = loaders.values.map(\.loader.maxConcurrentLoads).max() ?? 8
         maxInFlight = options.maxInFlight ?? (loadLimit + 2 * max(1, options.workers))
         outputDirectory = options.outputDirectory ?? pipeline.output.dir
+        destination = LocalDirectory(path: outputDirectory)
         logger = options.logger
         fetchOnly = options.fetchOnly
         itemTimeout = options.itemTimeout
         resume = options.resume
-        fingerprint = Hashing.sha256Hex(chainsIdentifier + "\n" + variants.map(\.template.text).joined(separator: "\n"))
-        manifest = CompletionManifest(outputDirectory: options.outputDirectory ?? pipeline.output.dir, fingerprint: fingerprint,
-                                      load: options.resume)
+        finished = FinishedSources(capacity: options.dedupeWindow)
+        let chains = decoderIdentifier + variants.map { $0.prefixIDs.last! + ">" + $0.encoder.identifier }.joined(separator: ";")
+        fingerprint = Hashing.sha256Hex(chains + "\n" + variants.map(\.template.text).joined(separator: "\n"))
+        manifest = CompletionManifest(outputDirectory: outputDirectory, fingerprint: fingerprint, load: options.resume)
+    }
+
+    /// One loader slot per scheme: the pipeline's loader for its schemes, every other loader with
+    /// its defaults for the rest.
+    static func loaderSlots(_ pipeline: Pipeline, _ registry: PluginRegistry) throws -> [String: LoaderSlot] {
+        var loaders: [String: LoaderSlot] = [:]
+        let configured = pipeline.loader?.plugin.spec.name
+        for plugin in registry.plugins(in: .loader) {
+            let config = configured == plugin.spec.name
+                ? pipeline.loader!
+                : StageConfig(plugin: plugin, options: plugin.defaultOptions, position: SourcePosition(line: 1, column: 1))
+            let loader = try config.makeLoader()
+            let slot = LoaderSlot(name: plugin.spec.name, loader: loader,
+                                  limit: AsyncSemaphore(permits: loader.maxConcurrentLoads, order: loader.loadOrder))
+            for scheme in plugin.schemes where loaders[scheme] == nil || configured == plugin.spec.name {
+                loaders[scheme] = slot
+            }
+        }
+        return loaders
+    }
+
+    static func runnable(_ variant: Variant) throws -> RunnableVariant {
+        let processors = try variant.processors.map { try $0.makeProcessor() }
+        var ids = [""]
+        for processor in processors { ids.append(ids.last! + "|" + processor.identifier) }
+        return RunnableVariant(name: variant.name, processors: processors,
+                               processorNames: variant.processors.map(\.plugin.spec.name),
+                               encoderName: variant.encoder.plugin.spec.name, prefixIDs: ids,
+                               encoder: try variant.encoder.makeEncoder(), template: variant.template)
+    }
+
+    /// Shrink-on-load only when every variant's first processor sets the size (a processor before
+    /// it could change geometry), and then large enough for the largest.
+    static func decodeHint(_ variants: [RunnableVariant]) -> DecodeHint {
+        let hints = variants.map { $0.processors.first?.decodeHint }
+        guard hints.allSatisfy({ $0 != nil }), let first = hints.first ?? nil else { return DecodeHint() }
+        return DecodeHint(targetSize: hints.compactMap { $0 }.reduce(first) {
+            PixelSize(width: max($0.width, $1.width), height: max($0.height, $1.height))
+        })
     }
 
     /// The pipeline's data cache, when it has one (for `pipelinectl cache`).
@@ -191,143 +173,52 @@ public final class PipelineRunner: Sendable {
         _ sources: S, onItem: @escaping @Sendable (ItemResult) async -> Void
     ) async throws -> RunSummary where S.Element == Source {
         let start = ContinuousClock.now
-        var summary = RunSummary()
-        var dataCacheCounts = RunStatistics.CacheCounts()
-        func count(_ item: ItemResult) {
-            summary.add(item)
-            dataCacheCounts.add(item.cacheData)
-        }
+        var tally = Tally(onItem: onItem)
         try await withThrowingTaskGroup(of: ItemResult.self) { group in
             var inFlight = 0
             var iterator = sources.makeAsyncIterator()
             while let source = try await iterator.next() {
                 if stopRequested.withLock({ $0 }) {
-                    summary.notStarted = 1
-                    while try await iterator.next() != nil { summary.notStarted! += 1 }
+                    tally.summary.notStarted = 1
+                    while try await iterator.next() != nil { tally.summary.notStarted! += 1 }
                     break
                 }
                 if inFlight >= maxInFlight, let done = try await group.next() {
                     inFlight -= 1
-                    count(done)
-                    await onItem(done)
+                    await tally.add(done)
                 }
                 group.addTask { await self.runItem(source) }
                 inFlight += 1
             }
-            while let done = try await group.next() {
-                count(done)
-                await onItem(done)
-            }
+            while let done = try await group.next() { await tally.add(done) }
         }
-        summary.wallSeconds = (ContinuousClock.now - start).seconds
-        summary.imageCacheEvictions = imageCache?.evictionCount
-        await dataCache?.recordRun(CacheUsage(counts: dataCacheCounts))
-        return summary
+        tally.summary.wallSeconds = (ContinuousClock.now - start).seconds
+        tally.summary.imageCacheEvictions = imageCache?.evictionCount
+        await dataCache?.recordRun(CacheUsage(counts: tally.dataCache))
+        return tally.summary
     }
 
-    /// Runs one source through every stage. Never throws: failures become a failed result.
-    public func runItem(_ source: Source) async -> ItemResult {
-        var result = ItemResult(source: source.text, index: source.index, status: .failed)
-        do {
-            guard let slot = loader(for: source) else {
-                throw PipelineError(.blockedProtocol,
-                                    "no loader serves '\(source.scheme ?? "")' sources; this run loads: "
-                                        + schemesServed.joined(separator: ", "), stage: .load)
-            }
-            let key = slot.loader.cacheKey(for: source)
-            if fetchOnly {
-                let (loaded, cacheData, milliseconds) = try await load(source: source, slot: slot, key: key)
-                result.status = .ok
-                result.bytesIn = loaded.data.count
-                result.timings.load = milliseconds
-                result.cacheData = cacheData
-                return result
-            }
-            let relativePaths = variants.map { relativeOutputPath($0, source: source, key: key, fileExtension: $0.encoder.fileExtension) }
-            let paths = relativePaths.map(absoluteOutputPath)
-            for path in paths { try claim(path, key: key, source: source) }
-            if resume, let done = manifest.completed(relativePaths, in: outputDirectory) {
-                result.status = .skipped
-                result.outputs = done.map(absoluteOutputPath)
-                return result
-            }
-            let tracker = StageTracker()
-            let limit = itemTimeout
-            let context = StageContext(source: source, cacheKey: key, logger: logger,
-                                       deadline: limit.map { ContinuousClock.now + .seconds($0) })
-            let (outcome, shared) = try await withDeadline(limit, timeout: {
-                PipelineError(.timeout, "the item did not finish within the item time limit (\(Units.formatDuration(limit ?? 0)))",
-                              stage: tracker.stage)
-            }) {
-                try await StageContext.$taskValue.withValue(context) {
-                    try await self.itemCoalescer.run(paths.joined(separator: "\n")) {
-                        try await self.produce(source: source, slot: slot, key: key, paths: paths, tracker: tracker)
-                    }
-                }
-            }
-            let written = outcome.outputs.map { String($0.dropFirst(absoluteOutputPath("").count)) }
-            do { try manifest.record(relativePaths, as: written) } catch {
-                logger.warning("cannot record completed outputs", metadata: ["manifest": "\(manifest.path)", "error": "\(error)"])
-            }
-            result.status = .ok
-            result.outputs = outcome.outputs
-            result.width = outcome.size.width
-            result.height = outcome.size.height
-            result.bytesOut = outcome.bytesOut
-            if shared {
-                result.cacheData = dataCache == nil ? .off : .hit
-                result.cacheImage = .hit
-            } else {
-                result.bytesIn = outcome.bytesIn
-                result.timings = outcome.timings
-                result.cacheData = outcome.cacheData
-                result.cacheImage = outcome.cacheImage
-            }
-            logger.debug("ok", metadata: ["source": "\(source.text)", "outputs": "\(result.outputs)"])
-        } catch {
-            let failure = classify(error, stage: .load, kind: .io)
-            result.status = .failed
-            result.error = ItemError(stage: failure.stage ?? .load, kind: failure.kind, message: failure.message,
-                                     plugin: failure.plugin)
-            logger.warning("failed", metadata: [
-                "source": "\(source.text)", "stage": "\(failure.stage?.rawValue ?? "load")",
-                "kind": "\(failure.kind)", "message": "\(failure.message)", "plugin": "\(failure.plugin ?? "")",
-            ])
+    /// The run's counts as items finish.
+    private struct Tally {
+        let onItem: @Sendable (ItemResult) async -> Void
+        var summary = RunSummary()
+        var dataCache = RunStatistics.CacheCounts()
+
+        mutating func add(_ item: ItemResult) async {
+            summary.add(item)
+            dataCache.add(item.cacheData)
+            await onItem(item)
         }
-        return result
     }
 
     func loader(for source: Source) -> LoaderSlot? { loaders[source.scheme ?? ""] }
 
-    /// Records that `path` is the output of `key`; two different sources may not share an output.
-    /// A variant's output path relative to the output directory, with `fileExtension` for `{ext}`.
-    func relativeOutputPath(_ variant: RunnableVariant, source: Source, key: String, fileExtension: String) -> String {
-        variant.template.render(source: source, cacheKey: key, fileExtension: fileExtension, variant: variant.name)
-    }
-
-    func absoluteOutputPath(_ relative: String) -> String {
-        outputDirectory.hasSuffix("/") ? outputDirectory + relative : outputDirectory + "/" + relative
-    }
-
-    private func claim(_ path: String, key: String, source: Source) throws {
-        let other = outputClaims.withLock { claims -> Int? in
-            if let existing = claims[path.hashValue] { return existing.key == key.hashValue ? nil : existing.line }
-            claims[path.hashValue] = (key.hashValue, source.index)
-            return nil
-        }
-        if let other {
-            throw PipelineError(.outputCollision,
-                                "output '\(path)' is already the output of line \(other) of the list; use {hash} or {index} in output.name",
-                                stage: .output)
-        }
-    }
-
     /// A ``PipelineError`` with its stage set; other errors get `kind`.
     func classify(_ error: any Error, stage: StageName, kind: ErrorKind, plugin: String? = nil) -> PipelineError {
-        Self.classifyStatic(error, stage: stage, kind: kind, plugin: plugin)
+        Self.classify(error, stage: stage, kind: kind, plugin: plugin)
     }
 
-    static func classifyStatic(_ error: any Error, stage: StageName, kind: ErrorKind, plugin: String? = nil) -> PipelineError {
+    static func classify(_ error: any Error, stage: StageName, kind: ErrorKind, plugin: String? = nil) -> PipelineError {
         if var failure = error as? PipelineError {
             if failure.stage == nil { failure.stage = stage }
             if failure.plugin == nil { failure.plugin = plugin }
@@ -336,6 +227,34 @@ public final class PipelineRunner: Sendable {
         if error is CancellationError { return PipelineError(.cancelled, "cancelled", stage: stage, plugin: plugin) }
         // Any other error a plugin throws: its own description, kind by stage.
         return PipelineError(kind, String(describing: error), stage: stage, plugin: plugin)
+    }
+
+    /// Prefixes a failure's message with the variant it happened in.
+    static func named(_ error: PipelineError, _ variant: RunnableVariant) -> PipelineError {
+        guard let name = variant.name else { return error }
+        var copy = error
+        copy.message = "variant '\(name)': " + error.message
+        return copy
+    }
+
+    /// Runs `body`, a wait for a shared resource (a load slot, decode memory), with the item's
+    /// clock paused: an item's time limit counts its own work, not its turn.
+    func waitingTurn<T>(_ body: () async throws -> T) async throws -> T {
+        let wait = StageContext.current?.clock?.beginWait()
+        defer { wait?.end() }
+        return try await body()
+    }
+
+    /// Runs `body` on a CPU worker with the item's stage context; the item's clock is paused while
+    /// the job waits in the queue. A job still queued when the item is cancelled never runs.
+    func onWorker<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        let context = StageContext.current
+        let wait = context?.clock?.beginWait()
+        defer { wait?.end() }
+        return try await cpu.run {
+            wait?.end()
+            return try StageContext.withThreadValue(context, body)
+        }
     }
 }
 

@@ -4,8 +4,20 @@ import Synchronization
 
 /// A fixed set of dedicated threads that run blocking work (ImageMagick, file I/O) off Swift's
 /// cooperative thread pool, bridged to `async` callers.
+///
+/// A job still queued when its caller is cancelled is taken off the queue and never runs; a job
+/// already running is finished (a thread inside a C call cannot be stopped), and its caller gets
+/// its result.
 public final class WorkerPool: Sendable {
-    private let jobs = Mutex(Deque<@Sendable () -> Void>())
+    private struct Job {
+        let id: UInt64
+        let body: @Sendable () -> Void
+    }
+    private struct Queue: ~Copyable {
+        var jobs = Deque<Job>()
+        var nextID: UInt64 = 0
+    }
+    private let queue = Mutex(Queue())
     private let wakeup = DispatchSemaphore(value: 0)
     /// Number of threads.
     public let threads: Int
@@ -40,21 +52,58 @@ public final class WorkerPool: Sendable {
     private func loop() {
         while true {
             wakeup.wait()
-            let job = jobs.withLock { $0.popFirst() }
-            job?()
+            let job = queue.withLock { $0.jobs.popFirst() }
+            job?.body()
         }
     }
 
-    /// Queues `job` to run on one of the pool's threads.
-    public func submit(_ job: @escaping @Sendable () -> Void) {
-        jobs.withLock { $0.append(job) }
+    /// Queues `job` to run on one of the pool's threads; returns its number, for ``withdraw(_:)``.
+    @discardableResult
+    public func submit(_ job: @escaping @Sendable () -> Void) -> UInt64 {
+        let id = queue.withLock { queue in
+            queue.nextID += 1
+            queue.jobs.append(Job(id: queue.nextID, body: job))
+            return queue.nextID
+        }
         wakeup.signal()
+        return id
     }
 
-    /// Runs `body` on one of the pool's threads and returns its result.
+    /// Takes job `id` off the queue if no thread has started it; returns whether it did.
+    @discardableResult
+    public func withdraw(_ id: UInt64) -> Bool {
+        queue.withLock { queue in
+            guard let index = queue.jobs.firstIndex(where: { $0.id == id }) else { return false }
+            queue.jobs.remove(at: index)
+            return true
+        }
+    }
+
+    /// Jobs queued and not started.
+    public var queued: Int { queue.withLock { $0.jobs.count } }
+
+    /// Runs `body` on one of the pool's threads and returns its result. Cancelling the calling task
+    /// while the job waits in the queue withdraws it and throws `CancellationError`.
     public func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            submit { continuation.resume(with: Result { try body() }) }
+        // The queued job's number and its caller, so that a cancel can withdraw it and answer.
+        let ticket = Mutex<(id: UInt64, continuation: UnsafeContinuation<T, any Error>)?>(nil)
+        return try await withTaskCancellationHandler {
+            try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<T, any Error>) in
+                let cancelled = ticket.withLock { ticket -> Bool in
+                    if Task.isCancelled { return true }
+                    let id = submit { continuation.resume(with: Result { try body() }) }
+                    ticket = (id, continuation)
+                    return false
+                }
+                if cancelled { continuation.resume(throwing: CancellationError()) }
+            }
+        } onCancel: {
+            let withdrawn = ticket.withLock { ticket -> UnsafeContinuation<T, any Error>? in
+                guard let (id, continuation) = ticket, withdraw(id) else { return nil }
+                ticket = nil
+                return continuation
+            }
+            withdrawn?.resume(throwing: CancellationError())
         }
     }
 }

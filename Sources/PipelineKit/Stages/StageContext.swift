@@ -14,15 +14,19 @@ public struct StageContext: Sendable {
     public let cacheKey: String
     /// The run's logger (`--log-level`); log with `source` in the metadata.
     public let logger: Logger
-    /// When the item's time limit runs out, if it has one.
-    public let deadline: ContinuousClock.Instant?
+    /// The item's time limit, if it has one. It counts the item's own work: waits for a load slot,
+    /// a worker or decode memory pause it.
+    public let clock: ItemClock?
 
-    public init(source: Source, cacheKey: String, logger: Logger, deadline: ContinuousClock.Instant?) {
+    public init(source: Source, cacheKey: String, logger: Logger, clock: ItemClock? = nil) {
         self.source = source
         self.cacheKey = cacheKey
         self.logger = logger
-        self.deadline = deadline
+        self.clock = clock
     }
+
+    /// When the item's time limit runs out if it waits for nothing more, if it has one.
+    public var deadline: ContinuousClock.Instant? { clock.map { ContinuousClock.now + $0.remaining } }
 
     @TaskLocal static var taskValue: StageContext?
     private static let threadKey = "pipelinekit.stage-context"

@@ -1,0 +1,89 @@
+import Foundation
+
+// The named values that travel between the engine's steps for one item:
+//   plan -> (finished in this run? reuse) -> stored outputs -> load -> decode and process
+//        -> encode -> write -> ItemOutcome
+// Each step is one function of PipelineRunner, in the file named after it.
+
+/// A loader with its concurrency limit.
+struct LoaderSlot: Sendable {
+    let name: String
+    let loader: any DataLoading
+    let limit: AsyncSemaphore
+}
+
+/// One variant, ready to run.
+struct RunnableVariant: Sendable {
+    let name: String?
+    let processors: [any ImageProcessing]
+    /// The plugin name of each processor, for failures.
+    let processorNames: [String]
+    let encoderName: String
+    /// `prefixIDs[k]`: identifier of the first k processors (k = 0 is the decoded image).
+    let prefixIDs: [String]
+    let encoder: any ImageEncoding
+    let template: NameTemplate
+}
+
+/// What one line of the list will make: its loader, its key, and its outputs.
+struct ItemPlan: Sendable {
+    let source: Source
+    let slot: LoaderSlot
+    /// The loader's cache key: the item's identity for caches, sharing and de-duplication.
+    let key: String
+    /// Output paths relative to the output directory, by variant, named with each encoder's
+    /// declared extension (an encoder that picks it from the image may change it).
+    let planned: [String]
+}
+
+/// Step "load": the source's bytes and where they came from.
+struct LoadedSource: Sendable {
+    var data: LoadedData
+    var cache: CacheOutcome
+    var milliseconds: Double
+}
+
+/// Step "stored outputs": encoded outputs the data cache kept for these very source bytes.
+struct StoredOutputs: Sendable {
+    /// Usable entries, by variant index.
+    var entries: [Int: CachedEntry] = [:]
+    /// The source, when it had to be loaded to check the entries.
+    var loaded: LoadedSource?
+    /// SHA-256 of the loaded bytes, stamped on the outputs made now.
+    var digest: String?
+    /// Time spent looking and checking, when every output was found.
+    var milliseconds: Double = 0
+}
+
+/// Step "decode and process": the final image of every variant that was needed.
+struct ProcessedImages: Sendable {
+    var images: [Int: PipelineImage] = [:]
+    var loaded: LoadedSource?
+    var cacheImage: CacheOutcome
+    var timings = StageTimings()
+}
+
+/// Step "encode": one variant's bytes.
+struct EncodedOutput: Sendable {
+    let data: Data
+    /// The extension the encoder chose from the image, when it differs from the declared one.
+    let chosenExtension: String?
+    let size: PixelSize
+    var milliseconds: Double = 0
+}
+
+/// What one item made, by variant: enough to report it and to reuse it for a duplicate line.
+struct ItemOutcome: Sendable {
+    /// Planned output paths (relative), as in ``ItemPlan/planned``.
+    var planned: [String] = []
+    /// Paths written (relative), by variant.
+    var written: [String] = []
+    /// The extension each encoder chose, when it differs from the declared one.
+    var chosenExtensions: [String?] = []
+    var size = PixelSize(width: 0, height: 0)
+    var bytesIn = 0
+    var bytesOut = 0
+    var cacheData = CacheOutcome.off
+    var cacheImage = CacheOutcome.off
+    var timings = StageTimings()
+}

@@ -1,0 +1,161 @@
+import Foundation
+import Synchronization
+
+/// Which stage an item is in, for reporting where a time limit struck.
+final class StageTracker: Sendable {
+    private let current = Mutex(StageName.load)
+    func enter(_ stage: StageName) { current.withLock { $0 = stage } }
+    var stage: StageName { current.withLock { $0 } }
+}
+
+/// An item's time limit, counting the item's own work and not its waits for a shared resource (a
+/// load slot, a CPU worker, decode memory): while the item waits, the clock is paused.
+///
+/// The timer is a dispatch timer source, re-armed for the time left when a wait ends and cancelled
+/// as soon as the item is settled. (A task sleeping in `Task.sleep` stays scheduled until its
+/// deadline even when cancelled: with the default 5-minute limit every item of a long list kept one
+/// alive, and memory grew with the list.)
+public final class ItemClock: Sendable {
+    /// Timer sources armed and not yet torn down by dispatch (settled items must leave none).
+    static let armed = Atomic<Int>(0)
+    static var armedCount: Int { armed.load(ordering: .relaxed) }
+    /// One serial queue for every timer's handler: the handlers only resume a continuation.
+    static let queue = DispatchQueue(label: "pipelinectl.item-clocks")
+
+    private struct State: @unchecked Sendable {  // the timer is only touched under the lock
+        var used: Duration = .zero
+        var runningSince: ContinuousClock.Instant?
+        var pauses = 0
+        var settled = false
+        var timer: (any DispatchSourceTimer)?
+        /// Which arming the current timer belongs to (an older timer's event is ignored).
+        var generation = 0
+        var onExpire: (@Sendable () -> Void)?
+    }
+    private let state = Mutex(State())
+    /// The whole limit.
+    public let limit: Duration
+
+    init(limit: Duration) { self.limit = limit }
+
+    /// Time left before the limit strikes, not counting waits to come.
+    public var remaining: Duration {
+        state.withLock { state in
+            let running = state.runningSince.map { ContinuousClock.now - $0 } ?? .zero
+            return max(.zero, limit - state.used - running)
+        }
+    }
+
+    /// Starts counting; `onExpire` runs once if the limit strikes before ``settle()``.
+    func start(onExpire: @escaping @Sendable () -> Void) {
+        let old = state.withLock { state -> (any DispatchSourceTimer)? in
+            state.onExpire = onExpire
+            return state.pauses == 0 ? arm(&state) : nil
+        }
+        old?.cancel()
+    }
+
+    /// Ends the race: true for the first caller only (the item's end, or the limit); the timer is
+    /// cancelled either way.
+    func settle() -> Bool {
+        let (first, timer) = state.withLock { state in
+            defer { state.settled = true; state.timer = nil; state.onExpire = nil }
+            return (!state.settled, state.timer)
+        }
+        timer?.cancel()
+        return first
+    }
+
+    /// Marks the start of a wait for a shared resource; the clock stops until the returned
+    /// ``Wait`` ends. Waits may overlap (the clock runs again when the last ends).
+    public func beginWait() -> Wait {
+        let timer = state.withLock { state -> (any DispatchSourceTimer)? in
+            state.pauses += 1
+            guard state.pauses == 1, let since = state.runningSince else { return nil }
+            state.used += ContinuousClock.now - since
+            state.runningSince = nil
+            defer { state.timer = nil }
+            return state.timer
+        }
+        timer?.cancel()
+        return Wait(self)
+    }
+
+    private func endWait() {
+        let old = state.withLock { state -> (any DispatchSourceTimer)? in
+            state.pauses -= 1
+            return state.pauses == 0 && !state.settled && state.onExpire != nil ? arm(&state) : nil
+        }
+        old?.cancel()
+    }
+
+    /// Arms a timer for the time left; returns the timer it replaces.
+    private func arm(_ state: inout State) -> (any DispatchSourceTimer)? {
+        let old = state.timer
+        state.runningSince = ContinuousClock.now
+        state.generation += 1
+        let generation = state.generation
+        let timer = DispatchSource.makeTimerSource(queue: ItemClock.queue)
+        timer.setEventHandler { [weak self] in self?.fire(generation) }
+        timer.setCancelHandler { ItemClock.armed.subtract(1, ordering: .relaxed) }
+        let left = max(.zero, limit - state.used)
+        timer.schedule(deadline: .now() + .nanoseconds(Int(left.components.seconds) * 1_000_000_000
+            + Int(left.components.attoseconds / 1_000_000_000)))
+        ItemClock.armed.add(1, ordering: .relaxed)
+        state.timer = timer
+        timer.resume()
+        return old
+    }
+
+    private func fire(_ generation: Int) {
+        let (timer, expire) = state.withLock { state -> ((any DispatchSourceTimer)?, (@Sendable () -> Void)?) in
+            // A timer replaced by a wait or settled was cancelled already; only the live one counts.
+            guard state.generation == generation, let timer = state.timer, !state.settled, state.pauses == 0 else {
+                return (nil, nil)
+            }
+            state.settled = true
+            state.timer = nil
+            defer { state.onExpire = nil }
+            return (timer, state.onExpire)
+        }
+        timer?.cancel()
+        expire?()
+    }
+
+    /// One wait for a shared resource; ``end()`` restarts the clock (once, however often called).
+    public final class Wait: Sendable {
+        private let clock: ItemClock
+        private let ended = Atomic(false)
+        init(_ clock: ItemClock) { self.clock = clock }
+        public func end() {
+            if !ended.exchange(true, ordering: .acquiringAndReleasing) { clock.endWait() }
+        }
+    }
+}
+
+/// Runs `operation` under a time limit of `seconds` (counted by an ``ItemClock`` that waits pause),
+/// and returns its result, or throws `timeout()` as soon as the limit strikes, without waiting for
+/// the operation: it is cancelled, which ends its waits and gives back what it held. (A plugin
+/// blocked inside a C call keeps its worker thread until it returns; the run goes on without it.)
+/// Cancelling the calling task cancels the operation too.
+func withItemClock<T: Sendable>(_ seconds: Double?, timeout: @escaping @Sendable () -> any Error,
+                                _ operation: @escaping @Sendable (ItemClock?) async throws -> T) async throws -> T {
+    guard let seconds else { return try await operation(nil) }
+    let clock = ItemClock(limit: .milliseconds(Int64((seconds * 1000).rounded())))
+    let work = Mutex<Task<Void, Never>?>(nil)
+    return try await withTaskCancellationHandler {
+        try await withCheckedThrowingContinuation { continuation in
+            let task = Task {
+                let result = await Result(asyncCatching: { try await operation(clock) })
+                if clock.settle() { continuation.resume(with: result) }
+            }
+            work.withLock { $0 = task }
+            clock.start {
+                task.cancel()
+                continuation.resume(throwing: timeout())
+            }
+        }
+    } onCancel: {
+        work.withLock { $0 }?.cancel()
+    }
+}

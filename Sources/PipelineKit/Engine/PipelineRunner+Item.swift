@@ -1,0 +1,164 @@
+import Foundation
+
+/// One item from start to end: plan its outputs, skip it when resuming, reuse what this run
+/// already made of the same source, or make it once for every line that names it.
+extension PipelineRunner {
+    /// Runs one source through every stage. Never throws: failures become a failed result.
+    public func runItem(_ source: Source) async -> ItemResult {
+        var result = ItemResult(source: source.text, index: source.index, status: .failed)
+        do {
+            let plan = try makePlan(source)
+            if resume, let done = manifest.completed(plan.planned, in: outputDirectory) {
+                result.status = .skipped
+                result.outputs = done.map(destination.location)
+                return result
+            }
+            let (outcome, reused) = try await withinTimeLimit(plan)
+            if !fetchOnly { recordCompleted(outcome) }
+            fill(&result, with: outcome, reused: reused)
+            logger.debug("ok", metadata: ["source": "\(source.text)", "outputs": "\(result.outputs)"])
+        } catch {
+            let failure = classify(error, stage: .load, kind: .io)
+            result.error = ItemError(stage: failure.stage ?? .load, kind: failure.kind, message: failure.message,
+                                     plugin: failure.plugin)
+            logger.warning("failed", metadata: [
+                "source": "\(source.text)", "stage": "\(failure.stage?.rawValue ?? "load")",
+                "kind": "\(failure.kind)", "message": "\(failure.message)", "plugin": "\(failure.plugin ?? "")",
+            ])
+        }
+        return result
+    }
+
+    /// The loader, key and planned outputs of `source`; claims the outputs for it.
+    func makePlan(_ source: Source) throws -> ItemPlan {
+        guard let slot = loader(for: source) else {
+            throw PipelineError(.blockedProtocol,
+                                "no loader serves '\(source.scheme ?? "")' sources; this run loads: "
+                                    + schemesServed.joined(separator: ", "), stage: .load)
+        }
+        let key = slot.loader.cacheKey(for: source)
+        let planned = fetchOnly ? [] : variants.map { relativeOutputPath($0, source: source, key: key, fileExtension: nil) }
+        for path in planned { try claim(path, key: key, source: source) }
+        return ItemPlan(source: source, slot: slot, key: key, planned: planned)
+    }
+
+    /// The item's outcome under its time limit, with the item's stage context set for every stage.
+    /// `reused`: made by another line of the list (in flight or earlier).
+    func withinTimeLimit(_ plan: ItemPlan) async throws -> (ItemOutcome, reused: Bool) {
+        let tracker = StageTracker()
+        let limit = itemTimeout
+        return try await withItemClock(limit, timeout: {
+            PipelineError(.timeout, "the item did not finish within the item time limit (\(Units.formatDuration(limit ?? 0)))",
+                          stage: tracker.stage)
+        }) { clock in
+            let context = StageContext(source: plan.source, cacheKey: plan.key, logger: self.logger, clock: clock)
+            return try await StageContext.$taskValue.withValue(context) {
+                try await self.outcome(plan, tracker: tracker)
+            }
+        }
+    }
+
+    /// What this run already made of the source, or the work of making it, shared by every line
+    /// with the same key that asks while it runs.
+    func outcome(_ plan: ItemPlan, tracker: StageTracker) async throws -> (ItemOutcome, reused: Bool) {
+        switch finished.entry(for: plan.key) {
+        case .made(let earlier)?: return (try await adopt(earlier, for: plan), true)
+        case .failed(let failure)?: throw failure
+        case nil: break
+        }
+        let (made, shared) = try await itemWork.run(plan.key) {
+            do {
+                let made = try await self.fetchOnly ? self.fetch(plan) : self.produce(plan, tracker: tracker)
+                self.finished.record(.made(made), for: plan.key)
+                return made
+            } catch {
+                let failure = self.classify(error, stage: tracker.stage, kind: .io)
+                self.finished.record(.failed(failure), for: plan.key)
+                throw failure
+            }
+        }
+        return shared ? (try await adopt(made, for: plan), true) : (made, false)
+    }
+
+    /// Another line's outcome for the same source, as this line's: the same files when it plans the
+    /// same names, else copies of them under its own names.
+    func adopt(_ made: ItemOutcome, for plan: ItemPlan) async throws -> ItemOutcome {
+        guard made.planned != plan.planned else { return made }
+        var own = made
+        for index in made.written.indices {
+            let variant = variants[index]
+            let target = outputPath(plan.planned[index], variant, source: plan.source, key: plan.key,
+                                    fileExtension: made.chosenExtensions[index])
+            do { try await destination.copy(made.written[index], to: target) } catch {
+                throw Self.named(classify(error, stage: .output, kind: .writeFailed), variant)
+            }
+            own.written[index] = target
+        }
+        own.planned = plan.planned
+        return own
+    }
+
+    /// Records the item's outputs as complete, for `--resume`.
+    func recordCompleted(_ outcome: ItemOutcome) {
+        do { try manifest.record(outcome.planned, as: outcome.written) } catch {
+            logger.warning("cannot record completed outputs", metadata: ["manifest": "\(manifest.path)", "error": "\(error)"])
+        }
+    }
+
+    /// An item's result from its outcome. A reused outcome loaded nothing and spent no time: its
+    /// data came from this run (a hit, or `off` without a data cache) and its image too.
+    func fill(_ result: inout ItemResult, with outcome: ItemOutcome, reused: Bool) {
+        result.status = .ok
+        result.outputs = outcome.written.map(destination.location)
+        result.width = fetchOnly ? nil : outcome.size.width
+        result.height = fetchOnly ? nil : outcome.size.height
+        result.bytesOut = outcome.bytesOut
+        if reused {
+            result.cacheData = dataCache == nil ? .off : .hit
+            result.cacheImage = fetchOnly ? .off : .hit
+        } else {
+            result.bytesIn = outcome.bytesIn
+            result.timings = outcome.timings
+            result.cacheData = outcome.cacheData
+            result.cacheImage = outcome.cacheImage
+        }
+    }
+
+    /// `pipelinectl fetch`: the loader and the data cache only.
+    func fetch(_ plan: ItemPlan) async throws -> ItemOutcome {
+        let loaded = try await load(plan)
+        var outcome = ItemOutcome()
+        outcome.bytesIn = loaded.data.data.count
+        outcome.cacheData = loaded.cache
+        outcome.timings.load = loaded.milliseconds
+        return outcome
+    }
+
+    /// A variant's output path relative to the output directory; `fileExtension` for `{ext}`
+    /// (default: the encoder's declared extension).
+    func relativeOutputPath(_ variant: RunnableVariant, source: Source, key: String, fileExtension: String?) -> String {
+        variant.template.render(source: source, cacheKey: key, fileExtension: fileExtension ?? variant.encoder.fileExtension,
+                                variant: variant.name)
+    }
+
+    /// The path an output is written to: the planned one, or the same name with the extension the
+    /// encoder chose from the image.
+    func outputPath(_ planned: String, _ variant: RunnableVariant, source: Source, key: String, fileExtension: String?) -> String {
+        guard let fileExtension else { return planned }
+        return relativeOutputPath(variant, source: source, key: key, fileExtension: fileExtension)
+    }
+
+    /// Records that `path` is the output of `key`; two different sources may not share an output.
+    private func claim(_ path: String, key: String, source: Source) throws {
+        let other = outputClaims.withLock { claims -> Int? in
+            if let existing = claims[path.hashValue] { return existing.key == key.hashValue ? nil : existing.line }
+            claims[path.hashValue] = (key.hashValue, source.index)
+            return nil
+        }
+        if let other {
+            throw PipelineError(.outputCollision,
+                                "output '\(destination.location(path))' is already the output of line \(other) of the list; use {hash} or {index} in output.name",
+                                stage: .output)
+        }
+    }
+}

@@ -1,0 +1,47 @@
+import Foundation
+
+/// Steps "encode" and "write": each variant's image to bytes on a CPU worker, then to its
+/// destination, whole or not at all.
+extension PipelineRunner {
+    /// Encodes variant `index`'s final image. Timed inside the job: waiting for a worker is not encoding.
+    func encode(_ image: PipelineImage, variant index: Int) async throws -> EncodedOutput {
+        let variant = variants[index]
+        let encoder = variant.encoder
+        do {
+            return try await onWorker {
+                let start = ContinuousClock.now
+                let data = try encoder.encode(image)
+                let chosen = encoder.fileExtension(for: image)
+                return EncodedOutput(data: data, chosenExtension: chosen == encoder.fileExtension ? nil : chosen,
+                                     size: image.size, milliseconds: (ContinuousClock.now - start).milliseconds)
+            }
+        } catch {
+            throw Self.named(classify(error, stage: .encode, kind: .encodeFailed, plugin: variant.encoderName), variant)
+        }
+    }
+
+    /// Keeps a new encoded output in the data cache, stamped with the source bytes' digest, when
+    /// the cache keeps outputs.
+    func storeOutput(_ encoded: EncodedOutput, _ plan: ItemPlan, variant index: Int, stored: StoredOutputs) async {
+        guard let cache = outputsCache, let digest = stored.digest, let loaded = stored.loaded else { return }
+        let stamp = OutputStamp(sourceDigest: digest, width: encoded.size.width, height: encoded.size.height,
+                                fileExtension: encoded.chosenExtension)
+        let entry = LoadedData(data: encoded.data, contentType: nil, directives: loaded.data.directives)
+        await storeQuietly(entry, for: outputKey(plan.key, variants[index]), output: stamp, in: cache)
+    }
+
+    /// Writes variant `index`'s bytes under its planned name (with the extension the encoder
+    /// chose) and adds it to `outcome`. A failure names the variant.
+    func write(_ encoded: EncodedOutput, _ plan: ItemPlan, variant index: Int, into outcome: inout ItemOutcome) async throws {
+        let variant = variants[index]
+        let path = outputPath(plan.planned[index], variant, source: plan.source, key: plan.key,
+                              fileExtension: encoded.chosenExtension)
+        do { try await destination.write(encoded.data, to: path) } catch {
+            throw Self.named(classify(error, stage: .output, kind: .writeFailed), variant)
+        }
+        if outcome.written.isEmpty { outcome.size = encoded.size }
+        outcome.written.append(path)
+        outcome.chosenExtensions.append(encoded.chosenExtension)
+        outcome.bytesOut += encoded.data.count
+    }
+}

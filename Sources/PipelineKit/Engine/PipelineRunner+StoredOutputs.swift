@@ -1,0 +1,93 @@
+import Foundation
+
+/// Step "stored outputs": with `store: processed|all`, the data cache keeps each variant's encoded
+/// output stamped with the digest of the source bytes it was made from. An output is reused only
+/// for the very same bytes, the same chain and encoder: when fresh, or when the source answers
+/// "not modified" (or sends the same bytes again).
+extension PipelineRunner {
+    /// The data cache, when it keeps encoded outputs.
+    var outputsCache: (any DataCaching)? { dataCache.flatMap { $0.storesOutputs ? $0 : nil } }
+
+    /// The data cache key of a variant's encoded output: the source's key, the decoder and its
+    /// options, every processor's identifier and the encoder's. Changing any of them changes it.
+    func outputKey(_ key: String, _ variant: RunnableVariant) -> String {
+        "output:" + key + "#" + decoderIdentifier + variant.prefixIDs.last! + ">" + variant.encoder.identifier
+    }
+
+    /// The outputs stored for this source that are still valid; loads the source when that is what
+    /// it takes to know.
+    func storedOutputs(_ plan: ItemPlan) async throws -> StoredOutputs {
+        guard let cache = outputsCache else { return StoredOutputs() }
+        let start = ContinuousClock.now
+        var entries: [Int: CachedEntry] = [:]
+        for (index, variant) in variants.enumerated() {
+            if let entry = await cache.entry(for: outputKey(plan.key, variant)), entry.output != nil { entries[index] = entry }
+        }
+        var preloaded: LoadedSource?
+        if entries.count == variants.count, Set(entries.values.compactMap(\.output?.sourceDigest)).count == 1 {
+            switch try await revalidate(entries, plan, cache) {
+            case .unchanged:
+                return StoredOutputs(entries: entries, milliseconds: (ContinuousClock.now - start).milliseconds)
+            case .changed(let loaded):
+                preloaded = loaded
+            }
+        }
+        var loaded = if let preloaded { preloaded } else { try await load(plan) }
+        if loaded.cache == .off { loaded.cache = .miss }  // the cache took part, for outputs
+        let digest = Hashing.sha256Hex(loaded.data.data)
+        var valid: [Int: CachedEntry] = [:]
+        for (index, entry) in entries where entry.output?.sourceDigest == digest {
+            valid[index] = entry
+            if !entry.isFresh { await cache.refresh(outputKey(plan.key, variants[index]), directives: loaded.data.directives) }
+        }
+        return StoredOutputs(entries: valid, loaded: loaded, digest: digest)
+    }
+
+    enum StoredCheck {
+        case unchanged
+        /// The source changed: its new bytes.
+        case changed(LoadedSource)
+    }
+
+    /// Every variant's output is stored for the same source bytes: are they still current?
+    func revalidate(_ entries: [Int: CachedEntry], _ plan: ItemPlan, _ cache: any DataCaching) async throws -> StoredCheck {
+        if entries.values.allSatisfy(\.isFresh) { return .unchanged }
+        let first = entries[0]!
+        let answer: Revalidation, milliseconds: Double
+        do {
+            (answer, milliseconds) = try await withLoadSlot(plan.slot) {
+                try await plan.slot.loader.revalidate(plan.source, cached: first.data.directives)
+            }
+        } catch {
+            throw classify(error, stage: .load, kind: .io, plugin: plan.slot.name)
+        }
+        var current: CacheDirectives
+        switch answer {
+        case .notModified(let updated):
+            current = updated
+        case .modified(let data):
+            let originals = originalsCache(plan.slot)
+            if let originals { await storeQuietly(data, for: plan.key, in: originals) }
+            guard Hashing.sha256Hex(data.data) == first.output?.sourceDigest else {
+                return .changed(LoadedSource(data: data, cache: originals == nil ? .off : .miss, milliseconds: milliseconds))
+            }
+            current = data.directives
+        }
+        for variant in variants { await cache.refresh(outputKey(plan.key, variant), directives: current) }
+        return .unchanged
+    }
+
+    /// Writes outputs that all came from the data cache: nothing loaded, decoded or encoded.
+    func writeStored(_ stored: StoredOutputs, _ plan: ItemPlan, tracker: StageTracker) async throws -> ItemOutcome {
+        tracker.enter(.output)
+        var outcome = ItemOutcome(planned: plan.planned, cacheData: .processedHit)
+        for index in variants.indices {
+            let entry = stored.entries[index]!
+            let encoded = EncodedOutput(data: entry.data.data, chosenExtension: entry.output?.fileExtension,
+                                        size: PixelSize(width: entry.output?.width ?? 0, height: entry.output?.height ?? 0))
+            try await write(encoded, plan, variant: index, into: &outcome)
+        }
+        outcome.timings.load = stored.milliseconds
+        return outcome
+    }
+}

@@ -1,0 +1,85 @@
+import Foundation
+@testable import PipelineKit
+import Synchronization
+import Testing
+import TestSupport
+
+/// The per-item time limit: it strikes and cancels the work, it stops while the item waits for a
+/// shared resource, and a settled item leaves no timer behind.
+@Suite struct ItemClockTests {
+    struct TimedOut: Error {}
+
+    @Test func theLimitStrikesAndCancelsTheWork() async throws {
+        let loader = ScriptedLoader()
+        loader.script("hung", .hold(Data()))
+        await #expect(throws: TimedOut.self) {
+            try await withItemClock(0.2, timeout: { TimedOut() }) { _ in
+                try await loader.load(Source(text: "scripted://hung", index: 1))
+            }
+        }
+        // The held load saw its cancellation: the work did not go on after the limit.
+        #expect(await loader.log.wait(for: "cancelled hung"))
+    }
+
+    @Test func workThatFinishesInTimeReturnsItsResult() async throws {
+        let value = try await withItemClock(60, timeout: { TimedOut() }) { _ in 42 }
+        #expect(value == 42)
+    }
+
+    @Test func theClockStandsStillWhileTheItemWaits() async throws {
+        let clock = ItemClock(limit: .seconds(60))
+        clock.start {}
+        let wait = clock.beginWait()
+        let during = clock.remaining
+        for _ in 0..<1000 { await Task.yield() }
+        #expect(clock.remaining == during)  // not a nanosecond counted while waiting
+        let nested = clock.beginWait()
+        wait.end()
+        #expect(clock.remaining == during)  // still waiting for the second resource
+        nested.end()
+        nested.end()  // ending twice counts once
+        for _ in 0..<1000 { await Task.yield() }
+        #expect(clock.remaining < during)
+        #expect(clock.settle())
+        #expect(!clock.settle())
+    }
+
+    @Test func cancellingTheCallerCancelsTheWork() async throws {
+        let loader = ScriptedLoader()
+        loader.script("hung", .hold(Data()))
+        let item = Task {
+            try await withItemClock(60, timeout: { TimedOut() }) { _ in
+                try await loader.load(Source(text: "scripted://hung", index: 1))
+            }
+        }
+        await loader.log.wait(for: "started hung")
+        item.cancel()
+        #expect(await loader.log.wait(for: "cancelled hung"))
+        await #expect(throws: CancellationError.self) { try await item.value }
+    }
+
+    /// One timer per item: with a 5-minute limit and hundreds of items a second, a timer kept alive
+    /// after its item finished held memory for 5 minutes each. Dispatch runs a timer's cancel
+    /// handler on the clocks' queue; the count is of timers whose handler has not run. Other
+    /// suites may run items meanwhile, hence the slack.
+    @Test func aFinishedItemReleasesItsTimerAtOnce() async throws {
+        let live = LiveCount()
+        for _ in 0..<500 {
+            let witness = live.token()
+            _ = try await withItemClock(300, timeout: { _ = witness; return TimedOut() }) { _ in 1 }
+        }
+        for _ in 0..<3 { await withCheckedContinuation { done in ItemClock.queue.async { done.resume() } } }
+        #expect(ItemClock.armedCount <= 50)
+        #expect(live.value <= 50)
+    }
+
+    @Test func anItemThatFinishesAsTheLimitStrikesEndsOnce() async throws {
+        // Both sides race for the continuation; resuming it twice would crash the process.
+        for round in 0..<200 {
+            _ = try? await withItemClock(0.001, timeout: { TimedOut() }) { _ in
+                for _ in 0..<(round % 40) { await Task.yield() }
+                return 1
+            }
+        }
+    }
+}

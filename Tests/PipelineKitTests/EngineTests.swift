@@ -23,11 +23,13 @@ import TestSupport
         return pipeline
     }
 
-    func run(_ yaml: String, lines: [String], base: URL? = nil, output: URL? = nil, resume: Bool = false) async throws -> Run {
+    func run(_ yaml: String, lines: [String], base: URL? = nil, output: URL? = nil, resume: Bool = false,
+             configure: (inout RunOptions) -> Void = { _ in }) async throws -> Run {
         let dir = try output ?? Fixtures.temporaryDirectory("out")
         var options = RunOptions()
         options.outputDirectory = dir.path
         options.resume = resume
+        configure(&options)
         let runner = try PipelineRunner(pipeline: try pipeline(yaml), registry: registry, options: options)
         let collected = Mutex<[ItemResult]>([])
         let sources = lines.enumerated().map { Source(text: $0.element, index: $0.offset + 1, base: base?.path) }
@@ -111,10 +113,8 @@ import TestSupport
 
     @Test func duplicateSourcesAreLoadedAndDecodedOnce() async throws {
         let server = try await TestServer.start()
-        server.route("/same.jpg") { _ in
-            try await Task.sleep(for: .milliseconds(200))  // keep the first load in flight
-            return HTTPResponse(statusCode: .ok, headers: [.contentType: "image/jpeg"], body: try Fixtures.jpeg(200, 100))
-        }
+        // In flight together or one after another, the same source is one load.
+        server.serve("/same.jpg", try Fixtures.jpeg(200, 100))
         let yaml = Self.thumbnails + "\noutput:\n  name: \"{index}.{ext}\"\n"
         let run = try await run(yaml, lines: Array(repeating: server.url("/same.jpg"), count: 5))
         #expect(server.requests("/same.jpg") == 1)
@@ -164,10 +164,14 @@ import TestSupport
         let server = try await TestServer.start()
         let body = try Fixtures.jpeg(40, 40)
         let active = Mutex((now: 0, peak: 0))
+        let overlap = EventLog()
         for i in 0..<24 {
             server.route("/\(i).jpg") { _ in
-                active.withLock { $0.now += 1; $0.peak = max($0.peak, $0.now) }
-                try await Task.sleep(for: .milliseconds(60))
+                let peak = active.withLock { $0.now += 1; $0.peak = max($0.peak, $0.now); return $0.peak }
+                if peak >= 3 { overlap.record("three at once") }
+                // Every answer waits until three requests were in flight at once: the limit is
+                // reached, never passed (a fourth would have arrived while these wait).
+                await overlap.wait(for: "three at once")
                 active.withLock { $0.now -= 1 }
                 return HTTPResponse(statusCode: .ok, headers: [.contentType: "image/jpeg"], body: body)
             }
@@ -176,21 +180,50 @@ import TestSupport
         let run = try await run(yaml, lines: (0..<24).map { server.url("/\($0).jpg") })
         #expect(run.summary.ok == 24)
         let peak = active.withLock { $0.peak }
-        #expect(peak <= 3)  // the limit holds
-        #expect(peak >= 2)  // and loads did overlap
+        #expect(peak == 3)  // the limit holds, and is used
         await server.stop()
     }
 
     @Test func fiftyCopiesOfOneURLAreOneTransfer() async throws {
         let server = try await TestServer.start()
-        server.route("/one.jpg") { _ in
-            try await Task.sleep(for: .milliseconds(100))
-            return HTTPResponse(statusCode: .ok, headers: [.contentType: "image/jpeg"], body: try Fixtures.jpeg(120, 90))
-        }
-        let run = try await run(Self.thumbnails, lines: Array(repeating: server.url("/one.jpg"), count: 50))
+        server.serve("/one.jpg", try Fixtures.jpeg(120, 90))
+        // One load slot and no data cache: copies that arrive after the first finished reuse it too.
+        let yaml = Self.thumbnails.replacingOccurrences(of: "timeout: 10s", with: "timeout: 10s, max_concurrent: 1")
+            .replacingOccurrences(of: "image_cache: memory\n", with: "")
+        let run = try await run(yaml, lines: Array(repeating: server.url("/one.jpg"), count: 50))
         #expect(run.summary.ok == 50)
         #expect(server.requests("/one.jpg") == 1)
         await server.stop()
+    }
+
+    /// The case: 20 sources behind a server that never answers, then 16 good ones, two load
+    /// slots and a short time limit. Each hung transfer is cancelled (its connection closed) when
+    /// its item times out, so the good ones get the slots and succeed, and the run ends soon after
+    /// the last timeout.
+    @Test func hungSourcesTimeOutAloneAndLetGoOfTheirConnections() async throws {
+        let jpeg = try Fixtures.jpeg(64, 48)
+        let closed = EventLog()
+        let server = try ScriptedServer { request, connection in
+            if request.path.hasPrefix("/hung") {
+                connection.waitForClose()
+                closed.record("closed")
+                return
+            }
+            connection.write("HTTP/1.1 200 OK\r\nContent-Type: image/jpeg\r\nContent-Length: \(jpeg.count)\r\nConnection: close\r\n\r\n")
+            connection.write(jpeg)
+        }
+        defer { server.stop() }
+        let yaml = Self.thumbnails.replacingOccurrences(of: "timeout: 10s", with: "timeout: 60s, max_concurrent: 2")
+        let lines = (0..<20).map { "http://127.0.0.1:\(server.port)/hung/\($0).jpg" }
+            + (0..<16).map { "http://127.0.0.1:\(server.port)/good/\($0).jpg" }
+        let started = ContinuousClock.now
+        let run = try await run(yaml, lines: lines) { $0.itemTimeout = 1 }
+        let wall = ContinuousClock.now - started
+        #expect(run.items[0..<20].allSatisfy { $0.error?.kind == .timeout && $0.error?.stage == .load })
+        #expect(run.items[20...].allSatisfy { $0.status == .ok })
+        #expect(await closed.wait(atMost: 30) { $0.count == 20 })
+        // 10 rounds of two 1-second limits; waiting for a slot does not count, so none is cut short.
+        #expect(wall < .seconds(30))
     }
 
     @Test func signedURLsDifferingInAStrippedParameterShareOneCacheEntry() async throws {

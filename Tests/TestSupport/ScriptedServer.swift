@@ -23,6 +23,12 @@ public final class ScriptedServer: Sendable {
         }
         @discardableResult
         public func write(_ text: String) -> Bool { write(Data(text.utf8)) }
+        /// Blocks until the client closes the connection (or it fails): how a test sees that a
+        /// cancelled transfer really let go of its connection.
+        public func waitForClose() {
+            var byte: UInt8 = 0
+            while recv(fd, &byte, 1, 0) > 0 {}
+        }
         /// Ends the connection with a TCP reset instead of a clean close.
         public func reset() {
             var linger = Foundation.linger(l_onoff: 1, l_linger: 0)

@@ -1,0 +1,124 @@
+import Foundation
+@testable import PipelineKit
+import Synchronization
+import Testing
+import TestSupport
+
+/// The engine driven by scripted stages: sharing, run-wide de-duplication, cancellation and time
+/// limits, checked by what the stages saw (events), never by sleeping.
+@Suite struct EngineSharingTests {
+    struct Run {
+        let summary: RunSummary
+        let items: [ItemResult]
+        let output: URL
+        subscript(_ index: Int) -> ItemResult { items.first { $0.index == index }! }
+    }
+
+    func run(_ loader: ScriptedLoader, _ lines: [String], name: String = "{stem}.{ext}",
+             configure: (inout RunOptions) -> Void = { _ in }) async throws -> Run {
+        let registry = ScriptedStages.registry(loader)
+        let yaml = ScriptedStages.pipeline + "\noutput:\n  name: \"\(name)\"\n"
+        let (pipeline, diagnostics) = PipelineFile.parse(text: yaml, file: "scripted.yaml", registry: registry)
+        guard let pipeline else { throw PipelineValidationError(diagnostics: diagnostics, source: yaml) }
+        let output = try Fixtures.temporaryDirectory("sharing")
+        var options = RunOptions()
+        options.outputDirectory = output.path
+        configure(&options)
+        let runner = try PipelineRunner(pipeline: pipeline, registry: registry, options: options)
+        let items = Mutex<[ItemResult]>([])
+        let sources = lines.enumerated().map { Source(text: "scripted://" + $0.element, index: $0.offset + 1) }
+        let summary = try await runner.run(AsyncStream { continuation in
+            for source in sources { continuation.yield(source) }
+            continuation.finish()
+        }) { item in items.withLock { $0.append(item) } }
+        return Run(summary: summary, items: items.withLock { $0 }.sorted { $0.index < $1.index }, output: output)
+    }
+
+    @Test func aSourceRepeatedAfterItFinishedIsNotLoadedAgain() async throws {
+        let loader = ScriptedLoader()
+        loader.script("a", .bytes(Data("40x20".utf8)))
+        loader.script("b", .bytes(Data("10x10".utf8)))
+        // One item at a time: each 'a' after the first comes when the first has long finished.
+        let run = try await run(loader, ["a", "b", "a", "a"], name: "{index}-{stem}.{ext}") { $0.maxInFlight = 1 }
+        #expect(run.summary.ok == 4)
+        #expect(loader.calls("a") == 1)
+        #expect(loader.log.count("decoded 40x20") == 1)
+        #expect(run[3].cacheData == .off && run[3].cacheImage == .hit && run[3].bytesIn == 0)
+        // Each line has its own output (its own name), with the same bytes.
+        let outputs = [1, 3, 4].map { run[$0].outputs[0] }
+        #expect(Set(outputs).count == 3)
+        #expect(try outputs.map { try String(contentsOfFile: $0, encoding: .utf8) } == Array(repeating: "fake 20x10", count: 3))
+    }
+
+    @Test func withoutTheWindowARepeatedSourceIsLoadedAgain() async throws {
+        let loader = ScriptedLoader()
+        loader.script("a", .bytes(Data("40x20".utf8)))
+        let run = try await run(loader, ["a", "a"], name: "{index}.{ext}") {
+            $0.maxInFlight = 1
+            $0.dedupeWindow = 0
+        }
+        #expect(run.summary.ok == 2)
+        #expect(loader.calls("a") == 2)
+    }
+
+    @Test func aSourcesFailureIsReusedButNotRetriedPerLine() async throws {
+        let loader = ScriptedLoader()
+        loader.script("gone", .fail(PipelineError(.httpStatus, "404 Not Found")))
+        loader.script("junk", .bytes(Data("not an image".utf8)))
+        let run = try await run(loader, ["gone", "junk", "gone", "junk"], name: "{index}.{ext}") { $0.maxInFlight = 1 }
+        #expect(run.summary.failed == 4)
+        #expect(loader.calls("gone") == 1 && loader.calls("junk") == 1)
+        #expect(run[3].error?.kind == .httpStatus && run[3].error?.stage == .load)
+        #expect(run[4].error?.kind == .decodeFailed && run[4].error?.stage == .decode)
+    }
+
+    @Test func linesInFlightTogetherShareOneLoad() async throws {
+        let loader = ScriptedLoader()
+        loader.script("a", .hold(Data("8x8".utf8)))
+        let released = Task {
+            await loader.log.wait(for: "started a")
+            loader.release("a")
+        }
+        let run = try await run(loader, Array(repeating: "a", count: 10))
+        await released.value
+        #expect(run.summary.ok == 10)
+        #expect(loader.calls("a") == 1)
+        #expect(Set(run.items.map(\.outputs)).count == 1)  // same name, written once
+    }
+
+    @Test func theTimeLimitCancelsTheLoadEvenWhenShared() async throws {
+        let loader = ScriptedLoader()
+        loader.script("hung", .hold(Data()))
+        loader.script("ok", .bytes(Data("4x4".utf8)))
+        let run = try await run(loader, ["hung", "hung", "ok"]) { $0.itemTimeout = 0.5 }
+        #expect(run[1].error?.kind == .timeout && run[2].error?.kind == .timeout)
+        #expect(run[3].status == .ok)
+        #expect(loader.calls("hung") == 1)
+        // The last line waiting for it left, so the load itself was cancelled.
+        #expect(await loader.log.wait(for: "cancelled hung"))
+    }
+
+    @Test func waitingForALoadSlotIsNotCountedByTheTimeLimit() async throws {
+        let loader = ScriptedLoader(maxConcurrentLoads: 1)
+        loader.script("hung", .hold(Data()))
+        loader.script("queued", .bytes(Data("4x4".utf8)))
+        // 'queued' waits for the only slot for as long as 'hung' holds it: its whole time limit.
+        let run = try await run(loader, ["hung", "queued"]) { $0.itemTimeout = 0.5 }
+        #expect(run[1].error?.kind == .timeout)
+        #expect(run[2].status == .ok)
+        #expect(loader.log.events.firstIndex(of: "cancelled hung")! < loader.log.events.firstIndex(of: "started queued")!)
+    }
+
+    @Test func anUnknownSchemeFailsAloneWithTheSchemesServed() async throws {
+        let loader = ScriptedLoader()
+        loader.script("a", .bytes(Data("4x4".utf8)))
+        let registry = ScriptedStages.registry(loader)
+        let (pipeline, _) = PipelineFile.parse(text: ScriptedStages.pipeline, file: "s.yaml", registry: registry)
+        var options = RunOptions()
+        options.outputDirectory = try Fixtures.temporaryDirectory("sharing").path
+        let runner = try PipelineRunner(pipeline: pipeline!, registry: registry, options: options)
+        let item = await runner.runItem(Source(text: "ftp://host/a.jpg", index: 1))
+        #expect(item.error?.kind == .blockedProtocol)
+        #expect(item.error?.message == "no loader serves 'ftp' sources; this run loads: scripted")
+    }
+}

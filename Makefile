@@ -9,7 +9,7 @@ APT_PACKAGES = pkg-config libmagickwand-6.q16-dev libcurl4-openssl-dev libyaml-d
 TEST_PACKAGES = chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps install build release run test samples docs bench bench-loader clean
+.PHONY: deps test-deps install build release run test stress samples docs bench bench-loader clean
 
 deps:
 	@$(MAKE) -s install PACKAGES="$(APT_PACKAGES)"
@@ -58,3 +58,13 @@ docs: build
 
 clean:
 	rm -rf .build out .cache
+
+# The engine and end-to-end suites 10 times in a row (timing-sensitive code must not be flaky).
+STRESS_RUNS ?= 10
+stress: test-deps
+	$(SWIFT) build --build-tests
+	@pass=0; for i in $$(seq 1 $(STRESS_RUNS)); do \
+	  if $(SWIFT) test --skip-build --filter 'PipelineKitTests|EndToEndTests' > .build/stress-$$i.log 2>&1; then \
+	    pass=$$((pass+1)); echo "stress run $$i: passed"; \
+	  else echo "stress run $$i: FAILED (.build/stress-$$i.log)"; grep -E '✘' .build/stress-$$i.log | head -5; fi; \
+	done; echo "stress: $$pass of $(STRESS_RUNS) passed"; [ $$pass -eq $(STRESS_RUNS) ]

@@ -223,7 +223,7 @@ def main():
         ok = f"{n} items: {n} ok"
 
         # Warm the page cache and the binary once, untimed, so the first timed run is not penalised.
-        subprocess.run([BIN, "run", bench_yaml, local_list, "-o", out("warmup"), "--quiet"], check=True,
+        subprocess.run([BIN, "run", bench_yaml, local_list, "-o", out("warmup"), "--progress", "none"], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
         half = (n + 1) // 2
@@ -264,12 +264,12 @@ def main():
 
         def ours_local(this):
             this["ours-local"] = measure("pipelinectl run (local files)",
-                                         [BIN, "run", bench_yaml, local_list, "-o", out("ours-local"), "--quiet"], n,
+                                         [BIN, "run", bench_yaml, local_list, "-o", out("ours-local"), "--progress", "none"], n,
                                          check_output=ok)
 
         def ours_http(this):
             this["ours-http"] = measure(f"pipelinectl run (HTTP, {LATENCY_MS} ms latency)",
-                                        [BIN, "run", bench_yaml, url_list, "-o", out("ours-http"), "--quiet"], n,
+                                        [BIN, "run", bench_yaml, url_list, "-o", out("ours-http"), "--progress", "none"], n,
                                         check_output=ok)
 
         def vips_runs(this):
@@ -303,17 +303,17 @@ def main():
         cache_yaml = os.path.join(work, "cache.yaml")
         pipeline(cache_yaml, cache=os.path.join(work, "cache"))
         results["cold"] = measure("pipelinectl run, store: all, empty cache (cold)",
-                                  [BIN, "run", cache_yaml, local_list, "-o", out("cold"), "--quiet"], n, check_output=ok)
+                                  [BIN, "run", cache_yaml, local_list, "-o", out("cold"), "--progress", "none"], n, check_output=ok)
         results["warm"] = measure("pipelinectl run, store: all, same list again (warm)",
-                                  [BIN, "run", cache_yaml, local_list, "-o", out("warm"), "--quiet"], n,
+                                  [BIN, "run", cache_yaml, local_list, "-o", out("warm"), "--progress", "none"], n,
                                   check_output=f"{n} processed hit")
         cache_http_yaml = os.path.join(work, "cache-http.yaml")
         pipeline(cache_http_yaml, cache=os.path.join(work, "cache-http"))
         results["cold-http"] = measure("pipelinectl run, store: all, HTTP, empty cache (cold)",
-                                       [BIN, "run", cache_http_yaml, url_list, "-o", out("cold-http"), "--quiet"], n,
+                                       [BIN, "run", cache_http_yaml, url_list, "-o", out("cold-http"), "--progress", "none"], n,
                                        check_output=ok)
         results["warm-http"] = measure("pipelinectl run, store: all, HTTP again (warm)",
-                                       [BIN, "run", cache_http_yaml, url_list, "-o", out("warm-http"), "--quiet"], n,
+                                       [BIN, "run", cache_http_yaml, url_list, "-o", out("warm-http"), "--progress", "none"], n,
                                        check_output=f"{n} processed hit")
 
         # Long lists: the small images of the corpus, repeated with distinct query strings, no latency.
@@ -334,7 +334,7 @@ def main():
             with open(long_yaml, "w") as f:
                 f.write(text)
             results[name] = measure(f"pipelinectl run, {count}-line URL list ({len(small)} small images repeated)",
-                                    [BIN, "run", long_yaml, path, "-o", out(name), "--quiet"], count,
+                                    [BIN, "run", long_yaml, path, "-o", out(name), "--progress", "none"], count,
                                     check_output=f"{count} items: {count} ok")
             shutil.rmtree(out(name), ignore_errors=True)
 
@@ -355,7 +355,7 @@ def main():
         pipeline(sol_yaml, encoder="png")
         pipeline(full_yaml, encoder="png", shrink=False)
         for yaml_path, name in [(sol_yaml, "sol"), (full_yaml, "full")]:
-            subprocess.run([BIN, "run", yaml_path, local_list, "-o", out(name), "--quiet"], check=True,
+            subprocess.run([BIN, "run", yaml_path, local_list, "-o", out(name), "--progress", "none"], check=True,
                            stdout=subprocess.DEVNULL)
         jpegs = [x for x in names if x + ".jpg" in files]
         pngs = [x for x in names if x + ".png" in files]

@@ -31,8 +31,11 @@ struct Run: AsyncParsableCommand {
     @Option(help: "Memory decodes in progress may take together, estimated from each header (e.g. 200MiB, 1GB); huge images wait for each other.")
     var decodeMemory: String = "200MiB"
 
-    @Option(help: "Longest time one item may take (e.g. 90s, 5m); 0 for no limit.")
+    @Option(help: "Longest time one item's own work may take (e.g. 90s, 5m; waits for a load slot or a worker do not count); 0 for no limit.")
     var itemTimeout: String = "5m"
+
+    @Option(help: "Sources whose result the run remembers, so a line repeated later in the list reuses it (about 200 bytes each); 0: only lines in flight together share.")
+    var dedupeWindow: Int = 100_000
 
     @Flag(help: "Skip items whose outputs an earlier run of the same pipeline already wrote completely (even if it was killed).")
     var resume = false
@@ -41,6 +44,7 @@ struct Run: AsyncParsableCommand {
 
     func validate() throws {
         if let workers, workers < 1 { throw ValidationError("--workers must be at least 1") }
+        if dedupeWindow < 0 { throw ValidationError("--dedupe-window must be 0 or more") }
         if (Units.parseSize(decodeMemory) ?? 0) < 1 {
             throw ValidationError("--decode-memory expects a size such as 256MiB or 1GB, got '\(decodeMemory)'")
         }
@@ -57,6 +61,7 @@ struct Run: AsyncParsableCommand {
         options.decodeMemory = Units.parseSize(decodeMemory) ?? options.decodeMemory
         let limit = Units.parseDuration(itemTimeout) ?? 300
         options.itemTimeout = limit > 0 ? limit : nil
+        options.dedupeWindow = dedupeWindow
         try await runPipeline(pipeline, urls: urls, options: options, output: output)
     }
 }
@@ -78,11 +83,24 @@ enum ReportFormat: String, ExpressibleByArgument, CaseIterable {
     case json, jsonl
 }
 
-/// What `run` and `fetch` share: validate, open the list, run, print the summary, write the report.
+/// What `run` and `fetch` share: validate, open the list, run, print the summary, write the
+/// report and metrics. Exits 128+N after a stop by signal N, 1 when items failed, 2 when the
+/// pipeline or the list cannot be used.
 func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunOutputOptions) async throws {
-    let report = output.report, reportFormat = output.reportFormat, metricsPath = output.metrics
+    bootstrapLogging(output)
+    guard let pipeline = loadPipeline(name) else { throw Exit.invalid }
+    let runner = try makeRunner(pipeline, urls: urls, options: options)
+    let stream = try openReportStream(output, pipeline: pipeline)
+    let signals = StopSignals(runner: runner)
+    defer { signals.cancel() }
+    let outcome = try await execute(runner, urls: urls, output: output, stream: stream)
+    try finish(outcome, pipeline: pipeline, runner: runner, output: output, fetchOnly: options.fetchOnly)
+    if let signal = signals.received { Foundation.exit(128 + signal) }
+    if outcome.summary.failed > 0 { throw Exit.itemsFailed }
+}
+
+func bootstrapLogging(_ output: RunOutputOptions) {
     let logLevel = output.logLevel, logFormat = output.logFormat.format
-    let progress = output.quiet ? ProgressMode.none : output.progress.mode
     LoggingSystem.bootstrap { label in
         switch logFormat {
         case .json:
@@ -93,43 +111,57 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
             return handler
         }
     }
-    guard let pipeline = loadPipeline(name) else { throw Exit.invalid }
+}
+
+/// Checks the run's machine facts (output directory, list) and makes the runner; prints why not.
+func makeRunner(_ pipeline: Pipeline, urls: String, options: RunOptions) throws -> PipelineRunner {
     if let dir = options.outputDirectory, let problem = MachineCheck.writableDirectoryProblem(dir) {
         printError("error: --output '\(dir)' \(problem)")
         throw Exit.invalid
     }
-    let list = SourceList(path: urls)
-    do { _ = try list.open() } catch {
+    do { _ = try SourceList(path: urls).open() } catch {
         printError("error: \((error as? PipelineError)?.message ?? "\(error)")")
         throw Exit.invalid
     }
     var options = options
     options.logger = Logger(label: "pipelinectl")
-    let runner: PipelineRunner
     do {
-        runner = try PipelineRunner(pipeline: pipeline, registry: PipelineCtl.registry, options: options)
+        return try PipelineRunner(pipeline: pipeline, registry: PipelineCtl.registry, options: options)
     } catch {
         printError("error: \(pipeline.file): \((error as? PipelineError)?.message ?? "\(error)")")
         throw Exit.invalid
     }
-    var stream: ReportStream?
-    if let report, reportFormat == .jsonl {
-        do { stream = try ReportStream(path: report, pipeline: pipeline.name) } catch {
-            printError("error: cannot write the report to \(report): \(error)")
-            throw Exit.invalid
-        }
+}
+
+func openReportStream(_ output: RunOutputOptions, pipeline: Pipeline) throws -> ReportStream? {
+    guard let report = output.report, output.reportFormat == .jsonl else { return nil }
+    do { return try ReportStream(path: report, pipeline: pipeline.name) } catch {
+        printError("error: cannot write the report to \(report): \(error)")
+        throw Exit.invalid
     }
-    // Every item only when a whole-document JSON report needs them; otherwise figures and failures.
-    let keepItems = report != nil && stream == nil
-    let collected = Mutex<(items: [ItemResult], failures: [ItemResult], statistics: RunStatistics.Builder)>(([], [], RunStatistics.Builder()))
-    let signals = StopSignals(runner: runner)
-    defer { signals.cancel() }
-    let display = ProgressDisplay(mode: progress, list: urls)
-    let metrics = metricsPath.map { _ in RunMetrics(pipeline: pipeline.name) }
+}
+
+/// What a run leaves for the summary, the report and the metrics.
+struct RunOutcome {
     let summary: RunSummary
+    /// Every item, in list order, when a whole-document report needs them.
+    let items: [ItemResult]
+    let failures: [ItemResult]
+    let statistics: RunStatistics
+    let metrics: RunMetrics?
+}
+
+/// Runs the list, showing progress and streaming the report as items finish.
+func execute(_ runner: PipelineRunner, urls: String, output: RunOutputOptions, stream: ReportStream?) async throws -> RunOutcome {
+    // Every item only when a whole-document JSON report needs them; otherwise figures and failures.
+    let keepItems = output.report != nil && stream == nil
+    let collected = Mutex<(items: [ItemResult], failures: [ItemResult], statistics: RunStatistics.Builder)>(([], [], RunStatistics.Builder()))
+    let display = ProgressDisplay(mode: output.quiet ? .none : output.progress.mode, list: urls)
     defer { display?.finish() }
+    let metrics = output.metrics.map { _ in RunMetrics(pipeline: runner.pipeline.name) }
+    let summary: RunSummary
     do {
-        summary = try await runner.run(list) { [stream] item in
+        summary = try await runner.run(SourceList(path: urls)) { [stream] item in
             collected.withLock {
                 if keepItems { $0.items.append(item) }
                 if item.status == .failed { $0.failures.append(item) }
@@ -140,35 +172,39 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
             do { try stream?.item(item) } catch { printError("warning: writing the report: \(error)") }
         }
         try stream?.finish(summary)
-        display?.finish()
     } catch {
         printError("error: \((error as? PipelineError)?.message ?? "\(error)")")
         throw Exit.invalid
     }
-    let (items, failures, statistics) = collected.withLock {
-        ($0.items.sorted { $0.index < $1.index }, $0.failures.sorted { $0.index < $1.index }, $0.statistics.statistics)
+    return collected.withLock {
+        RunOutcome(summary: summary, items: $0.items.sorted { $0.index < $1.index },
+                   failures: $0.failures.sorted { $0.index < $1.index }, statistics: $0.statistics.statistics, metrics: metrics)
     }
-    print(SummaryText.render(pipeline: pipeline.name, summary: summary, statistics: statistics, failures: failures,
-                             outputDirectory: options.fetchOnly ? nil : runner.outputDirectory))
-    if let report, stream == nil {
+}
+
+/// The summary (with `--quiet`: only when something failed, on standard error), the JSON report
+/// and the metrics file.
+func finish(_ outcome: RunOutcome, pipeline: Pipeline, runner: PipelineRunner, output: RunOutputOptions, fetchOnly: Bool) throws {
+    let text = SummaryText.render(pipeline: pipeline.name, summary: outcome.summary, statistics: outcome.statistics,
+                                  failures: outcome.failures, outputDirectory: fetchOnly ? nil : runner.outputDirectory)
+    if !output.quiet { print(text) } else if outcome.summary.failed > 0 { printError(text) }
+    if let report = output.report, output.reportFormat == .json {
         do {
-            let data = try RunReport(pipeline: pipeline.name, summary: summary, items: items).json()
+            let data = try RunReport(pipeline: pipeline.name, summary: outcome.summary, items: outcome.items).json()
             try AtomicFile.write(data, to: report)
         } catch {
             printError("error: cannot write the report to \(report): \(error)")
             throw Exit.invalid
         }
     }
-    if let report { print("report in \(report)") }
-    defer { if let signal = signals.received { Foundation.exit(128 + signal) } }
-    if let metricsPath, let metrics {
-        do { try metrics.write(to: metricsPath, summary: summary) } catch {
-            printError("error: cannot write metrics to \(metricsPath): \(error)")
+    if let report = output.report, !output.quiet { print("report in \(report)") }
+    if let path = output.metrics, let metrics = outcome.metrics {
+        do { try metrics.write(to: path, summary: outcome.summary) } catch {
+            printError("error: cannot write metrics to \(path): \(error)")
             throw Exit.invalid
         }
-        print("metrics in \(metricsPath)")
+        if !output.quiet { print("metrics in \(path)") }
     }
-    if summary.failed > 0 { throw Exit.itemsFailed }
 }
 
 extension Logger.Level: @retroactive ExpressibleByArgument {}

@@ -21,6 +21,6 @@ struct RunOutputOptions: ParsableArguments {
     @Option(help: "Progress: auto (a live line when stderr is a terminal), plain (a line every 5s), none.")
     var progress: ProgressModeArgument = .auto
 
-    @Flag(name: .shortAndLong, help: "No progress display.")
+    @Flag(name: .shortAndLong, help: "Silent unless something fails: no progress, no summary, no 'report in' lines (failures are still summarised, on standard error).")
     var quiet = false
 }

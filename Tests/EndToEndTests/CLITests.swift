@@ -25,6 +25,24 @@ import TestSupport
         return path.path
     }
 
+    /// `-q` is silent when every item is fine, and says what failed (on standard error) when not.
+    @Test func quietIsSilentUnlessSomethingFails() async throws {
+        let dir = try Fixtures.temporaryDirectory("quiet")
+        let good = dir.appendingPathComponent("good.jpg")
+        try Fixtures.jpeg(120, 80).write(to: good)
+        let list = dir.appendingPathComponent("urls.txt")
+        try "\(good.path)\n".write(to: list, atomically: true, encoding: .utf8)
+        let pipeline = try thumbnailsPipeline(in: dir)
+        let quiet = try await pipelinectl(["run", pipeline, list.path, "-q", "--report", dir.appendingPathComponent("r.json").path])
+        #expect(quiet.status == 0)
+        #expect(quiet.stdout.isEmpty && quiet.stderr.isEmpty)
+        try "\(good.path)\n\(dir.path)/missing.jpg\n".write(to: list, atomically: true, encoding: .utf8)
+        let failing = try await pipelinectl(["run", pipeline, list.path, "--quiet", "--log-level", "critical"])
+        #expect(failing.status == 1)
+        #expect(failing.stdout.isEmpty)
+        #expect(failing.stderr.contains("1 ok, 1 failed") && failing.stderr.contains("missing.jpg"))
+    }
+
     func report(_ path: URL) throws -> [String: Any] {
         try JSONSerialization.jsonObject(with: Data(contentsOf: path)) as! [String: Any]
     }
@@ -91,7 +109,7 @@ import TestSupport
         let dir = try Fixtures.temporaryDirectory("corpus")
         let list = dir.appendingPathComponent("all.txt")
         try files.map { corpus.appendingPathComponent($0).path }.joined(separator: "\n").write(to: list, atomically: true, encoding: .utf8)
-        let result = try await pipelinectl(["run", "pipelines/responsive.yaml", list.path, "-o", dir.appendingPathComponent("out").path, "--quiet"])
+        let result = try await pipelinectl(["run", "pipelines/responsive.yaml", list.path, "-o", dir.appendingPathComponent("out").path, "--progress", "none"])
         #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
         #expect(result.stdout.contains("\(files.count) items: \(files.count) ok"))
     }
@@ -398,7 +416,7 @@ import TestSupport
         let list = dir.appendingPathComponent("urls.txt")
         try lines.joined(separator: "\n").write(to: list, atomically: true, encoding: .utf8)
         let report = dir.appendingPathComponent("run.json")
-        let run = try await pipelinectl(["run", try thumbnailsPipeline(in: dir), list.path, "--report", report.path, "--quiet"], in: dir)
+        let run = try await pipelinectl(["run", try thumbnailsPipeline(in: dir), list.path, "--report", report.path, "--progress", "none"], in: dir)
         #expect(run.status == 1)
         let sheet = dir.appendingPathComponent("sheet/index.html")
         let made = try await pipelinectl(["report", report.path, "--html", sheet.path], in: dir)
@@ -414,6 +432,8 @@ import TestSupport
         #expect(dom.stdout.contains("data-status=\"failed\" data-kind=\"http_status\""))
         #expect(dom.stdout.contains("data-status=\"failed\" data-kind=\"not_an_image\""))
         #expect(dom.stdout.contains("6 of 8 shown") || dom.stdout.contains("8 of 8 shown"))
+        // A long source is cut in its directory part: the file name stays whole.
+        #expect(dom.stdout.contains("<span class=\"name\">p5.jpg</span>") && dom.stdout.contains("<span class=\"name\">missing.jpg</span>"))
         let shot = dir.appendingPathComponent("sheet.png")
         _ = try await Command.run("/usr/bin/chromium", browser + ["--hide-scrollbars", "--window-size=1280,900",
                                                                   "--screenshot=\(shot.path)", sheet.absoluteString])
@@ -468,7 +488,7 @@ import TestSupport
     @Test func ctrlCStopsGracefullyAndWritesTheReport() async throws {
         let (dir, pipeline, list, server) = try await resumableSetup()
         let report = dir.appendingPathComponent("run.json")
-        let process = try Command.start(Self.binary, ["run", pipeline, list.path, "--report", report.path, "--quiet"])
+        let process = try Command.start(Self.binary, ["run", pipeline, list.path, "--report", report.path, "--progress", "none"])
         try await waitForOutputs(2, in: dir)
         kill(process.process.processIdentifier, SIGINT)
         let result = try await process.wait()
@@ -488,7 +508,7 @@ import TestSupport
 
     @Test func killedRunIsResumedWithExactlyTheRemainingItems() async throws {
         let (dir, pipeline, list, server) = try await resumableSetup()
-        let process = try Command.start(Self.binary, ["run", pipeline, list.path, "--quiet"])
+        let process = try Command.start(Self.binary, ["run", pipeline, list.path, "--progress", "none"])
         try await waitForOutputs(4, in: dir)
         kill(process.process.processIdentifier, SIGKILL)
         _ = try await process.wait()
@@ -502,7 +522,7 @@ import TestSupport
         }
         let before = server.totalRequests
         let report = dir.appendingPathComponent("resumed.json")
-        let resumed = try await pipelinectl(["run", pipeline, list.path, "--resume", "--report", report.path, "--quiet"])
+        let resumed = try await pipelinectl(["run", pipeline, list.path, "--resume", "--report", report.path, "--progress", "none"])
         #expect(resumed.status == 0, "\(resumed.stdout)\(resumed.stderr)")
         let summary = try #require((try JSONSerialization.jsonObject(with: Data(contentsOf: report)) as? [String: Any])?["summary"] as? [String: Any])
         let skipped = try #require(summary["skipped"] as? Int)
@@ -515,7 +535,7 @@ import TestSupport
             #expect(try await Identified.file(dir.appendingPathComponent("out/\(name)").path).format == "JPEG", "\(name)")
         }
         // A second resume has nothing left to do.
-        let again = try await pipelinectl(["run", pipeline, list.path, "--resume", "--quiet"])
+        let again = try await pipelinectl(["run", pipeline, list.path, "--resume", "--progress", "none"])
         #expect(again.stdout.contains("30 items: 0 ok, 0 failed, 30 skipped"))
         await server.stop()
     }
@@ -547,8 +567,8 @@ import TestSupport
               dir: \(dir.path)/out
             """.write(to: pipeline, atomically: true, encoding: .utf8)
         // Two runs at once over the same list and cache, writing to different directories.
-        let a = try Command.start(Self.binary, ["run", pipeline.path, list.path, "-o", dir.appendingPathComponent("a").path, "--quiet"])
-        let b = try Command.start(Self.binary, ["run", pipeline.path, list.path, "-o", dir.appendingPathComponent("b").path, "--quiet"])
+        let a = try Command.start(Self.binary, ["run", pipeline.path, list.path, "-o", dir.appendingPathComponent("a").path, "--progress", "none"])
+        let b = try Command.start(Self.binary, ["run", pipeline.path, list.path, "-o", dir.appendingPathComponent("b").path, "--progress", "none"])
         let (first, second) = (try await a.wait(), try await b.wait())
         #expect(first.status == 0 && second.status == 0, "\(first.stderr)\(second.stderr)")
         for name in ["a", "b"] {
@@ -562,7 +582,7 @@ import TestSupport
         let requests = server.totalRequests
         let report = dir.appendingPathComponent("warm.json")
         let warm = try await pipelinectl(["run", pipeline.path, list.path, "-o", dir.appendingPathComponent("c").path,
-                                          "--report", report.path, "--quiet"])
+                                          "--report", report.path, "--progress", "none"])
         #expect(warm.status == 0, "\(warm.stdout)\(warm.stderr)")
         #expect(server.totalRequests == requests)
         let items = try #require(try self.report(report)["items"] as? [[String: Any]])

@@ -60,7 +60,7 @@ import TestSupport
         environment["TMPDIR"] = tmp.path
         environment["MAGICK_TEMPORARY_PATH"] = tmp.path
         let report = sandbox.appendingPathComponent("out/report.json")
-        let result = try await Command.run(Self.binary, ["run", pipeline.path, list.path, "--report", report.path, "--quiet"],
+        let result = try await Command.run(Self.binary, ["run", pipeline.path, list.path, "--report", report.path, "--progress", "none"],
                                            environment: environment, directory: sandbox)
         #expect(result.status == 1, "\(result.stdout)\(result.stderr)")
         let json = try JSONSerialization.jsonObject(with: Data(contentsOf: report)) as! [String: Any]

@@ -68,9 +68,11 @@ import TestSupport
             let witness = live.token()
             _ = try await withItemClock(300, timeout: { _ = witness; return TimedOut() }) { _ in 1 }
         }
+        // Settling drops the expiry closure at once: none of this test's 500 is alive.
+        #expect(live.value == 0)
+        // Timers are counted process-wide (other suites run items meanwhile): the 500 are not kept.
         for _ in 0..<3 { await withCheckedContinuation { done in ItemClock.queue.async { done.resume() } } }
-        #expect(ItemClock.armedCount <= 50)
-        #expect(live.value <= 50)
+        #expect(ItemClock.armedCount < 250)
     }
 
     @Test func anItemThatFinishesAsTheLimitStrikesEndsOnce() async throws {

@@ -52,18 +52,18 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
             let char = text[index]
             if char == "{" {
                 guard let close = text[index...].firstIndex(of: "}") else {
-                    throw PipelineError("invalid_template", "unclosed '{' in name template '\(text)'")
+                    throw PipelineError(.invalidTemplate, "unclosed '{' in name template '\(text)'")
                 }
                 let name = String(text[text.index(after: index)..<close])
                 guard NameTemplate.placeholders.contains(name) else {
-                    throw PipelineError("invalid_template", "unknown placeholder '{\(name)}' in name template"
+                    throw PipelineError(.invalidTemplate, "unknown placeholder '{\(name)}' in name template"
                         + Suggest.hint(for: name, in: NameTemplate.placeholders))
                 }
                 if !literal.isEmpty { parts.append(.literal(literal)); literal = "" }
                 parts.append(.placeholder(name))
                 index = text.index(after: close)
             } else if char == "}" {
-                throw PipelineError("invalid_template", "unmatched '}' in name template '\(text)'")
+                throw PipelineError(.invalidTemplate, "unmatched '}' in name template '\(text)'")
             } else {
                 literal.append(char)
                 index = text.index(after: index)
@@ -71,19 +71,19 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
         }
         if !literal.isEmpty { parts.append(.literal(literal)) }
         self.parts = parts
-        if text.isEmpty { throw PipelineError("invalid_template", "the name template is empty") }
+        if text.isEmpty { throw PipelineError(.invalidTemplate, "the name template is empty") }
         if text.hasPrefix("/") || text.hasPrefix("~") {
-            throw PipelineError("invalid_template", "the name template must be relative to the output directory")
+            throw PipelineError(.invalidTemplate, "the name template must be relative to the output directory")
         }
         for part in parts {
             guard case .literal(let lit) = part else { continue }
             if lit.contains("\0") || lit.contains("\\") {
-                throw PipelineError("invalid_template", "the name template may not contain NUL or '\\'")
+                throw PipelineError(.invalidTemplate, "the name template may not contain NUL or '\\'")
             }
         }
         let components = text.split(separator: "/", omittingEmptySubsequences: false)
         if components.contains(where: { $0 == ".." || $0 == "." || $0.isEmpty }) {
-            throw PipelineError("invalid_template", "the name template may not contain empty, '.' or '..' path components")
+            throw PipelineError(.invalidTemplate, "the name template may not contain empty, '.' or '..' path components")
         }
     }
 

@@ -431,6 +431,9 @@ struct PipelineParser {
             if problem.contains("cannot start any token"), character(at: mark) == "\t" {
                 message += "; YAML does not allow tabs for indentation"
             }
+            if let context, context.text.contains("flow"), let value = bracedValue(on: mark.line) {
+                message += "; inside { } or [ ], braces end the map, so a value such as '\(value)' must be quoted: \"\(value)\""
+            }
             diagnostics.append(Diagnostic(file: file, line: mark.line, column: mark.column, message: message))
         case .reader(let problem, _, _, _):
             diagnostics.append(Diagnostic(file: file, line: 1, column: 1, message: "invalid YAML: \(problem)"))
@@ -443,6 +446,25 @@ struct PipelineParser {
         default:
             diagnostics.append(Diagnostic(file: file, line: 1, column: 1, message: "invalid YAML: \(yamlError)"))
         }
+    }
+
+    /// The first unquoted `${...}` (or other value with braces) on `line`, for the flow-mapping hint.
+    private func bracedValue(on line: Int) -> String? {
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        guard line >= 1, line <= lines.count else { return nil }
+        let text = lines[line - 1]
+        guard let start = text.range(of: "${") else { return nil }
+        var depth = 0
+        var end = start.lowerBound
+        for index in text[start.lowerBound...].indices {
+            if text[index] == "{" { depth += 1 }
+            if text[index] == "}" { depth -= 1 }
+            end = index
+            if depth == 0, text[index] == "}" { break }
+        }
+        let value = String(text[start.lowerBound...end])
+        let before = text[..<start.lowerBound].last { $0 != " " }
+        return before == "\"" || before == "'" ? nil : value
     }
 
     private func character(at mark: Mark) -> Character? {

@@ -63,6 +63,17 @@ public struct ErrorKind: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public static let cancelled: ErrorKind = "cancelled"
     /// Reading or writing a local file failed.
     public static let io: ErrorKind = "io"
+
+    // Configuration: what a plugin's factory or the pipeline file refuses (validation errors).
+
+    /// A plugin refuses an option's value, or a combination of options.
+    public static let invalidOption: ErrorKind = "invalid_option"
+    /// An output name template cannot be used (unknown placeholder, unsafe path).
+    public static let invalidTemplate: ErrorKind = "invalid_template"
+    /// A plugin was asked to make a stage of another slot.
+    public static let wrongSlot: ErrorKind = "wrong_slot"
+    /// Two plugins of one slot share a name.
+    public static let duplicatePlugin: ErrorKind = "duplicate_plugin"
 }
 
 /// A classified failure of one item: which kind, and what exactly happened.

@@ -26,7 +26,7 @@ extension StageConfig {
         return try make(options)
     }
     private func wrongSlot(_ slot: Slot) -> PipelineError {
-        PipelineError("wrong_slot", "'\(plugin.spec.name)' is \(plugin.slot.article), not \(slot.article)")
+        PipelineError(.wrongSlot, "'\(plugin.spec.name)' is \(plugin.slot.article), not \(slot.article)")
     }
 }
 

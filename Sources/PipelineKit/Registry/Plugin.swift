@@ -136,7 +136,7 @@ public struct PluginRegistry: Sendable {
     /// that name.
     public mutating func register(_ plugin: Plugin, origin: String = "custom code") throws {
         if let existing = bySlot[plugin.slot]?[plugin.spec.name] {
-            throw PipelineError("duplicate_plugin",
+            throw PipelineError(.duplicatePlugin,
                                 "two plugins named '\(plugin.spec.name)' were registered as \(plugin.slot.article): "
                                     + "one from \(existing.origin), one from \(origin)")
         }

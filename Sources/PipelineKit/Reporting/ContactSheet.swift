@@ -46,7 +46,9 @@ public enum ContactSheet {
                          background: repeating-conic-gradient(#eef0f2 0% 25%, #fff 0% 50%) 50% / 16px 16px; }
             .tile img { max-width: 100%; max-height: 190px; display: block; }
             .tile .meta { padding: 10px 12px; border-top: 1px solid var(--line); }
-            .tile .src { font-weight: 600; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+            .tile .src { font-weight: 600; white-space: nowrap; display: flex; min-width: 0; }
+            .tile .src .dir { overflow: hidden; text-overflow: ellipsis; flex-shrink: 1; min-width: 1ch; color: var(--muted, #57606a); }
+            .tile .src .name { overflow: hidden; text-overflow: ellipsis; flex-shrink: 0; max-width: 100%; }
             .tile .facts, .tile .times { color: var(--muted); font-size: 12px; }
             .tile.failed { border-color: var(--bad); }
             .tile.failed .pic { background: #fff1f0; flex-direction: column; gap: 8px; padding: 14px; text-align: center; }
@@ -122,7 +124,7 @@ public enum ContactSheet {
             return """
                 <div class="tile failed" data-status="failed" data-kind="\(escape(error.kind.rawValue))" data-source="\(source)" title="\(source)">
                 <div class="pic"><span class="badge">\(escape(error.kind.rawValue))</span><div class="msg">\(escape(error.stage.rawValue))\(error.plugin.map { " (\(escape($0)))" } ?? ""): \(escape(error.message))</div></div>
-                <div class="meta"><div class="src">\(source)</div><div class="facts">line \(item.index)</div></div>
+                <div class="meta">\(sourceLabel(item.source))<div class="facts">line \(item.index)</div></div>
                 </div>
 
                 """
@@ -137,7 +139,7 @@ public enum ContactSheet {
         return """
             <div class="tile \(item.status.rawValue)" data-status="\(item.status.rawValue)" data-kind="" data-source="\(source)" title="\(source)\n\(escape(times))">
             <div class="pic">\(image)</div>
-            <div class="meta"><div class="src">\(source)</div><div class="facts">\(escape(facts))</div><div class="times">\(escape(times))</div></div>
+            <div class="meta">\(sourceLabel(item.source))<div class="facts">\(escape(facts))</div><div class="times">\(escape(times))</div></div>
             </div>
 
             """
@@ -154,6 +156,14 @@ public enum ContactSheet {
     }
 
     static func ms(_ value: Double) -> String { value >= 100 ? String(format: "%.0f", value) : String(format: "%.1f", value) }
+
+    /// A card's source: the directory part shrinks (cut with an ellipsis) before the file name,
+    /// so long paths that share a prefix still show what tells them apart.
+    static func sourceLabel(_ source: String) -> String {
+        let cut = source.lastIndex(of: "/").map { source.index(after: $0) } ?? source.startIndex
+        let (directory, name) = cut == source.endIndex ? ("", source) : (String(source[..<cut]), String(source[cut...]))
+        return "<div class=\"src\"><span class=\"dir\">\(escape(directory))</span><span class=\"name\">\(escape(name))</span></div>"
+    }
 
     static func escape(_ text: String) -> String {
         var out = ""

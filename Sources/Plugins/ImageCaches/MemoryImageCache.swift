@@ -61,7 +61,7 @@ public final class MemoryImageCache: ImageCaching {
     public convenience init(options: PluginOptions, now: @escaping @Sendable () -> Date = { Date() }) throws {
         let limit = options.bytes("cost_limit")!
         if let preferred = options.bytes("preferred_after_purge"), preferred > limit {
-            throw PipelineError("invalid_option", "preferred_after_purge (\(Units.formatSize(preferred))) is larger than cost_limit (\(Units.formatSize(limit)))")
+            throw PipelineError(.invalidOption, "preferred_after_purge (\(Units.formatSize(preferred))) is larger than cost_limit (\(Units.formatSize(limit)))")
         }
         self.init(costLimit: limit, countLimit: options.int("count_limit")!,
                   preferredAfterPurge: options.bytes("preferred_after_purge"),

@@ -80,18 +80,18 @@ public struct HTTPLoader: DataLoading {
         policy.userAgent = options.string("user_agent")!
         for (name, value) in options.map("headers") ?? [:] {
             guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
-                throw PipelineError("invalid_option", "header name '\(name)' is not a valid HTTP header name")
+                throw PipelineError(.invalidOption, "header name '\(name)' is not a valid HTTP header name")
             }
             let text = value.description
             guard !text.contains("\r"), !text.contains("\n") else {
-                throw PipelineError("invalid_option", "header '\(name)' may not contain a line break")
+                throw PipelineError(.invalidOption, "header '\(name)' may not contain a line break")
             }
             policy.headers[name] = text
         }
         func env(_ option: String) throws -> String {
             let name = options.string(option)!
             guard let value = environment[name], !value.isEmpty else {
-                throw PipelineError("invalid_option", "auth needs the environment variable \(name) (named by '\(option)'), which is not set")
+                throw PipelineError(.invalidOption, "auth needs the environment variable \(name) (named by '\(option)'), which is not set")
             }
             return value
         }
@@ -119,7 +119,7 @@ public struct HTTPLoader: DataLoading {
             let unknown = template.matches(of: /\{([a-z]*)\}/).map { String($0.1) }
                 .filter { !["scheme", "host", "port", "path", "query"].contains($0) }
             if let first = unknown.first {
-                throw PipelineError("invalid_option", "unknown placeholder '{\(first)}' in cache_key"
+                throw PipelineError(.invalidOption, "unknown placeholder '{\(first)}' in cache_key"
                     + Suggest.hint(for: first, in: ["scheme", "host", "port", "path", "query"]))
             }
         }

@@ -35,16 +35,16 @@ public struct Crop: ImageProcessing {
         if let text = options.string("aspect") {
             let parts = text.split(separator: ":").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
             guard parts.count == 2, parts[0] > 0, parts[1] > 0 else {
-                throw PipelineError("invalid_option", "'aspect' must be W:H with positive numbers, like 16:9; got '\(text)'")
+                throw PipelineError(.invalidOption, "'aspect' must be W:H with positive numbers, like 16:9; got '\(text)'")
             }
             aspect = parts[0] / parts[1]
         } else {
             aspect = nil
         }
         guard aspect != nil || width != nil || height != nil else {
-            throw PipelineError("invalid_option", "set 'aspect', or 'width' and/or 'height'")
+            throw PipelineError(.invalidOption, "set 'aspect', or 'width' and/or 'height'")
         }
-        guard (x == nil) == (y == nil) else { throw PipelineError("invalid_option", "set both 'x' and 'y', or neither") }
+        guard (x == nil) == (y == nil) else { throw PipelineError(.invalidOption, "set both 'x' and 'y', or neither") }
         identifier = "crop(\(options.canonical))"
     }
 

@@ -112,14 +112,14 @@ public struct MagickOperation: ImageProcessing {
         for argument in operation.arguments {
             let value = options.number(argument.name) ?? argument.defaultValue
             guard argument.range.contains(value) else {
-                throw PipelineError("invalid_option", "'\(argument.name)' of \(name) must be in \(Self.format(argument.range.lowerBound))...\(Self.format(argument.range.upperBound)); got \(Self.format(value))")
+                throw PipelineError(.invalidOption, "'\(argument.name)' of \(name) must be in \(Self.format(argument.range.lowerBound))...\(Self.format(argument.range.upperBound)); got \(Self.format(value))")
             }
             arguments[argument.name] = value
         }
         let accepted = Set(operation.arguments.map(\.name))
         for other in Self.argumentOptions.map(\.name) where options.number(other) != nil && !accepted.contains(other) {
             let takes = accepted.isEmpty ? "takes no arguments" : "takes " + operation.arguments.map(\.name).joined(separator: ", ")
-            throw PipelineError("invalid_option", "'\(other)' is not an argument of \(name); \(name) \(takes)")
+            throw PipelineError(.invalidOption, "'\(other)' is not an argument of \(name); \(name) \(takes)")
         }
         self.arguments = arguments
         identifier = "magick(\(name)" + operation.arguments.map { ",\($0.name)=\(arguments[$0.name]!)" }.joined() + ")"

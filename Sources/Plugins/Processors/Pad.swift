@@ -41,7 +41,7 @@ public struct Pad: ImageProcessing {
         left = options.int("left")!
         background = options.string("background")!
         guard width != nil || height != nil || top + right + bottom + left > 0 else {
-            throw PipelineError("invalid_option", "set 'width' and/or 'height', or a margin ('top', 'right', 'bottom', 'left')")
+            throw PipelineError(.invalidOption, "set 'width' and/or 'height', or a margin ('top', 'right', 'bottom', 'left')")
         }
         identifier = "pad(\(options.canonical))"
     }

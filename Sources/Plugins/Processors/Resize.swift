@@ -51,7 +51,7 @@ public struct Resize: ImageProcessing {
         filter = options.string("filter")!
         preShrink = options.bool("pre_shrink")!
         guard width != nil || height != nil else {
-            throw PipelineError("invalid_option", "set 'width', 'height' or both")
+            throw PipelineError(.invalidOption, "set 'width', 'height' or both")
         }
     }
 

@@ -31,11 +31,11 @@ public struct Watermark: ImageProcessing {
         let file = options.string("file")!
         let data: Data
         do { data = try Data(contentsOf: URL(fileURLWithPath: file)) } catch {
-            throw PipelineError("invalid_option", "cannot read the watermark file '\(file)': \(error.localizedDescription)")
+            throw PipelineError(.invalidOption, "cannot read the watermark file '\(file)': \(error.localizedDescription)")
         }
         let decoder = ImageMagickDecoder(options: ImageMagickDecoder.plugin.defaultOptions)
         do { overlay = try decoder.decode(LoadedData(data: data), hint: DecodeHint()) } catch let error as PipelineError {
-            throw PipelineError("invalid_option", "the watermark file '\(file)' is not usable: \(error.kind): \(error.message)")
+            throw PipelineError(.invalidOption, "the watermark file '\(file)' is not usable: \(error.kind): \(error.message)")
         }
         gravity = Gravity(rawValue: options.string("gravity")!)!
         margin = options.int("margin")!

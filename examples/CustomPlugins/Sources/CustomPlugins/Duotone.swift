@@ -18,7 +18,7 @@ public struct Duotone: ImageProcessing {
     init(dark: String, light: String) throws {
         // Thrown errors become validation errors at the stage's position.
         for color in [dark, light] where !Wand.isColor(color) {
-            throw PipelineError("invalid_option", "'\(color)' is not a colour ImageMagick knows")
+            throw PipelineError(.invalidOption, "'\(color)' is not a colour ImageMagick knows")
         }
         self.dark = dark
         self.light = light

@@ -16,9 +16,6 @@ final class StageTracker: Sendable {
 /// deadline even when cancelled: with the default 5-minute limit every item of a long list kept one
 /// alive, and memory grew with the list.)
 public final class ItemClock: Sendable {
-    /// Timer sources armed and not yet torn down by dispatch (settled items must leave none).
-    static let armed = Atomic<Int>(0)
-    static var armedCount: Int { armed.load(ordering: .relaxed) }
     /// One serial queue for every timer's handler: the handlers only resume a continuation.
     static let queue = DispatchQueue(label: "pipelinectl.item-clocks")
 
@@ -97,11 +94,9 @@ public final class ItemClock: Sendable {
         let generation = state.generation
         let timer = DispatchSource.makeTimerSource(queue: ItemClock.queue)
         timer.setEventHandler { [weak self] in self?.fire(generation) }
-        timer.setCancelHandler { ItemClock.armed.subtract(1, ordering: .relaxed) }
         let left = max(.zero, limit - state.used)
         timer.schedule(deadline: .now() + .nanoseconds(Int(left.components.seconds) * 1_000_000_000
             + Int(left.components.attoseconds / 1_000_000_000)))
-        ItemClock.armed.add(1, ordering: .relaxed)
         state.timer = timer
         timer.resume()
         return old

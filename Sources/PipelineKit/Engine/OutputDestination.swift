@@ -11,8 +11,6 @@ protocol OutputDestination: Sendable {
     /// Makes the output at `to` a copy of the one already written at `from` (a duplicate source
     /// named differently); throws when `from` is gone.
     func copy(_ from: String, to: String) async throws
-    /// Whether the output at `relative` exists now.
-    func exists(_ relative: String) async -> Bool
 }
 
 /// A local directory: each output written to a temporary file, synced and renamed into place.
@@ -36,9 +34,5 @@ struct LocalDirectory: OutputDestination {
             }
             try AtomicFile.write(data, to: target)
         }
-    }
-
-    func exists(_ relative: String) async -> Bool {
-        FileManager.default.fileExists(atPath: location(relative))
     }
 }

@@ -34,6 +34,8 @@ public struct OutputConfig: Sendable {
     public var dir: String
     /// The file name template.
     public var name: NameTemplate
+    /// Every option of `output:` (``PipelineFileSpec/output``), with defaults filled in.
+    public var options: PluginOptions
     /// Where `dir` and `name` were written, when they were.
     public var dirPosition: SourcePosition?
     public var namePosition: SourcePosition?

@@ -5,37 +5,65 @@ import Foundation
 /// the identifiers that go into cache keys as comments. The text is itself a valid pipeline file.
 public enum PipelineExplain {
     public static func yaml(_ pipeline: Pipeline) -> String {
-        var lines = ["# \(pipeline.file), as it will run: defaults filled in, variables substituted.",
-                     "version: \(pipeline.version)",
-                     "name: \(quote(pipeline.name))"]
-        if !pipeline.description.isEmpty { lines.append("description: \(quote(pipeline.description))") }
-        lines.append("")
-        if let loader = pipeline.loader {
-            lines += stage("loader", loader)
-        } else {
-            lines.append("# loader: not configured; every loader runs with its defaults")
-        }
-        lines += pipeline.dataCache.map { stage("data_cache", $0) } ?? ["data_cache: none"]
-        lines += stage("decoder", pipeline.decoder)
-        if !pipeline.hasVariants {
-            lines += processors("processors", pipeline.processors, indent: "")
-            lines += pipeline.imageCache.map { stage("image_cache", $0) } ?? ["image_cache: none"]
-            lines += stage("encoder", pipeline.variants[0].encoder)
-        } else {
-            lines += processors("processors", pipeline.processors, indent: "")
-            lines += pipeline.imageCache.map { stage("image_cache", $0) } ?? ["image_cache: none"]
-            lines.append("variants:")
-            for variant in pipeline.variants {
-                lines.append("  \(variant.name ?? "default"):")
-                lines += processors("processors", Array(variant.processors.dropFirst(variant.sharedCount)), indent: "    ")
-                lines += stage("encoder", variant.encoder, indent: "    ")
-                lines.append("    name: \(quote(variant.template.text))")
+        var lines = ["# \(pipeline.file), as it will run: defaults filled in, variables substituted."]
+        for key in PipelineFileSpec.keys {
+            switch key.shape {
+            case .value(let option):
+                guard let value = topLevelValue(pipeline, key.name) else { continue }
+                lines.append("\(key.name): \(render(value, option))")
+            case .stage(let slot, let allowsNone):
+                if key.name == "encoder", pipeline.hasVariants { continue }
+                if let config = stageConfig(pipeline, slot) {
+                    lines += stage(key.name, config)
+                } else if allowsNone {
+                    lines.append("\(key.name): none")
+                } else {
+                    lines.append("# \(key.name): not configured; every \(slot.rawValue) runs with its defaults")
+                }
+            case .stages:
+                lines += processors(key.name, pipeline.processors, indent: "")
+            case .section(let options):
+                lines.append("\(key.name):")
+                for option in options {
+                    guard let value = pipeline.output.options[option.name] else { continue }
+                    lines.append("  \(option.name): \(render(value, option))")
+                }
+            case .variants:
+                guard pipeline.hasVariants else { continue }
+                lines.append("\(key.name):")
+                for variant in pipeline.variants {
+                    lines.append("  \(variant.name ?? "default"):")
+                    lines += processors("processors", Array(variant.processors.dropFirst(variant.sharedCount)), indent: "    ")
+                    lines += stage("encoder", variant.encoder, indent: "    ")
+                    lines.append("    name: \(quote(variant.template.text))")
+                }
+            case .tests:
+                continue
             }
         }
-        lines.append("output:")
-        lines.append("  dir: \(quote(pipeline.output.dir))")
-        lines.append("  name: \(quote(pipeline.output.name.text))")
         return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// The top-level single values as the pipeline holds them (an empty description is left out).
+    static func topLevelValue(_ pipeline: Pipeline, _ name: String) -> OptionValue? {
+        switch name {
+        case "version": return .int(pipeline.version)
+        case "name": return .string(pipeline.name)
+        case "description": return pipeline.description.isEmpty ? nil : .string(pipeline.description)
+        default: return nil
+        }
+    }
+
+    /// The pipeline's stage in a single-stage slot.
+    static func stageConfig(_ pipeline: Pipeline, _ slot: Slot) -> StageConfig? {
+        switch slot {
+        case .loader: return pipeline.loader
+        case .dataCache: return pipeline.dataCache
+        case .decoder: return pipeline.decoder
+        case .imageCache: return pipeline.imageCache
+        case .encoder: return pipeline.encoder
+        case .processor: return nil
+        }
     }
 
     static func stage(_ key: String, _ config: StageConfig, indent: String = "") -> [String] {

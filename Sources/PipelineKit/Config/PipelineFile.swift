@@ -3,13 +3,8 @@ import Yams
 
 /// Reading pipeline files: finding them by name, parsing and validating them against a registry.
 public enum PipelineFile {
-    /// The top-level keys a pipeline file may have.
-    public static let topLevelKeys = [
-        "version", "name", "description", "loader", "data_cache", "decoder", "processors",
-        "image_cache", "encoder", "output", "variants", "tests",
-    ]
-    /// Pipeline file versions this build understands.
-    public static let supportedVersions = [1]
+    /// The top-level keys a pipeline file may have (declared in ``PipelineFileSpec``).
+    public static var topLevelKeys: [String] { PipelineFileSpec.keyNames }
 
     /// Finds a pipeline: the path as given; else `pipelines/NAME`; else `pipelines/NAME.yaml`.
     public static func locate(_ name: String, in directory: String = FileManager.default.currentDirectoryPath) -> String? {
@@ -119,26 +114,16 @@ struct PipelineParser {
                 error(key, "expected a plain key")
                 continue
             }
-            guard PipelineFile.topLevelKeys.contains(name) else {
-                error(key, "unknown top-level key '\(name)'" + Suggest.hint(for: name, in: PipelineFile.topLevelKeys))
+            guard PipelineFileSpec.key(name) != nil else {
+                error(key, "unknown top-level key '\(name)'" + Suggest.hint(for: name, in: PipelineFileSpec.keyNames))
                 continue
             }
             fields[name] = (key, value)
         }
-
-        var version = 1
-        if let (_, node) = fields["version"] {
-            if let v = node.scalar.flatMap({ Int($0.string) }) {
-                if PipelineFile.supportedVersions.contains(v) { version = v } else {
-                    error(node, "unsupported version \(v); this pipelinectl reads version 1")
-                }
-            } else {
-                error(node, "expected an integer for 'version', got \(OptionParsing.describe(node))")
-            }
-        }
-        let defaultName = URL(fileURLWithPath: file).deletingPathExtension().lastPathComponent
-        let name = scalarField(fields["name"]?.value, "name") ?? defaultName
-        let description = scalarField(fields["description"]?.value, "description") ?? ""
+        let values = topLevelValues(fields)
+        let version = values.int("version") ?? 1
+        let name = values.string("name") ?? URL(fileURLWithPath: file).deletingPathExtension().lastPathComponent
+        let description = values.string("description") ?? ""
 
         let loader = optionalStage(fields["loader"], slot: .loader)
         let dataCache = optionalStage(fields["data_cache"], slot: .dataCache)
@@ -174,6 +159,25 @@ struct PipelineParser {
         return Pipeline(file: file, version: version, name: name, description: description, loader: loader,
                         dataCache: dataCache, decoder: decoder, processors: processors, imageCache: imageCache,
                         variants: variants, output: output, hasVariants: hasVariants)
+    }
+
+    /// The top-level keys declared as single values (`version`, `name`, ...), parsed and checked.
+    private mutating func topLevelValues(_ fields: [String: (key: Node, value: Node)]) -> PluginOptions {
+        var values: [String: OptionValue] = [:]
+        for key in PipelineFileSpec.keys {
+            guard case .value(let option) = key.shape, let (_, node) = fields[key.name] else { continue }
+            switch OptionParsing.parse(node, kind: option.kind, name: key.name) {
+            case .success(let parsed):
+                if let problem = key.check.flatMap({ $0(parsed) }) ?? OptionParsing.checkRange(parsed, spec: option) {
+                    error(node, problem)
+                } else {
+                    values[key.name] = parsed
+                }
+            case .failure(let problem):
+                error(node, problem.message)
+            }
+        }
+        return PluginOptions(values)
     }
 
     /// A `processors:` list; `nil` when it is malformed (reported).
@@ -222,7 +226,8 @@ struct PipelineParser {
                         } catch {}
                     default:
                         let word = fieldKey.scalar?.string ?? ""
-                        error(fieldKey, "unknown key '\(word)' in variant '\(name)'" + Suggest.hint(for: word, in: ["processors", "encoder", "name"]))
+                        error(fieldKey, "unknown key '\(word)' in variant '\(name)'"
+                            + Suggest.hint(for: word, in: PipelineFileSpec.variant.map(\.name)))
                     }
                 }
             } else if !(value.scalar?.isNull ?? false) {
@@ -245,15 +250,6 @@ struct PipelineParser {
                                     encoder: finalEncoder, template: template, position: at))
         }
         return variants
-    }
-
-    private mutating func scalarField(_ node: Node?, _ key: String) -> String? {
-        guard let node else { return nil }
-        guard let scalar = node.scalar else {
-            error(node, "expected a string for '\(key)', got \(OptionParsing.describe(node))")
-            return nil
-        }
-        return scalar.string
     }
 
     /// A cache or loader slot: absent, `none`, or a stage.
@@ -311,11 +307,17 @@ struct PipelineParser {
     }
 
     private mutating func parseOptions(_ node: Node?, plugin: Plugin, at position: SourcePosition) -> PluginOptions? {
+        let label = "\(plugin.slot.rawValue.replacingOccurrences(of: "_", with: " ")) '\(plugin.spec.name)'"
+        return parseOptions(node, options: plugin.spec.options, exclusive: plugin.spec.exclusive, label: label, at: position)
+    }
+
+    /// A map of options declared by `specs` (a plugin's, or a section of the file such as `output`):
+    /// every value parsed and range-checked, defaults filled in; `nil` when anything was wrong (reported).
+    private mutating func parseOptions(_ node: Node?, options specs: [OptionSpec], exclusive: [[String]], label: String,
+                                       at position: SourcePosition) -> PluginOptions? {
         var values: [String: OptionValue] = [:]
         lastOptionPositions = [:]
         var ok = true
-        let spec = plugin.spec
-        let label = "\(plugin.slot.rawValue.replacingOccurrences(of: "_", with: " ")) '\(spec.name)'"
         if let node {
             switch node {
             case .mapping(let mapping):
@@ -325,8 +327,8 @@ struct PipelineParser {
                         ok = false
                         continue
                     }
-                    guard let option = spec.option(optionName) else {
-                        let names = spec.options.map(\.name)
+                    guard let option = specs.first(where: { $0.name == optionName }) else {
+                        let names = specs.map(\.name)
                         let hint = names.isEmpty ? "; it takes no options"
                             : Suggest.hint(for: optionName, in: names)
                         error(key, "unknown option '\(optionName)' for \(label)\(hint)")
@@ -355,7 +357,7 @@ struct PipelineParser {
             }
         }
         if let node, case .mapping(let mapping) = node {
-            for group in spec.exclusive {
+            for group in exclusive {
                 let set = mapping.filter { group.contains($0.key.scalar?.string ?? "") }
                 if set.count > 1 {
                     let names = set.map { "'\($0.key.scalar?.string ?? "")'" }
@@ -365,7 +367,7 @@ struct PipelineParser {
                 }
             }
         }
-        for option in spec.options where values[option.name] == nil {
+        for option in specs where values[option.name] == nil {
             if let value = option.defaultValue {
                 values[option.name] = value
             } else if option.required {
@@ -376,45 +378,32 @@ struct PipelineParser {
         return ok ? PluginOptions(values) : nil
     }
 
+    /// `output:`, its options declared by ``PipelineFileSpec/output``.
     private mutating func outputConfig(_ node: Node?, pipelineName: String, hasVariants: Bool) -> OutputConfig? {
-        var dir = "out/" + NameTemplate.safe(pipelineName)
-        var templateText = hasVariants ? NameTemplate.defaultVariantText : NameTemplate.defaultText
-        var templateNode: Node?
-        var dirNode: Node?
-        if let node {
-            guard case .mapping(let mapping) = node else {
-                error(node, "expected a map with 'dir' and 'name' for 'output', got \(OptionParsing.describe(node))")
-                return nil
-            }
-            for (key, value) in mapping {
-                let keyName = key.scalar?.string ?? ""
-                switch keyName {
-                case "dir":
-                    if let text = scalarField(value, "dir") {
-                        if text.isEmpty { error(value, "'dir' may not be empty") } else { dir = text; dirNode = value }
-                    }
-                case "name":
-                    if let text = scalarField(value, "name") {
-                        templateText = text
-                        templateNode = value
-                    }
-                default:
-                    error(key, "unknown option '\(keyName)' for 'output'" + Suggest.hint(for: keyName, in: ["dir", "name"]))
-                }
-            }
+        let at = node?.mark.map { SourcePosition(line: $0.line, column: $0.column) } ?? SourcePosition(line: 1, column: 1)
+        guard let options = parseOptions(node, options: PipelineFileSpec.output, exclusive: [], label: "'output'", at: at) else {
+            return nil
         }
-        func position(_ node: Node?) -> SourcePosition? {
-            node?.mark.map { SourcePosition(line: $0.line, column: $0.column) }
+        let positions = lastOptionPositions
+        var dir = options.string("dir") ?? "out/" + NameTemplate.safe(pipelineName)
+        if dir.isEmpty {
+            error(at: positions["dir"] ?? at, "'dir' may not be empty")
+            dir = "out/" + NameTemplate.safe(pipelineName)
         }
+        let templateText = options.string("name") ?? (hasVariants ? NameTemplate.defaultVariantText : NameTemplate.defaultText)
         do {
             let template = try NameTemplate(templateText)
-            if template.mayCollide, let at = position(templateNode) {
+            if template.mayCollide, let at = positions["name"] {
                 diagnostics.append(Diagnostic(.warning, file: file, line: at.line, column: at.column,
                     message: "'\(templateText)' can give two sources the same name (the second fails as output_collision); add {hash}, {hash8} or {index}"))
             }
-            return OutputConfig(dir: dir, name: template, dirPosition: position(dirNode), namePosition: position(templateNode))
+            var effective = options.values
+            effective["dir"] = .string(dir)
+            effective["name"] = .string(templateText)
+            return OutputConfig(dir: dir, name: template, options: PluginOptions(effective),
+                                dirPosition: positions["dir"], namePosition: positions["name"])
         } catch let failure as PipelineError {
-            error(templateNode ?? node, failure.message)
+            error(at: positions["name"] ?? at, failure.message)
             return nil
         } catch {
             return nil

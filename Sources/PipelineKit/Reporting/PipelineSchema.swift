@@ -18,36 +18,29 @@ public enum PipelineSchema {
             }
             return ["oneOf": choices]
         }
-        let top: [String: Any] = [
-            "version": ["type": "integer", "enum": PipelineFile.supportedVersions, "description": "Pipeline file version."],
-            "name": ["type": "string", "description": "Pipeline name (default: the file name)."],
-            "description": ["type": "string"],
-            "loader": slotSchema(.loader, nullable: false),
-            "data_cache": slotSchema(.dataCache, nullable: true),
-            "decoder": slotSchema(.decoder, nullable: false),
-            "processors": ["type": "array", "items": slotSchema(.processor, nullable: false)],
-            "image_cache": slotSchema(.imageCache, nullable: true),
-            "encoder": slotSchema(.encoder, nullable: false),
-            "output": [
-                "type": "object", "additionalProperties": false,
-                "properties": [
-                    "dir": ["type": "string", "description": "Output directory (default out/NAME)."],
-                    "name": ["type": "string", "description": "File name template: {stem} {hash} {hash8} {index} {ext} {variant}."],
-                ],
-            ],
-            "variants": [
-                "type": "object",
-                "additionalProperties": [
-                    "type": "object", "additionalProperties": false,
-                    "properties": [
-                        "processors": ["type": "array", "items": slotSchema(.processor, nullable: false)],
-                        "encoder": slotSchema(.encoder, nullable: false),
-                        "name": ["type": "string"],
+        func keySchema(_ key: PipelineFileKey) -> [String: Any] {
+            var schema: [String: Any]
+            switch key.shape {
+            case .value(let option):
+                schema = kindSchema(option.kind, range: option.range)
+                if key.name == "version" { schema["enum"] = PipelineFileSpec.supportedVersions }
+            case .stage(let slot, let allowsNone): schema = slotSchema(slot, nullable: allowsNone)
+            case .stages(let slot): schema = ["type": "array", "items": slotSchema(slot, nullable: false)]
+            case .section(let options): schema = sectionSchema(options)
+            case .variants:
+                schema = [
+                    "type": "object",
+                    "additionalProperties": [
+                        "type": ["object", "null"], "additionalProperties": false,
+                        "properties": Dictionary(uniqueKeysWithValues: PipelineFileSpec.variant.map { ($0.name, keySchema($0)) }),
                     ],
-                ],
-            ],
-            "tests": ["type": "array", "items": ["type": "object"]],
-        ]
+                ]
+            case .tests: schema = ["type": "array", "items": ["type": "object"]]
+            }
+            schema["description"] = key.doc
+            return schema
+        }
+        let top = Dictionary(uniqueKeysWithValues: PipelineFileSpec.keys.map { ($0.name, keySchema($0)) })
         return [
             "$schema": "http://json-schema.org/draft-07/schema#",
             "title": "pipelinectl pipeline file",
@@ -58,15 +51,20 @@ public enum PipelineSchema {
     }
 
     static func optionsSchema(_ spec: PluginSpec) -> [String: Any] {
+        sectionSchema(spec.options)
+    }
+
+    /// A map of options, each described by its spec.
+    static func sectionSchema(_ options: [OptionSpec]) -> [String: Any] {
         var properties: [String: Any] = [:]
-        for option in spec.options {
+        for option in options {
             var schema = kindSchema(option.kind, range: option.range)
             schema["description"] = option.doc
             if let text = option.defaultText { schema["default"] = defaultJSON(option) ?? text }
             properties[option.name] = schema
         }
         var out: [String: Any] = ["type": ["object", "null"], "additionalProperties": false, "properties": properties]
-        let required = spec.options.filter(\.required).map(\.name)
+        let required = options.filter(\.required).map(\.name)
         if !required.isEmpty { out["required"] = required }
         return out
     }

@@ -13,6 +13,7 @@ public enum PluginReference {
             Sizes accept B, KB, MB, GB, KiB, MiB, GiB; durations ms, s, m, h, d.
 
             """
+        out += PipelineFileSpec.markdown()
         for slot in Slot.allCases {
             let plugins = registry.plugins(in: slot)
             guard !plugins.isEmpty else { continue }

@@ -1,0 +1,123 @@
+import Foundation
+
+/// One key of a pipeline file: its name, the shape of its value, and a line of documentation.
+///
+/// ``PipelineFileSpec`` lists them once. The parser accepts exactly these keys, and the JSON
+/// Schema (`pipelinectl schema`), `pipelinectl explain` and the reference in `docs/plugins.md`
+/// are generated from the same list, as plugin options are from their ``OptionSpec``s.
+public struct PipelineFileKey: Sendable {
+    /// What a key's value is.
+    public enum Shape: Sendable {
+        /// A single value, parsed and range-checked like a plugin option.
+        case value(OptionSpec)
+        /// One plugin of a slot: `name` or `{name: {options}}`; `none` where `allowsNone`.
+        case stage(Slot, allowsNone: Bool)
+        /// A list of plugins of a slot (`processors:`).
+        case stages(Slot)
+        /// A map of options, each declared by an ``OptionSpec`` (`output:`).
+        case section([OptionSpec])
+        /// A map from names to maps of ``PipelineFileSpec/variant`` keys (`variants:`).
+        case variants
+        /// The pipeline's own tests, read by ``PipelineTests`` (`tests:`).
+        case tests
+    }
+
+    public let name: String
+    public let shape: Shape
+    /// One line for the documentation and the schema.
+    public let doc: String
+    /// For `.value` keys: a check of the parsed value that replaces the range check; a message when it fails.
+    public let check: (@Sendable (OptionValue) -> String?)?
+
+    public init(_ name: String, _ shape: Shape, doc: String, check: (@Sendable (OptionValue) -> String?)? = nil) {
+        self.name = name
+        self.shape = shape
+        self.doc = doc
+        self.check = check
+    }
+}
+
+/// The declaration of a pipeline file's keys: the top level, `output:` and each variant.
+public enum PipelineFileSpec {
+    /// Pipeline file versions this build understands.
+    public static let supportedVersions = [1]
+
+    /// The options of `output:`.
+    public static let output: [OptionSpec] = [
+        .string("dir", doc: "Where outputs are written (default `out/NAME`, NAME being the pipeline's name).")
+            .example("out/thumbnails"),
+        .string("name", doc: "File name template: {stem} {hash} {hash8} {index} {ext} {variant} "
+                + "(default `\(NameTemplate.defaultText)`, with variants `\(NameTemplate.defaultVariantText)`).")
+            .example("\"{stem}-{hash8}.{ext}\""),
+    ]
+
+    /// The keys of one entry of `variants:`.
+    public static let variant: [PipelineFileKey] = [
+        PipelineFileKey("processors", .stages(.processor),
+                        doc: "Processors run after the pipeline's shared `processors`, for this variant only."),
+        PipelineFileKey("encoder", .stage(.encoder, allowsNone: false),
+                        doc: "This variant's encoder (default: the top-level `encoder`)."),
+        PipelineFileKey("name", .value(.string("name", doc: "")),
+                        doc: "This variant's file name template (default: `output.name`)."),
+    ]
+
+    /// The top-level keys, in the order `explain` writes them.
+    public static let keys: [PipelineFileKey] = [
+        PipelineFileKey("version", .value(.int("version", default: 1, range: 1...1, doc: "")),
+                        doc: "Pipeline file version: 1.") { value in
+            guard case .int(let version) = value, !supportedVersions.contains(version) else { return nil }
+            return "unsupported version \(version); this pipelinectl reads version "
+                + supportedVersions.map(String.init).joined(separator: ", ")
+        },
+        PipelineFileKey("name", .value(.string("name", doc: "")),
+                        doc: "The pipeline's name, used in reports and the default output directory (default: the file's name)."),
+        PipelineFileKey("description", .value(.string("description", doc: "")), doc: "Free text for people."),
+        PipelineFileKey("loader", .stage(.loader, allowsNone: false),
+                        doc: "Options for the loader of the sources' scheme (default: every loader with its defaults)."),
+        PipelineFileKey("data_cache", .stage(.dataCache, allowsNone: true),
+                        doc: "Where downloaded bytes are kept between runs (default: none)."),
+        PipelineFileKey("decoder", .stage(.decoder, allowsNone: false),
+                        doc: "Turns bytes into pixels (default: `imagemagick` with its defaults)."),
+        PipelineFileKey("processors", .stages(.processor), doc: "Processors run in order on every source."),
+        PipelineFileKey("image_cache", .stage(.imageCache, allowsNone: true),
+                        doc: "Where processed pixels are kept between runs (default: none)."),
+        PipelineFileKey("encoder", .stage(.encoder, allowsNone: false),
+                        doc: "Turns pixels into the output file; required unless every variant has its own."),
+        PipelineFileKey("output", .section(output), doc: "Where and under which names outputs are written."),
+        PipelineFileKey("variants", .variants,
+                        doc: "Several outputs per source, each with its own processors, encoder and name."),
+        PipelineFileKey("tests", .tests,
+                        doc: "Checks run by `pipelinectl test`: an input, and what the output must be."),
+    ]
+
+    /// The top-level key called `name`.
+    public static func key(_ name: String) -> PipelineFileKey? { keys.first { $0.name == name } }
+
+    /// The top-level key names.
+    public static var keyNames: [String] { keys.map(\.name) }
+
+    /// The keys as a Markdown section for the reference.
+    public static func markdown() -> String {
+        var out = "\n## Pipeline file\n\nTop-level keys:\n\n| key | value | description |\n|---|---|---|\n"
+        for key in keys { out += "| `\(key.name)` | \(shapeText(key.shape)) | \(key.doc) |\n" }
+        out += "\nEach entry of `variants` takes:\n\n| key | value | description |\n|---|---|---|\n"
+        for key in variant { out += "| `\(key.name)` | \(shapeText(key.shape)) | \(key.doc) |\n" }
+        out += "\n`output` takes:\n\n| option | type | default | description |\n|---|---|---|---|\n"
+        for option in output {
+            let example = option.example.map { " Example: `\($0)`." } ?? ""
+            out += "| `\(option.name)` | \(PluginReference.typeText(option.kind)) | \(option.defaultText.map { "`\($0)`" } ?? "") | \(option.doc)\(example) |\n"
+        }
+        return out
+    }
+
+    static func shapeText(_ shape: PipelineFileKey.Shape) -> String {
+        switch shape {
+        case .value(let option): return option.kind.name
+        case .stage(let slot, let allowsNone): return slot.article + (allowsNone ? " or `none`" : "")
+        case .stages(let slot): return "list of \(slot.article.split(separator: " ").dropFirst().joined(separator: " "))s"
+        case .section: return "map of options"
+        case .variants: return "map of variants"
+        case .tests: return "list of tests"
+        }
+    }
+}

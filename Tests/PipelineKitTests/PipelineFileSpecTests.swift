@@ -1,0 +1,70 @@
+import Foundation
+@testable import PipelineKit
+import Plugins
+import Testing
+
+/// The top level of a pipeline file is declared once, in `PipelineFileSpec`; parsing, the schema,
+/// `explain` and the reference all follow it.
+extension ValidationTests {
+    @Test func parserAcceptsExactlyTheDeclaredKeys() {
+        #expect(PipelineFile.topLevelKeys == PipelineFileSpec.keys.map(\.name))
+        #expect(diagnostics("encoder: jpeg\noutptu: {dir: x}\n")
+            == ["p.yaml:2:1: error: unknown top-level key 'outptu'; did you mean 'output'?"])
+    }
+
+    @Test func schemaHasOnePropertyPerDeclaredKeyAndOption() throws {
+        let schema = PipelineSchema.jsonSchema(registry)
+        let properties = try #require(schema["properties"] as? [String: Any])
+        #expect(Set(properties.keys) == Set(PipelineFileSpec.keyNames))
+        let output = try #require(properties["output"] as? [String: Any])
+        let outputOptions = try #require(output["properties"] as? [String: Any])
+        #expect(Set(outputOptions.keys) == Set(PipelineFileSpec.output.map(\.name)))
+        for key in PipelineFileSpec.keys {
+            let entry = try #require(properties[key.name] as? [String: Any])
+            #expect(entry["description"] as? String == key.doc)
+        }
+    }
+
+    @Test func outputOptionsAreParsedFromTheirSpecs() {
+        #expect(diagnostics("encoder: jpeg\noutput:\n  dri: x\n")
+            == ["p.yaml:3:3: error: unknown option 'dri' for 'output'; did you mean 'dir'?"])
+        #expect(diagnostics("encoder: jpeg\noutput:\n  dir: [a, b]\n")
+            == ["p.yaml:3:8: error: expected a string for 'dir', got a list"])
+        #expect(diagnostics("encoder: jpeg\noutput: [x]\n")
+            == ["p.yaml:2:9: error: expected a map of options for 'output', got a list"])
+        #expect(diagnostics("version: x\nencoder: jpeg\n")
+            == ["p.yaml:1:10: error: expected an integer for 'version', got 'x'"])
+    }
+
+    @Test func explainWritesEveryDeclaredKeyThatIsSet() throws {
+        let (parsed, found) = PipelineFile.parse(text: """
+            name: spec
+            description: all keys
+            loader: { http: { timeout: 5s } }
+            data_cache: none
+            processors: [{ resize: { width: 10 } }]
+            encoder: png
+            output: { dir: out/x }
+            """, file: "p.yaml", registry: registry)
+        #expect(found.isEmpty)
+        let pipeline = try #require(parsed)
+        let text = PipelineExplain.yaml(pipeline)
+        let written = Set(text.split(separator: "\n").compactMap { line -> String? in
+            guard let first = line.first, first.isLetter else { return nil }
+            return String(line.prefix { $0 != ":" })
+        })
+        let expected = Set(PipelineFileSpec.keyNames).subtracting(["variants", "tests"])
+        #expect(written == expected)
+        #expect(text.contains("  dir: \"out/x\""))
+        #expect(text.contains("  name: \"\(NameTemplate.defaultText)\""))
+        let (again, problems) = PipelineFile.parse(text: text, file: "e.yaml", registry: registry)
+        #expect(problems.isEmpty)
+        #expect(again?.output.options == pipeline.output.options)
+    }
+
+    @Test func referenceDocumentsEveryKey() {
+        let markdown = PluginReference.markdown(registry)
+        for key in PipelineFileSpec.keys { #expect(markdown.contains("| `\(key.name)` |")) }
+        for option in PipelineFileSpec.output { #expect(markdown.contains("| `\(option.name)` |")) }
+    }
+}

@@ -1,6 +1,7 @@
 import Foundation
 import MagickKit
 import PipelineKit
+import Synchronization
 
 /// Images and files for tests, made with ImageMagick's built-in generators (nothing downloaded).
 public enum Fixtures {
@@ -146,15 +147,11 @@ public enum Command {
         public func wait() async throws -> Result {
             try await withCheckedThrowingContinuation { continuation in
                 Thread {
-                    let errData = Mutexed<Data>(Data())
-                    let reader = Thread { errData.set(self.err.fileHandleForReading.readDataToEndOfFile()) }
-                    reader.start()
-                    let outData = self.out.fileHandleForReading.readDataToEndOfFile()
+                    let (outData, errData) = readBoth(self.out, self.err)
                     self.process.waitUntilExit()
-                    while !errData.done { usleep(1000) }
                     continuation.resume(returning: Result(status: self.process.terminationStatus,
                                                           stdout: String(decoding: outData, as: UTF8.self),
-                                                          stderr: String(decoding: errData.value, as: UTF8.self)))
+                                                          stderr: String(decoding: errData, as: UTF8.self)))
                 }.start()
             }
         }
@@ -189,27 +186,25 @@ public enum Command {
         try process.run()
         if let stdin { input.fileHandleForWriting.write(stdin) }
         try input.fileHandleForWriting.close()
-        // Read both pipes concurrently so neither fills up and blocks the child.
-        let errData = Mutexed<Data>(Data())
-        let reader = Thread { errData.set(err.fileHandleForReading.readDataToEndOfFile()) }
-        reader.start()
-        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        let (outData, errData) = readBoth(out, err)
         process.waitUntilExit()
-        while !errData.done { usleep(1000) }
         return Result(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
-                      stderr: String(decoding: errData.value, as: UTF8.self))
+                      stderr: String(decoding: errData, as: UTF8.self))
     }
-}
 
-/// A value set once from another thread.
-final class Mutexed<T>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: T
-    private var isSet = false
-    init(_ value: T) { stored = value }
-    func set(_ value: T) { lock.lock(); stored = value; isSet = true; lock.unlock() }
-    var value: T { lock.lock(); defer { lock.unlock() }; return stored }
-    var done: Bool { lock.lock(); defer { lock.unlock() }; return isSet }
+    /// Reads both pipes to their end at the same time, so that neither fills up and blocks the child.
+    static func readBoth(_ out: Pipe, _ err: Pipe) -> (Data, Data) {
+        let errData = Mutex(Data())
+        let finished = DispatchSemaphore(value: 0)
+        Thread {
+            let data = err.fileHandleForReading.readDataToEndOfFile()
+            errData.withLock { $0 = data }
+            finished.signal()
+        }.start()
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        finished.wait()
+        return (outData, errData.withLock { $0 })
+    }
 }
 
 extension Sequence {

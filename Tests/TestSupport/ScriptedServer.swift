@@ -29,6 +29,12 @@ public final class ScriptedServer: Sendable {
             var byte: UInt8 = 0
             while recv(fd, &byte, 1, 0) > 0 {}
         }
+        /// Blocks until the client's TCP stack has acknowledged every byte written so far, so that
+        /// a `reset()` that follows cannot overtake them.
+        public func waitUntilDelivered() {
+            var unacknowledged: Int32 = 1
+            while ioctl(fd, UInt(TIOCOUTQ), &unacknowledged) == 0, unacknowledged > 0 { sched_yield() }
+        }
         /// Ends the connection with a TCP reset instead of a clean close.
         public func reset() {
             var linger = Foundation.linger(l_onoff: 1, l_linger: 0)

@@ -54,9 +54,13 @@ final class CurlTransferEngine: @unchecked Sendable {
         shared.withLock { Array($0.progress.values) }.sorted { $0.url < $1.url }
     }
 
-    /// Ends a cancelled transfer without running it further.
+    /// Ends a cancelled transfer without running it further. Its progress entry is gone before
+    /// its caller resumes.
     private func stop(_ transfer: CurlTransfer) {
-        _ = shared.withLock { $0.cancelled.remove(transfer.serial) }
+        shared.withLock {
+            $0.cancelled.remove(transfer.serial)
+            $0.progress[ObjectIdentifier(transfer)] = nil
+        }
         transfer.continuation?.resume(throwing: TransferFailure(
             error: PipelineError(.cancelled, "cancelled"), status: 0, partial: Data(), validator: nil,
             retryAfter: nil, retryable: false))
@@ -91,6 +95,7 @@ final class CurlTransferEngine: @unchecked Sendable {
                 let code = message.pointee.data.result
                 curl_multi_remove_handle(multi, easy)
                 if let transfer = active.removeValue(forKey: easy) {
+                    _ = shared.withLock { $0.progress.removeValue(forKey: ObjectIdentifier(transfer)) }
                     let result = transfer.finish(code)
                     transfer.continuation?.resume(with: result)
                     transfer.continuation = nil

@@ -23,9 +23,13 @@ struct Fetch: AsyncParsableCommand {
 
     @OptionGroup var output: RunOutputOptions
 
+    @OptionGroup var sharding: ShardOptions
+
     func run() async throws {
         var options = RunOptions()
         options.fetchOnly = true
-        try await runPipeline(pipeline, urls: urls, options: options, output: output)
+        options.shard = try sharding.resolvedShard()
+        try await runPipeline(pipeline, urls: urls, options: options, output: output,
+                              stopGrace: Units.parseDuration(sharding.stopGrace) ?? 25)
     }
 }

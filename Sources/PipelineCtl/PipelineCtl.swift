@@ -71,9 +71,17 @@ struct RootCommand: AsyncParsableCommand {
 }
 
 /// Exit codes, named.
+/// Exit codes, chosen so that a batch engine's retry policy can tell the cases apart.
 enum Exit {
+    /// The run finished; some items failed for reasons of their own (a 404, a broken image). The
+    /// report records them: retrying the whole shard would not help.
     static let itemsFailed = ExitCode(1)
+    /// The pipeline, the list or an option is wrong: never retry. (Usage errors caught by the
+    /// argument parser exit 64.)
     static let invalid = ExitCode(2)
+    /// Infrastructure trouble: an output or cache store could not be written, or the list could
+    /// not be read to its end. Retry (with `--resume`, only what is missing is done again).
+    static let infrastructure = ExitCode(3)
 }
 
 /// Writes a line to standard error.

@@ -10,10 +10,13 @@ struct Run: AsyncParsableCommand {
         discussion: """
             The list has one URL or path per line; blank lines and lines starting with # are skipped;
             '-' reads standard input. Relative paths are relative to the list file.
-            Exits 0 when every item succeeded, 1 when any failed, 2 when nothing ran.
+            Exit codes: 0 every item succeeded; 1 items failed for reasons of their own (see the
+            report; retrying will not help); 2 the pipeline, list or options are wrong (never retry);
+            3 outputs or stores could not be written (retry with --resume); 128+N stopped by signal N.
 
-            Example:
+            Examples:
               pipelinectl run thumbnails examples/urls.txt --output out/thumbs --report run.json
+              pipelinectl run thumbnails urls.txt --shard auto/16 --report reports/run.json --resume
             """)
 
     @Argument(help: "The pipeline file, or its name in pipelines/.")
@@ -42,6 +45,8 @@ struct Run: AsyncParsableCommand {
 
     @OptionGroup var output: RunOutputOptions
 
+    @OptionGroup var sharding: ShardOptions
+
     func validate() throws {
         if let workers, workers < 1 { throw ValidationError("--workers must be at least 1") }
         if dedupeWindow < 0 { throw ValidationError("--dedupe-window must be 0 or more") }
@@ -62,7 +67,9 @@ struct Run: AsyncParsableCommand {
         let limit = Units.parseDuration(itemTimeout) ?? 300
         options.itemTimeout = limit > 0 ? limit : nil
         options.dedupeWindow = dedupeWindow
-        try await runPipeline(pipeline, urls: urls, options: options, output: output)
+        options.shard = try sharding.resolvedShard()
+        try await runPipeline(pipeline, urls: urls, options: options, output: output,
+                              stopGrace: Units.parseDuration(sharding.stopGrace) ?? 25)
     }
 }
 
@@ -84,18 +91,24 @@ enum ReportFormat: String, ExpressibleByArgument, CaseIterable {
 }
 
 /// What `run` and `fetch` share: validate, open the list, run, print the summary, write the
-/// report and metrics. Exits 128+N after a stop by signal N, 1 when items failed, 2 when the
-/// pipeline or the list cannot be used.
-func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunOutputOptions) async throws {
+/// report and metrics. Exits 128+N after a stop by signal N, 3 when outputs could not be
+/// written, 1 when items failed, 2 when the pipeline or the list cannot be used.
+func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunOutputOptions, stopGrace: Double) async throws {
+    var output = output
+    if let shard = options.shard {
+        output.report = output.report.map(shard.name)
+        output.metrics = output.metrics.map(shard.name)
+    }
     bootstrapLogging(output)
     guard let pipeline = loadPipeline(name) else { throw Exit.invalid }
     let runner = try makeRunner(pipeline, urls: urls, options: options)
     let stream = try openReportStream(output, pipeline: pipeline)
-    let signals = StopSignals(runner: runner)
+    let signals = StopSignals(runner: runner, grace: stopGrace)
     defer { signals.cancel() }
     let outcome = try await execute(runner, urls: urls, output: output, stream: stream)
     try finish(outcome, pipeline: pipeline, runner: runner, output: output, fetchOnly: options.fetchOnly)
     if let signal = signals.received { Foundation.exit(128 + signal) }
+    if outcome.failures.contains(where: \.failedOnOurSide) { throw Exit.infrastructure }
     if outcome.summary.failed > 0 { throw Exit.itemsFailed }
 }
 
@@ -173,8 +186,9 @@ func execute(_ runner: PipelineRunner, urls: String, output: RunOutputOptions, s
         }
         try stream?.finish(summary)
     } catch {
+        // The list was readable when the run began: reading it broke off, or the report could not be written.
         printError("error: \((error as? PipelineError)?.message ?? "\(error)")")
-        throw Exit.invalid
+        throw Exit.infrastructure
     }
     return collected.withLock {
         RunOutcome(summary: summary, items: $0.items.sorted { $0.index < $1.index },

@@ -5,7 +5,8 @@ import Synchronization
 
 /// Ctrl-C and SIGTERM during a run: the first asks the run to stop gracefully (no new item starts,
 /// items in flight finish, the summary and report are written, the exit code is 128 + the signal);
-/// a second one exits at once. Outputs are never half-written either way: each is renamed into
+/// items still in flight after the grace period are cancelled, so that the report is written
+/// before a batch engine's SIGKILL; a second signal exits at once. Outputs are never half-written either way: each is renamed into
 /// place only when complete.
 // `sources` is set once in init; DispatchSource methods are thread-safe.
 final class StopSignals: @unchecked Sendable {
@@ -16,7 +17,7 @@ final class StopSignals: @unchecked Sendable {
         let first = Mutex<Int32?>(nil)
     }
 
-    init(runner: PipelineRunner) {
+    init(runner: PipelineRunner, grace: Double) {
         var made: [any DispatchSourceSignal] = []
         let state = self.state
         for number in [SIGINT, SIGTERM] {
@@ -30,8 +31,9 @@ final class StopSignals: @unchecked Sendable {
                 }
                 if again { Foundation.exit(128 + number) }
                 FileHandle.standardError.write(Data(
-                    "\nstopping: no new items; finishing those in flight (signal again to quit now)\n".utf8))
+                    "\nstopping: no new items; finishing those in flight for up to \(Units.formatDuration(grace)) (signal again to quit now)\n".utf8))
                 runner.stop()
+                DispatchQueue.global().asyncAfter(deadline: .now() + grace) { runner.abort() }
             }
             source.resume()
             made.append(source)

@@ -15,7 +15,8 @@ import TestSupport
     }
 
     func run(_ loader: ScriptedLoader, _ lines: [String], name: String = "{stem}.{ext}",
-             configure: (inout RunOptions) -> Void = { _ in }) async throws -> Run {
+             configure: (inout RunOptions) -> Void = { _ in },
+             onRunner: (PipelineRunner) -> Void = { _ in }) async throws -> Run {
         let registry = ScriptedStages.registry(loader)
         let yaml = ScriptedStages.pipeline + "\noutput:\n  name: \"\(name)\"\n"
         let (pipeline, diagnostics) = PipelineFile.parse(text: yaml, file: "scripted.yaml", registry: registry)
@@ -25,6 +26,7 @@ import TestSupport
         options.outputDirectory = output.path
         configure(&options)
         let runner = try PipelineRunner(pipeline: pipeline, registry: registry, options: options)
+        onRunner(runner)
         let items = Mutex<[ItemResult]>([])
         let sources = lines.enumerated().map { Source(text: "scripted://" + $0.element, index: $0.offset + 1) }
         let summary = try await runner.run(AsyncStream { continuation in

@@ -85,3 +85,44 @@ final class Admission: Sendable {
     /// Tasks waiting now.
     var waiting: Int { state.withLock { $0.waiters.count } }
 }
+
+/// Something that happens once (a run's abort): ``wait()`` returns when it has happened, or when
+/// the waiting task is cancelled.
+final class OneTimeSignal: Sendable {
+    private struct State {
+        var fired = false
+        var nextID = 0
+        var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
+    }
+    private let state = Mutex(State())
+
+    /// Wakes every waiter, now and later.
+    func fire() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.fired = true
+            defer { state.waiters = [:] }
+            return Array(state.waiters.values)
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Returns when ``fire()`` was called, or at once when the task is cancelled.
+    func wait() async {
+        let id = state.withLock { state in
+            state.nextID += 1
+            return state.nextID
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let now = state.withLock { state -> Bool in
+                    if state.fired || Task.isCancelled { return true }
+                    state.waiters[id] = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            state.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
+        }
+    }
+}

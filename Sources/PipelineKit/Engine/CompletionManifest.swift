@@ -4,7 +4,7 @@ import Synchronization
 /// Which outputs a pipeline has completely written into an output directory: the record that lets a
 /// run that was stopped, even by SIGKILL, be resumed.
 ///
-/// One append-only file per pipeline fingerprint, `OUTPUT/.pipelinectl/done-FINGERPRINT.txt`, one
+/// One append-only file per pipeline fingerprint (and shard), `OUTPUT/.pipelinectl/done-FINGERPRINT[-shard-K-of-N].txt`, one
 /// output path (relative to the output directory) per line, appended only after the output was
 /// renamed into place. When the written file's name differs from the planned one (an encoder that
 /// picks the extension from the image), the line is `PLANNED<TAB>WRITTEN`. A line cut short by a kill is ignored; an output written but not yet recorded
@@ -16,9 +16,11 @@ final class CompletionManifest: Sendable {
     private let handle: Mutex<FileHandle?>
     private let resuming: Bool
 
-    init(outputDirectory: String, fingerprint: String, load: Bool) {
+    /// - Parameter suffix: added to the file's name (a shard's `-shard-K-of-N`), so that shards
+    ///   writing into one directory each keep their own record.
+    init(outputDirectory: String, fingerprint: String, suffix: String = "", load: Bool) {
         let dir = (outputDirectory as NSString).appendingPathComponent(".pipelinectl")
-        path = (dir as NSString).appendingPathComponent("done-\(fingerprint.prefix(16)).txt")
+        path = (dir as NSString).appendingPathComponent("done-\(fingerprint.prefix(16))\(suffix).txt")
         var set: [String: String] = [:]
         if load, let text = try? String(contentsOfFile: path, encoding: .utf8) {
             // Only whole lines: a kill can leave the last one without its newline.

@@ -80,6 +80,14 @@ public struct ItemResult: Sendable, Codable {
         self.status = status
     }
 
+    /// Whether the item failed because of where results go, not because of its source: an output
+    /// (or a store it needs) could not be written. A rerun with `--resume` may well succeed, so
+    /// `pipelinectl run` exits 3 (retry) rather than 1.
+    public var failedOnOurSide: Bool {
+        guard status == .failed, let error else { return false }
+        return error.stage == .output && error.kind != .outputCollision
+    }
+
     enum CodingKeys: String, CodingKey {
         case source, index, status, outputs, error, width, height
         case bytesIn = "bytes_in", bytesOut = "bytes_out", timings = "timings_ms", cache
@@ -132,6 +140,10 @@ public struct RunSummary: Sendable, Codable {
     public var imageCacheEvictions: Int?
     /// When the run was stopped early (Ctrl-C, SIGTERM): the lines of the list it did not start.
     public var notStarted: Int?
+    /// When the run was one shard of the list (`--shard K/N`): which, as `K/N`.
+    public var shard: String?
+    /// When the run was one shard: the lines of the list that belong to other shards (not items here).
+    public var otherShards: Int?
 
     public init() {}
 
@@ -139,6 +151,24 @@ public struct RunSummary: Sendable, Codable {
         case total, ok, failed, skipped
         case wallSeconds = "wall_seconds", bytesIn = "bytes_in", bytesOut = "bytes_out"
         case imageCacheEvictions = "image_cache_evictions", notStarted = "not_started"
+        case shard, otherShards = "other_shards"
+    }
+
+    /// The counts of several runs (the shards of one list) as one: sums, and the longest wall time.
+    public static func merged(_ parts: [RunSummary]) -> RunSummary {
+        var all = RunSummary()
+        for part in parts {
+            all.total += part.total
+            all.ok += part.ok
+            all.failed += part.failed
+            all.skipped += part.skipped
+            all.wallSeconds = max(all.wallSeconds, part.wallSeconds)
+            all.bytesIn += part.bytesIn
+            all.bytesOut += part.bytesOut
+            if let evictions = part.imageCacheEvictions { all.imageCacheEvictions = (all.imageCacheEvictions ?? 0) + evictions }
+            if let notStarted = part.notStarted { all.notStarted = (all.notStarted ?? 0) + notStarted }
+        }
+        return all
     }
 
     /// Adds one item's figures.
@@ -184,6 +214,15 @@ public struct RunReport: Sendable, Codable {
         self.pipeline = pipeline
         self.summary = summary
         self.items = items
+    }
+
+    /// Several reports (the shards of one list) as one: the items of all in list order, the
+    /// counts summed (``RunSummary/merged(_:)``). One report is returned as it is.
+    public static func merged(_ reports: [RunReport]) -> RunReport {
+        guard reports.count != 1 else { return reports[0] }
+        let names = Array(Set(reports.map(\.pipeline))).sorted()
+        return RunReport(pipeline: names.joined(separator: "+"), summary: RunSummary.merged(reports.map(\.summary)),
+                         items: reports.flatMap(\.items).sorted { $0.index < $1.index })
     }
 
     /// Reads a report written with `--report` (JSON) or `--report-format jsonl`. A JSONL report of a

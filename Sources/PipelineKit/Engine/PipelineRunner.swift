@@ -28,6 +28,8 @@ public struct RunOptions: Sendable {
     /// output directory, as recorded by earlier runs, even ones that were killed. Skipped items
     /// report status `skipped`.
     public var resume = false
+    /// Run only this shard's share of the list (`--shard K/N`); `nil`: the whole list.
+    public var shard: Shard?
     /// `true` runs only the loader and the data cache (`pipelinectl fetch`): nothing is decoded
     /// or written, and each item reports the bytes it loaded.
     public var fetchOnly = false
@@ -69,10 +71,13 @@ public final class PipelineRunner: Sendable {
     let fetchOnly: Bool
     let itemTimeout: Double?
     let resume: Bool
+    let shard: Shard?
     /// Identifies what outputs depend on: decoder, every chain, encoders and name templates.
     public let fingerprint: String
     let manifest: CompletionManifest
     private let stopRequested = Mutex(false)
+    /// Fired by ``abort()``.
+    private let aborted = OneTimeSignal()
     /// One piece of work per source key in flight, shared by every line with that key.
     let itemWork = SharedWork<ItemOutcome>()
     /// What this run already made, by source key.
@@ -106,10 +111,12 @@ public final class PipelineRunner: Sendable {
         fetchOnly = options.fetchOnly
         itemTimeout = options.itemTimeout
         resume = options.resume
+        shard = options.shard
         finished = FinishedSources(capacity: options.dedupeWindow)
         let chains = decoderIdentifier + variants.map { $0.prefixIDs.last! + ">" + $0.encoder.identifier }.joined(separator: ";")
         fingerprint = Hashing.sha256Hex(chains + "\n" + variants.map(\.template.text).joined(separator: "\n"))
-        manifest = CompletionManifest(outputDirectory: outputDirectory, fingerprint: fingerprint, load: options.resume)
+        manifest = CompletionManifest(outputDirectory: outputDirectory, fingerprint: fingerprint,
+                                      suffix: options.shard?.fileSuffix ?? "", load: options.resume)
     }
 
     /// One loader slot per scheme: the pipeline's loader for its schemes, every other loader with
@@ -167,6 +174,13 @@ public final class PipelineRunner: Sendable {
     /// then counts the lines it did not start in ``RunSummary/notStarted`` and returns.
     public func stop() { stopRequested.withLock { $0 = true } }
 
+    /// Stops the run and cancels the items in flight (after ``stop()``'s grace period ran out):
+    /// they fail as `cancelled`, and ``run(_:onItem:)`` returns at once with them counted.
+    public func abort() {
+        stop()
+        aborted.fire()
+    }
+
     /// Runs every source of `sources`, calling `onItem` as each item finishes (in completion order).
     /// Returns the counts. Throws only when the list itself cannot be read.
     public func run<S: AsyncSequence>(
@@ -174,23 +188,47 @@ public final class PipelineRunner: Sendable {
     ) async throws -> RunSummary where S.Element == Source {
         let start = ContinuousClock.now
         var tally = Tally(onItem: onItem)
-        try await withThrowingTaskGroup(of: ItemResult.self) { group in
+        if let shard {
+            tally.summary.shard = shard.description
+            tally.summary.otherShards = 0
+        }
+        try await withThrowingTaskGroup(of: ItemResult?.self) { group in
+            // The one child that is not an item: it returns when the run is aborted (``abort()``),
+            // and is cancelled when the items are done.
+            group.addTask { [aborted] in
+                await aborted.wait()
+                return nil
+            }
             var inFlight = 0
+            /// Takes one finished child: an item is counted; the abort cancels the items in flight.
+            func take(_ done: ItemResult??) async {
+                guard let done else { return }
+                if let item = done {
+                    inFlight -= 1
+                    await tally.add(item)
+                } else {
+                    group.cancelAll()
+                }
+            }
             var iterator = sources.makeAsyncIterator()
             while let source = try await iterator.next() {
+                guard owns(source) else {
+                    tally.summary.otherShards! += 1
+                    continue
+                }
                 if stopRequested.withLock({ $0 }) {
                     tally.summary.notStarted = 1
-                    while try await iterator.next() != nil { tally.summary.notStarted! += 1 }
+                    while let line = try await iterator.next() {
+                        if owns(line) { tally.summary.notStarted! += 1 } else { tally.summary.otherShards! += 1 }
+                    }
                     break
                 }
-                if inFlight >= maxInFlight, let done = try await group.next() {
-                    inFlight -= 1
-                    await tally.add(done)
-                }
+                while inFlight >= maxInFlight { await take(try await group.next()) }
                 group.addTask { await self.runItem(source) }
                 inFlight += 1
             }
-            while let done = try await group.next() { await tally.add(done) }
+            while inFlight > 0 { await take(try await group.next()) }
+            group.cancelAll()
         }
         tally.summary.wallSeconds = (ContinuousClock.now - start).seconds
         tally.summary.imageCacheEvictions = imageCache?.evictionCount
@@ -212,6 +250,13 @@ public final class PipelineRunner: Sendable {
     }
 
     func loader(for source: Source) -> LoaderSlot? { loaders[source.scheme ?? ""] }
+
+    /// Whether `source` is this run's: always without a shard; else by its cache key (its text
+    /// when no loader serves it, so that the failure is reported by exactly one shard).
+    func owns(_ source: Source) -> Bool {
+        guard let shard else { return true }
+        return shard.owns(key: loader(for: source)?.loader.cacheKey(for: source) ?? source.text)
+    }
 
     /// A ``PipelineError`` with its stage set; other errors get `kind`.
     func classify(_ error: any Error, stage: StageName, kind: ErrorKind, plugin: String? = nil) -> PipelineError {

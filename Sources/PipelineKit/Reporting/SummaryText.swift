@@ -20,6 +20,9 @@ public enum SummaryText {
         lines.append("\(pipeline): \(summary.total) items: \(summary.ok) ok, \(summary.failed) failed, "
             + "\(summary.skipped) skipped in \(String(format: "%.2f", summary.wallSeconds))s "
             + "(\(String(format: "%.1f", rate)) items/s)")
+        if let shard = summary.shard {
+            lines.append("shard \(shard): \(summary.otherShards ?? 0) lines of the list belong to other shards")
+        }
         if let notStarted = summary.notStarted {
             lines.append("stopped early: \(notStarted) line\(notStarted == 1 ? "" : "s") of the list not started (run again with --resume)")
         }

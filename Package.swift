@@ -56,7 +56,8 @@ let package = Package(
         // Every built-in stage, registered through PipelineKit's public API.
         .target(
             name: "Plugins",
-            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPNG"]
+            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPNG",
+                           .product(name: "Crypto", package: "swift-crypto")]
         ),
         // The controller: every subcommand, callable by custom builds with their own plugins.
         .target(
@@ -94,7 +95,8 @@ let package = Package(
             dependencies: [
                 "PipelineKit", "MagickKit", "Plugins", "TestSupport",
                 .product(name: "FlyingFox", package: "FlyingFox"),
-            ]
+            ],
+            exclude: ["Fixtures"]  // SigV4 golden vectors, read as files
         ),
         .testTarget(
             name: "EndToEndTests",

@@ -14,8 +14,13 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 deps:
 	@$(MAKE) -s install PACKAGES="$(APT_PACKAGES)"
 
+# Tests also run a real S3-compatible server (moto, which checks signatures) and compute SigV4 vectors with botocore.
+PIP_TEST_PACKAGES = moto[server] boto3
+
 test-deps:
 	@$(MAKE) -s install PACKAGES="$(APT_PACKAGES) $(TEST_PACKAGES)"
+	@python3 -c 'import moto.server, boto3' 2>/dev/null || { echo "installing: $(PIP_TEST_PACKAGES)"; \
+	  python3 -m pip install --quiet $(PIP_TEST_PACKAGES) 2>/dev/null || python3 -m pip install --quiet --break-system-packages $(PIP_TEST_PACKAGES); }
 
 install:
 	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

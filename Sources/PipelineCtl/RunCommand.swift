@@ -102,6 +102,11 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
     bootstrapLogging(output)
     guard let pipeline = loadPipeline(name) else { throw Exit.invalid }
     let runner = try makeRunner(pipeline, urls: urls, options: options)
+    if let problem = await runner.preflight() {
+        // Refused credentials or a missing bucket will not fix themselves; an unreachable store may.
+        printError("error: cannot write outputs to \(runner.outputDirectory): \(problem.message)")
+        throw [ErrorKind.auth, .notFound].contains(problem.kind) ? Exit.invalid : Exit.infrastructure
+    }
     let stream = try openReportStream(output, pipeline: pipeline)
     let signals = StopSignals(runner: runner, grace: stopGrace)
     defer { signals.cancel() }
@@ -128,7 +133,8 @@ func bootstrapLogging(_ output: RunOutputOptions) {
 
 /// Checks the run's machine facts (output directory, list) and makes the runner; prints why not.
 func makeRunner(_ pipeline: Pipeline, urls: String, options: RunOptions) throws -> PipelineRunner {
-    if let dir = options.outputDirectory, let problem = MachineCheck.writableDirectoryProblem(dir) {
+    if let dir = options.outputDirectory, DestinationMaker.scheme(of: dir) == nil,
+       let problem = MachineCheck.writableDirectoryProblem(dir) {
         printError("error: --output '\(dir)' \(problem)")
         throw Exit.invalid
     }

@@ -4,7 +4,7 @@ import PipelineKit
 public enum BuiltIns: PluginBundle {
     /// Every built-in plugin, in slot order.
     public static let plugins: [Plugin] = [
-        HTTPLoader.plugin, FileLoader.plugin, DataURLLoader.plugin,
+        HTTPLoader.plugin, FileLoader.plugin, DataURLLoader.plugin, S3Loader.plugin,
         DiskDataCache.plugin,
         ImageMagickDecoder.plugin,
         Resize.plugin, Crop.plugin, Trim.plugin, RoundedCorners.plugin, Circle.plugin,
@@ -24,6 +24,9 @@ public enum BuiltIns: PluginBundle {
     }
 
     /// A registry holding the built-ins only.
+    /// Outputs to `s3://bucket/prefix`.
+    public static let destinations: [DestinationMaker] = [S3Destination.maker]
+
     public static func registry() -> PluginRegistry {
         // Built-in names are distinct; a clash is a programming error that the tests catch.
         try! PluginRegistry(bundles: [BuiltIns.self])

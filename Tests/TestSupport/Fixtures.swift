@@ -113,6 +113,7 @@ public struct Identified: Equatable, Sendable, CustomStringConvertible {
 public struct CommandError: Error, CustomStringConvertible {
     public let message: String
     public var description: String { message }
+    public init(message: String) { self.message = message }
 }
 
 /// Runs a program and collects its output.

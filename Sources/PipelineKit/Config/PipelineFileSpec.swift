@@ -42,6 +42,20 @@ public enum PipelineFileSpec {
     /// Pipeline file versions this build understands.
     public static let supportedVersions = [1]
 
+    /// Where an S3-compatible store is and the credentials for it: taken by the `s3` loader and
+    /// data cache, and by `output:` when `dir` is an `s3://` URL. Each defaults to the AWS
+    /// environment variable users already set.
+    public static let objectStorage: [OptionSpec] = [
+        .string("endpoint", doc: "S3 endpoint URL (default: AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL, else AWS's for the region).")
+            .example("http://127.0.0.1:9000"),
+        .string("region", doc: "S3 region (default: AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1)."),
+        .oneOf("addressing", ["auto", "path", "virtual"], default: "auto",
+               doc: "path: ENDPOINT/BUCKET/KEY; virtual: BUCKET.ENDPOINT/KEY; auto: virtual for AWS, path for any other endpoint."),
+        .string("access_key_id", doc: "S3 access key (default: AWS_ACCESS_KEY_ID). Write \"${VAR}\", never the key itself."),
+        .string("secret_access_key", doc: "S3 secret key (default: AWS_SECRET_ACCESS_KEY). Write \"${VAR}\"."),
+        .string("session_token", doc: "Session token of temporary S3 credentials (default: AWS_SESSION_TOKEN)."),
+    ]
+
     /// The options of `output:`.
     public static let output: [OptionSpec] = [
         .string("dir", doc: "Where outputs are written (default `out/NAME`, NAME being the pipeline's name).")
@@ -49,7 +63,13 @@ public enum PipelineFileSpec {
         .string("name", doc: "File name template: {stem} {hash} {hash8} {index} {ext} {variant} "
                 + "(default `\(NameTemplate.defaultText)`, with variants `\(NameTemplate.defaultVariantText)`).")
             .example("\"{stem}-{hash8}.{ext}\""),
-    ]
+        .string("cache_control", doc: "For s3:// outputs: the objects' Cache-Control header.")
+            .example("\"public, max-age=31536000, immutable\""),
+        .map("metadata", doc: "For s3:// outputs: user metadata on every object (x-amz-meta-NAME).")
+            .example("{ pipeline: thumbnails }"),
+        .bool("if_absent", default: true, doc: "For s3:// outputs: write with If-None-Match: * where the store supports it, "
+              + "so an object another machine already wrote is kept, not replaced."),
+    ] + objectStorage
 
     /// The keys of one entry of `variants:`.
     public static let variant: [PipelineFileKey] = [

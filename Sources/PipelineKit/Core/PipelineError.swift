@@ -63,6 +63,8 @@ public struct ErrorKind: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public static let cancelled: ErrorKind = "cancelled"
     /// Reading or writing a local file failed.
     public static let io: ErrorKind = "io"
+    /// A store (S3) refused our credentials: retrying will not help until they are fixed.
+    public static let auth: ErrorKind = "auth"
 
     // Configuration: what a plugin's factory or the pipeline file refuses (validation errors).
 

@@ -15,14 +15,18 @@ final class CompletionManifest: Sendable {
     private let recorded: Mutex<[String: String]>
     private let handle: Mutex<FileHandle?>
     private let resuming: Bool
+    private let enabled: Bool
 
     /// - Parameter suffix: added to the file's name (a shard's `-shard-K-of-N`), so that shards
     ///   writing into one directory each keep their own record.
-    init(outputDirectory: String, fingerprint: String, suffix: String = "", load: Bool) {
+    /// - Parameter enabled: `false` for destinations that answer for themselves (object storage):
+    ///   nothing is read or written.
+    init(outputDirectory: String, fingerprint: String, suffix: String = "", load: Bool, enabled: Bool = true) {
+        self.enabled = enabled
         let dir = (outputDirectory as NSString).appendingPathComponent(".pipelinectl")
         path = (dir as NSString).appendingPathComponent("done-\(fingerprint.prefix(16))\(suffix).txt")
         var set: [String: String] = [:]
-        if load, let text = try? String(contentsOfFile: path, encoding: .utf8) {
+        if load, enabled, let text = try? String(contentsOfFile: path, encoding: .utf8) {
             // Only whole lines: a kill can leave the last one without its newline.
             let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
             for line in lines.dropLast() where !line.isEmpty {
@@ -48,6 +52,7 @@ final class CompletionManifest: Sendable {
     /// Records `outputs` (planned relative paths) as completely written, at `written` (the same
     /// paths unless an encoder chose the extension).
     func record(_ outputs: [String], as written: [String]) throws {
+        guard enabled else { return }
         let lines = Data(zip(outputs, written).map { $0 == $1 ? $0 + "\n" : $0 + "\t" + $1 + "\n" }.joined().utf8)
         try handle.withLock { handle in
             if handle == nil {

@@ -8,7 +8,7 @@ extension PipelineRunner {
         var result = ItemResult(source: source.text, index: source.index, status: .failed)
         do {
             let plan = try makePlan(source)
-            if resume, let done = manifest.completed(plan.planned, in: outputDirectory) {
+            if resume, let done = try await alreadyWritten(plan) {
                 result.status = .skipped
                 result.outputs = done.map(destination.location)
                 return result
@@ -96,6 +96,17 @@ extension PipelineRunner {
         }
         own.planned = plan.planned
         return own
+    }
+
+    /// For `--resume`: the item's outputs when every one is already written (by the local record,
+    /// or as the store answers), `nil` otherwise.
+    func alreadyWritten(_ plan: ItemPlan) async throws -> [String]? {
+        if fetchOnly { return nil }
+        switch try await destination.existing(plan.planned) {
+        case nil: return manifest.completed(plan.planned, in: outputDirectory)
+        case true?: return plan.planned
+        case false?: return nil
+        }
     }
 
     /// Records the item's outputs as complete, for `--resume`.

@@ -106,7 +106,7 @@ public final class PipelineRunner: Sendable {
         let loadLimit = loaders.values.map(\.loader.maxConcurrentLoads).max() ?? 8
         maxInFlight = options.maxInFlight ?? (loadLimit + 2 * max(1, options.workers))
         outputDirectory = options.outputDirectory ?? pipeline.output.dir
-        destination = LocalDirectory(path: outputDirectory)
+        destination = try Self.destination(outputDirectory, options: pipeline.output.options, registry: registry)
         logger = options.logger
         fetchOnly = options.fetchOnly
         itemTimeout = options.itemTimeout
@@ -116,7 +116,23 @@ public final class PipelineRunner: Sendable {
         let chains = decoderIdentifier + variants.map { $0.prefixIDs.last! + ">" + $0.encoder.identifier }.joined(separator: ";")
         fingerprint = Hashing.sha256Hex(chains + "\n" + variants.map(\.template.text).joined(separator: "\n"))
         manifest = CompletionManifest(outputDirectory: outputDirectory, fingerprint: fingerprint,
-                                      suffix: options.shard?.fileSuffix ?? "", load: options.resume)
+                                      suffix: options.shard?.fileSuffix ?? "", load: options.resume,
+                                      enabled: destination is LocalDirectory && !options.fetchOnly)
+    }
+
+    /// A local directory, or the registered destination for an output directory written as a URL.
+    static func destination(_ directory: String, options: PluginOptions, registry: PluginRegistry) throws -> any OutputDestination {
+        guard let scheme = DestinationMaker.scheme(of: directory) else { return LocalDirectory(path: directory) }
+        guard let maker = registry.destination(forScheme: scheme) else {
+            throw PipelineError(.invalidOption, "no output destination for \(scheme):// URLs (output.dir '\(directory)')")
+        }
+        return try maker.make(directory, options)
+    }
+
+    /// Checks that outputs can be written before the run starts (a store's credentials and
+    /// bucket); a message when not. Nothing to check for a local directory (validation did).
+    public func preflight() async -> PipelineError? {
+        fetchOnly ? nil : await destination.preflight()
     }
 
     /// One loader slot per scheme: the pipeline's loader for its schemes, every other loader with

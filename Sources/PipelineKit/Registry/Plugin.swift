@@ -108,10 +108,13 @@ public protocol PluginBundle {
     static var bundleName: String { get }
     /// The bundle's plugins.
     static var plugins: [Plugin] { get }
+    /// Output destinations for output directories written as URLs (`s3://`); none by default.
+    static var destinations: [DestinationMaker] { get }
 }
 
 extension PluginBundle {
     public static var bundleName: String { String(describing: self) }
+    public static var destinations: [DestinationMaker] { [] }
 }
 
 /// The plugins a program knows, by slot and name.
@@ -120,6 +123,7 @@ extension PluginBundle {
 /// a value, so a finished registry can be shared freely.
 public struct PluginRegistry: Sendable {
     private var bySlot: [Slot: [String: (plugin: Plugin, origin: String)]] = [:]
+    private var destinationsByScheme: [String: DestinationMaker] = [:]
 
     public init() {}
 
@@ -129,8 +133,15 @@ public struct PluginRegistry: Sendable {
     public init(bundles: [any PluginBundle.Type]) throws {
         for bundle in bundles {
             for plugin in bundle.plugins { try register(plugin, origin: bundle.bundleName) }
+            for maker in bundle.destinations { register(maker) }
         }
     }
+
+    /// Adds an output destination for its scheme (a later one replaces an earlier one).
+    public mutating func register(_ destination: DestinationMaker) { destinationsByScheme[destination.scheme] = destination }
+
+    /// The destination maker for output directories of `scheme`.
+    public func destination(forScheme scheme: String) -> DestinationMaker? { destinationsByScheme[scheme] }
 
     /// Adds `plugin`, remembering where it came from. Throws when its slot already has a plugin of
     /// that name.

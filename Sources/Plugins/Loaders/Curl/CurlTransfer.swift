@@ -26,6 +26,14 @@ struct TransferPolicy: Sendable {
     var hostPolicy = HostPolicy()
 }
 
+/// A request other than the loader's image GET (object storage): its method, headers and body.
+/// Sent as given: no `Accept` header, no redirects followed.
+struct RequestSpec: Sendable {
+    var method: String
+    var headers: [String: String]
+    var body: Data?
+}
+
 /// Where a transfer resumes from, after an earlier attempt broke off.
 struct ResumePoint: Sendable {
     let offset: Int
@@ -71,6 +79,10 @@ final class CurlTransfer: @unchecked Sendable {
     let resume: ResumePoint?
     /// Validators of a cached copy: sent as If-None-Match / If-Modified-Since.
     let conditional: CacheDirectives?
+    /// Set for object storage requests.
+    let request: RequestSpec?
+    /// Every response header of the final response, lower-case names (object storage requests only).
+    var responseHeaders: [String: String] = [:]
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
     var continuation: CheckedContinuation<TransferResponse, any Error>?
@@ -92,11 +104,13 @@ final class CurlTransfer: @unchecked Sendable {
     var blockedScheme: String?
     var currentURL: String
 
-    init(url: String, policy: TransferPolicy, resume: ResumePoint? = nil, conditional: CacheDirectives? = nil) {
+    init(url: String, policy: TransferPolicy, resume: ResumePoint? = nil, conditional: CacheDirectives? = nil,
+         request: RequestSpec? = nil) {
         self.url = url
         self.policy = policy
         self.resume = resume
         self.conditional = conditional
+        self.request = request
         self.currentURL = url
         self.handle = curl_easy_init()!
     }
@@ -119,7 +133,7 @@ final class CurlTransfer: @unchecked Sendable {
         // Protocols, also after redirects: http and https only.
         _ = pk_easy_setopt_str(handle, CURLOPT_PROTOCOLS_STR, "http,https")
         _ = pk_easy_setopt_str(handle, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
-        _ = pk_easy_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 1)
+        _ = pk_easy_setopt_long(handle, CURLOPT_FOLLOWLOCATION, request == nil ? 1 : 0)
         _ = pk_easy_setopt_long(handle, CURLOPT_MAXREDIRS, policy.maxRedirects)
         _ = pk_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(policy.timeout * 1000))
         _ = pk_easy_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(policy.connectTimeout * 1000))
@@ -135,7 +149,11 @@ final class CurlTransfer: @unchecked Sendable {
         if let caFile = policy.caFile { _ = pk_easy_setopt_str(handle, CURLOPT_CAINFO, caFile) }
         if let proxy = policy.proxy { _ = pk_easy_setopt_str(handle, CURLOPT_PROXY, proxy) }
         var list: UnsafeMutablePointer<curl_slist>?
-        list = curl_slist_append(list, "Accept: image/avif,image/webp,image/png,image/jpeg,image/*;q=0.8,application/octet-stream;q=0.5")
+        if let request {
+            configure(request, &list)
+        } else {
+            list = curl_slist_append(list, "Accept: image/avif,image/webp,image/png,image/jpeg,image/*;q=0.8,application/octet-stream;q=0.5")
+        }
         switch policy.auth {
         case .none: break
         case .basic(let user, let password):
@@ -164,6 +182,28 @@ final class CurlTransfer: @unchecked Sendable {
         _ = pk_easy_setopt_ptr(handle, CURLOPT_HEADERDATA, me)
         _ = pk_easy_setopt_opensocket(handle, curlOpenSocket)
         _ = pk_easy_setopt_ptr(handle, CURLOPT_OPENSOCKETDATA, me)
+    }
+
+    /// Method, headers and body of an object storage request. curl's own `Expect: 100-continue`
+    /// and form Content-Type are turned off: the request is sent exactly as it was signed.
+    private func configure(_ request: RequestSpec, _ list: inout UnsafeMutablePointer<curl_slist>?) {
+        _ = pk_easy_setopt_str(handle, CURLOPT_ACCEPT_ENCODING, nil)
+        switch request.method {
+        case "GET": break
+        case "HEAD": _ = pk_easy_setopt_long(handle, CURLOPT_NOBODY, 1)
+        default: _ = pk_easy_setopt_str(handle, CURLOPT_CUSTOMREQUEST, request.method)
+        }
+        if let body = request.body {
+            _ = pk_easy_setopt_off(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
+            _ = body.withUnsafeBytes { pk_easy_setopt_ptr(handle, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!)) }
+        }
+        list = curl_slist_append(list, "Expect:")
+        if request.headers.keys.contains(where: { $0.lowercased() == "content-type" }) == false {
+            list = curl_slist_append(list, "Content-Type:")
+        }
+        for (name, value) in request.headers.sorted(by: { $0.key < $1.key }) {
+            list = curl_slist_append(list, "\(name): \(value)")
+        }
     }
 
     /// Turns curl's result into a response or a classified ``TransferFailure``.
@@ -199,7 +239,7 @@ final class CurlTransfer: @unchecked Sendable {
             let retryable = responseCode == 408 || responseCode == 429 || responseCode >= 500
             return fail(.httpStatus, "HTTP \(responseCode)" + CurlTransfer.reasonPhrase(responseCode), retryable: retryable)
         }
-        if let contentLength, responseCode != 206, body.count < contentLength {
+        if let contentLength, responseCode != 206, request?.method != "HEAD", body.count < contentLength {
             return fail(.truncated, "received \(body.count) of \(contentLength) bytes", retryable: true)
         }
         var continuation = false
@@ -259,6 +299,7 @@ final class CurlTransfer: @unchecked Sendable {
             etag = nil
             lastModified = nil
             cachingHeaders = [:]
+            responseHeaders = [:]
             let parts = line.split(separator: " ")
             status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
             return true
@@ -266,6 +307,7 @@ final class CurlTransfer: @unchecked Sendable {
         guard let colon = line.firstIndex(of: ":") else { return true }
         let name = line[..<colon].lowercased()
         let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
+        if request != nil { responseHeaders[name] = value }
         switch name {
         case "content-type": contentType = value
         case "content-length": contentLength = Int(value)

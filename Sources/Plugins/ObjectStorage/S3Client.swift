@@ -1,0 +1,244 @@
+import Foundation
+import PipelineKit
+
+/// Where an S3-compatible store is and who we are to it, resolved from the AWS environment
+/// variables users already have, each overridable by a pipeline option.
+struct S3Settings: Sendable {
+    /// `https://s3.REGION.amazonaws.com`, or an S3-compatible store's URL (MinIO, R2, Ceph, moto).
+    var endpoint: URLComponents
+    var region: String
+    var credentials: S3Credentials
+    /// `endpoint/bucket/key` rather than `bucket.endpoint/key`: the default for any endpoint but AWS's own.
+    var pathStyle: Bool
+
+    /// The options every S3 stage takes (declared once, in ``PipelineFileSpec/objectStorage``).
+    static var options: [OptionSpec] { PipelineFileSpec.objectStorage }
+
+    init(options: PluginOptions, environment: [String: String]) throws {
+        func setting(_ option: String, _ variables: [String]) -> String? {
+            if let value = options.string(option), !value.isEmpty { return value }
+            return variables.lazy.compactMap { environment[$0] }.first { !$0.isEmpty }
+        }
+        region = setting("region", ["AWS_REGION", "AWS_DEFAULT_REGION"]) ?? "us-east-1"
+        let custom = setting("endpoint", ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"])
+        let endpointText = custom ?? "https://s3.\(region).amazonaws.com"
+        guard let endpoint = URLComponents(string: endpointText), let scheme = endpoint.scheme,
+              ["http", "https"].contains(scheme.lowercased()), endpoint.host?.isEmpty == false else {
+            throw PipelineError(.invalidOption, "the S3 endpoint '\(endpointText)' is not an http:// or https:// URL")
+        }
+        self.endpoint = endpoint
+        switch options.string("addressing") ?? "auto" {
+        case "path": pathStyle = true
+        case "virtual": pathStyle = false
+        default: pathStyle = custom != nil
+        }
+        guard let key = setting("access_key_id", ["AWS_ACCESS_KEY_ID"]),
+              let secret = setting("secret_access_key", ["AWS_SECRET_ACCESS_KEY"]) else {
+            throw PipelineError(.invalidOption, "S3 needs credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+                + "(or the options access_key_id and secret_access_key)")
+        }
+        credentials = S3Credentials(accessKey: key, secretKey: secret,
+                                    sessionToken: setting("session_token", ["AWS_SESSION_TOKEN"]))
+    }
+}
+
+/// An object's address: `s3://bucket/key`.
+struct S3Location: Sendable, Hashable {
+    let bucket: String
+    let key: String
+
+    /// Parses `s3://bucket/key` (the key may be empty: a bucket or a prefix).
+    init(_ url: String) throws {
+        guard url.lowercased().hasPrefix("s3://") else { throw PipelineError(.invalidSource, "not an s3:// URL: \(url)") }
+        let rest = url.dropFirst(5)
+        let bucket = String(rest.prefix { $0 != "/" })
+        guard !bucket.isEmpty else { throw PipelineError(.invalidSource, "no bucket in \(url)") }
+        self.bucket = bucket
+        key = String(rest.dropFirst(bucket.count).drop { $0 == "/" })
+    }
+
+    init(bucket: String, key: String) {
+        self.bucket = bucket
+        self.key = key
+    }
+
+    var url: String { "s3://\(bucket)/\(key)" }
+}
+
+/// What a HEAD or GET says about an object.
+struct S3Object: Sendable {
+    var data: Data
+    var contentType: String?
+    var etag: String?
+    var metadata: [String: String]
+}
+
+/// The few S3 calls we need (GET, HEAD, PUT, DELETE, ListObjectsV2), signed with our SigV4 and
+/// sent by the curl engine the http loader uses: connections reused, timeouts, and retries with
+/// backoff on 5xx, `SlowDown` and broken connections. Refused credentials fail at once as `auth`.
+final class S3Client: Sendable {
+    let settings: S3Settings
+    let policy: TransferPolicy
+    let attempts: Int
+    private let engine: HTTPLoader.LazyEngine
+
+    init(settings: S3Settings, maxBytes: Int = 1 << 30, timeout: Double = 120, attempts: Int = 4) {
+        self.settings = settings
+        var policy = TransferPolicy()
+        policy.maxBytes = maxBytes
+        policy.timeout = timeout
+        policy.maxRedirects = 0
+        // The endpoint is the user's own configuration: a store on loopback or a private network is normal.
+        policy.addressPolicy = AddressPolicy(allowLoopback: true, allowLinkLocal: false, allowPrivate: true)
+        self.policy = policy
+        self.attempts = attempts
+        engine = HTTPLoader.LazyEngine(maxPerHost: 0)
+    }
+
+    func get(_ object: S3Location) async throws -> S3Object? {
+        let response = try await send("GET", object, notFoundIsNil: true)
+        return response.map { S3Object(data: $0.body, contentType: $0.headers["content-type"], etag: $0.headers["etag"],
+                                       metadata: Self.metadata($0.headers)) }
+    }
+
+    /// The object's facts without its body; `nil` when there is none.
+    func head(_ object: S3Location) async throws -> S3Object? {
+        let response = try await send("HEAD", object, notFoundIsNil: true)
+        return response.map { S3Object(data: Data(), contentType: $0.headers["content-type"], etag: $0.headers["etag"],
+                                       metadata: Self.metadata($0.headers)) }
+    }
+
+    /// Writes the object whole (S3 makes a PUT visible only when complete). With `ifAbsent`, sends
+    /// `If-None-Match: *`; returns `false` when the store says the object already exists (412).
+    @discardableResult
+    func put(_ object: S3Location, _ data: Data, contentType: String, headers: [String: String] = [:],
+             ifAbsent: Bool = false) async throws -> Bool {
+        var all = headers
+        all["Content-Type"] = contentType
+        if ifAbsent { all["If-None-Match"] = "*" }
+        do {
+            _ = try await send("PUT", object, headers: all, body: data)
+            return true
+        } catch let failure as PipelineError where ifAbsent && failure.message.hasPrefix("HTTP 412") {
+            return false
+        }
+    }
+
+    func delete(_ object: S3Location) async throws {
+        _ = try await send("DELETE", object, notFoundIsNil: true)
+    }
+
+    /// One page of keys under `prefix`, and the token of the next page.
+    func list(bucket: String, prefix: String, after token: String?, maxKeys: Int = 1000) async throws -> (keys: [(key: String, size: Int, modified: String)], next: String?) {
+        var query = [("list-type", "2"), ("prefix", prefix), ("max-keys", String(maxKeys))]
+        if let token { query.append(("continuation-token", token)) }
+        guard let response = try await send("GET", S3Location(bucket: bucket, key: ""), query: query) else { return ([], nil) }
+        let listing = ListingParser.parse(response.body)
+        return (listing.keys, listing.truncated ? listing.nextToken : nil)
+    }
+
+    struct Response {
+        var status: Int
+        var body: Data
+        var headers: [String: String]
+    }
+
+    /// Sends one signed request, retrying what may succeed later.
+    func send(_ method: String, _ object: S3Location, query: [(String, String)] = [], headers: [String: String] = [:],
+              body: Data? = nil, notFoundIsNil: Bool = false) async throws -> Response? {
+        var attempt = 0
+        while true {
+            attempt += 1
+            let (url, host, path) = address(object, query: query)
+            var all = headers
+            let signed = SigV4.sign(method: method, host: host, path: path, query: query, headers: headers,
+                                    payloadHash: SigV4.payloadHash(body ?? Data()), credentials: settings.credentials,
+                                    region: settings.region, date: Date())
+            for (name, value) in signed { all[name] = value }
+            let transfer = CurlTransfer(url: url, policy: policy, request: RequestSpec(method: method, headers: all, body: body))
+            do {
+                let response = try await engine.get().perform(transfer)
+                return Response(status: response.status, body: response.body, headers: transfer.responseHeaders)
+            } catch let failure as TransferFailure {
+                if failure.status == 404, notFoundIsNil { return nil }
+                let error = Self.describe(failure, method: method, object: object)
+                guard failure.retryable || Self.isSlowDown(failure), attempt < attempts else { throw error }
+                try await Task.sleep(for: .seconds(min(8, 0.2 * pow(2, Double(attempt - 1))) * Double.random(in: 0.5...1)))
+            }
+        }
+    }
+
+    /// The request URL, its Host header and its path as signed.
+    func address(_ object: S3Location, query: [(String, String)]) -> (url: String, host: String, path: String) {
+        let endpoint = settings.endpoint
+        let port = endpoint.port.map { ":\($0)" } ?? ""
+        let base = endpoint.percentEncodedPath.hasSuffix("/") ? String(endpoint.percentEncodedPath.dropLast()) : endpoint.percentEncodedPath
+        let key = object.key.isEmpty ? "" : "/" + SigV4.encode(object.key, keepSlash: true)
+        let host: String, path: String
+        if settings.pathStyle {
+            host = endpoint.host! + port
+            path = base + "/" + SigV4.encode(object.bucket) + key
+        } else {
+            host = object.bucket + "." + endpoint.host! + port
+            path = base + (key.isEmpty ? "/" : key)
+        }
+        let queryText = query.map { SigV4.encode($0.0) + "=" + SigV4.encode($0.1) }.joined(separator: "&")
+        return ("\(endpoint.scheme!)://\(host)\(path)" + (queryText.isEmpty ? "" : "?" + queryText), host, path)
+    }
+
+    static func metadata(_ headers: [String: String]) -> [String: String] {
+        var out: [String: String] = [:]
+        for (name, value) in headers where name.hasPrefix("x-amz-meta-") { out[String(name.dropFirst(11))] = value }
+        return out
+    }
+
+    static func isSlowDown(_ failure: TransferFailure) -> Bool {
+        String(decoding: failure.partial, as: UTF8.self).contains("<Code>SlowDown</Code>")
+    }
+
+    /// A failure in words: the store's error code and message, and for refused credentials what to check.
+    static func describe(_ failure: TransferFailure, method: String, object: S3Location) -> PipelineError {
+        let body = String(decoding: failure.partial, as: UTF8.self)
+        func element(_ name: String) -> String? {
+            guard let start = body.range(of: "<\(name)>"), let end = body.range(of: "</\(name)>", range: start.upperBound..<body.endIndex) else { return nil }
+            return String(body[start.upperBound..<end.lowerBound])
+        }
+        let code = element("Code")
+        let what = "\(method) \(object.url)"
+        if ["SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied", "InvalidToken", "ExpiredToken"].contains(code ?? "")
+            || (failure.status == 403 && code == nil) {
+            let hint = code == "SignatureDoesNotMatch" ? "; check AWS_SECRET_ACCESS_KEY"
+                : code == "InvalidAccessKeyId" ? "; check AWS_ACCESS_KEY_ID" : ""
+            return PipelineError(.auth, "\(what): the store refused the credentials (\(code ?? "HTTP 403"))\(hint)")
+        }
+        if failure.status == 0 { return PipelineError(failure.error.kind, "\(what): \(failure.error.message)") }
+        let detail = [code, element("Message")].compactMap { $0 }.joined(separator: ": ")
+        return PipelineError(failure.status == 404 ? .notFound : .httpStatus,
+                             "\(what): HTTP \(failure.status)" + (detail.isEmpty ? "" : " \(detail)"))
+    }
+}
+
+/// The keys of a ListObjectsV2 answer (the XML is small and regular: no XML library needed).
+enum ListingParser {
+    static func parse(_ data: Data) -> (keys: [(key: String, size: Int, modified: String)], truncated: Bool, nextToken: String?) {
+        let text = String(decoding: data, as: UTF8.self)
+        func value(_ name: String, in part: Substring) -> String? {
+            guard let start = part.range(of: "<\(name)>"), let end = part.range(of: "</\(name)>", range: start.upperBound..<part.endIndex) else { return nil }
+            return String(part[start.upperBound..<end.lowerBound])
+        }
+        var keys: [(String, Int, String)] = []
+        for chunk in text.components(separatedBy: "<Contents>").dropFirst() {
+            let part = chunk[...]
+            guard let key = value("Key", in: part) else { continue }
+            keys.append((unescape(key), Int(value("Size", in: part) ?? "") ?? 0, value("LastModified", in: part) ?? ""))
+        }
+        let whole = text[...]
+        return (keys, value("IsTruncated", in: whole) == "true", value("NextContinuationToken", in: whole).map(unescape))
+    }
+
+    static func unescape(_ text: String) -> String {
+        text.replacingOccurrences(of: "&lt;", with: "<").replacingOccurrences(of: "&gt;", with: ">")
+            .replacingOccurrences(of: "&quot;", with: "\"").replacingOccurrences(of: "&apos;", with: "'")
+            .replacingOccurrences(of: "&amp;", with: "&")
+    }
+}

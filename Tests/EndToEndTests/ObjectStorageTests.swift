@@ -1,0 +1,130 @@
+import Foundation
+import PipelineKit
+import Testing
+import TestSupport
+
+/// Sources, outputs and resume against a real S3-compatible server (moto) that checks every
+/// signature, through the pipelinectl binary, with the AWS environment variables users set.
+@Suite(.serialized) struct ObjectStorageTests {
+    static let binary = CLITests.binary
+
+    func run(_ arguments: [String], _ environment: [String: String]) async throws -> Command.Result {
+        try await Command.run(Self.binary, arguments, environment: environment, directory: Fixtures.packageRoot)
+    }
+
+    /// Every object under `prefix` of `bucket` as boto3 sees it: key -> [content_type, cache_control, metadata, size, format].
+    func objects(_ moto: MotoServer, _ bucket: String) async throws -> [String: [String: String]] {
+        let script = """
+            import boto3, json, sys, subprocess
+            s3 = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1",
+                              aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3])
+            out = {}
+            for item in s3.list_objects_v2(Bucket=sys.argv[4]).get("Contents", []):
+                got = s3.get_object(Bucket=sys.argv[4], Key=item["Key"])
+                body = got["Body"].read()
+                fmt = subprocess.run(["identify", "-format", "%m %wx%h", "-"], input=body, capture_output=True).stdout.decode()
+                out[item["Key"]] = {"type": got.get("ContentType", ""), "cache": got.get("CacheControl", ""),
+                                    "meta": json.dumps(got.get("Metadata", {}), sort_keys=True), "image": fmt}
+            print(json.dumps(out))
+            """
+        let result = try await Command.run("/usr/bin/env", ["python3", "-c", script, moto.endpoint, moto.accessKey, moto.secretKey, bucket])
+        guard result.status == 0 else { throw CommandError(message: result.stderr) }
+        return try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: [String: String]] ?? [:]
+    }
+
+    @Test func sourcesAndOutputsInABucketWithResumeByHead() async throws {
+        let moto = try await MotoServer.start(buckets: ["sources", "thumbs"])
+        defer { moto.stop() }
+        let dir = try Fixtures.temporaryDirectory("s3")
+        // Upload: local sample images written to s3://sources/ by a pipeline (our PUT).
+        let upload = dir.appendingPathComponent("upload.yaml")
+        try """
+            encoder: png
+            output:
+              dir: s3://sources/originals
+              name: "{stem}.{ext}"
+            """.write(to: upload, atomically: true, encoding: .utf8)
+        var locals: [String] = []
+        for (i, spec) in ["plasma:", "gradient:navy-gold", "plasma:red-blue", "xc:teal"].enumerated() {
+            let file = dir.appendingPathComponent("image\(i).jpg")
+            try Fixtures.image(spec, width: 300 + 10 * i, height: 200).write(to: file)
+            locals.append(file.path)
+        }
+        let localList = dir.appendingPathComponent("local.txt")
+        try locals.joined(separator: "\n").write(to: localList, atomically: true, encoding: .utf8)
+        let uploaded = try await run(["run", upload.path, localList.path, "--progress", "none"], moto.environment)
+        #expect(uploaded.status == 0, "\(uploaded.stdout)\(uploaded.stderr)")
+        let originals = try await objects(moto, "sources")
+        #expect(originals.count == 4)
+        #expect(originals.values.allSatisfy { $0["type"] == "image/png" && $0["image"]?.hasPrefix("PNG ") == true })
+
+        // Thumbnails: s3:// sources in the list, outputs to another bucket with headers and metadata.
+        let list = dir.appendingPathComponent("urls.txt")
+        try originals.keys.sorted().map { "s3://sources/\($0)" }.joined(separator: "\n")
+            .write(to: list, atomically: true, encoding: .utf8)
+        let thumbs = dir.appendingPathComponent("thumbs.yaml")
+        try """
+            processors:
+              - resize: { width: 64, height: 64 }
+            encoder: { jpeg: { quality: 80 } }
+            output:
+              dir: s3://thumbs/t
+              name: "{stem}-64.{ext}"
+              cache_control: "public, max-age=31536000, immutable"
+              metadata: { pipeline: thumbs }
+            """.write(to: thumbs, atomically: true, encoding: .utf8)
+        let report = dir.appendingPathComponent("run.json").path
+        let made = try await run(["run", thumbs.path, list.path, "--report", report, "--progress", "none"], moto.environment)
+        #expect(made.status == 0, "\(made.stdout)\(made.stderr)")
+        let written = try await objects(moto, "thumbs")
+        #expect(written.count == originals.count)
+        for (key, facts) in written {
+            #expect(key.hasPrefix("t/") && key.hasSuffix("-64.jpg"), "\(key)")
+            #expect(facts["type"] == "image/jpeg")
+            #expect(facts["cache"] == "public, max-age=31536000, immutable")
+            #expect(facts["meta"] == "{\"pipeline\": \"thumbs\"}")
+            #expect(facts["image"]?.hasPrefix("JPEG ") == true, "\(facts)")
+        }
+        let saved = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any]
+        let items = saved?["items"] as? [[String: Any]] ?? []
+        #expect(items.allSatisfy { (($0["outputs"] as? [String])?.first ?? "").hasPrefix("s3://thumbs/t/") })
+
+        // Resume: every output is found by HEAD, nothing is made again.
+        let again = try await run(["run", thumbs.path, list.path, "--resume", "--progress", "none"], moto.environment)
+        #expect(again.stdout.contains("\(originals.count) items: 0 ok, 0 failed, \(originals.count) skipped"), "\(again.stdout)\(again.stderr)")
+
+        // A missing object is the item's failure, named; the others are not affected.
+        try (originals.keys.sorted().map { "s3://sources/\($0)" } + ["s3://sources/originals/nope.png"]).joined(separator: "\n")
+            .write(to: list, atomically: true, encoding: .utf8)
+        let missing = try await run(["run", thumbs.path, list.path, "--resume", "--progress", "none"], moto.environment)
+        #expect(missing.status == 1)
+        #expect(missing.stdout.contains("not_found 1"), "\(missing.stdout)")
+        #expect(missing.stdout.contains("s3://sources/originals/nope.png: no such object"), "\(missing.stdout)")
+    }
+
+    @Test func aWrongSecretIsAClearAuthErrorBeforeAnythingRuns() async throws {
+        let moto = try await MotoServer.start(buckets: ["thumbs"])
+        defer { moto.stop() }
+        let dir = try Fixtures.temporaryDirectory("s3-auth")
+        let pipeline = dir.appendingPathComponent("p.yaml")
+        try "encoder: png\noutput:\n  dir: s3://thumbs/x\n".write(to: pipeline, atomically: true, encoding: .utf8)
+        var environment = moto.environment
+        environment["AWS_SECRET_ACCESS_KEY"] = "wrong"
+        let start = ContinuousClock.now
+        let result = try await run(["run", pipeline.path, "-", "--progress", "none"], environment)
+        #expect(result.status == 2)  // never retry
+        #expect(result.stderr.contains("cannot write outputs to s3://thumbs/x: GET s3://thumbs/: the store refused the credentials (SignatureDoesNotMatch); check AWS_SECRET_ACCESS_KEY"), "\(result.stderr)")
+        #expect(ContinuousClock.now - start < .seconds(20))  // refused once, not retried with backoff
+
+        // Sources: the same refusal is each item's `auth` failure.
+        environment["AWS_SECRET_ACCESS_KEY"] = moto.secretKey
+        let list = dir.appendingPathComponent("urls.txt")
+        try "s3://thumbs/a.png\n".write(to: list, atomically: true, encoding: .utf8)
+        environment["AWS_ACCESS_KEY_ID"] = "AKIDNOSUCHKEY"
+        let local = dir.appendingPathComponent("local.yaml")
+        try "encoder: png\noutput:\n  dir: \(dir.path)/out\n".write(to: local, atomically: true, encoding: .utf8)
+        let sources = try await run(["run", local.path, list.path, "--progress", "none"], environment)
+        #expect(sources.status == 1)
+        #expect(sources.stdout.contains("auth 1"), "\(sources.stdout)")
+    }
+}

@@ -1,0 +1,99 @@
+import Foundation
+
+/// A real S3-compatible server on loopback for tests: moto (PyPI `moto[server]`, installed by
+/// `make test`) in the mode that checks every signature. The test starts it and stops it; the
+/// buckets asked for exist, and `credentials` is a key the server accepts.
+public final class MotoServer: @unchecked Sendable {
+    public let port: UInt16
+    public let accessKey: String
+    public let secretKey: String
+    private let process: Process
+
+    /// `http://127.0.0.1:PORT`.
+    public var endpoint: String { "http://127.0.0.1:\(port)" }
+
+    /// The environment a pipelinectl process needs to reach it (AWS conventions), added to this one's.
+    public var environment: [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        environment["AWS_ENDPOINT_URL"] = endpoint
+        environment["AWS_ACCESS_KEY_ID"] = accessKey
+        environment["AWS_SECRET_ACCESS_KEY"] = secretKey
+        environment["AWS_REGION"] = "us-east-1"
+        return environment
+    }
+
+    private init(port: UInt16, accessKey: String, secretKey: String, process: Process) {
+        self.port = port
+        self.accessKey = accessKey
+        self.secretKey = secretKey
+        self.process = process
+    }
+
+    public static func start(buckets: [String]) async throws -> MotoServer {
+        let port = try freePort()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["moto_server", "-H", "127.0.0.1", "-p", String(port)]
+        var environment = ProcessInfo.processInfo.environment
+        environment["INITIAL_NO_AUTH_ACTION_COUNT"] = "4"
+        process.environment = environment
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // Ready when it accepts a connection (moto takes a second or two to import).
+        var ready = false
+        for _ in 0..<300 where !ready {
+            ready = canConnect(port)
+            if !ready { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        guard ready else {
+            process.terminate()
+            throw CommandError(message: "moto_server did not start on port \(port) (is moto[server] installed? make test installs it)")
+        }
+        let setup = Fixtures.packageRoot.appendingPathComponent("Tests/TestSupport/moto-setup.py").path
+        let result = try await Command.run("/usr/bin/env", ["python3", setup, "http://127.0.0.1:\(port)"] + buckets)
+        guard result.status == 0, let json = try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: String],
+              let key = json["access_key"], let secret = json["secret_key"] else {
+            process.terminate()
+            throw CommandError(message: "moto setup failed: \(result.stderr)")
+        }
+        return MotoServer(port: port, accessKey: key, secretKey: secret, process: process)
+    }
+
+    /// Kills the server (moto's threads waiting on kept-alive connections can hold off SIGTERM).
+    public func stop() {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+
+    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+
+    static func freePort() throws -> UInt16 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else { throw CommandError(message: "no free port on loopback") }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return UInt16(bigEndian: address.sin_port)
+    }
+
+    static func canConnect(_ port: UInt16) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = port.bigEndian
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        } == 0
+    }
+}

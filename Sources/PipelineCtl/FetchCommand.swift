@@ -30,6 +30,6 @@ struct Fetch: AsyncParsableCommand {
         options.fetchOnly = true
         options.shard = try sharding.resolvedShard()
         try await runPipeline(pipeline, urls: urls, options: options, output: output,
-                              stopGrace: Units.parseDuration(sharding.stopGrace) ?? 25)
+                              stopGrace: sharding.graceSeconds)
     }
 }

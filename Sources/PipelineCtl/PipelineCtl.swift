@@ -70,7 +70,6 @@ struct RootCommand: AsyncParsableCommand {
     }
 }
 
-/// Exit codes, named.
 /// Exit codes, chosen so that a batch engine's retry policy can tell the cases apart.
 enum Exit {
     /// The run finished; some items failed for reasons of their own (a 404, a broken image). The

@@ -69,7 +69,7 @@ struct Run: AsyncParsableCommand {
         options.dedupeWindow = dedupeWindow
         options.shard = try sharding.resolvedShard()
         try await runPipeline(pipeline, urls: urls, options: options, output: output,
-                              stopGrace: Units.parseDuration(sharding.stopGrace) ?? 25)
+                              stopGrace: sharding.graceSeconds)
     }
 }
 

@@ -41,6 +41,9 @@ struct ShardOptions: ParsableArguments {
         }
     }
 
+    /// `--stop-grace` in seconds (checked by `validate`).
+    var graceSeconds: Double { Units.parseDuration(stopGrace) ?? 25 }
+
     /// The shard, or `nil` for the whole list; throws (exit 2) when `--shard` is wrong.
     func resolvedShard() throws -> Shard? {
         guard let shard else { return nil }

@@ -6,8 +6,8 @@ import Synchronization
 /// Ctrl-C and SIGTERM during a run: the first asks the run to stop gracefully (no new item starts,
 /// items in flight finish, the summary and report are written, the exit code is 128 + the signal);
 /// items still in flight after the grace period are cancelled, so that the report is written
-/// before a batch engine's SIGKILL; a second signal exits at once. Outputs are never half-written either way: each is renamed into
-/// place only when complete.
+/// before a batch engine's SIGKILL; a second signal exits at once. Outputs are never half-written
+/// either way: each is renamed into place only when complete.
 // `sources` is set once in init; DispatchSource methods are thread-safe.
 final class StopSignals: @unchecked Sendable {
     private let sources: [any DispatchSourceSignal]

@@ -23,10 +23,10 @@ public enum BuiltIns: PluginBundle {
         for plugin in plugins { try registry.register(plugin, origin: bundleName) }
     }
 
-    /// A registry holding the built-ins only.
     /// Outputs to `s3://bucket/prefix`.
     public static let destinations: [DestinationMaker] = [S3Destination.maker]
 
+    /// A registry holding the built-ins only.
     public static func registry() -> PluginRegistry {
         // Built-in names are distinct; a clash is a programming error that the tests catch.
         try! PluginRegistry(bundles: [BuiltIns.self])

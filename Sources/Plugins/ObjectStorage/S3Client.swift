@@ -11,9 +11,7 @@ struct S3Settings: Sendable {
     /// `endpoint/bucket/key` rather than `bucket.endpoint/key`: the default for any endpoint but AWS's own.
     var pathStyle: Bool
 
-    /// The options every S3 stage takes (declared once, in ``PipelineFileSpec/objectStorage``).
-    static var options: [OptionSpec] { PipelineFileSpec.objectStorage }
-
+    /// Reads the options of ``PipelineFileSpec/objectStorage``, each defaulting to its AWS variable.
     init(options: PluginOptions, environment: [String: String]) throws {
         func setting(_ option: String, _ variables: [String]) -> String? {
             if let value = options.string(option), !value.isEmpty { return value }
@@ -70,7 +68,13 @@ struct S3Object: Sendable {
     var data: Data
     var contentType: String?
     var etag: String?
-    var metadata: [String: String]
+}
+
+/// How a PUT with `If-None-Match: *` ended.
+enum S3PutOutcome: Sendable {
+    case written
+    /// The object already existed (412): another writer got there first, and its object is kept.
+    case alreadyThere
 }
 
 /// The few S3 calls we need (GET, HEAD, PUT, DELETE, ListObjectsV2), signed with our SigV4 and
@@ -96,43 +100,40 @@ final class S3Client: Sendable {
     }
 
     func get(_ object: S3Location) async throws -> S3Object? {
-        let response = try await send("GET", object, notFoundIsNil: true)
-        return response.map { S3Object(data: $0.body, contentType: $0.headers["content-type"], etag: $0.headers["etag"],
-                                       metadata: Self.metadata($0.headers)) }
+        let response = try await send("GET", object, answered: [404])
+        return response.status == 404 ? nil : S3Object(response)
     }
 
     /// The object's facts without its body; `nil` when there is none.
     func head(_ object: S3Location) async throws -> S3Object? {
-        let response = try await send("HEAD", object, notFoundIsNil: true)
-        return response.map { S3Object(data: Data(), contentType: $0.headers["content-type"], etag: $0.headers["etag"],
-                                       metadata: Self.metadata($0.headers)) }
+        let response = try await send("HEAD", object, answered: [404])
+        return response.status == 404 ? nil : S3Object(response)
     }
 
     /// Writes the object whole (S3 makes a PUT visible only when complete). With `ifAbsent`, sends
-    /// `If-None-Match: *`; returns `false` when the store says the object already exists (412).
+    /// `If-None-Match: *` so that an existing object is kept; a store that does not support it
+    /// (501) is written to without it.
     @discardableResult
     func put(_ object: S3Location, _ data: Data, contentType: String, headers: [String: String] = [:],
-             ifAbsent: Bool = false) async throws -> Bool {
+             ifAbsent: Bool = false) async throws -> S3PutOutcome {
         var all = headers
         all["Content-Type"] = contentType
-        if ifAbsent { all["If-None-Match"] = "*" }
-        do {
-            _ = try await send("PUT", object, headers: all, body: data)
-            return true
-        } catch let failure as PipelineError where ifAbsent && failure.message.hasPrefix("HTTP 412") {
-            return false
+        if ifAbsent {
+            all["If-None-Match"] = "*"
+            let response = try await send("PUT", object, headers: all, body: data, answered: [412, 501])
+            if response.status == 412 { return .alreadyThere }
+            guard response.status == 501 else { return .written }
+            all["If-None-Match"] = nil
         }
-    }
-
-    func delete(_ object: S3Location) async throws {
-        _ = try await send("DELETE", object, notFoundIsNil: true)
+        _ = try await send("PUT", object, headers: all, body: data)
+        return .written
     }
 
     /// One page of keys under `prefix`, and the token of the next page.
     func list(bucket: String, prefix: String, after token: String?, maxKeys: Int = 1000) async throws -> (keys: [(key: String, size: Int, modified: String)], next: String?) {
         var query = [("list-type", "2"), ("prefix", prefix), ("max-keys", String(maxKeys))]
         if let token { query.append(("continuation-token", token)) }
-        guard let response = try await send("GET", S3Location(bucket: bucket, key: ""), query: query) else { return ([], nil) }
+        let response = try await send("GET", S3Location(bucket: bucket, key: ""), query: query)
         let listing = ListingParser.parse(response.body)
         return (listing.keys, listing.truncated ? listing.nextToken : nil)
     }
@@ -142,10 +143,20 @@ final class S3Client: Sendable {
         var body: Data
         var headers: [String: String]
     }
+}
 
-    /// Sends one signed request, retrying what may succeed later.
+extension S3Object {
+    init(_ response: S3Client.Response) {
+        self.init(data: response.body, contentType: response.headers["content-type"], etag: response.headers["etag"])
+    }
+}
+
+extension S3Client {
+
+    /// Sends one signed request, retrying what may succeed later. A status in `answered` is an
+    /// answer for the caller (404 to a GET, 412 to a conditional PUT), not a failure.
     func send(_ method: String, _ object: S3Location, query: [(String, String)] = [], headers: [String: String] = [:],
-              body: Data? = nil, notFoundIsNil: Bool = false) async throws -> Response? {
+              body: Data? = nil, answered: Set<Int> = []) async throws -> Response {
         var attempt = 0
         while true {
             attempt += 1
@@ -160,7 +171,9 @@ final class S3Client: Sendable {
                 let response = try await engine.get().perform(transfer)
                 return Response(status: response.status, body: response.body, headers: transfer.responseHeaders)
             } catch let failure as TransferFailure {
-                if failure.status == 404, notFoundIsNil { return nil }
+                if answered.contains(failure.status) {
+                    return Response(status: failure.status, body: failure.partial, headers: transfer.responseHeaders)
+                }
                 let error = Self.describe(failure, method: method, object: object)
                 guard failure.retryable || Self.isSlowDown(failure), attempt < attempts else { throw error }
                 try await Task.sleep(for: .seconds(min(8, 0.2 * pow(2, Double(attempt - 1))) * Double.random(in: 0.5...1)))
@@ -186,24 +199,14 @@ final class S3Client: Sendable {
         return ("\(endpoint.scheme!)://\(host)\(path)" + (queryText.isEmpty ? "" : "?" + queryText), host, path)
     }
 
-    static func metadata(_ headers: [String: String]) -> [String: String] {
-        var out: [String: String] = [:]
-        for (name, value) in headers where name.hasPrefix("x-amz-meta-") { out[String(name.dropFirst(11))] = value }
-        return out
-    }
-
     static func isSlowDown(_ failure: TransferFailure) -> Bool {
         String(decoding: failure.partial, as: UTF8.self).contains("<Code>SlowDown</Code>")
     }
 
     /// A failure in words: the store's error code and message, and for refused credentials what to check.
     static func describe(_ failure: TransferFailure, method: String, object: S3Location) -> PipelineError {
-        let body = String(decoding: failure.partial, as: UTF8.self)
-        func element(_ name: String) -> String? {
-            guard let start = body.range(of: "<\(name)>"), let end = body.range(of: "</\(name)>", range: start.upperBound..<body.endIndex) else { return nil }
-            return String(body[start.upperBound..<end.lowerBound])
-        }
-        let code = element("Code")
+        let body = String(decoding: failure.partial, as: UTF8.self)[...]
+        let code = ListingParser.element("Code", in: body)
         let what = "\(method) \(object.url)"
         if ["SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied", "InvalidToken", "ExpiredToken"].contains(code ?? "")
             || (failure.status == 403 && code == nil) {
@@ -212,28 +215,32 @@ final class S3Client: Sendable {
             return PipelineError(.auth, "\(what): the store refused the credentials (\(code ?? "HTTP 403"))\(hint)")
         }
         if failure.status == 0 { return PipelineError(failure.error.kind, "\(what): \(failure.error.message)") }
-        let detail = [code, element("Message")].compactMap { $0 }.joined(separator: ": ")
+        let detail = [code, ListingParser.element("Message", in: body)].compactMap { $0 }.joined(separator: ": ")
         return PipelineError(failure.status == 404 ? .notFound : .httpStatus,
                              "\(what): HTTP \(failure.status)" + (detail.isEmpty ? "" : " \(detail)"))
     }
 }
 
-/// The keys of a ListObjectsV2 answer (the XML is small and regular: no XML library needed).
+/// The keys of a ListObjectsV2 answer, and the fields of an error answer (the XML is small and
+/// regular: no XML library needed).
 enum ListingParser {
+    /// The text of the first `<name>` element in `part`.
+    static func element(_ name: String, in part: Substring) -> String? {
+        guard let start = part.range(of: "<\(name)>"),
+              let end = part.range(of: "</\(name)>", range: start.upperBound..<part.endIndex) else { return nil }
+        return String(part[start.upperBound..<end.lowerBound])
+    }
+
     static func parse(_ data: Data) -> (keys: [(key: String, size: Int, modified: String)], truncated: Bool, nextToken: String?) {
         let text = String(decoding: data, as: UTF8.self)
-        func value(_ name: String, in part: Substring) -> String? {
-            guard let start = part.range(of: "<\(name)>"), let end = part.range(of: "</\(name)>", range: start.upperBound..<part.endIndex) else { return nil }
-            return String(part[start.upperBound..<end.lowerBound])
-        }
         var keys: [(String, Int, String)] = []
         for chunk in text.components(separatedBy: "<Contents>").dropFirst() {
             let part = chunk[...]
-            guard let key = value("Key", in: part) else { continue }
-            keys.append((unescape(key), Int(value("Size", in: part) ?? "") ?? 0, value("LastModified", in: part) ?? ""))
+            guard let key = element("Key", in: part) else { continue }
+            keys.append((unescape(key), Int(element("Size", in: part) ?? "") ?? 0, element("LastModified", in: part) ?? ""))
         }
         let whole = text[...]
-        return (keys, value("IsTruncated", in: whole) == "true", value("NextContinuationToken", in: whole).map(unescape))
+        return (keys, element("IsTruncated", in: whole) == "true", element("NextContinuationToken", in: whole).map(unescape))
     }
 
     static func unescape(_ text: String) -> String {

@@ -4,7 +4,7 @@ import PipelineKit
 /// Outputs written to `s3://bucket/prefix`: one PUT per output, which S3 makes visible only when
 /// whole, with `Content-Type` from the file extension and the `output:` options' `Cache-Control`
 /// and metadata. With `if_absent`, `If-None-Match: *` keeps an object another machine already
-/// wrote; a store that does not support it (501) is then written without it.
+/// wrote (see ``S3Client/put(_:_:contentType:headers:ifAbsent:)``).
 struct S3Destination: OutputDestination {
     static let maker = DestinationMaker(scheme: "s3") { url, options in
         try S3Destination(url: url, options: options, environment: ProcessInfo.processInfo.environment)
@@ -38,13 +38,7 @@ struct S3Destination: OutputDestination {
     func location(_ relative: String) -> String { object(relative).url }
 
     func write(_ data: Data, to relative: String) async throws {
-        let target = object(relative)
-        let type = Self.contentType(relative)
-        do {
-            try await client.put(target, data, contentType: type, headers: headers, ifAbsent: ifAbsent)
-        } catch let failure as PipelineError where ifAbsent && failure.message.contains("HTTP 501") {
-            try await client.put(target, data, contentType: type, headers: headers)
-        }
+        try await client.put(object(relative), data, contentType: Self.contentType(relative), headers: headers, ifAbsent: ifAbsent)
     }
 
     func copy(_ from: String, to: String) async throws {

@@ -132,5 +132,11 @@ import TestSupport
         let sources = try await run(["run", local.path, list.path, "--progress", "none"], environment)
         #expect(sources.status == 1)
         #expect(sources.stdout.contains("auth 1"), "\(sources.stdout)")
+
+        // No credentials at all: the item says what to set.
+        for name in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"] { environment[name] = nil }
+        let unset = try await run(["run", local.path, list.path, "--progress", "none"], environment)
+        #expect(unset.status == 1)
+        #expect(unset.stdout.contains("invalid_option: S3 needs credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"), "\(unset.stdout)")
     }
 }

@@ -60,9 +60,17 @@ struct CacheCommand: AsyncParsableCommand {
             }
             let iso = ISO8601DateFormatter()
             print("cache:    \(stats.path)")
-            print("entries:  \(stats.entries) (\(stats.originals) loaded, \(stats.outputs) encoded outputs)")
-            let share = stats.sizeLimit > 0 ? Int((Double(stats.bytes) / Double(stats.sizeLimit) * 100).rounded()) : 0
-            print("bytes:    \(SummaryText.bytes(stats.bytes)) of \(SummaryText.bytes(stats.sizeLimit)) (\(share)%)")
+            if let originals = stats.originals, let outputs = stats.outputs {
+                print("entries:  \(stats.entries) (\(originals) loaded, \(outputs) encoded outputs)")
+            } else {
+                print("entries:  \(stats.entries)")
+            }
+            if stats.sizeLimit > 0 {
+                let share = Int((Double(stats.bytes) / Double(stats.sizeLimit) * 100).rounded())
+                print("bytes:    \(SummaryText.bytes(stats.bytes)) of \(SummaryText.bytes(stats.sizeLimit)) (\(share)%)")
+            } else {
+                print("bytes:    \(SummaryText.bytes(stats.bytes)) (no size limit: expired by age)")
+            }
             if let oldest = stats.oldest, let newest = stats.newest {
                 print("oldest:   \(iso.string(from: oldest))")
                 print("newest:   \(iso.string(from: newest))")
@@ -80,12 +88,27 @@ struct CacheCommand: AsyncParsableCommand {
 
     struct Prune: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Delete expired and damaged entries now, then apply the size limit.")
+            abstract: "Delete expired and damaged entries now, then apply the size limit.",
+            discussion: """
+                A shared s3 cache keeps no size limit: prune deletes its entries not written for the
+                cache's prune_after (or --older-than). Bucket lifecycle rules do the same without a command.
+                """)
         @OptionGroup var target: Target
+        @Option(name: .customLong("older-than"), help: ArgumentHelp(
+            "Also delete entries unused (s3: not written) for this long, e.g. 30d, 12h, 0s.", valueName: "duration"))
+        var olderThan: String?
 
         func run() async throws {
+            var seconds: Double?
+            if let olderThan {
+                guard let value = Units.parseDuration(olderThan) else {
+                    printError("error: --older-than '\(olderThan)' is not a duration (e.g. 30d, 12h, 90s)")
+                    throw Exit.invalid
+                }
+                seconds = value
+            }
             let (_, _, cache) = try target.open()
-            let (entries, bytes) = try await cache.prune()
+            let (entries, bytes) = try await cache.prune(olderThan: seconds)
             print("pruned \(entries) entries, \(SummaryText.bytes(bytes))")
         }
     }

@@ -104,7 +104,7 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
     let runner = try makeRunner(pipeline, urls: urls, options: options)
     if let problem = await runner.preflight() {
         // Refused credentials or a missing bucket will not fix themselves; an unreachable store may.
-        printError("error: cannot write outputs to \(runner.outputDirectory): \(problem.message)")
+        printError("error: \(problem.message)")
         throw [ErrorKind.auth, .notFound].contains(problem.kind) ? Exit.invalid : Exit.infrastructure
     }
     let stream = try openReportStream(output, pipeline: pipeline)

@@ -5,7 +5,7 @@ public enum BuiltIns: PluginBundle {
     /// Every built-in plugin, in slot order.
     public static let plugins: [Plugin] = [
         HTTPLoader.plugin, FileLoader.plugin, DataURLLoader.plugin, S3Loader.plugin,
-        DiskDataCache.plugin,
+        DiskDataCache.plugin, S3DataCache.plugin,
         ImageMagickDecoder.plugin,
         Resize.plugin, Crop.plugin, Trim.plugin, RoundedCorners.plugin, Circle.plugin,
         Blur.plugin, Sharpen.plugin, Unsharp.plugin,

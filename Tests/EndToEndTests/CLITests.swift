@@ -605,8 +605,14 @@ import TestSupport
         #expect(again.status == 1 && again.stdout.contains("removed 0 entries"))
         let pruned = try await pipelinectl(["cache", "prune", pipeline.path])
         #expect(pruned.status == 0 && pruned.stdout.contains("pruned 0 entries"))
+        let notADuration = try await pipelinectl(["cache", "prune", pipeline.path, "--older-than", "soon"])
+        #expect(notADuration.status == 2 && notADuration.stderr.contains("--older-than 'soon' is not a duration"))
+        #expect(try await pipelinectl(["cache", "prune", pipeline.path, "--older-than", "1d"]).stdout.contains("pruned 0 entries"))
+        _ = try await pipelinectl(["cache", "rm", pipeline.path, urls[1]])  // 76 left after this
+        let unused = try await pipelinectl(["cache", "prune", pipeline.path, "--older-than", "0s"])
+        #expect(unused.stdout.contains("pruned 76 entries"), "\(unused.stdout)")
         let cleared = try await pipelinectl(["cache", "clear", pipeline.path])
-        #expect(cleared.stdout.contains("cleared 78 entries"))
+        #expect(cleared.stdout.contains("cleared 0 entries"))
         let empty = try await pipelinectl(["cache", "stats", pipeline.path, "--json"])
         #expect(empty.stdout.contains("\"entries\" : 0"))
     }

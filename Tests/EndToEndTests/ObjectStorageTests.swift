@@ -140,3 +140,125 @@ import TestSupport
         #expect(unset.stdout.contains("invalid_option: S3 needs credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"), "\(unset.stdout)")
     }
 }
+
+extension ObjectStorageTests {
+    /// Runs a boto3 snippet against `moto` with `s3` bound to a client; returns its stdout.
+    func boto(_ moto: MotoServer, _ snippet: String, _ arguments: [String] = []) async throws -> String {
+        let script = """
+            import boto3, sys
+            s3 = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1",
+                              aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3])
+            args = sys.argv[4:]
+            """ + "\n" + snippet
+        let result = try await Command.run("/usr/bin/env", ["python3", "-c", script, moto.endpoint, moto.accessKey, moto.secretKey] + arguments)
+        guard result.status == 0 else { throw CommandError(message: result.stderr) }
+        return result.stdout
+    }
+
+    /// Keys in `bucket`, sorted.
+    func keys(_ moto: MotoServer, _ bucket: String) async throws -> [String] {
+        try await boto(moto, """
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=args[0]):
+                for item in page.get("Contents", []): print(item["Key"])
+            """, [bucket]).split(separator: "\n").map(String.init).sorted()
+    }
+
+    @Test func aDataCacheInABucketIsSharedCheckedAndPruned() async throws {
+        let moto = try await MotoServer.start(buckets: ["cache"])
+        defer { moto.stop() }
+        let server = try await TestServer.start()
+        let dir = try Fixtures.temporaryDirectory("s3-cache")
+        var urls: [String] = []
+        for i in 0..<6 {
+            server.serve("/c\(i).jpg", try Fixtures.image("plasma:", width: 220 + i, height: 160))
+            urls.append(server.url("/c\(i).jpg"))
+        }
+        let list = dir.appendingPathComponent("urls.txt")
+        try urls.joined(separator: "\n").write(to: list, atomically: true, encoding: .utf8)
+        let pipeline = dir.appendingPathComponent("cached.yaml")
+        try """
+            loader:
+              http: { allow_loopback: true, retry_attempts: 1 }
+            data_cache:
+              s3: { url: "s3://cache/pk/data" }
+            processors:
+              - resize: { width: 64 }
+            encoder: png
+            output:
+              dir: ${OUT:-\(dir.path)/none}
+              name: "{stem}.{ext}"
+            """.write(to: pipeline, atomically: true, encoding: .utf8)
+        func run(_ machine: String) async throws -> Command.Result {
+            var environment = moto.environment
+            environment["OUT"] = dir.appendingPathComponent(machine).path
+            return try await self.run(["run", pipeline.path, list.path, "--progress", "none"], environment)
+        }
+
+        // The first machine fills the cache; the second reads every source from it.
+        let first = try await run("a")
+        #expect(first.status == 0, "\(first.stdout)\(first.stderr)")
+        let entries = try await keys(moto, "cache")
+        try #require(entries.count == 6)
+        #expect(entries.allSatisfy { $0.wholeMatch(of: /pk\/data\/[0-9a-f]{2}\/[0-9a-f]{64}/) != nil }, "\(entries)")
+        let second = try await run("b")
+        #expect(second.status == 0, "\(second.stdout)\(second.stderr)")
+        #expect(second.stdout.contains("cache: data 6 hit"), "\(second.stdout)")
+        for i in 0..<6 { #expect(server.requests("/c\(i).jpg") == 1) }
+
+        // A damaged entry is never served: its item loads from the source again and the entry is
+        // written whole again; the output is the same.
+        _ = try await boto(moto, "s3.put_object(Bucket='cache', Key=args[0], Body=b'PKDC' + b'\\x00' * 40)", [entries[0]])
+        let third = try await run("c")
+        #expect(third.status == 0, "\(third.stdout)\(third.stderr)")
+        #expect(third.stdout.contains("cache: data 5 hit, 1 miss"), "\(third.stdout)")
+        #expect((0..<6).map { server.requests("/c\($0).jpg") }.reduce(0, +) == 7)
+        for i in 0..<6 {
+            let a = try Data(contentsOf: dir.appendingPathComponent("a/c\(i).png"))
+            #expect(a == (try Data(contentsOf: dir.appendingPathComponent("c/c\(i).png"))))
+        }
+        #expect(try await run("d").stdout.contains("cache: data 6 hit"))
+
+        // Maintenance: stats over the bucket, prune by age; objects that are not entries are left alone.
+        _ = try await boto(moto, "s3.put_object(Bucket='cache', Key='pk/data/README', Body=b'not an entry')")
+        let stats = try await self.run(["cache", "stats", pipeline.path], moto.environment)
+        #expect(stats.status == 0, "\(stats.stderr)")
+        #expect(stats.stdout.contains("cache:    s3://cache/pk/data"), "\(stats.stdout)")
+        #expect(stats.stdout.contains("entries:  6"), "\(stats.stdout)")
+        let kept = try await self.run(["cache", "prune", pipeline.path], moto.environment)
+        #expect(kept.stdout.contains("pruned 0 entries"), "\(kept.stdout)\(kept.stderr)")
+        let pruned = try await self.run(["cache", "prune", pipeline.path, "--older-than", "0s"], moto.environment)
+        #expect(pruned.status == 0, "\(pruned.stderr)")
+        #expect(pruned.stdout.contains("pruned 6 entries"), "\(pruned.stdout)")
+        #expect(try await keys(moto, "cache") == ["pk/data/README"])
+        #expect(try await run("e").stdout.contains("cache: data 0 hit, 6 miss"))
+        let cleared = try await self.run(["cache", "clear", pipeline.path], moto.environment)
+        #expect(cleared.stdout.contains("cleared 6 entries"), "\(cleared.stdout)\(cleared.stderr)")
+        #expect(try await keys(moto, "cache") == ["pk/data/README"])
+        await server.stop()
+    }
+
+    @Test func aDataCacheWithRefusedCredentialsStopsTheRunBeforeItStarts() async throws {
+        let moto = try await MotoServer.start(buckets: ["cache"])
+        defer { moto.stop() }
+        let dir = try Fixtures.temporaryDirectory("s3-cache-auth")
+        let pipeline = dir.appendingPathComponent("p.yaml")
+        try """
+            data_cache: { s3: { url: "s3://cache/x" } }
+            encoder: png
+            output: { dir: \(dir.path)/out }
+            """.write(to: pipeline, atomically: true, encoding: .utf8)
+        var environment = moto.environment
+        environment["AWS_SECRET_ACCESS_KEY"] = "wrong"
+        let result = try await run(["run", pipeline.path, "-", "--progress", "none"], environment)
+        #expect(result.status == 2)
+        #expect(result.stderr.contains("the data cache s3://cache/x cannot be used: GET s3://cache/: the store refused the credentials (SignatureDoesNotMatch)"), "\(result.stderr)")
+        // A bucket that does not exist is said the same way, naming the bucket.
+        let missing = dir.appendingPathComponent("q.yaml")
+        try String(contentsOf: pipeline, encoding: .utf8).replacingOccurrences(of: "s3://cache/x", with: "s3://nosuchbucket/x")
+            .write(to: missing, atomically: true, encoding: .utf8)
+        let absent = try await run(["run", missing.path, "-", "--progress", "none"], moto.environment)
+        #expect(absent.status == 2)
+        #expect(absent.stderr.contains("s3://nosuchbucket/"), "\(absent.stderr)")
+        #expect(absent.stderr.contains("NoSuchBucket"), "\(absent.stderr)")
+    }
+}

@@ -1,7 +1,9 @@
 import Foundation
 
 /// A real S3-compatible server on loopback for tests: moto (PyPI `moto[server]`, installed by
-/// `make test`) in the mode that checks every signature. The test starts it and stops it; the
+/// `make test`) in the mode that checks every signature, started by `moto-server.py`, which fixes
+/// moto's canonical query string (a `/` in a query value, as in a listing's prefix, is `%2F` in
+/// SigV4; moto 5 signs it decoded and refuses botocore's own requests). The test starts it and stops it; the
 /// buckets asked for exist, and `credentials` is a key the server accepts.
 public final class MotoServer: @unchecked Sendable {
     public let port: UInt16
@@ -33,7 +35,8 @@ public final class MotoServer: @unchecked Sendable {
         let port = try freePort()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["moto_server", "-H", "127.0.0.1", "-p", String(port)]
+        let launcher = Fixtures.packageRoot.appendingPathComponent("Tests/TestSupport/moto-server.py").path
+        process.arguments = ["python3", launcher, "-H", "127.0.0.1", "-p", String(port)]
         var environment = ProcessInfo.processInfo.environment
         environment["INITIAL_NO_AUTH_ACTION_COUNT"] = "4"
         process.environment = environment

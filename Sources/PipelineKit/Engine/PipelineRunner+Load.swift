@@ -12,7 +12,7 @@ extension PipelineRunner {
         let start = ContinuousClock.now
         let cache = originalsCache(plan.slot)
         var stale: CachedEntry?
-        if let cache, let entry = await cache.entry(for: plan.key) {
+        if let cache, let entry = await cachedEntry(plan.key, in: cache) {
             if entry.isFresh { return LoadedSource(data: entry.data, cache: .hit, milliseconds: (ContinuousClock.now - start).milliseconds) }
             stale = entry
         }
@@ -44,6 +44,14 @@ extension PipelineRunner {
         let begin = ContinuousClock.now
         let value = try await body()
         return (value, (ContinuousClock.now - begin).milliseconds)
+    }
+
+    /// The entry for `key` in `cache`; a cache that cannot be read is logged and counts as a miss.
+    func cachedEntry(_ key: String, in cache: any DataCaching) async -> CachedEntry? {
+        do { return try await cache.entry(for: key) } catch {
+            logger.warning("data cache read failed", metadata: ["key": "\(key)", "error": "\(error)"])
+            return nil
+        }
     }
 
     /// Stores `data` in `cache`; a failure to store is logged, never the item's failure.

@@ -21,7 +21,7 @@ extension PipelineRunner {
         let start = ContinuousClock.now
         var entries: [Int: CachedEntry] = [:]
         for (index, variant) in variants.enumerated() {
-            if let entry = await cache.entry(for: outputKey(plan.key, variant)), entry.output != nil { entries[index] = entry }
+            if let entry = await cachedEntry(outputKey(plan.key, variant), in: cache), entry.output != nil { entries[index] = entry }
         }
         var preloaded: LoadedSource?
         if entries.count == variants.count, Set(entries.values.compactMap(\.output?.sourceDigest)).count == 1 {

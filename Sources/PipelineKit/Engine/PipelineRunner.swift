@@ -129,10 +129,14 @@ public final class PipelineRunner: Sendable {
         return try maker.make(directory, options)
     }
 
-    /// Checks that outputs can be written before the run starts (a store's credentials and
-    /// bucket); a message when not. Nothing to check for a local directory (validation did).
+    /// Checks that outputs can be written and the data cache used before the run starts (a
+    /// store's credentials and bucket); a message naming which when not. Nothing to check for a
+    /// local directory (validation did).
     public func preflight() async -> PipelineError? {
-        fetchOnly ? nil : await destination.preflight()
+        if !fetchOnly, let problem = await destination.preflight() {
+            return PipelineError(problem.kind, "cannot write outputs to \(outputDirectory): \(problem.message)")
+        }
+        return await dataCache?.preflight()
     }
 
     /// One loader slot per scheme: the pipeline's loader for its schemes, every other loader with

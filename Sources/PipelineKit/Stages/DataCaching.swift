@@ -15,8 +15,9 @@ public protocol DataCaching: Sendable {
     var storesOutputs: Bool { get }
 
     /// The entry for `key` and whether it is fresh, or `nil` when there is none (or it was
-    /// damaged, or has expired beyond use).
-    func entry(for key: String) async -> CachedEntry?
+    /// damaged, or has expired beyond use). Throws when the cache could not be read (a shared
+    /// store out of reach): the engine logs it and loads the source as for a miss.
+    func entry(for key: String) async throws -> CachedEntry?
 
     /// Stores `data` for `key`; `output` marks an encoded output and says what it was made from.
     /// The cache may decline (`no-store`). Failing to store is not an error for the item; the
@@ -32,6 +33,10 @@ public protocol DataCaching: Sendable {
 
     /// Called once at the end of a run with what the run saw, for `cache stats`.
     func recordRun(_ usage: CacheUsage) async
+
+    /// Checks, before a run starts, that the cache can be used (a shared store's credentials and
+    /// bucket); a message naming the cache when not. Nothing to check by default.
+    func preflight() async -> PipelineError?
 }
 
 extension DataCaching {
@@ -39,9 +44,10 @@ extension DataCaching {
     public var storesOutputs: Bool { false }
     public func refresh(_ key: String, directives: CacheDirectives) async {}
     public func recordRun(_ usage: CacheUsage) async {}
+    public func preflight() async -> PipelineError? { nil }
 
     /// The bytes stored for `key`, fresh or not.
-    public func data(for key: String) async -> LoadedData? { await entry(for: key)?.data }
+    public func data(for key: String) async -> LoadedData? { try? await entry(for: key)?.data }
 
     /// Stores loaded bytes (an original).
     public func store(_ data: LoadedData, for key: String) async throws {
@@ -101,19 +107,25 @@ public struct CacheUsage: Sendable, Codable, Equatable {
 public protocol DataCacheMaintenance: Sendable {
     /// Entries, bytes and ages now, and the last run's usage when recorded.
     func statistics() async throws -> DataCacheStatistics
-    /// Applies the expiry and the size limit now; returns the entries and bytes deleted.
-    func prune() async throws -> (entries: Int, bytes: Int)
+    /// Applies the expiry and the size limit now, and deletes entries unused (or, in a store that
+    /// does not record use, unwritten) for `olderThan` seconds when given; returns the entries and
+    /// bytes deleted.
+    func prune(olderThan: Double?) async throws -> (entries: Int, bytes: Int)
     /// Deletes every entry; returns how many there were.
     func clear() async throws -> Int
 }
 
 /// What `cache stats` shows.
 public struct DataCacheStatistics: Sendable, Codable, Equatable {
+    /// The cache's directory or URL.
     public var path: String
     public var entries = 0
     public var bytes = 0
-    public var originals = 0
-    public var outputs = 0
+    /// Entries of loaded bytes and of encoded outputs; `nil` where telling them apart would mean
+    /// reading every entry (a shared store lists keys and sizes only).
+    public var originals: Int?
+    public var outputs: Int?
+    /// The size limit in bytes; 0 for none (a shared store expires entries by age).
     public var sizeLimit = 0
     public var oldest: Date?
     public var newest: Date?

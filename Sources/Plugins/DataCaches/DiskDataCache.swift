@@ -16,8 +16,8 @@ import Synchronization
 /// HTTP headers: an entry is fresh for `ttl`, then fetched again. `off` neither reads nor writes.
 /// Entries of local files are checked against the file's size and modification time on every use.
 public final class DiskDataCache: DataCaching, DataCacheMaintenance {
-    public enum Policy: String, Sendable, CaseIterable { case http, ttl, off }
-    public enum Store: String, Sendable, CaseIterable { case original, processed, all }
+    public typealias Policy = CacheRules.Policy
+    public typealias Store = CacheRules.Store
 
     public static let spec = PluginSpec(
         name: "disk",
@@ -26,25 +26,16 @@ public final class DiskDataCache: DataCaching, DataCacheMaintenance {
             .path("path", default: ".cache/pipelinectl/data", access: .writableDirectory, doc: "Directory of the cache (relative to the working directory)."),
             .size("size_limit", default: "1GB", min: "1MB", doc: "Most bytes kept; a write that crosses it sweeps the least recently used entries."),
             .number("sweep_to", default: 0.7, range: 0.1...1.0, doc: "Fraction of size_limit kept after a sweep."),
-            .duration("ttl", default: "7d", min: "1s", max: "3650d", doc: "Lifetime of an entry when the response gives none (policy http), or of every entry (policy ttl)."),
-            .oneOf("policy", Policy.allCases.map(\.rawValue), default: "http",
-                   doc: "http: honour Cache-Control/Expires and revalidate with ETag/Last-Modified; ttl: ignore HTTP headers, keep for ttl; off: do not cache."),
-            .oneOf("store", Store.allCases.map(\.rawValue), default: "original",
-                   doc: "What is kept: loaded bytes (original), encoded outputs (processed, so an unchanged item is not loaded, decoded or encoded again), or both (all)."),
-        ])
+        ] + CacheRules.options)
 
     public static let plugin = Plugin.dataCache(spec) { options in try DiskDataCache(options: options) }
-
-    static let magic = Data("PKDC".utf8)
-    static let version: UInt8 = 2
-    static let headerLength = 52
 
     public let root: String
     public let sizeLimit: Int
     let sweepTo: Double
-    public let ttl: Double
-    public let policy: Policy
-    public let storeWhat: Store
+    let rules: CacheRules
+    public var ttl: Double { rules.ttl }
+    public var policy: Policy { rules.policy }
     let now: @Sendable () -> Date
     /// Bytes on disk (known after the first scan), and bytes of writes in progress.
     private struct Usage {
@@ -62,9 +53,7 @@ public final class DiskDataCache: DataCaching, DataCacheMaintenance {
         self.root = path
         self.sizeLimit = sizeLimit
         self.sweepTo = sweepTo
-        self.ttl = ttl
-        self.policy = policy
-        self.storeWhat = store
+        self.rules = CacheRules(policy: policy, store: store, ttl: ttl)
         self.now = now
     }
 
@@ -76,49 +65,22 @@ public final class DiskDataCache: DataCaching, DataCacheMaintenance {
                   now: now)
     }
 
-    public var storesOriginals: Bool { policy != .off && storeWhat != .processed }
-    public var storesOutputs: Bool { policy != .off && storeWhat != .original }
+    public var storesOriginals: Bool { rules.storesOriginals }
+    public var storesOutputs: Bool { rules.storesOutputs }
 
-    struct Meta: Codable {
-        var key: String
-        var contentType: String?
-        var finalURL: String?
-        var storedAt: Double
-        var directives: CacheDirectives
-        var output: OutputStamp?
-    }
+    typealias Meta = CacheEntry.Meta
 
     /// The entry file of `key`: `ROOT/ab/abcdef...` (first two hex digits as a subdirectory).
-    public func entryPath(for key: String) -> String {
-        let hash = Hashing.sha256Hex(key)
-        return "\(root)/\(hash.prefix(2))/\(hash)"
-    }
+    public func entryPath(for key: String) -> String { "\(root)/\(CacheEntry.name(for: key))" }
 
-    /// Whether an entry stored under `meta` is fresh now (`true`), usable after revalidation
-    /// (`false`), or of no use (`nil`).
-    func freshness(_ meta: Meta) -> Bool? {
-        let age = now().timeIntervalSince1970 - meta.storedAt
-        let directives = meta.directives
-        switch policy {
-        case .off:
-            return nil
-        case .ttl:
-            guard age < ttl else { return nil }
-            return !directives.revalidateAlways
-        case .http:
-            if directives.revalidateAlways || directives.noCache { return directives.canRevalidate ? false : nil }
-            if directives.immutable { return true }
-            if age < (directives.maxAge ?? ttl) { return true }
-            return directives.canRevalidate ? false : nil
-        }
-    }
+    func freshness(_ meta: Meta) -> Bool? { rules.freshness(meta, now: now()) }
 
     public func entry(for key: String) async -> CachedEntry? {
         guard policy != .off else { return nil }
         let path = entryPath(for: key)
         return try? await WorkerPool.io.run { [self] () -> CachedEntry? in
             guard let file = FileManager.default.contents(atPath: path) else { return nil }
-            guard let (meta, body) = DiskDataCache.decode(file), meta.key == key else {
+            guard let (meta, body) = CacheEntry.decode(file), meta.key == key else {
                 unlink(path)  // damaged or foreign: never served, refetched by the caller
                 return nil
             }
@@ -148,9 +110,9 @@ public final class DiskDataCache: DataCaching, DataCacheMaintenance {
             // and no lifetime counts from the store time, so the entry is not rewritten and synced
             // on every hit. (The lookup already marked it used.)
             if policy == .http, directives.revalidateAlways || directives.noCache,
-               let stored = DiskDataCache.readMeta(path), stored.key == key, stored.directives == directives { return }
+               let stored = CacheEntry.readMeta(path), stored.key == key, stored.directives == directives { return }
             guard let file = FileManager.default.contents(atPath: path),
-                  var (meta, body) = DiskDataCache.decode(file), meta.key == key else { return }
+                  case (var meta, let body)? = CacheEntry.decode(file), meta.key == key else { return }
             meta.directives = directives
             meta.storedAt = now().timeIntervalSince1970
             if policy == .http, directives.noStore {
@@ -192,7 +154,7 @@ public final class DiskDataCache: DataCaching, DataCacheMaintenance {
     /// writes in progress, and least recently used entries are swept before it lands when it would
     /// not fit. (Sweeping after the write let several concurrent writes pass the limit together.)
     private func writeNow(meta: Meta, body: Data, path: String) throws {
-        let file = try DiskDataCache.encode(meta: meta, body: body)
+        let file = try CacheEntry.encode(meta: meta, body: body)
         if usage.withLock({ $0.total }) == nil {
             let scanned = scanSize()
             usage.withLock { if $0.total == nil { $0.total = scanned } }
@@ -216,50 +178,6 @@ public final class DiskDataCache: DataCaching, DataCacheMaintenance {
                 usage.total! += growth
             }
         }
-    }
-
-    static func encode(meta: Meta, body: Data) throws -> Data {
-        let metaData = try JSONEncoder().encode(meta)
-        var out = Data()
-        out.reserveCapacity(headerLength + metaData.count + body.count)
-        out.append(magic)
-        out.append(contentsOf: [version, 0, 0, 0])
-        withUnsafeBytes(of: UInt64(body.count).littleEndian) { out.append(contentsOf: $0) }
-        out.append(Hashing.sha256(body))
-        withUnsafeBytes(of: UInt32(metaData.count).littleEndian) { out.append(contentsOf: $0) }
-        out.append(metaData)
-        out.append(body)
-        return out
-    }
-
-    /// The header fields: body length, body checksum, meta length; `nil` for a foreign file.
-    static func header(_ bytes: [UInt8]) -> (length: Int, checksum: Data, metaLength: Int)? {
-        guard bytes.count >= headerLength, Data(bytes[0..<4]) == magic, bytes[4] == version else { return nil }
-        let length = bytes[8..<16].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-        let metaLength = bytes[48..<52].reversed().reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-        guard length < 1 << 40 else { return nil }
-        return (Int(length), Data(bytes[16..<48]), Int(metaLength))
-    }
-
-    static func decode(_ file: Data) -> (Meta, Data)? {
-        guard let (length, checksum, metaLength) = header([UInt8](file.prefix(headerLength))),
-              file.count == headerLength + metaLength + length else { return nil }
-        let start = file.startIndex
-        let metaData = file[(start + headerLength)..<(start + headerLength + metaLength)]
-        let body = file[(start + headerLength + metaLength)...]
-        guard Hashing.sha256(Data(body)) == checksum,
-              let meta = try? JSONDecoder().decode(Meta.self, from: metaData) else { return nil }
-        return (meta, Data(body))
-    }
-
-    /// Reads only the header and meta of an entry (for stats and prune), not its body.
-    static func readMeta(_ path: String) -> Meta? {
-        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
-        defer { try? handle.close() }
-        guard let head = try? handle.read(upToCount: headerLength),
-              let (_, _, metaLength) = header([UInt8](head)), metaLength < 1 << 20,
-              let metaData = try? handle.read(upToCount: metaLength), metaData.count == metaLength else { return nil }
-        return try? JSONDecoder().decode(Meta.self, from: metaData)
     }
 
     private struct EntryFile {
@@ -306,11 +224,13 @@ public final class DiskDataCache: DataCaching, DataCacheMaintenance {
         try await WorkerPool.io.run { [self] in
             var stats = DataCacheStatistics(path: root)
             stats.sizeLimit = sizeLimit
+            stats.originals = 0
+            stats.outputs = 0
             for file in files().entries {
                 stats.entries += 1
                 stats.bytes += file.size
-                guard let meta = DiskDataCache.readMeta(file.path) else { continue }
-                if meta.output == nil { stats.originals += 1 } else { stats.outputs += 1 }
+                guard let meta = CacheEntry.readMeta(file.path) else { continue }
+                if meta.output == nil { stats.originals! += 1 } else { stats.outputs! += 1 }
                 let stored = Date(timeIntervalSince1970: meta.storedAt)
                 stats.oldest = min(stats.oldest ?? stored, stored)
                 stats.newest = max(stats.newest ?? stored, stored)
@@ -326,8 +246,9 @@ public final class DiskDataCache: DataCaching, DataCacheMaintenance {
 
     /// Deletes damaged entries, entries of no further use (expired without validators; under
     /// `http`, also stale ones unused for `ttl`), temporary files over an hour old, then sweeps
-    /// least recently used entries if the cache is over its size limit.
-    public func prune() async throws -> (entries: Int, bytes: Int) {
+    /// least recently used entries if the cache is over its size limit. With `olderThan`, entries
+    /// unused for that long go too.
+    public func prune(olderThan: Double? = nil) async throws -> (entries: Int, bytes: Int) {
         try await WorkerPool.io.run { [self] in
             var removed = 0, bytes = 0
             let clock = now().timeIntervalSince1970
@@ -337,11 +258,12 @@ public final class DiskDataCache: DataCaching, DataCacheMaintenance {
             }
             var kept: [EntryFile] = []
             for file in entries {
-                let meta = DiskDataCache.readMeta(file.path)
+                let meta = CacheEntry.readMeta(file.path)
                 let useless = meta.map { meta in
                     freshness(meta) == nil || (policy == .http && freshness(meta) == false && clock - file.accessed > ttl)
                 } ?? true
-                if useless, unlink(file.path) == 0 {
+                let unused = olderThan.map { clock - file.accessed >= $0 } ?? false
+                if useless || unused, unlink(file.path) == 0 {
                     removed += 1
                     bytes += file.size
                 } else {

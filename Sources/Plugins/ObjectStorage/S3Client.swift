@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import PipelineKit
 
@@ -127,6 +128,33 @@ final class S3Client: Sendable {
         }
         _ = try await send("PUT", object, headers: all, body: data)
         return .written
+    }
+
+    /// Deletes the object; deleting one that is not there is not an error (S3 answers 204 either way).
+    func delete(_ object: S3Location) async throws {
+        _ = try await send("DELETE", object, answered: [404])
+    }
+
+    /// Deletes up to 1,000 keys of `bucket` in one request (DeleteObjects); returns the keys the
+    /// store could not delete, with its reason.
+    func delete(bucket: String, keys: [String]) async throws -> [(key: String, reason: String)] {
+        precondition(keys.count <= 1000)
+        guard !keys.isEmpty else { return [] }
+        let escape = { (text: String) in
+            text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+                .replacingOccurrences(of: ">", with: "&gt;")
+        }
+        let body = Data(("<Delete><Quiet>true</Quiet>" + keys.map { "<Object><Key>\(escape($0))</Key></Object>" }.joined()
+            + "</Delete>").utf8)
+        let md5 = Data(Insecure.MD5.hash(data: body)).base64EncodedString()
+        let response = try await send("POST", S3Location(bucket: bucket, key: ""), query: [("delete", "")],
+                                      headers: ["Content-MD5": md5, "Content-Type": "application/xml"], body: body)
+        let text = String(decoding: response.body, as: UTF8.self)
+        return text.components(separatedBy: "<Error>").dropFirst().map { chunk in
+            (ListingParser.element("Key", in: chunk[...]).map(ListingParser.unescape) ?? "?",
+             [ListingParser.element("Code", in: chunk[...]), ListingParser.element("Message", in: chunk[...])]
+                .compactMap { $0 }.joined(separator: ": "))
+        }
     }
 
     /// One page of keys under `prefix`, and the token of the next page.

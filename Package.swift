@@ -83,7 +83,8 @@ let package = Package(
                 "MagickKit",
                 .product(name: "FlyingFox", package: "FlyingFox"),
             ],
-            path: "Tests/TestSupport"
+            path: "Tests/TestSupport",
+            exclude: ["moto-server.py", "moto-setup.py"]  // run by MotoServer with python3
         ),
         .testTarget(
             name: "PipelineKitTests",

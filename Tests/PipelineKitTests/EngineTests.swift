@@ -268,12 +268,14 @@ import TestSupport
     @Test func readsTheListLazilyFromAFile() async throws {
         let dir = try Fixtures.temporaryDirectory("list")
         try Fixtures.jpeg(50, 50).write(to: dir.appendingPathComponent("a.jpg"))
-        let list = "\u{FEFF}# comment\n\n  a.jpg  \r\n# another\na.jpg"
+        // ASCII white space is trimmed on the bytes, other white space (no-break, ideographic) as text.
+        let list = "\u{FEFF}# comment\n\n  a.jpg  \r\n# another\na.jpg\n\t\u{00A0}b.jpg\u{3000}\n \u{00A0}# no-break\n\u{000B}HTTP://X.test/c.jpg\u{000C}"
         try Data(list.utf8).write(to: dir.appendingPathComponent("urls.txt"))
         var seen: [Source] = []
         for try await source in SourceList(path: dir.appendingPathComponent("urls.txt").path) { seen.append(source) }
-        #expect(seen.map(\.text) == ["a.jpg", "a.jpg"])
-        #expect(seen.map(\.index) == [3, 5])
+        #expect(seen.map(\.text) == ["a.jpg", "a.jpg", "b.jpg", "HTTP://X.test/c.jpg"])
+        #expect(seen.map(\.index) == [3, 5, 6, 8])
+        #expect(seen.map(\.scheme) == [nil, nil, nil, "http"])
         #expect(seen[0].localPath == dir.appendingPathComponent("a.jpg").path)
     }
 }

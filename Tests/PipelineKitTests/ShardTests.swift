@@ -107,3 +107,22 @@ extension EngineSharingTests {
         #expect(result.summary.total + (result.summary.notStarted ?? 0) == 3)
     }
 }
+
+extension ShardTests {
+    /// Reading ahead (a list in a file) hands out exactly the owned lines, in list order, and
+    /// counts the others, whatever the list's length against the batch size.
+    @Test(arguments: [0, 1, 2047, 2048, 4096, 5000])
+    func readAheadKeepsOrderAndCounts(lines: Int) async throws {
+        let dir = try Fixtures.temporaryDirectory("owned")
+        let file = dir.appendingPathComponent("urls.txt")
+        try (0..<lines).map { "https://x.test/\($0).jpg" }.joined(separator: "\n").write(to: file, atomically: true, encoding: .utf8)
+        let owns: @Sendable (Source) -> Bool = { $0.index % 3 == 0 }
+        for readAhead in [true, false] {
+            var owned = PipelineRunner.OwnedSources(SourceList(path: file.path).makeAsyncIterator(), owns: owns, readAhead: readAhead)
+            var indexes: [Int] = []
+            while let source = try await owned.next() { indexes.append(source.index) }
+            #expect(indexes == Array(stride(from: 3, through: lines, by: 3)), "readAhead \(readAhead)")
+            #expect(owned.skipped == lines - indexes.count)
+        }
+    }
+}

@@ -256,6 +256,29 @@ import TestSupport
         #expect(throws: PipelineError.self) { try self.loader(["cache_key": .string("{hots}{path}")]) }
     }
 
+    /// The cheap path of `cacheKey` (taken for text URLComponents keeps as it is) gives what
+    /// URLComponents gives, on generated URLs of every RFC 3986 character and others.
+    @Test func theFastCacheKeyAgreesWithURLComponents() throws {
+        let loader = try loader([:])
+        var generator = SystemRandomNumberGenerator()
+        let pieces = ["http", "https", "HTTP", "://", "/", "?", "#", "[", "]", "[::1]", "@", ":", "%", "%2F", "%zz", "%4", "a", "Z", "0",
+                      "-", ".", "_", "~", "!", "$", "&", "'", "(", ")", "*", "+", ",", ";", "=", "..", "//", "host.test", ":8080",
+                      " ", "é", "\"", "<", "^", "`", "{", "|", "\\", "\t"]
+        var fast = 0
+        for _ in 0..<50_000 {
+            let count = Int.random(in: 1...12, using: &generator)
+            let start = ["", "http://", "https://", "HTTP://", "s3://"].randomElement(using: &generator)!
+            let text = start + (0..<count).map { _ in pieces.randomElement(using: &generator)! }.joined()
+            let slow = URLComponents(string: text)?.string ?? text
+            #expect(loader.cacheKey(for: Source(text: text, index: 1)) == slow, "\(text)")
+            if HTTPLoader.keepsItsText(text) { fast += 1 }
+        }
+        #expect(fast > 2_000)  // the cheap path was exercised (about 8% of the texts)
+        for text in ["https://cdn.test/p/1.jpg?w=200", "http://[::1]:8080/a%20b.png#x", "HTTP://Host.TEST/A.JPG", "http://a b/"] {
+            #expect(loader.cacheKey(for: Source(text: text, index: 1)) == (URLComponents(string: text)?.string ?? text))
+        }
+    }
+
     @Test func rateLimitSpacesRequests() async throws {
         let server = try await TestServer.start()
         let body = try Fixtures.jpeg(8, 8)

@@ -212,6 +212,8 @@ public final class PipelineRunner: Sendable {
             tally.summary.shard = shard.description
             tally.summary.otherShards = 0
         }
+        var ownership: (@Sendable (Source) -> Bool)?
+        if shard != nil { ownership = { [self] source in owns(source) } }
         try await withThrowingTaskGroup(of: ItemResult?.self) { group in
             // The one child that is not an item: it returns when the run is aborted (``abort()``),
             // and is cancelled when the items are done.
@@ -230,23 +232,21 @@ public final class PipelineRunner: Sendable {
                     group.cancelAll()
                 }
             }
-            var iterator = sources.makeAsyncIterator()
+            // Reading ahead is for a list in a file; lines on standard input or from another sequence
+            // may come slowly, and each starts as soon as it comes.
+            let readAhead = (sources as? SourceList).map { $0.path != "-" } ?? false
+            var iterator = OwnedSources<S.AsyncIterator>(sources.makeAsyncIterator(), owns: ownership, readAhead: readAhead)
             while let source = try await iterator.next() {
-                guard owns(source) else {
-                    tally.summary.otherShards! += 1
-                    continue
-                }
                 if stopRequested.withLock({ $0 }) {
                     tally.summary.notStarted = 1
-                    while let line = try await iterator.next() {
-                        if owns(line) { tally.summary.notStarted! += 1 } else { tally.summary.otherShards! += 1 }
-                    }
+                    while let _ = try await iterator.next() { tally.summary.notStarted! += 1 }
                     break
                 }
                 while inFlight >= maxInFlight { await take(try await group.next()) }
                 group.addTask { await self.runItem(source) }
                 inFlight += 1
             }
+            if shard != nil { tally.summary.otherShards = iterator.skipped }
             while inFlight > 0 { await take(try await group.next()) }
             group.cancelAll()
         }
@@ -270,6 +270,62 @@ public final class PipelineRunner: Sendable {
     }
 
     func loader(for source: Source) -> LoaderSlot? { loaders[source.scheme ?? ""] }
+
+    /// The sources a shard owns. With `readAhead`, in batches: while one batch is hashed on another
+    /// thread, the next is read, so that skipping other shards' lines uses both cores. Without a
+    /// shard (`owns` nil) it passes every source through as it is read.
+    struct OwnedSources<Base: AsyncIteratorProtocol> where Base.Element == Source {
+        static var batchSize: Int { 2048 }
+        var base: Base
+        let owns: (@Sendable (Source) -> Bool)?
+        /// Lines read and found to be other shards'.
+        private(set) var skipped = 0
+        private var ready: [Source] = []
+        private var readyHead = 0
+        private var pending: Task<[Source], Never>?
+        private var pendingCount = 0
+        private var exhausted = false
+        let readAhead: Bool
+
+        init(_ base: Base, owns: (@Sendable (Source) -> Bool)?, readAhead: Bool) {
+            self.base = base
+            self.owns = owns
+            self.readAhead = readAhead
+        }
+
+        mutating func next() async throws -> Source? {
+            guard let owns else { return try await base.next() }
+            guard readAhead else {
+                while let source = try await base.next() {
+                    if owns(source) { return source }
+                    skipped += 1
+                }
+                return nil
+            }
+            while true {
+                if readyHead < ready.count {
+                    readyHead += 1
+                    return ready[readyHead - 1]
+                }
+                var batch: [Source] = []
+                while !exhausted, batch.count < Self.batchSize {
+                    guard let source = try await base.next() else { exhausted = true; break }
+                    batch.append(source)
+                }
+                guard let previous = pending else {
+                    guard !batch.isEmpty else { return nil }
+                    pendingCount = batch.count
+                    pending = Task { [batch] in batch.filter(owns) }
+                    continue
+                }
+                ready = await previous.value
+                readyHead = 0
+                skipped += pendingCount - ready.count
+                pendingCount = batch.count
+                pending = batch.isEmpty ? nil : Task { [batch] in batch.filter(owns) }
+            }
+        }
+    }
 
     /// Whether `source` is this run's: always without a shard; else by its cache key (its text
     /// when no loader serves it, so that the failure is reported by exactly one shard).

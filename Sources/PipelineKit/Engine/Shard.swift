@@ -53,7 +53,8 @@ public struct Shard: Sendable, Equatable, CustomStringConvertible {
 
     /// The shard of `count` that the source with cache key `key` belongs to. Frozen (see the type).
     public static func shard(ofKey key: String, count: Int) -> Int {
-        let digest = SHA256.hash(data: Data(key.utf8))
+        var key = key
+        let digest = key.withUTF8 { SHA256.hash(data: UnsafeRawBufferPointer($0)) }
         let value = digest.withUnsafeBytes { bytes in bytes.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
         return Int(value % UInt64(count))
     }

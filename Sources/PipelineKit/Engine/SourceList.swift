@@ -89,9 +89,19 @@ public struct SourceList: AsyncSequence, Sendable {
 
         private func split(final: Bool) {
             var start = 0
-            for i in buffer.indices where buffer[i] == UInt8(ascii: "\n") {
-                take(buffer[start..<i])
-                start = i + 1
+            let ends = buffer.withUnsafeBufferPointer { bytes -> [Int] in
+                var ends: [Int] = []
+                var from = 0
+                while from < bytes.count, let found = memchr(bytes.baseAddress! + from, 0x0A, bytes.count - from) {
+                    let end = bytes.baseAddress!.distance(to: found.assumingMemoryBound(to: UInt8.self))
+                    ends.append(end)
+                    from = end + 1
+                }
+                return ends
+            }
+            for end in ends {
+                take(buffer[start..<end])
+                start = end + 1
             }
             if final, start < buffer.count {
                 take(buffer[start...])
@@ -102,10 +112,20 @@ public struct SourceList: AsyncSequence, Sendable {
 
         private func take(_ bytes: ArraySlice<UInt8>) {
             lineNumber += 1
-            var text = String(decoding: bytes, as: UTF8.self)
-            if lineNumber == 1, text.hasPrefix("\u{FEFF}") { text.removeFirst() }
-            text = text.trimmingCharacters(in: .whitespacesAndNewlines)
-            if text.isEmpty || text.hasPrefix("#") { return }
+            // ASCII white space is trimmed on the bytes (the common case, cheap for lists of
+            // millions of lines); a line that still begins or ends with a non-ASCII byte (a BOM, a
+            // no-break space) is trimmed by Foundation as before.
+            let isSpace = { (byte: UInt8) in byte == 0x20 || (0x09...0x0D).contains(byte) }
+            var line = bytes
+            while let first = line.first, isSpace(first) { line = line.dropFirst() }
+            while let last = line.last, isSpace(last) { line = line.dropLast() }
+            guard let first = line.first, first != UInt8(ascii: "#") else { return }
+            var text = String(decoding: line, as: UTF8.self)
+            if first >= 0x80 || line.last! >= 0x80 {
+                if lineNumber == 1, text.hasPrefix("\u{FEFF}") { text.removeFirst() }
+                text = text.trimmingCharacters(in: .whitespacesAndNewlines)
+                if text.isEmpty || text.hasPrefix("#") { return }
+            }
             pending.append((lineNumber, text))
         }
     }

@@ -38,15 +38,23 @@ public struct Source: Sendable, Hashable {
     /// The scheme of `text` when it starts with `letters:` followed by `//` or when it is a
     /// known scheme-only URL (`data:`); `nil` for plain paths (including Windows-like `C:`).
     static func scheme(of text: String) -> String? {
-        guard let colon = text.firstIndex(of: ":") else { return nil }
-        let name = text[..<colon]
-        guard name.count >= 2, let first = name.first, first.isLetter,
-            name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == "." })
-        else { return nil }
-        let rest = text[text.index(after: colon)...]
-        let lower = name.lowercased()
-        if rest.hasPrefix("//") || lower == "data" { return lower }
-        return nil
+        // On the UTF-8 bytes: this runs for every line of a list, skipped lines of a shard included.
+        var text = text
+        return text.withUTF8 { bytes -> String? in
+            guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon >= 2 else { return nil }
+            let isLetter = { (byte: UInt8) in (0x61...0x7A).contains(byte | 0x20) }
+            guard isLetter(bytes[0]) else { return nil }
+            var upper = false
+            for byte in bytes[..<colon] {
+                guard isLetter(byte) || (0x30...0x39).contains(byte) || byte == UInt8(ascii: "+")
+                        || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".") else { return nil }
+                if (0x41...0x5A).contains(byte) { upper = true }
+            }
+            let spelled = String(decoding: UnsafeBufferPointer(rebasing: bytes[..<colon]), as: UTF8.self)
+            let lower = upper ? spelled.lowercased() : spelled
+            let slashes = colon + 2 < bytes.count && bytes[colon + 1] == UInt8(ascii: "/") && bytes[colon + 2] == UInt8(ascii: "/")
+            return slashes || lower == "data" ? lower : nil
+        }
     }
 }
 

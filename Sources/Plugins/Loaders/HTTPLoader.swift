@@ -9,6 +9,10 @@ import Synchronization
 /// addresses refused, checked on the address actually connected to; bodies larger than
 /// `max_bytes` aborted while streaming. Failures that can succeed later are retried with
 /// exponential backoff and jitter, and a body that broke off is resumed with `Range`/`If-Range`.
+private extension UInt8 {
+    var isHexDigit: Bool { (0x30...0x39).contains(self) || (0x61...0x66).contains(self | 0x20) }
+}
+
 public struct HTTPLoader: DataLoading {
     public static let plugin = Plugin.loader(
         PluginSpec(
@@ -129,6 +133,9 @@ public struct HTTPLoader: DataLoading {
     }
 
     public func cacheKey(for source: Source) -> String {
+        // The common case, kept cheap because every shard computes it for every line of the list:
+        // nothing to strip or rewrite, and only characters URLComponents keeps as they are.
+        if stripQuery.isEmpty, cacheKeyTemplate == nil, Self.keepsItsText(source.text) { return source.text }
         guard var components = URLComponents(string: source.text) else { return source.text }
         if !stripQuery.isEmpty, let items = components.queryItems {
             let kept = items.filter { !stripQuery.contains($0.name) }
@@ -142,6 +149,73 @@ public struct HTTPLoader: DataLoading {
             .replacingOccurrences(of: "{path}", with: components.percentEncodedPath)
             .replacingOccurrences(of: "{query}", with: components.percentEncodedQuery ?? "")
     }
+
+    /// Whether URLComponents would give `text` back unchanged, judged cheaply: `scheme://`, a host
+    /// of unreserved and sub-delimiter characters with an optional `:port`, then only RFC 3986
+    /// characters (not `[` `]`), `%` only in two-digit hex escapes, and at most one `#`. Anything
+    /// else (user info, an IPv6 host, a space, a stray `%`) takes the URLComponents path.
+    /// `HTTPRobustnessTests` holds this against URLComponents on generated URLs.
+    static func keepsItsText(_ text: String) -> Bool {
+        let (low, high) = uriCharacters  // read once: a static is checked for initialisation on every access
+        var text = text
+        return text.withUTF8 { bytes in
+            let isLetter = { (byte: UInt8) in (0x61...0x7A).contains(byte | 0x20) }
+            let isDigit = { (byte: UInt8) in (0x30...0x39).contains(byte) }
+            // The scheme: a letter, then letters, digits, + - .; then "://".
+            guard let first = bytes.first, isLetter(first),
+                  let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon + 2 < bytes.count,
+                  bytes[colon + 1] == UInt8(ascii: "/"), bytes[colon + 2] == UInt8(ascii: "/"),
+                  bytes[..<colon].allSatisfy({ isLetter($0) || isDigit($0) || $0 == 0x2B || $0 == 0x2D || $0 == 0x2E })
+            else { return false }
+            // The host and port.
+            var index = colon + 3
+            let hostStart = index
+            var portStart: Int?
+            while index < bytes.count, bytes[index] != UInt8(ascii: "/"), bytes[index] != UInt8(ascii: "?"),
+                  bytes[index] != UInt8(ascii: "#") {
+                let byte = bytes[index]
+                if byte == UInt8(ascii: ":") {
+                    guard portStart == nil else { return false }
+                    portStart = index + 1
+                } else if let portStart {
+                    guard isDigit(byte), index - portStart < 5 else { return false }
+                } else {
+                    // Unreserved and sub-delimiters: the URI characters but : / ? # @ (and [ ] %, not in the set).
+                    guard byte != UInt8(ascii: "@"), byte < 64 ? low & (1 << UInt64(byte)) != 0 : byte < 128 && high & (1 << UInt64(byte - 64)) != 0
+                    else { return false }
+                }
+                index += 1
+            }
+            guard index > hostStart, portStart.map({ index > $0 }) ?? true else { return false }
+            // Path, query and fragment.
+            var fragments = 0
+            while index < bytes.count {
+                let byte = bytes[index]
+                if byte == UInt8(ascii: "%") {
+                    guard index + 2 < bytes.count, bytes[index + 1].isHexDigit, bytes[index + 2].isHexDigit else { return false }
+                    index += 3
+                    continue
+                }
+                if byte == UInt8(ascii: "#") {
+                    fragments += 1
+                    guard fragments == 1 else { return false }
+                }
+                let allowed = byte < 64 ? low & (1 << UInt64(byte)) != 0 : byte < 128 && high & (1 << UInt64(byte - 64)) != 0
+                if !allowed { return false }
+                index += 1
+            }
+            return true
+        }
+    }
+
+    /// The RFC 3986 characters but `%`, `[` and `]`, as bit sets over ASCII codes 0-63 and 64-127.
+    static let uriCharacters: (UInt64, UInt64) = {
+        var masks: (UInt64, UInt64) = (0, 0)
+        for byte in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~:/?#@!$&'()*+,;=".utf8 {
+            if byte < 64 { masks.0 |= 1 << UInt64(byte) } else { masks.1 |= 1 << UInt64(byte - 64) }
+        }
+        return masks
+    }()
 
     public func progress() -> [TransferProgress] { engine.existing()?.progress() ?? [] }
 

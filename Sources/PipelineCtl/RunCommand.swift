@@ -102,10 +102,16 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
     bootstrapLogging(output)
     guard let pipeline = loadPipeline(name) else { throw Exit.invalid }
     let runner = try makeRunner(pipeline, urls: urls, options: options)
-    if let problem = await runner.preflight() {
-        // Refused credentials or a missing bucket will not fix themselves; an unreachable store may.
+    var problem = await runner.preflight()
+    if problem == nil, let remote = try sourceList(urls).remote {
+        do { try await remote.check() } catch {
+            problem = error as? PipelineError ?? PipelineError(.io, "\(error)")
+        }
+    }
+    if let problem {
+        // Refused credentials or a missing bucket or list will not fix themselves; an unreachable store may.
         printError("error: \(problem.message)")
-        throw [ErrorKind.auth, .notFound].contains(problem.kind) ? Exit.invalid : Exit.infrastructure
+        throw [ErrorKind.auth, .notFound, .invalidOption, .invalidSource].contains(problem.kind) ? Exit.invalid : Exit.infrastructure
     }
     let stream = try openReportStream(output, pipeline: pipeline)
     let signals = StopSignals(runner: runner, grace: stopGrace)
@@ -131,6 +137,9 @@ func bootstrapLogging(_ output: RunOutputOptions) {
     }
 }
 
+/// The URL list: a file, `-` (standard input), or an object in a bucket (`s3://bucket/key`).
+func sourceList(_ urls: String) throws -> SourceList { try PipelineCtl.registry.sourceList(urls) }
+
 /// Checks the run's machine facts (output directory, list) and makes the runner; prints why not.
 func makeRunner(_ pipeline: Pipeline, urls: String, options: RunOptions) throws -> PipelineRunner {
     if let dir = options.outputDirectory, DestinationMaker.scheme(of: dir) == nil,
@@ -138,7 +147,10 @@ func makeRunner(_ pipeline: Pipeline, urls: String, options: RunOptions) throws 
         printError("error: --output '\(dir)' \(problem)")
         throw Exit.invalid
     }
-    do { _ = try SourceList(path: urls).open() } catch {
+    do {
+        let list = try sourceList(urls)
+        if list.remote == nil { _ = try list.open() }
+    } catch {
         printError("error: \((error as? PipelineError)?.message ?? "\(error)")")
         throw Exit.invalid
     }
@@ -180,7 +192,7 @@ func execute(_ runner: PipelineRunner, urls: String, output: RunOutputOptions, s
     let metrics = output.metrics.map { _ in RunMetrics(pipeline: runner.pipeline.name) }
     let summary: RunSummary
     do {
-        summary = try await runner.run(SourceList(path: urls)) { [stream] item in
+        summary = try await runner.run(try sourceList(urls)) { [stream] item in
             collected.withLock {
                 if keepItems { $0.items.append(item) }
                 if item.status == .failed { $0.failures.append(item) }

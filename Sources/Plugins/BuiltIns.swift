@@ -26,6 +26,9 @@ public enum BuiltIns: PluginBundle {
     /// Outputs to `s3://bucket/prefix`.
     public static let destinations: [DestinationMaker] = [S3Destination.maker]
 
+    /// URL lists at `s3://bucket/key`.
+    public static let lists: [ListMaker] = [S3List.maker]
+
     /// A registry holding the built-ins only.
     public static func registry() -> PluginRegistry {
         // Built-in names are distinct; a clash is a programming error that the tests catch.

@@ -262,3 +262,50 @@ extension ObjectStorageTests {
         #expect(absent.stderr.contains("NoSuchBucket"), "\(absent.stderr)")
     }
 }
+
+extension ObjectStorageTests {
+    @Test func aListInABucketDrivesShardedRuns() async throws {
+        let moto = try await MotoServer.start(buckets: ["lists"])
+        defer { moto.stop() }
+        let server = try await TestServer.start()
+        let dir = try Fixtures.temporaryDirectory("s3-list-run")
+        var urls: [String] = []
+        for i in 0..<12 {
+            server.serve("/l\(i).jpg", try Fixtures.image("plasma:", width: 100 + i, height: 80))
+            urls.append(server.url("/l\(i).jpg"))
+        }
+        _ = try await boto(moto, "s3.put_object(Bucket='lists', Key='runs/urls.txt', Body=args[0].encode())",
+                           [urls.joined(separator: "\n")])
+        let pipeline = dir.appendingPathComponent("p.yaml")
+        try """
+            loader:
+              http: { allow_loopback: true, retry_attempts: 1 }
+            processors:
+              - resize: { width: 32 }
+            encoder: png
+            output:
+              dir: \(dir.path)/out
+              name: "{index}.{ext}"
+            """.write(to: pipeline, atomically: true, encoding: .utf8)
+        var made = 0
+        for k in 0..<2 {
+            let result = try await run(["run", pipeline.path, "s3://lists/runs/urls.txt", "--shard", "\(k)/2", "--progress", "none"],
+                                       moto.environment)
+            #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+            let pattern = try Regex(#"(\d+) items: "#)
+            made += try #require(result.stdout.firstMatch(of: pattern).flatMap { Int($0.output[1].substring ?? "") })
+        }
+        #expect(made == 12)
+        for i in 0..<12 { #expect(server.requests("/l\(i).jpg") == 1) }
+        let outputs = try FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("out").path).filter { !$0.hasPrefix(".") }
+        #expect(Set(outputs) == Set((1...12).map { "\($0).png" }))
+
+        let missing = try await run(["run", pipeline.path, "s3://lists/runs/nope.txt", "--progress", "none"], moto.environment)
+        #expect(missing.status == 2)
+        #expect(missing.stderr.contains("error: the URL list s3://lists/runs/nope.txt does not exist"), "\(missing.stderr)")
+        let scheme = try await run(["run", pipeline.path, "gs://lists/urls.txt", "--progress", "none"], moto.environment)
+        #expect(scheme.status == 2)
+        #expect(scheme.stderr.contains("cannot read a URL list from gs:// URLs ('gs://lists/urls.txt')"), "\(scheme.stderr)")
+        await server.stop()
+    }
+}

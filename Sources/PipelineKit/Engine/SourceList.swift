@@ -1,26 +1,46 @@
 import Foundation
 
+/// A URL list kept elsewhere than in a local file (an object in a bucket), read in chunks.
+public protocol RemoteList: Sendable {
+    /// Throws, naming the list, when it cannot be read (missing, refused, out of reach).
+    func check() async throws
+    /// Up to one chunk of the list's bytes from `offset`; empty at the end.
+    func read(from offset: Int) async throws -> [UInt8]
+}
+
 /// A URL list read lazily: one source per line; blank lines and lines starting with `#` skipped;
 /// `-` reads standard input. Memory does not grow with the length of the list.
 ///
 /// Relative paths in the list are resolved against the list file's directory (the working
-/// directory for standard input).
+/// directory for standard input and remote lists).
 public struct SourceList: AsyncSequence, Sendable {
     public typealias Element = Source
-    /// The list's path, or `-`.
+    /// The list's path, `-`, or a remote list's URL.
     public let path: String
+    /// Where a remote list's bytes come from; `nil` for a file or standard input.
+    public let remote: (any RemoteList)?
 
-    public init(path: String) { self.path = path }
+    public init(path: String) {
+        self.path = path
+        remote = nil
+    }
+
+    /// A list read from `remote` (chunks fetched one ahead of the lines being read), named `url`.
+    public init(url: String, remote: any RemoteList) {
+        path = url
+        self.remote = remote
+    }
 
     /// The directory relative paths in this list are resolved against.
     public var baseDirectory: String {
-        if path == "-" { return FileManager.default.currentDirectoryPath }
+        if path == "-" || remote != nil { return FileManager.default.currentDirectoryPath }
         let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
         return URL(fileURLWithPath: absolute).deletingLastPathComponent().path
     }
 
     /// Opens the list; throws when it cannot be read.
     public func open() throws -> Reader {
+        if let remote { return Reader(remote: remote, base: baseDirectory) }
         let fd: Int32 = path == "-" ? dup(0) : Foundation.open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
             throw PipelineError(.notFound, "cannot open the URL list '\(path)': \(String(cString: strerror(errno)))")
@@ -45,10 +65,14 @@ public struct SourceList: AsyncSequence, Sendable {
         }
     }
 
-    /// Reads lines in 64 KiB chunks on the I/O pool (standard input may block).
+    /// Reads lines in 64 KiB chunks on the I/O pool (standard input may block), or a remote list's
+    /// chunks with the next one fetched while the current one is read.
     public final class Reader: @unchecked Sendable {
         // Used by one iterating task at a time.
         private let fd: Int32
+        private let remote: (any RemoteList)?
+        private var offset = 0
+        private var prefetch: Task<[UInt8], any Error>?
         private let base: String
         private var buffer: [UInt8] = []
         private var pending: [(Int, String)] = []
@@ -58,10 +82,20 @@ public struct SourceList: AsyncSequence, Sendable {
 
         init(fd: Int32, base: String) {
             self.fd = fd
+            remote = nil
             self.base = base
         }
 
-        deinit { close(fd) }
+        init(remote: any RemoteList, base: String) {
+            fd = -1
+            self.remote = remote
+            self.base = base
+        }
+
+        deinit {
+            if fd >= 0 { close(fd) }
+            prefetch?.cancel()
+        }
 
         /// The next source, or `nil` at the end of the list.
         public func next() async throws -> Source? {
@@ -74,16 +108,27 @@ public struct SourceList: AsyncSequence, Sendable {
                 if eof { return nil }
                 pending.removeAll(keepingCapacity: true)
                 pendingHead = 0
-                let fd = self.fd
-                let chunk = try await WorkerPool.io.run { () -> [UInt8] in
-                    var bytes = [UInt8](repeating: 0, count: 65536)
-                    let count = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, 65536) }
-                    if count < 0 { throw PipelineError(.io, "reading the URL list: \(String(cString: strerror(errno)))") }
-                    return Array(bytes.prefix(count))
-                }
+                let chunk = try await readChunk()
                 if chunk.isEmpty { eof = true }
                 buffer.append(contentsOf: chunk)
                 split(final: chunk.isEmpty)
+            }
+        }
+
+        private func readChunk() async throws -> [UInt8] {
+            if let remote {
+                let task = prefetch ?? Task { [offset] in try await remote.read(from: offset) }
+                let chunk = try await task.value
+                offset += chunk.count
+                prefetch = chunk.isEmpty ? nil : Task { [offset] in try await remote.read(from: offset) }
+                return chunk
+            }
+            let fd = self.fd
+            return try await WorkerPool.io.run { () -> [UInt8] in
+                var bytes = [UInt8](repeating: 0, count: 65536)
+                let count = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, 65536) }
+                if count < 0 { throw PipelineError(.io, "reading the URL list: \(String(cString: strerror(errno)))") }
+                return Array(bytes.prefix(count))
             }
         }
 

@@ -110,11 +110,26 @@ public protocol PluginBundle {
     static var plugins: [Plugin] { get }
     /// Output destinations for output directories written as URLs (`s3://`); none by default.
     static var destinations: [DestinationMaker] { get }
+    /// Readers of URL lists written as URLs (`pipelinectl run P s3://bucket/urls.txt`); none by default.
+    static var lists: [ListMaker] { get }
 }
 
 extension PluginBundle {
     public static var bundleName: String { String(describing: self) }
     public static var destinations: [DestinationMaker] { [] }
+    public static var lists: [ListMaker] { [] }
+}
+
+/// Makes the ``SourceList`` of a URL list written as a URL of `scheme`.
+public struct ListMaker: Sendable {
+    public let scheme: String
+    /// From the list's URL.
+    public let make: @Sendable (_ url: String) throws -> SourceList
+
+    public init(scheme: String, make: @escaping @Sendable (_ url: String) throws -> SourceList) {
+        self.scheme = scheme
+        self.make = make
+    }
 }
 
 /// The plugins a program knows, by slot and name.
@@ -124,6 +139,7 @@ extension PluginBundle {
 public struct PluginRegistry: Sendable {
     private var bySlot: [Slot: [String: (plugin: Plugin, origin: String)]] = [:]
     private var destinationsByScheme: [String: DestinationMaker] = [:]
+    private var listsByScheme: [String: ListMaker] = [:]
 
     public init() {}
 
@@ -134,7 +150,21 @@ public struct PluginRegistry: Sendable {
         for bundle in bundles {
             for plugin in bundle.plugins { try register(plugin, origin: bundle.bundleName) }
             for maker in bundle.destinations { register(maker) }
+            for maker in bundle.lists { register(maker) }
         }
+    }
+
+    /// Adds a URL list reader for its scheme (a later one replaces an earlier one).
+    public mutating func register(_ list: ListMaker) { listsByScheme[list.scheme] = list }
+
+    /// The URL list `path` names: a file, `-` (standard input), or a list written as a URL of a
+    /// registered scheme (`s3://bucket/urls.txt`).
+    public func sourceList(_ path: String) throws -> SourceList {
+        guard let scheme = DestinationMaker.scheme(of: path) else { return SourceList(path: path) }
+        guard let maker = listsByScheme[scheme] else {
+            throw PipelineError(.invalidSource, "cannot read a URL list from \(scheme):// URLs ('\(path)')")
+        }
+        return try maker.make(path)
     }
 
     /// Adds an output destination for its scheme (a later one replaces an earlier one).

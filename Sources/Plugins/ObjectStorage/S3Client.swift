@@ -69,6 +69,8 @@ struct S3Object: Sendable {
     var data: Data
     var contentType: String?
     var etag: String?
+    /// The object's whole size (`Content-Length` of a HEAD).
+    var size: Int?
 }
 
 /// How a PUT with `If-None-Match: *` ended.
@@ -103,6 +105,12 @@ final class S3Client: Sendable {
     func get(_ object: S3Location) async throws -> S3Object? {
         let response = try await send("GET", object, answered: [404])
         return response.status == 404 ? nil : S3Object(response)
+    }
+
+    /// `length` bytes of the object from `offset` (fewer at its end); `nil` when there is no object.
+    func get(_ object: S3Location, offset: Int, length: Int) async throws -> Data? {
+        let response = try await send("GET", object, headers: ["Range": "bytes=\(offset)-\(offset + length - 1)"], answered: [404])
+        return response.status == 404 ? nil : response.body
     }
 
     /// The object's facts without its body; `nil` when there is none.
@@ -175,7 +183,8 @@ final class S3Client: Sendable {
 
 extension S3Object {
     init(_ response: S3Client.Response) {
-        self.init(data: response.body, contentType: response.headers["content-type"], etag: response.headers["etag"])
+        self.init(data: response.body, contentType: response.headers["content-type"], etag: response.headers["etag"],
+                  size: response.headers["content-length"].flatMap { Int($0) })
     }
 }
 

@@ -113,11 +113,22 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
         printError("error: \(problem.message)")
         throw [ErrorKind.auth, .notFound, .invalidOption, .invalidSource].contains(problem.kind) ? Exit.invalid : Exit.infrastructure
     }
+    // A report for a store is written to a local file first and uploaded when the run ends.
+    let remoteReport = try output.report.flatMap { try RemoteReport(url: $0, pipeline: pipeline) }
+    if let remoteReport { output.report = remoteReport.localPath }
+    defer { remoteReport?.removeLocal() }
     let stream = try openReportStream(output, pipeline: pipeline)
     let signals = StopSignals(runner: runner, grace: stopGrace)
     defer { signals.cancel() }
     let outcome = try await execute(runner, urls: urls, output: output, stream: stream)
-    try finish(outcome, pipeline: pipeline, runner: runner, output: output, fetchOnly: options.fetchOnly)
+    try finish(outcome, pipeline: pipeline, runner: runner, output: output, fetchOnly: options.fetchOnly,
+               shownReport: remoteReport?.url)
+    if let remoteReport {
+        do { try await remoteReport.upload() } catch {
+            printError("error: cannot write the report to \(remoteReport.url): \((error as? PipelineError)?.message ?? "\(error)")")
+            throw Exit.infrastructure
+        }
+    }
     if let signal = signals.received { Foundation.exit(128 + signal) }
     if outcome.failures.contains(where: \.failedOnOurSide) { throw Exit.infrastructure }
     if outcome.summary.failed > 0 { throw Exit.itemsFailed }
@@ -161,6 +172,50 @@ func makeRunner(_ pipeline: Pipeline, urls: String, options: RunOptions) throws 
     } catch {
         printError("error: \(pipeline.file): \((error as? PipelineError)?.message ?? "\(error)")")
         throw Exit.invalid
+    }
+}
+
+/// `--report s3://bucket/key`: the report is written to a local temporary file, then put whole
+/// (replacing an earlier run's report) through the output destination registered for the scheme,
+/// with the pipeline's `output:` options for the store's endpoint and credentials.
+struct RemoteReport {
+    let url: String
+    let localPath: String
+    let destination: any OutputDestination
+    let name: String
+
+    init?(url: String, pipeline: Pipeline) throws {
+        guard let scheme = DestinationMaker.scheme(of: url) else { return nil }
+        guard let maker = PipelineCtl.registry.destination(forScheme: scheme) else {
+            printError("error: --report: cannot write a report to \(scheme):// URLs ('\(url)')")
+            throw Exit.invalid
+        }
+        let slash = url.range(of: "/", options: .backwards)!
+        name = String(url[slash.upperBound...])
+        guard !name.isEmpty, !url[..<slash.lowerBound].hasSuffix(":/") else {
+            printError("error: --report '\(url)' names no object (write s3://bucket/reports/run.json)")
+            throw Exit.invalid
+        }
+        var options = pipeline.output.options.values
+        options["if_absent"] = .bool(false)
+        options["cache_control"] = nil
+        options["metadata"] = nil
+        do { destination = try maker.make(String(url[..<slash.lowerBound]), PluginOptions(options)) } catch {
+            printError("error: --report \(url): \((error as? PipelineError)?.message ?? "\(error)")")
+            throw Exit.invalid
+        }
+        self.url = url
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("pipelinectl-report-\(getpid())")
+        try? FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        localPath = dir.appendingPathComponent(name).path
+    }
+
+    func upload() async throws {
+        try await destination.write(try Data(contentsOf: URL(fileURLWithPath: localPath)), to: name)
+    }
+
+    func removeLocal() {
+        try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: localPath).deletingLastPathComponent().path)
     }
 }
 
@@ -216,7 +271,8 @@ func execute(_ runner: PipelineRunner, urls: String, output: RunOutputOptions, s
 
 /// The summary (with `--quiet`: only when something failed, on standard error), the JSON report
 /// and the metrics file.
-func finish(_ outcome: RunOutcome, pipeline: Pipeline, runner: PipelineRunner, output: RunOutputOptions, fetchOnly: Bool) throws {
+func finish(_ outcome: RunOutcome, pipeline: Pipeline, runner: PipelineRunner, output: RunOutputOptions, fetchOnly: Bool,
+            shownReport: String? = nil) throws {
     let text = SummaryText.render(pipeline: pipeline.name, summary: outcome.summary, statistics: outcome.statistics,
                                   failures: outcome.failures, outputDirectory: fetchOnly ? nil : runner.outputDirectory)
     if !output.quiet { print(text) } else if outcome.summary.failed > 0 { printError(text) }
@@ -229,7 +285,7 @@ func finish(_ outcome: RunOutcome, pipeline: Pipeline, runner: PipelineRunner, o
             throw Exit.invalid
         }
     }
-    if let report = output.report, !output.quiet { print("report in \(report)") }
+    if let report = shownReport ?? output.report, !output.quiet { print("report in \(report)") }
     if let path = output.metrics, let metrics = outcome.metrics {
         do { try metrics.write(to: path, summary: outcome.summary) } catch {
             printError("error: cannot write metrics to \(path): \(error)")

@@ -5,7 +5,7 @@ import PipelineKit
 
 /// The options `run` and `fetch` share: what is reported, logged and shown while running.
 struct RunOutputOptions: ParsableArguments {
-    @Option(help: "Write a report of every item to this file.")
+    @Option(help: "Write a report of every item to this file, or to s3://bucket/key (uploaded when the run ends).")
     var report: String?
 
     @Option(help: "Report format: json (written at the end) or jsonl (one line per item, as items finish).")

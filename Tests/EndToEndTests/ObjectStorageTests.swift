@@ -260,6 +260,12 @@ extension ObjectStorageTests {
         #expect(absent.status == 2)
         #expect(absent.stderr.contains("s3://nosuchbucket/"), "\(absent.stderr)")
         #expect(absent.stderr.contains("NoSuchBucket"), "\(absent.stderr)")
+        // No credentials at all: valid as a pipeline, stopped before the run with what to set.
+        for name in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"] { environment[name] = nil }
+        #expect(try await run(["validate", pipeline.path], environment).status == 0)
+        let unset = try await run(["run", pipeline.path, "-", "--progress", "none"], environment)
+        #expect(unset.status == 2)
+        #expect(unset.stderr.contains("the data cache s3://cache/x cannot be used: S3 needs credentials"), "\(unset.stderr)")
     }
 }
 

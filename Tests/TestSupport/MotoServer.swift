@@ -71,7 +71,7 @@ public final class MotoServer: @unchecked Sendable {
 
     deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
 
-    static func freePort() throws -> UInt16 {
+    public static func freePort() throws -> UInt16 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var address = sockaddr_in()

@@ -32,7 +32,10 @@ public final class S3DataCache: DataCaching, DataCacheMaintenance {
 
     /// The bucket and the key prefix (ending in `/`, or empty) entries live under.
     let root: S3Location
-    let client: S3Client
+    /// The client, or why there is none (no credentials): said by ``preflight()`` before a run, so
+    /// that `validate` and `explain` work on a machine without the store's keys.
+    let connection: Result<S3Client, PipelineError>
+    var client: S3Client { get throws { try connection.get() } }
     let rules: CacheRules
     let pruneAfter: Double
     let now: @Sendable () -> Date
@@ -45,9 +48,13 @@ public final class S3DataCache: DataCaching, DataCacheMaintenance {
         }
         let prefix = location.key.isEmpty || location.key.hasSuffix("/") ? location.key : location.key + "/"
         root = S3Location(bucket: location.bucket, key: prefix)
-        client = S3Client(settings: try S3Settings(options: options, environment: environment),
-                          maxBytes: options.bytes("max_bytes")!, timeout: options.seconds("timeout")!,
-                          attempts: options.int("retry_attempts")!)
+        do {
+            connection = .success(S3Client(settings: try S3Settings(options: options, environment: environment),
+                                           maxBytes: options.bytes("max_bytes")!, timeout: options.seconds("timeout")!,
+                                           attempts: options.int("retry_attempts")!))
+        } catch let error as PipelineError {
+            connection = .failure(error)
+        }
         rules = CacheRules(options: options)
         pruneAfter = options.seconds("prune_after")!
         self.now = now
@@ -93,7 +100,7 @@ public final class S3DataCache: DataCaching, DataCacheMaintenance {
     /// place). An entry checked on every use whose directives did not change is left as it is.
     public func refresh(_ key: String, directives: CacheDirectives) async {
         let location = object(for: key)
-        guard let stored = try? await client.get(location),
+        guard let client = try? client, let stored = try? await client.get(location),
               case (var meta, let body)? = CacheEntry.decode(stored.data), meta.key == key else { return }
         if rules.policy == .http, directives.noStore {
             try? await client.delete(location)
@@ -109,7 +116,7 @@ public final class S3DataCache: DataCaching, DataCacheMaintenance {
     @discardableResult
     public func remove(_ key: String) async -> Bool {
         let location = object(for: key)
-        guard (try? await client.head(location)) != nil else { return false }
+        guard let client = try? client, (try? await client.head(location)) != nil else { return false }
         return (try? await client.delete(location)) != nil
     }
 
@@ -117,7 +124,7 @@ public final class S3DataCache: DataCaching, DataCacheMaintenance {
     /// before the run, instead of as a miss on every item.
     public func preflight() async -> PipelineError? {
         do {
-            _ = try await client.list(bucket: root.bucket, prefix: root.key, after: nil, maxKeys: 1)
+            _ = try await client.list(bucket: root.bucket, prefix: root.key, after: nil, maxKeys: 1)  // also: no credentials
             return nil
         } catch {
             let problem = error as? PipelineError ?? PipelineError(.io, "\(error)")

@@ -96,3 +96,84 @@ extension CLITests {
         #expect(ran.stdout.contains("shard 1/2: "), "\(ran.stdout)\(ran.stderr)")
     }
 }
+
+extension CLITests {
+    /// A shard killed with SIGKILL mid-run and run again with `--resume` fetches only what it had
+    /// not finished, and makes the same outputs as an uninterrupted shard.
+    @Test func aKilledShardResumesWithOnlyItsMissingItems() async throws {
+        let (dir, list, server, pipeline) = try await shardSetup()
+        let sharded = try pipeline("killed")
+        let lines = try String(contentsOf: list, encoding: .utf8).split(separator: "\n").map(String.init)
+        let mine = lines.filter { Shard.shard(ofKey: $0, count: 2) == 1 }
+        let held = Set(mine.filter { $0.hasSuffix("0.jpg") || $0.hasSuffix("5.jpg") || $0.hasSuffix("7.jpg") })
+        let quick = Set(mine).subtracting(held).subtracting([server.url("/missing.jpg")])
+        try #require(held.count >= 2 && quick.count >= 4)
+        // The held images answer only after the gate opens: the first run is killed before that.
+        let gate = Gate()
+        for url in held {
+            let path = String(url.dropFirst(server.url("").count - 1))
+            let body = try Fixtures.image("plasma:", width: 200 + (Int(path.dropFirst(2).dropLast(4)) ?? 0), height: 150)
+            server.route(path) { _ in
+                await gate.wait()
+                return HTTPResponse(statusCode: .ok, headers: [.contentType: "image/jpeg"], body: body)
+            }
+        }
+        let first = try Command.start(Self.binary, ["run", sharded, list.path, "--shard", "1/2", "--progress", "none"])
+        let record = dir.appendingPathComponent("killed/.pipelinectl")
+        // Wait (bounded) until every quick item is recorded as done, then SIGKILL.
+        let deadline = Date().addingTimeInterval(60)
+        func recorded() -> Int {
+            let files = (try? FileManager.default.contentsOfDirectory(atPath: record.path)) ?? []
+            return files.reduce(0) { count, name in
+                count + ((try? String(contentsOf: record.appendingPathComponent(name), encoding: .utf8))?
+                    .split(separator: "\n").count ?? 0)
+            }
+        }
+        while recorded() < quick.count, Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(recorded() >= quick.count)
+        kill(first.process.processIdentifier, SIGKILL)
+        _ = try await first.wait()
+        let before = Dictionary(uniqueKeysWithValues: Set(lines).map { ($0, server.requests(String($0.dropFirst(server.url("").count - 1)))) })
+
+        await gate.open()
+        let again = try await pipelinectl(["run", sharded, list.path, "--shard", "1/2", "--resume", "--progress", "none"])
+        // Exit 1 when the missing image is this shard's, as in any run.
+        #expect(again.status == (mine.contains(server.url("/missing.jpg")) ? 1 : 0), "\(again.stdout)\(again.stderr)")
+        for url in Set(lines) {
+            let path = String(url.dropFirst(server.url("").count - 1))
+            let fetched = server.requests(path) - before[url]!
+            if quick.contains(url) { #expect(fetched == 0, "\(url) fetched again") }
+            if held.contains(url) { #expect(fetched == 1, "\(url) fetched \(fetched) times") }
+            if !mine.contains(url) { #expect(server.requests(path) == 0, "\(url) is the other shard's") }
+        }
+        // The same outputs as one uninterrupted run of the shard.
+        let whole = try pipeline("whole")
+        _ = try await pipelinectl(["run", whole, list.path, "--shard", "1/2", "--progress", "none"])
+        let names = { (name: String) in
+            Set(try FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent(name).path).filter { !$0.hasPrefix(".") })
+        }
+        let resumed = try names("killed")
+        #expect(resumed == (try names("whole")) && !resumed.isEmpty)
+        for name in resumed {
+            #expect(try Data(contentsOf: dir.appendingPathComponent("killed/\(name)")) == Data(contentsOf: dir.appendingPathComponent("whole/\(name)")))
+        }
+        await server.stop()
+    }
+}
+
+/// Holds waiters until opened.
+actor Gate {
+    private var isOpen = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    func wait() async {
+        if isOpen { return }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+
+    func open() {
+        isOpen = true
+        for waiter in waiters { waiter.resume() }
+        waiters.removeAll()
+    }
+}

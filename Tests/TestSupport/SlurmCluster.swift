@@ -75,9 +75,17 @@ public final class SlurmCluster: @unchecked Sendable {
         return SlurmCluster(directory: dir)
     }
 
-    /// Stops slurmd, slurmctld and munged (in that order) and waits for them to exit.
+    /// Stops slurmd, slurmctld and munged (in that order): the stop script runs on its own and
+    /// this returns at once, so that a test's `defer` never holds one of the few threads of
+    /// Swift's cooperative pool that every other test running at the same time needs.
     public func stop() {
-        _ = try? Command.runBlocking(Self.script, ["stop", directory.path])
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.script)
+        process.arguments = ["stop", directory.path]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try? process.run()
     }
 
     static var script: String { Fixtures.packageRoot.appendingPathComponent("Tests/TestSupport/slurm-cluster.sh").path }

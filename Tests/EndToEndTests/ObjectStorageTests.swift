@@ -270,8 +270,10 @@ extension ObjectStorageTests {
 }
 
 extension ObjectStorageTests {
+    /// Three shard processes at once, as three machines: the list, the outputs and the reports in
+    /// the bucket; the union of outputs is what one process makes, byte for byte.
     @Test func aListInABucketDrivesShardedRuns() async throws {
-        let moto = try await MotoServer.start(buckets: ["lists"])
+        let moto = try await MotoServer.start(buckets: ["lists", "thumbs"])
         defer { moto.stop() }
         let server = try await TestServer.start()
         let dir = try Fixtures.temporaryDirectory("s3-list-run")
@@ -290,27 +292,34 @@ extension ObjectStorageTests {
               - resize: { width: 32 }
             encoder: png
             output:
-              dir: \(dir.path)/out
+              dir: s3://thumbs/sharded
               name: "{index}.{ext}"
             """.write(to: pipeline, atomically: true, encoding: .utf8)
+        func shard(_ k: Int) async throws -> Command.Result {
+            try await run(["run", pipeline.path, "s3://lists/runs/urls.txt", "--shard", "\(k)/3", "--progress", "none",
+                           "--report", "s3://lists/reports/run.json"], moto.environment)
+        }
+        async let first = shard(0), second = shard(1), third = shard(2)
         var made = 0
-        for k in 0..<2 {
-            let result = try await run(["run", pipeline.path, "s3://lists/runs/urls.txt", "--shard", "\(k)/2", "--progress", "none",
-                                        "--report", "s3://lists/reports/run.json"], moto.environment)
+        for result in try await [first, second, third] {
             #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
             let pattern = try Regex(#"(\d+) items: "#)
             made += try #require(result.stdout.firstMatch(of: pattern).flatMap { Int($0.output[1].substring ?? "") })
         }
         #expect(made == 12)
         for i in 0..<12 { #expect(server.requests("/l\(i).jpg") == 1) }
-        let outputs = try FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("out").path).filter { !$0.hasPrefix(".") }
-        #expect(Set(outputs) == Set((1...12).map { "\($0).png" }))
+        let single = try await run(["run", pipeline.path, "s3://lists/runs/urls.txt", "-o", "s3://thumbs/single", "--progress", "none"],
+                                   moto.environment)
+        #expect(single.status == 0, "\(single.stdout)\(single.stderr)")
+        let sharded = try await digests(moto, "thumbs", "sharded/")
+        #expect(Set(sharded.keys) == Set((1...12).map { "\($0).png" }))
+        #expect(sharded == (try await digests(moto, "thumbs", "single/")))
         // Each shard's report was put in the bucket; downloaded, they merge into one.
-        #expect(try await keys(moto, "lists") == ["reports/run-shard-0-of-2.json", "reports/run-shard-1-of-2.json", "runs/urls.txt"])
+        #expect(try await keys(moto, "lists") == (0..<3).map { "reports/run-shard-\($0)-of-3.json" } + ["runs/urls.txt"])
         var reports: [String] = []
-        for k in 0..<2 {
+        for k in 0..<3 {
             let local = dir.appendingPathComponent("run-\(k).json").path
-            _ = try await boto(moto, "s3.download_file('lists', args[0], args[1])", ["reports/run-shard-\(k)-of-2.json", local])
+            _ = try await boto(moto, "s3.download_file('lists', args[0], args[1])", ["reports/run-shard-\(k)-of-3.json", local])
             reports.append(local)
         }
         let merged = try await run(["report"] + reports, moto.environment)

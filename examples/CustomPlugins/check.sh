@@ -8,8 +8,11 @@ bin=.build/debug/custom-pipelinectl
 fail() { echo "example check failed: $*" >&2; exit 1; }
 
 "$bin" validate catalog.yaml >/dev/null
-"$bin" plugins describe duotone | grep -qF "dark  (color, default #1d2b53)" || fail "describe duotone"
-"$bin" plugins | grep -qF "catalog  Loads catalog://SKU" || fail "plugins lists catalog"
+# Output captured first: with pipefail, `grep -q` closing the pipe early would fail the writer (SIGPIPE).
+described=$("$bin" plugins describe duotone)
+grep -qF "dark  (color, default #1d2b53)" <<< "$described" || fail "describe duotone"
+listed=$("$bin" plugins)
+grep -qF "catalog  Loads catalog://SKU" <<< "$listed" || fail "plugins lists catalog"
 
 # A custom plugin's options get the same validation as a built-in's.
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT

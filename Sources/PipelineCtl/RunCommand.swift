@@ -101,9 +101,9 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
     }
     bootstrapLogging(output)
     guard let pipeline = loadPipeline(name) else { throw Exit.invalid }
-    let runner = try makeRunner(pipeline, urls: urls, options: options)
+    let (runner, list) = try makeRunner(pipeline, urls: urls, options: options)
     var problem = await runner.preflight()
-    if problem == nil, let remote = try sourceList(urls).remote {
+    if problem == nil, let remote = list.remote {
         do { try await remote.check() } catch {
             problem = error as? PipelineError ?? PipelineError(.io, "\(error)")
         }
@@ -120,7 +120,7 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
     let stream = try openReportStream(output, pipeline: pipeline)
     let signals = StopSignals(runner: runner, grace: stopGrace)
     defer { signals.cancel() }
-    let outcome = try await execute(runner, urls: urls, output: output, stream: stream)
+    let outcome = try await execute(runner, list: list, output: output, stream: stream)
     try finish(outcome, pipeline: pipeline, runner: runner, output: output, fetchOnly: options.fetchOnly,
                shownReport: remoteReport?.url)
     if let remoteReport {
@@ -148,18 +148,17 @@ func bootstrapLogging(_ output: RunOutputOptions) {
     }
 }
 
-/// The URL list: a file, `-` (standard input), or an object in a bucket (`s3://bucket/key`).
-func sourceList(_ urls: String) throws -> SourceList { try PipelineCtl.registry.sourceList(urls) }
-
-/// Checks the run's machine facts (output directory, list) and makes the runner; prints why not.
-func makeRunner(_ pipeline: Pipeline, urls: String, options: RunOptions) throws -> PipelineRunner {
+/// Checks the run's machine facts (output directory, list) and makes the runner and the URL list
+/// (a file, `-` for standard input, or an object in a bucket: `s3://bucket/key`); prints why not.
+func makeRunner(_ pipeline: Pipeline, urls: String, options: RunOptions) throws -> (PipelineRunner, SourceList) {
     if let dir = options.outputDirectory, DestinationMaker.scheme(of: dir) == nil,
        let problem = MachineCheck.writableDirectoryProblem(dir) {
         printError("error: --output '\(dir)' \(problem)")
         throw Exit.invalid
     }
+    let list: SourceList
     do {
-        let list = try sourceList(urls)
+        list = try PipelineCtl.registry.sourceList(urls)
         if list.remote == nil { _ = try list.open() }
     } catch {
         printError("error: \((error as? PipelineError)?.message ?? "\(error)")")
@@ -168,7 +167,7 @@ func makeRunner(_ pipeline: Pipeline, urls: String, options: RunOptions) throws 
     var options = options
     options.logger = Logger(label: "pipelinectl")
     do {
-        return try PipelineRunner(pipeline: pipeline, registry: PipelineCtl.registry, options: options)
+        return (try PipelineRunner(pipeline: pipeline, registry: PipelineCtl.registry, options: options), list)
     } catch {
         printError("error: \(pipeline.file): \((error as? PipelineError)?.message ?? "\(error)")")
         throw Exit.invalid
@@ -238,16 +237,16 @@ struct RunOutcome {
 }
 
 /// Runs the list, showing progress and streaming the report as items finish.
-func execute(_ runner: PipelineRunner, urls: String, output: RunOutputOptions, stream: ReportStream?) async throws -> RunOutcome {
+func execute(_ runner: PipelineRunner, list: SourceList, output: RunOutputOptions, stream: ReportStream?) async throws -> RunOutcome {
     // Every item only when a whole-document JSON report needs them; otherwise figures and failures.
     let keepItems = output.report != nil && stream == nil
     let collected = Mutex<(items: [ItemResult], failures: [ItemResult], statistics: RunStatistics.Builder)>(([], [], RunStatistics.Builder()))
-    let display = ProgressDisplay(mode: output.quiet ? .none : output.progress.mode, list: urls)
+    let display = ProgressDisplay(mode: output.quiet ? .none : output.progress.mode, list: list.remote == nil ? list.path : "-")
     defer { display?.finish() }
     let metrics = output.metrics.map { _ in RunMetrics(pipeline: runner.pipeline.name) }
     let summary: RunSummary
     do {
-        summary = try await runner.run(try sourceList(urls)) { [stream] item in
+        summary = try await runner.run(list) { [stream] item in
             collected.withLock {
                 if keepItems { $0.items.append(item) }
                 if item.status == .failed { $0.failures.append(item) }

@@ -5,16 +5,12 @@ import Synchronization
 /// A URL list kept in a bucket (`pipelinectl run P s3://bucket/urls.txt`), read in ranged GETs of
 /// `chunkSize` bytes, so that a list of any length streams with constant memory, as a file does.
 /// Credentials and endpoint come from the AWS environment variables.
-public struct S3List: RemoteList {
+public final class S3List: RemoteList {
     let location: S3Location
     let client: S3Client
     let chunkSize: Int
-    private let size = SizeBox()
-
-    /// The size, once asked.
-    final class SizeBox: Sendable {
-        let value = Mutex<Int?>(nil)
-    }
+    /// The list's size, once asked.
+    private let size = Mutex<Int?>(nil)
 
     /// The list at `url` (`s3://bucket/key`), reached with the AWS settings in `environment`.
     public static func sourceList(_ url: String, environment: [String: String] = ProcessInfo.processInfo.environment,
@@ -48,12 +44,12 @@ public struct S3List: RemoteList {
 
     /// The list's size, asked once (HEAD).
     func totalSize() async throws -> Int {
-        if let known = size.value.withLock({ $0 }) { return known }
+        if let known = size.withLock({ $0 }) { return known }
         guard let object = try await client.head(location) else {
             throw PipelineError(.notFound, "the URL list \(location.url) does not exist")
         }
         guard let total = object.size else { throw PipelineError(.io, "the store gave no size for the URL list \(location.url)") }
-        size.value.withLock { $0 = total }
+        size.withLock { $0 = total }
         return total
     }
 }

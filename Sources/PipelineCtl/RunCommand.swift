@@ -108,15 +108,19 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
             problem = error as? PipelineError ?? PipelineError(.io, "\(error)")
         }
     }
+    // A report for a store is written to a local file first and uploaded when the run ends; its
+    // bucket is checked now, with the outputs', not found missing after the work is done.
+    let remoteReport = try output.report.flatMap { try RemoteReport(url: $0, pipeline: pipeline) }
+    defer { remoteReport?.removeLocal() }
+    if problem == nil, let remoteReport, let refused = await remoteReport.destination.preflight() {
+        problem = PipelineError(refused.kind, "cannot write the report to \(remoteReport.url): \(refused.message)")
+    }
     if let problem {
         // Refused credentials or a missing bucket or list will not fix themselves; an unreachable store may.
         printError("error: \(problem.message)")
         throw [ErrorKind.auth, .notFound, .invalidOption, .invalidSource].contains(problem.kind) ? Exit.invalid : Exit.infrastructure
     }
-    // A report for a store is written to a local file first and uploaded when the run ends.
-    let remoteReport = try output.report.flatMap { try RemoteReport(url: $0, pipeline: pipeline) }
     if let remoteReport { output.report = remoteReport.localPath }
-    defer { remoteReport?.removeLocal() }
     let stream = try openReportStream(output, pipeline: pipeline)
     let signals = StopSignals(runner: runner, grace: stopGrace)
     defer { signals.cancel() }
@@ -129,7 +133,10 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
             throw Exit.infrastructure
         }
     }
-    if let signal = signals.received { Foundation.exit(128 + signal) }
+    if let signal = signals.received {
+        remoteReport?.removeLocal()  // exit() runs no defer
+        Foundation.exit(128 + signal)
+    }
     if outcome.failures.contains(where: \.failedOnOurSide) { throw Exit.infrastructure }
     if outcome.summary.failed > 0 { throw Exit.itemsFailed }
 }

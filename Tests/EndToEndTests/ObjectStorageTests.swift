@@ -325,6 +325,21 @@ extension ObjectStorageTests {
         let merged = try await run(["report"] + reports, moto.environment)
         #expect(merged.stdout.contains("12 items: 12 ok, 0 failed, 0 skipped"), "\(merged.stdout)\(merged.stderr)")
 
+        // A report that cannot be put is said before anything runs, as an output directory is.
+        let noBucket = try await run(["run", pipeline.path, "s3://lists/runs/urls.txt", "--report", "s3://nosuchbucket/run.json",
+                                      "--progress", "none"], moto.environment)
+        #expect(noBucket.status == 2)
+        #expect(noBucket.stderr.contains("error: cannot write the report to s3://nosuchbucket/run.json: GET s3://nosuchbucket/: HTTP 404 NoSuchBucket"),
+                "\(noBucket.stderr)")
+        for (report, message) in [("s3://lists", "--report 's3://lists' names no object (write s3://bucket/reports/run.json)"),
+                                  ("s3://lists/reports/", "--report 's3://lists/reports/' names no object"),
+                                  ("gs://lists/run.json", "--report: cannot write a report to gs:// URLs ('gs://lists/run.json')")] {
+            let bad = try await run(["run", pipeline.path, "s3://lists/runs/urls.txt", "--report", report, "--progress", "none"],
+                                    moto.environment)
+            #expect(bad.status == 2 && bad.stderr.contains(message), "\(report): \(bad.stderr)")
+        }
+        #expect((0..<12).allSatisfy { server.requests("/l\($0).jpg") == 2 })  // none of the refused runs loaded anything
+
         let missing = try await run(["run", pipeline.path, "s3://lists/runs/nope.txt", "--progress", "none"], moto.environment)
         #expect(missing.status == 2)
         #expect(missing.stderr.contains("error: the URL list s3://lists/runs/nope.txt does not exist"), "\(missing.stderr)")

@@ -206,6 +206,21 @@ extension Wand {
         return bytes
     }
 
+    /// The peak signal-to-noise ratio of this image against `reference` (same size), in dB over
+    /// every channel; `.infinity` when they are identical. Higher is closer: 40 dB and above is
+    /// hard to tell apart by eye, 30 dB is visibly different.
+    public func psnr(against reference: Wand) throws -> Double {
+        guard width == reference.width, height == reference.height else {
+            throw PipelineError(.processFailed, "PSNR of \(width)x\(height) against \(reference.width)x\(reference.height)")
+        }
+        var distortion = 0.0
+        guard let difference = MagickCompareImages(pointer, reference.pointer, PeakSignalToNoiseRatioMetric, &distortion) else {
+            throw PipelineError(.processFailed, lastError("comparing images"))
+        }
+        DestroyMagickWand(difference)
+        return distortion
+    }
+
     // MARK: Profiles and colour
 
     /// ImageMagick's name for the colour space (`sRGB`, `Gray`, `CMYK`, ...).

@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 import PipelineKit
 @testable import Plugins
 import Testing
@@ -82,7 +83,7 @@ import TestSupport
     @Test func shrinkOnLoadDecodesJPEGAtReducedScale() throws {
         let jpeg = try Fixtures.image("plasma:", width: 2000, height: 1500)
         let image = try decoder.decode(LoadedData(data: jpeg), hint: DecodeHint(targetSize: PixelSize(width: 256, height: 256)))
-        #expect(image.width == 500 && image.height == 375)  // 1/4: the smallest scale >= 256x256
+        #expect(image.width == 1000 && image.height == 750)  // 1/2: the smallest scale that keeps twice 256x256
         let small = try Fixtures.image("rose:")
         let rose = try decoder.decode(LoadedData(data: small), hint: DecodeHint(targetSize: PixelSize(width: 256, height: 256)))
         #expect(rose.width == 70 && rose.height == 46)  // never scaled up
@@ -99,5 +100,64 @@ struct SplitMix64: RandomNumberGenerator {
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
+    }
+}
+
+@Suite struct ShrinkOnLoadQualityTests {
+    /// A 1680x1050 q100 JPEG whose detail sits just under a quarter of its resolution (noise at
+    /// 420x263 enlarged 4x): what DCT scaling at 1/4 aliases worst, like a photo of fine grass.
+    static func fineDetailJPEG() throws -> Data {
+        var generator = SplitMix64(seed: 7)
+        let noise = (0..<(420 * 263 * 3)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let wand = try Wand.fromPixels(noise, width: 420, height: 263, hasAlpha: false)
+        try wand.resize(width: 1680, height: 1050)
+        return try wand.encode(format: "JPEG", quality: 100)
+    }
+
+    func thumbnail(_ jpeg: Data, _ shrink: String) throws -> (decoded: PixelSize, thumbnail: PipelineImage) {
+        let decoder = try ImageMagickDecoder.plugin.makeDecoder(ImageMagickDecoder.plugin.options(["shrink_on_load": .string(shrink)]))
+        let resize = try Resize.plugin.makeProcessor(Resize.plugin.options(["width": .int(256), "height": .int(160)]))
+        let decoded = try decoder.decode(LoadedData(data: jpeg), hint: DecodeHint(targetSize: PixelSize(width: 256, height: 160)))
+        return (PixelSize(width: decoded.width, height: decoded.height), try resize.process(decoded))
+    }
+
+    func psnr(_ a: PipelineImage, _ b: PipelineImage) throws -> Double {
+        try a.withCopy { x in try b.withCopy { y in try x.psnr(against: y) } }
+    }
+
+    @Test func theDefaultKeepsTwiceTheTargetAndStaysWithin40dBOfAFullDecode() throws {
+        let jpeg = try Self.fineDetailJPEG()
+        let full = try thumbnail(jpeg, "false")
+        let reduced = try thumbnail(jpeg, "true")
+        let fast = try thumbnail(jpeg, "fast")
+        #expect(full.decoded == PixelSize(width: 1680, height: 1050))
+        // 6.6x to the target: 1/2 (not 1/4, nor libjpeg's 3/8), the filter does the rest.
+        #expect(reduced.decoded == PixelSize(width: 840, height: 525))
+        #expect(fast.decoded == PixelSize(width: 420, height: 263))
+        let kept = try psnr(reduced.thumbnail, full.thumbnail)
+        #expect(kept >= 40, "default shrink-on-load: \(kept) dB against a full decode")
+        // What `fast` trades: the detail is aliased away.
+        let lost = try psnr(fast.thumbnail, full.thumbnail)
+        #expect(lost < 35, "fast: \(lost) dB")
+    }
+
+    @Test func theScaleIsOneOverTwoFourOrEightAndNeverLessThanTwiceTheTarget() throws {
+        let decoder = ImageMagickDecoder(options: ImageMagickDecoder.plugin.defaultOptions)
+        func scaled(_ w: Int, _ h: Int, _ tw: Int, _ th: Int) -> PixelSize? {
+            decoder.jpegScaled(PixelSize(width: w, height: h), hint: DecodeHint(targetSize: PixelSize(width: tw, height: th)))?.decoded
+        }
+        #expect(scaled(1680, 1050, 256, 160) == PixelSize(width: 840, height: 525))
+        #expect(scaled(1680, 1050, 420, 263) == nil)  // under 4x: decoded whole
+        #expect(scaled(5120, 2880, 256, 256) == PixelSize(width: 1280, height: 720))  // 11x on the height: 1/4
+        #expect(scaled(8000, 8000, 256, 256) == PixelSize(width: 1000, height: 1000))  // 31x: 1/8
+        #expect(scaled(4001, 3001, 100, 100) == PixelSize(width: 501, height: 376))  // rounded up, as libjpeg does
+        // resize's own box average before the filter: whole blocks of half the shrink, or none.
+        #expect(Resize.preShrinkBlock(from: PixelSize(width: 1680, height: 1050), to: PixelSize(width: 256, height: 160)) == 3)
+        #expect(Resize.preShrinkBlock(from: PixelSize(width: 840, height: 525), to: PixelSize(width: 256, height: 160)) == nil)
+        for (w, h, tw, th) in [(1000, 700, 120, 80), (3000, 2000, 700, 700), (640, 480, 1, 1), (9999, 17, 4, 4)] {
+            if let size = scaled(w, h, tw, th) {
+                #expect(size.width >= 2 * tw && size.height >= 2 * th, "\(w)x\(h) to \(tw)x\(th): \(size)")
+            }
+        }
     }
 }

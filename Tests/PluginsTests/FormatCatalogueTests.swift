@@ -150,7 +150,7 @@ import TestSupport
         #expect(edge.red > 0.99 && edge.green < 0.01)
         // The same thumbnail as from a full decode, within rounding.
         let resize = try Resize.plugin.makeProcessor(Resize.plugin.options(["width": .int(100), "height": .int(100)]))
-        let full = try decode(png, ["shrink_on_load": .bool(false)])
+        let full = try decode(png, ["shrink_on_load": .string("false")])
         let (a, b) = (try resize.process(reduced), try resize.process(full))
         #expect((a.width, a.height) == (b.width, b.height))
         for (x, y) in [(50, 33), (30, 20), (70, 45), (25, 17)] {

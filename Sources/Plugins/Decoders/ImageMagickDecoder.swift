@@ -10,6 +10,16 @@ import PipelineKit
 /// pixel count are checked from the header (a ping) before any pixel is decoded. JPEGs are decoded
 /// at a reduced scale (`jpeg:size`) when the processor chain needs less than the full size.
 public struct ImageMagickDecoder: ImageDecoding {
+    /// The `shrink_on_load` option: how far a decode may reduce ahead of the resize.
+    public enum ShrinkOnLoad: String, Sendable, CaseIterable {
+        /// Reduce while decoding, keeping at least twice the target for the resize filter (the default).
+        case on = "true"
+        /// Decode every pixel.
+        case off = "false"
+        /// Reduce down to the target itself: quicker, softer on fine detail.
+        case fast
+    }
+
     /// The raster formats accepted: these, when this ImageMagick can read them under its policy.
     public static let defaultFormats = ["JPEG", "PNG", "GIF", "WEBP", "TIFF", "BMP", "ICO", "HEIC", "AVIF"]
 
@@ -30,7 +40,8 @@ public struct ImageMagickDecoder: ImageDecoding {
                 .bool("auto_orient", default: true, doc: "Apply the EXIF orientation."),
                 .bool("to_srgb", default: true,
                       doc: "Convert CMYK and ICC-profiled images to sRGB (through the embedded profile with lcms) and drop the profile; false keeps the colour space and profile as they are."),
-                .bool("shrink_on_load", default: true, doc: "Decode JPEGs at 1/2, 1/4 or 1/8 scale when the output needs less."),
+                .oneOf("shrink_on_load", ShrinkOnLoad.allCases.map(\.rawValue), default: "true",
+                       doc: "Reduce while decoding when the output needs much less (JPEG by DCT scaling, PNG and WebP while read), always keeping at least twice the output size for the resize filter; fast keeps only the output size (quicker, visibly softer on fine detail); false decodes every pixel."),
                 .bool("allow_svg", default: false,
                       doc: "Accept SVG (rendered by ImageMagick); only self-contained documents: entities, external references, scripts and style imports are refused."),
             ]),
@@ -42,7 +53,10 @@ public struct ImageMagickDecoder: ImageDecoding {
     let maxFrames: Int
     let autoOrient: Bool
     let toSRGB: Bool
-    let shrinkOnLoad: Bool
+    let shrinkMode: ShrinkOnLoad
+    var shrinkOnLoad: Bool { shrinkMode != .off }
+    /// How many times the target a reduced decode keeps, at least.
+    var headroom: Int { shrinkMode == .fast ? 1 : 2 }
     let allowSVG: Bool
 
     init(options: PluginOptions) {
@@ -52,7 +66,8 @@ public struct ImageMagickDecoder: ImageDecoding {
         maxFrames = options.int("max_frames") ?? 1
         autoOrient = options.bool("auto_orient")!
         toSRGB = options.bool("to_srgb") ?? true
-        shrinkOnLoad = options.bool("shrink_on_load")!
+        shrinkMode = options.string("shrink_on_load").flatMap(ShrinkOnLoad.init(rawValue:))
+            ?? (options.bool("shrink_on_load") == false ? .off : .on)
         allowSVG = options.bool("allow_svg") ?? false
     }
 
@@ -63,11 +78,11 @@ public struct ImageMagickDecoder: ImageDecoding {
         guard case .image(let format) = FormatSniffer.sniff(loaded.data),
               let size = HeaderProbe.dimensions(loaded.data, format: format), size.width > 0, size.height > 0 else { return nil }
         var width = size.width, height = size.height
-        if format == "JPEG", let scale = jpegScale(size, hint: hint) {
-            width = (width + scale - 1) / scale
-            height = (height + scale - 1) / scale
+        if format == "JPEG", let scaled = jpegScaled(size, hint: hint) {
+            width = scaled.decoded.width
+            height = scaled.decoded.height
         }
-        if format == "PNG", shrinkOnLoad, let target = hint.targetSize, let factor = PNGReducer.factor(size, target: target) {
+        if format == "PNG", shrinkOnLoad, let target = hint.targetSize, let factor = PNGReducer.factor(size, target: target, headroom: headroom) {
             // Reduced while read, unless it is one that goes through ImageMagick instead.
             if PNGReducer.takes(loaded.data, toSRGB: toSRGB) {
                 return PNGReducer.estimatedMemory(size, factor: factor) + loaded.data.count
@@ -92,12 +107,25 @@ public struct ImageMagickDecoder: ImageDecoding {
         return false
     }
 
-    /// The denominator libjpeg will scale by for `jpeg:size` (1/2, 1/4, 1/8), or `nil` for none.
-    func jpegScale(_ size: PixelSize, hint: DecodeHint) -> Int? {
-        guard shrinkOnLoad, let target = hint.targetSize,
-              size.width >= 2 * target.width, size.height >= 2 * target.height else { return nil }
-        let factor = min(size.width / max(1, target.width), size.height / max(1, target.height))
-        return factor >= 8 ? 8 : factor >= 4 ? 4 : 2
+    /// The `jpeg:size` this decoder asks of ImageMagick and the size libjpeg-turbo then decodes,
+    /// or `nil` when the JPEG is decoded at full size.
+    ///
+    /// The scale is 1/2, 1/4 or 1/8, the largest that keeps at least twice the target (as libvips
+    /// chooses its JPEG shrink-on-load): at 1x the DCT scaling has already aliased a photo's fine
+    /// detail and no filter after it brings that back (a 1680x1050 q100 photo of grass fitted to
+    /// 256x160 came out at 33.5 dB against a full decode). The scales in between that libjpeg-turbo
+    /// offers (3/8, 5/8...) blur more than 1/2 followed by the filter, so they are never asked for.
+    ///
+    /// ImageMagick turns `jpeg:size` into `scale_denom` = the smaller of width/asked width and
+    /// height/asked height, rounded down, and libjpeg-turbo decodes at N/8 with N the smallest
+    /// that reaches 1/`scale_denom`; asking for width/d x height/d gives exactly 1/d.
+    func jpegScaled(_ size: PixelSize, hint: DecodeHint) -> (ask: String, decoded: PixelSize)? {
+        guard shrinkOnLoad, let target = hint.targetSize, size.width >= 8, size.height >= 8 else { return nil }
+        let room = min(size.width / (max(1, target.width) * headroom), size.height / (max(1, target.height) * headroom))
+        guard room >= 2 else { return nil }
+        let d = room >= 8 ? 8 : room >= 4 ? 4 : 2
+        return ("\(size.width / d)x\(size.height / d)",
+                PixelSize(width: (size.width + d - 1) / d, height: (size.height + d - 1) / d))
     }
 
     /// The coder for `loaded`, from its first bytes, or the error that refuses it.
@@ -144,15 +172,14 @@ public struct ImageMagickDecoder: ImageDecoding {
         }
 
         // PNGs are reduced while they are read when the output needs much less (see PNGReducer).
-        if format == "PNG", shrinkOnLoad, let target = hint.targetSize, let factor = PNGReducer.factor(size, target: target),
+        if format == "PNG", shrinkOnLoad, let target = hint.targetSize, let factor = PNGReducer.factor(size, target: target, headroom: headroom),
            let reduced = try PNGReducer.decode(data, factor: factor, toSRGB: toSRGB) {
             return PipelineImage(taking: reduced, sourceFormat: format)
         }
 
         var wand = Wand()
-        // libjpeg scales by n/8 and can scale up too: hint only when a shrink of at least 1/2 fits.
-        if format == "JPEG", jpegScale(size, hint: hint) != nil, let target = hint.targetSize {
-            wand.setOption("jpeg:size", "\(target.width)x\(target.height)")
+        if format == "JPEG", let scaled = jpegScaled(size, hint: hint) {
+            wand.setOption("jpeg:size", scaled.ask)
         }
         // One frame more than allowed is enough to know there are too many; the rest is never decoded.
         let multiFrame = ["GIF", "WEBP", "TIFF", "ICO", "HEIC", "AVIF"].contains(format)

@@ -17,9 +17,9 @@ import PipelineKit
 /// greyscale ones (kept grey there), and PNGs with a profile other than sRGB (converted there).
 enum PNGReducer {
     /// The block size for a `size` PNG when at least `target` is needed: the largest whole shrink
-    /// that keeps at least twice the target, or `nil` when that is less than 2.
-    static func factor(_ size: PixelSize, target: PixelSize) -> Int? {
-        let factor = min(size.width / max(1, 2 * target.width), size.height / max(1, 2 * target.height))
+    /// that keeps at least `headroom` times the target, or `nil` when that is less than 2.
+    static func factor(_ size: PixelSize, target: PixelSize, headroom: Int = 2) -> Int? {
+        let factor = min(size.width / max(1, headroom * target.width), size.height / max(1, headroom * target.height))
         return factor >= 2 ? factor : nil
     }
 

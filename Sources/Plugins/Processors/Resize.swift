@@ -64,6 +64,14 @@ public struct Resize: ImageProcessing {
         PixelSize(width: width ?? 1, height: height ?? 1)
     }
 
+    /// The side of the pixel blocks averaged before the filter when shrinking `source` to `target`:
+    /// half the smaller axis's shrink, rounded, or `nil` when that is under 2.
+    static func preShrinkBlock(from source: PixelSize, to target: PixelSize) -> Int? {
+        let shrink = min(Double(source.width) / Double(max(1, target.width)), Double(source.height) / Double(max(1, target.height)))
+        let block = Int(shrink.rounded()) / 2
+        return block >= 2 ? block : nil
+    }
+
     /// The size the image is scaled to, and the crop (for `fill`) that follows.
     func plan(for width: Int, _ height: Int) -> (scaled: PixelSize, crop: PixelSize?) {
         let w = Double(width), h = Double(height)
@@ -114,9 +122,12 @@ public struct Resize: ImageProcessing {
         return try image.transformed { wand in
             if scaled.width != image.width || scaled.height != image.height {
                 // A windowed filter's cost grows with the shrink factor (its support widens with
-                // it); a box average to twice the target first keeps the filter's work small.
-                if preShrink, scaled.width * 3 <= image.width, scaled.height * 3 <= image.height {
-                    try wand.scale(width: scaled.width * 2, height: scaled.height * 2)
+                // it); a box average first keeps the filter's work small. The box is a whole number
+                // of pixels (half the shrink, rounded, as libvips's resize chooses it), so the filter
+                // still has at least about twice the target to work from: a box of a fractional
+                // width blurs and aliases fine detail (37 dB instead of 47 on a grass texture).
+                if preShrink, let block = Self.preShrinkBlock(from: PixelSize(width: image.width, height: image.height), to: scaled) {
+                    try wand.scale(width: max(scaled.width, image.width / block), height: max(scaled.height, image.height / block))
                 }
                 try wand.resize(width: scaled.width, height: scaled.height, filter: filterType)
             }

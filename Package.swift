@@ -37,6 +37,11 @@ let package = Package(
             pkgConfig: "libpng",
             providers: [.apt(["libpng-dev"])]
         ),
+        .systemLibrary(
+            name: "CWebP",
+            pkgConfig: "libwebpdemux",
+            providers: [.apt(["libwebp-dev"])]
+        ),
         // The vocabulary and the engine: no codec library.
         .target(
             name: "PipelineKit",
@@ -56,7 +61,7 @@ let package = Package(
         // Every built-in stage, registered through PipelineKit's public API.
         .target(
             name: "Plugins",
-            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPNG",
+            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPNG", "CWebP",
                            .product(name: "Crypto", package: "swift-crypto")]
         ),
         // The controller: every subcommand, callable by custom builds with their own plugins.

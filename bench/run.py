@@ -152,7 +152,7 @@ def start_server(directory, delay_ms):
     return server, port
 
 
-def pipeline(path, cache=None, encoder=None, shrink=True, concurrent=16):
+def pipeline(path, cache=None, encoder=None, shrink=True, concurrent=16, max_pixels=None):
     encoder = encoder or f"{{ jpeg: {{ quality: {QUALITY} }} }}"
     cache_lines = f"data_cache:\n  disk: {{ path: {cache}, size_limit: 10GB, store: all }}\n" if cache else ""
     with open(path, "w") as f:
@@ -161,7 +161,7 @@ name: bench
 loader:
   http: {{ allow_loopback: true, max_concurrent: {concurrent}, timeout: 60s }}
 {cache_lines}decoder:
-  imagemagick: {{ shrink_on_load: {str(shrink).lower()} }}
+  imagemagick: {{ shrink_on_load: {str(shrink).lower()}{f", max_pixels: {max_pixels}" if max_pixels else ""} }}
 processors:
   - resize: {{ width: {SIZE}, height: {SIZE}, mode: fit }}
 encoder: {encoder}
@@ -169,6 +169,138 @@ output:
   dir: out
   name: "{{stem}}.{{ext}}"
 """)
+
+
+FORMAT_GROUPS = ["webp", "avif", "heic", "gif", "tiff", "jpeg", "png"]
+
+
+def format_table(work, corpus):
+    """Every format group of both corpora (corpus.sh's JPEG and PNG, formats.sh's folders) against
+    vipsthumbnail's faster 2-core configuration, in interleaved rounds like the main runs; the
+    same output (fit 256x256, JPEG Q80, alpha flattened onto black as vipsthumbnail does), PSNR
+    of every thumbnail against a full-decode Lanczos reference (auto-oriented, flattened on black),
+    and a mixed run over every file of both corpora for CPU use. Returns (rows, mixed, sol)."""
+    formats = subprocess.run(["bash", os.path.join(ROOT, "../shared/bench/formats.sh")] if os.path.exists(
+        os.path.join(ROOT, "../shared/bench/formats.sh")) else ["false"], capture_output=True, text=True)
+    if formats.returncode != 0:
+        sys.exit("the formats corpus (../shared/bench/formats.sh) is needed for the per-format table:\n" + formats.stderr)
+    formats_dir = formats.stdout.strip().splitlines()[-1]
+    groups = []
+    main_files = sorted(os.listdir(corpus))
+    groups.append(("corpus JPEG", [os.path.join(corpus, f) for f in main_files if f.endswith(".jpg")]))
+    groups.append(("corpus PNG", [os.path.join(corpus, f) for f in main_files if f.endswith(".png")]))
+    for name in FORMAT_GROUPS:
+        folder = os.path.join(formats_dir, name)
+        groups.append((name.upper() if name != "jpeg" and name != "png" else f"formats {name.upper()}",
+                       [os.path.join(folder, f) for f in sorted(os.listdir(folder))]))
+    table_dir = os.path.join(work, "formats")
+    os.makedirs(table_dir)
+    yaml_path = os.path.join(table_dir, "formats.yaml")
+    pipeline(yaml_path, encoder=f"{{ jpeg: {{ quality: {QUALITY}, background: black }} }}")
+    vips_env = dict(os.environ, VIPS_CONCURRENCY="1")
+    rows = []
+    for label, paths in groups:
+        slug = re.sub(r"[^a-z]+", "-", label.lower()).strip("-")
+        refs = os.path.join(table_dir, slug + "-ref")
+        os.makedirs(refs)
+        for path in paths:
+            stem = os.path.splitext(os.path.basename(path))[0]
+            subprocess.run(["convert", path + "[0]", "-auto-orient", "-filter", "Lanczos", "-resize", f"{SIZE}x{SIZE}",
+                            "-background", "black", "-flatten", os.path.join(refs, stem + ".png")],
+                           check=True, stderr=subprocess.DEVNULL)
+        listing = os.path.join(table_dir, slug + ".txt")
+        with open(listing, "w") as f:
+            f.write("\n".join(paths) + "\n")
+        half = (len(paths) + 1) // 2
+        def vips(output, env):
+            target = f"'{output}/%s.jpg[Q={QUALITY}]'"
+            parts = [" ".join(f"'{p}'" for p in chunk) for chunk in (paths[:half], paths[half:]) if chunk]
+            return f"mkdir -p '{output}' && (" + " & ".join(f"vipsthumbnail -s {SIZE}x{SIZE} -o {target} {x}" for x in parts) + " & wait)"
+        out = lambda name: os.path.join(table_dir, f"{slug}-{name}")
+        n = len(paths)
+        runs = {}
+        print(f" {label} ({n} files)", flush=True)
+        for round_number in range(ROUNDS):
+            order = [0, 1, 2][round_number % 3:] + [0, 1, 2][:round_number % 3]
+            for which in order:
+                if which == 0:
+                    m = measure(f"pipelinectl ({label})", [BIN, "run", yaml_path, listing, "-o", out("ours"), "--progress", "none"],
+                                n, check_output=f"{n} items: {n} ok")
+                    runs.setdefault("ours", []).append(m)
+                elif which == 1:
+                    runs.setdefault("vips", []).append(measure(f"vipsthumbnail VIPS_CONCURRENCY=1 ({label})", vips(out("vips"), vips_env),
+                                                               n, shell=True, env=vips_env))
+                else:
+                    runs.setdefault("vips-threads", []).append(measure(f"vipsthumbnail default threads ({label})",
+                                                                       vips(out("vips-threads"), None), n, shell=True))
+        median = {k: sorted(v, key=lambda m: m.wall)[len(v) // 2] for k, v in runs.items()}
+        best_vips = "vips" if median["vips"].wall <= median["vips-threads"].wall else "vips-threads"
+        stems = [os.path.splitext(os.path.basename(p))[0] for p in paths]
+        ours_psnr = [psnr(os.path.join(out("ours"), s + ".jpg"), os.path.join(refs, s + ".png")) for s in stems]
+        vips_psnr = [psnr(os.path.join(out(best_vips), s + ".jpg"), os.path.join(refs, s + ".png")) for s in stems]
+        worst = stems[ours_psnr.index(min(ours_psnr))]
+        rows.append(dict(label=label, n=n, ours=median["ours"], vips=median[best_vips], vips_config=best_vips,
+                         ours_psnr=(min(ours_psnr), statistics.mean(ours_psnr)), vips_psnr=(min(vips_psnr), statistics.mean(vips_psnr)),
+                         worst=worst))
+
+    # A mixed run: every file of both corpora in one list, formats interleaved.
+    everything = [p for _, paths in groups for p in paths]
+    everything = [everything[i] for i in sorted(range(len(everything)), key=lambda i: (i * 7919) % len(everything))]
+    mixed_list = os.path.join(table_dir, "mixed.txt")
+    with open(mixed_list, "w") as f:
+        f.write("\n".join(everything) + "\n")
+    mixed_yaml = os.path.join(table_dir, "mixed.yaml")
+    pipeline(mixed_yaml, encoder=f"{{ jpeg: {{ quality: {QUALITY}, background: black }} }}")
+    with open(mixed_yaml) as f:
+        text = f.read().replace('name: "{stem}.{ext}"', 'name: "{index}.{ext}"')
+    with open(mixed_yaml, "w") as f:
+        f.write(text)
+    n = len(everything)
+    mixed = sorted((measure("pipelinectl (mixed list, both corpora)", [BIN, "run", mixed_yaml, mixed_list, "-o",
+                                                                        os.path.join(table_dir, f"mixed-{r}"), "--progress", "none"],
+                            n, check_output=f"{n} items: {n} ok") for r in range(ROUNDS)), key=lambda m: m.wall)[ROUNDS // 2]
+
+    # Shrink-on-load against a full decode on every file of both corpora, both PNG (lossless).
+    sol = {}
+    for name, shrink in (("sol", True), ("full", False)):
+        path = os.path.join(table_dir, name + ".yaml")
+        pipeline(path, encoder="png", shrink=shrink)
+        with open(path) as f:
+            text = f.read().replace('name: "{stem}.{ext}"', 'name: "{index}.{ext}"')
+        with open(path, "w") as f:
+            f.write(text)
+        subprocess.run([BIN, "run", path, mixed_list, "-o", os.path.join(table_dir, name), "--progress", "none"], check=True,
+                       stdout=subprocess.DEVNULL)
+    sol_values = {}
+    for index, path in enumerate(everything, start=1):
+        a, b = (os.path.join(table_dir, x, f"{index}.png") for x in ("sol", "full"))
+        sol_values[path] = psnr(a, b)
+    return rows, mixed, sol_values
+
+
+def format_lines(rows, mixed, sol_values):
+    lines = ["| group | files | pipelinectl wall s | cpu s / wall s | vipsthumbnail wall s (config) | vs vips | "
+             "PSNR min / mean dB (ours) | PSNR min / mean dB (vips) | our worst image |",
+             "|---|---:|---:|---:|---:|---:|---|---|---|"]
+    targets = []
+    for r in rows:
+        ours, vips = r["ours"], r["vips"]
+        ratio = vips.wall / ours.wall
+        config = "VIPS_CONCURRENCY=1" if r["vips_config"] == "vips" else "default threads"
+        lines.append(f"| {r['label']} | {r['n']} | {ours.wall:.2f} | {ours.cpu / ours.wall:.2f} | {vips.wall:.2f} ({config}) | "
+                     f"{ratio:.2f}x | {r['ours_psnr'][0]:.2f} / {r['ours_psnr'][1]:.2f} | {r['vips_psnr'][0]:.2f} / {r['vips_psnr'][1]:.2f} | {r['worst']} |")
+        targets.append((f"{r['label']}: >= 1.25x vipsthumbnail", ratio, 1.25, ">="))
+        targets.append((f"{r['label']}: min PSNR no worse than vipsthumbnail's (dB difference)",
+                        r["ours_psnr"][0] - r["vips_psnr"][0], 0.0, ">="))
+    worst = min(sol_values, key=sol_values.get)
+    lines += ["", f"Mixed run, all {mixed.images} files of both corpora in one interleaved list: {mixed.wall:.2f} s wall, "
+              f"{mixed.cpu:.2f} s cpu, {mixed.cpu / mixed.wall:.2f} cores busy of {os.cpu_count()}, peak RSS {mixed.rss_kb / 1024:.0f} MiB.",
+              f"Shrink-on-load vs full decode over the same {len(sol_values)} files: PSNR min {sol_values[worst]:.2f} dB "
+              f"({os.path.basename(worst)}), mean {statistics.mean(min(v, 100) for v in sol_values.values()):.2f} dB."]
+    targets += [("mixed run: cores busy", mixed.cpu / mixed.wall, 1.6, ">="),
+                ("mixed run: peak RSS MiB", mixed.rss_kb / 1024, 300, "<="),
+                (f"shrink-on-load min PSNR >= 40 dB over all {len(sol_values)} files", sol_values[worst], 40, ">=")]
+    return lines, targets
 
 
 def machine():
@@ -215,6 +347,14 @@ def main():
         with open(url_list, "w") as f:
             f.write("\n".join(f"http://127.0.0.1:{port}/{x}" for x in files) + "\n")
 
+        if os.environ.get("BENCH_ONLY") == "formats":
+            print("per-format table:", flush=True)
+            table, mixed, sol = format_table(work, corpus)
+            lines, targets = format_lines(table, mixed, sol)
+            write_report(["## Machine", *[f"- {k}: {v}" for k, v in machine().items()], "",
+                          f"## Every format group (fit {SIZE}x{SIZE}, JPEG quality {QUALITY}, {ROUNDS} interleaved rounds, median)",
+                          *lines], targets, "formats.md")
+            return
         results = {}
         print("runs:", flush=True)
         bench_yaml = os.path.join(work, "bench.yaml")
@@ -362,7 +502,9 @@ def main():
         shrink_values = {kind: [psnr(os.path.join(out("sol"), x + ".png"), os.path.join(out("full"), x + ".png")) for x in group]
                          for kind, group in (("JPEG", jpegs), ("PNG", pngs))}
 
-        report(results, validate, shrink_values, n, machine())
+        print("per-format table:", flush=True)
+        table, mixed, sol = format_table(work, corpus)
+        report(results, validate, shrink_values, n, machine(), format_lines(table, mixed, sol))
     finally:
         for server in servers:
             server.send_signal(signal.SIGTERM)
@@ -370,7 +512,7 @@ def main():
             shutil.rmtree(work, ignore_errors=True)
 
 
-def report(results, validate, shrink_values, n, facts):
+def report(results, validate, shrink_values, n, facts, formats=None):
     # The reference is vipsthumbnail's best configuration in this run (of the two measured).
     vips = results["vips"] if results["vips"].wall <= results["vips-threads"].wall else results["vips-threads"]
     vips_psnr = results["vips"].psnr
@@ -389,14 +531,14 @@ def report(results, validate, shrink_values, n, facts):
         (f"6. pipelinectl, {SHORT_LIST}-line list", f"list-{SHORT_LIST}"),
         (f"6. pipelinectl, {LONG_LIST}-line list", f"list-{LONG_LIST}"),
     ]
-    lines = ["| run | images | wall s | wall range s | cpu s | peak RSS MiB | images/s | vs vips | PSNR min / mean dB |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines = ["| run | images | wall s | wall range s | cpu s | cpu s / wall s | peak RSS MiB | images/s | vs vips | PSNR min / mean dB |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for label, key in rows:
         m = results[key]
         quality_text = f"{m.psnr[0]:.2f} / {m.psnr[1]:.2f}" if m.psnr else ""
         ratio = f"{m.rate / vips.rate:.2f}x" if key not in ("warm", "warm-http") and not key.startswith("list") else ""
         spread = f"{m.spread[0]:.2f}-{m.spread[1]:.2f}" if m.spread else ""
-        lines.append(f"| {label} | {m.images} | {m.wall:.2f} | {spread} | {m.cpu:.2f} | {m.rss_kb / 1024:.0f} | {m.rate:.1f} | {ratio} | {quality_text} |")
+        lines.append(f"| {label} | {m.images} | {m.wall:.2f} | {spread} | {m.cpu:.2f} | {m.cpu / m.wall:.2f} | {m.rss_kb / 1024:.0f} | {m.rate:.1f} | {ratio} | {quality_text} |")
     ours, http = results["ours-local"], results["ours-http"]
     short, long = results[f"list-{SHORT_LIST}"], results[f"list-{LONG_LIST}"]
     targets = [
@@ -412,25 +554,33 @@ def report(results, validate, shrink_values, n, facts):
         ("validate < 100 ms (seconds, median of 5)", validate.wall, 0.1, "<"),
         *[(f"shrink-on-load min PSNR >= 40 dB over {len(v)} {kind}s", min(v), 40, ">=") for kind, v in shrink_values.items()],
     ]
+    sections = ["## Machine", *[f"- {k}: {v}" for k, v in facts.items()], "",
+                f"## Runs ({n} corpus files, fit {SIZE}x{SIZE}, JPEG quality {QUALITY})", *lines, "",
+                f"vs vips: against {vips.name} (the faster vipsthumbnail configuration in this run).",
+                f"Runs 1-4b: {ROUNDS} interleaved rounds; each row is the round with the median wall time"
+                " (wall range: fastest and slowest round).", "",
+                *[f"Shrink-on-load vs full decode (PNG outputs, {len(v)} {kind} sources): PSNR min {min(v):.2f} dB, "
+                  f"mean {statistics.mean(v):.2f} dB (identical outputs count as 100)." for kind, v in shrink_values.items()]]
+    if formats:
+        format_rows, format_targets = formats
+        sections += ["", f"## Every format group (both corpora; {ROUNDS} interleaved rounds, median; alpha flattened on black as "
+                     "vipsthumbnail does)", *format_rows]
+        targets = targets + format_targets
+    write_report(sections, targets, "latest.md")
+
+
+def write_report(sections, targets, filename):
     target_lines = ["| target | measured | needed | met |", "|---|---:|---:|---|"]
     met_all = True
     for label, value, needed, op in targets:
         met = {">=": value >= needed, "<=": value <= needed, "<": value < needed}[op]
         met_all &= met
         target_lines.append(f"| {label} | {value:.2f} | {op} {needed} | {'yes' if met else 'NO'} |")
-    facts_lines = [f"- {k}: {v}" for k, v in facts.items()]
-    text = "\n".join(
-        ["## Machine", *facts_lines, "", f"## Runs ({n} corpus files, fit {SIZE}x{SIZE}, JPEG quality {QUALITY})", *lines, "",
-         f"vs vips: against {vips.name} (the faster vipsthumbnail configuration in this run).",
-         f"Runs 1-4b: {ROUNDS} interleaved rounds; each row is the round with the median wall time"
-         " (wall range: fastest and slowest round).", "",
-         *[f"Shrink-on-load vs full decode (PNG outputs, {len(v)} {kind} sources): PSNR min {min(v):.2f} dB, "
-           f"mean {statistics.mean(v):.2f} dB (identical outputs count as 100)." for kind, v in shrink_values.items()],
-         "", "## Targets", *target_lines, ""])
+    text = "\n".join([*sections, "", "## Targets", *target_lines, ""])
     print()
     print(text)
     os.makedirs(os.path.join(ROOT, "bench/results"), exist_ok=True)
-    with open(os.path.join(ROOT, "bench/results/latest.md"), "w") as f:
+    with open(os.path.join(ROOT, "bench/results", filename), "w") as f:
         f.write(f"# bench/run.sh, {time.strftime('%Y-%m-%d %H:%M')}\n\n" + text)
     print("every target met" if met_all else "some targets NOT met", flush=True)
 

@@ -197,6 +197,16 @@ extension Wand {
         return wand
     }
 
+    /// A new wand holding one image made from 8-bit pixels in memory owned by the caller (copied):
+    /// rows back to back, 3 bytes a pixel (RGB) or 4 (RGBA, alpha not premultiplied).
+    public static func fromPixels(_ pixels: UnsafeRawBufferPointer, width: Int, height: Int, hasAlpha: Bool) throws -> Wand {
+        precondition(pixels.count >= width * height * (hasAlpha ? 4 : 3))
+        let wand = Wand()
+        let status = MagickConstituteImage(wand.pointer, width, height, hasAlpha ? "RGBA" : "RGB", CharPixel, pixels.baseAddress)
+        try wand.check(status, .decodeFailed, "making an image from pixels")
+        return wand
+    }
+
     /// The pixels as 8-bit RGB, row by row (3 bytes per pixel).
     public func rgbBytes() throws -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: width * height * 3)

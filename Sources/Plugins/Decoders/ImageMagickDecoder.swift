@@ -88,6 +88,10 @@ public struct ImageMagickDecoder: ImageDecoding {
                 return PNGReducer.estimatedMemory(size, factor: factor) + loaded.data.count
             }
         }
+        if format == "WEBP", shrinkOnLoad, let target = hint.targetSize, let plan = (try? WebPReducer.plan(loaded.data, keepsFrames: maxFrames > 1)) ?? nil,
+           let scaled = WebPReducer.scaledSize(plan, target: target, headroom: headroom) {
+            return WebPReducer.estimatedMemory(plan, scaled: scaled) + loaded.data.count
+        }
         let pixels = width * height
         // A progressive JPEG keeps every DCT coefficient of the full-size image until the end.
         let coefficients = format == "JPEG" && Self.isProgressiveJPEG(loaded.data) ? size.width * size.height * 3 : 0
@@ -175,6 +179,14 @@ public struct ImageMagickDecoder: ImageDecoding {
         if format == "PNG", shrinkOnLoad, let target = hint.targetSize, let factor = PNGReducer.factor(size, target: target, headroom: headroom),
            let reduced = try PNGReducer.decode(data, factor: factor, toSRGB: toSRGB) {
             return PipelineImage(taking: reduced, sourceFormat: format)
+        }
+
+        // WebPs are decoded by libwebp straight to a reduced size (see WebPReducer).
+        if format == "WEBP", shrinkOnLoad, let target = hint.targetSize, let plan = try WebPReducer.plan(data, keepsFrames: maxFrames > 1),
+           let scaled = WebPReducer.scaledSize(plan, target: target, headroom: headroom) {
+            let wand = try WebPReducer.decode(data, plan: plan, size: scaled)
+            if toSRGB { try wand.convertToSRGB() }
+            return PipelineImage(taking: wand, sourceFormat: format)
         }
 
         var wand = Wand()

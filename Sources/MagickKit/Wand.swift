@@ -157,6 +157,19 @@ public final class Wand {
         _ = MagickSetImagePage(pointer, width, height, 0, 0)
     }
 
+    /// The EXIF orientation (1 top-left ... 8 left-bottom) that ``autoOrient()`` applies; set by the
+    /// coder when ImageMagick reads a file, or by a decoder that made the pixels itself.
+    public var orientation: Int {
+        get { Int(MagickGetImageOrientation(pointer).rawValue) }
+        set { _ = MagickSetImageOrientation(pointer, OrientationType(rawValue: UInt32(max(0, min(8, newValue))))) }
+    }
+
+    /// Attaches a named profile (`exif`, `xmp`, `iptc`...) as it is, without touching the pixels.
+    public func setProfile(_ name: String, _ data: Data) throws {
+        let status = data.withUnsafeBytes { MagickSetImageProfile(pointer, name, $0.baseAddress, $0.count) }
+        try check(status, .processFailed, "setting the \(name) profile")
+    }
+
     /// Applies the EXIF orientation and resets it to top-left.
     public func autoOrient() throws {
         try check(MagickAutoOrientImage(pointer), .processFailed, "auto-orient")

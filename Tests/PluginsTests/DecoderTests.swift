@@ -151,6 +151,20 @@ struct SplitMix64: RandomNumberGenerator {
         #expect(scaled(5120, 2880, 256, 256) == PixelSize(width: 1280, height: 720))  // 11x on the height: 1/4
         #expect(scaled(8000, 8000, 256, 256) == PixelSize(width: 1000, height: 1000))  // 31x: 1/8
         #expect(scaled(4001, 3001, 100, 100) == PixelSize(width: 501, height: 376))  // rounded up, as libjpeg does
+        // Fit: only the limiting side has to reach the box (5120x2880 into 256x256 ends 256x144).
+        let fit = DecodeHint(targetSize: PixelSize(width: 256, height: 256), fit: true)
+        #expect(fit.maxShrink(from: PixelSize(width: 5120, height: 2880)) == 20)
+        #expect(DecodeHint(targetSize: PixelSize(width: 256, height: 256)).maxShrink(from: PixelSize(width: 5120, height: 2880)) == 11.25)
+        #expect(JPEGReducer.plan(PixelSize(width: 5120, height: 2880), hint: fit, headroom: 2)
+            == JPEGReducer.Plan(denominator: 8, block: 1, size: PixelSize(width: 640, height: 360)))
+        #expect(JPEGReducer.plan(PixelSize(width: 8000, height: 8000), hint: DecodeHint(targetSize: PixelSize(width: 100, height: 100)), headroom: 2)
+            == JPEGReducer.Plan(denominator: 8, block: 5, size: PixelSize(width: 200, height: 200)))
+        func fits(_ options: [String: OptionValue]) throws -> Bool {
+            try Resize.plugin.makeProcessor(Resize.plugin.options(options)).decodeHintFits
+        }
+        #expect(try fits(["width": .int(256), "height": .int(256)]))
+        #expect(try !fits(["width": .int(256), "height": .int(256), "mode": .string("fill")]))
+        #expect(try !fits(["width": .int(256)]))
         // resize's own box average before the filter: whole blocks of half the shrink, or none.
         #expect(Resize.preShrinkBlock(from: PixelSize(width: 1680, height: 1050), to: PixelSize(width: 256, height: 160)) == 3)
         #expect(Resize.preShrinkBlock(from: PixelSize(width: 840, height: 525), to: PixelSize(width: 256, height: 160)) == nil)

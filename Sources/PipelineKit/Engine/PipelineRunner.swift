@@ -173,9 +173,11 @@ public final class PipelineRunner: Sendable {
     static func decodeHint(_ variants: [RunnableVariant]) -> DecodeHint {
         let hints = variants.map { $0.processors.first?.decodeHint }
         guard hints.allSatisfy({ $0 != nil }), let first = hints.first ?? nil else { return DecodeHint() }
+        // The largest box on each side; fit only when every variant fits (a fit inside the larger
+        // box needs at least as much as a fit inside each).
         return DecodeHint(targetSize: hints.compactMap { $0 }.reduce(first) {
             PixelSize(width: max($0.width, $1.width), height: max($0.height, $1.height))
-        })
+        }, fit: variants.allSatisfy { $0.processors.first?.decodeHintFits == true })
     }
 
     /// The pipeline's data cache, when it has one (for `pipelinectl cache`).

@@ -6,8 +6,24 @@ public struct DecodeHint: Sendable, Equatable {
     /// (for example 256x256 for `resize: {width: 256, height: 256}`). A decoder may decode at a
     /// reduced scale as long as the result is at least this large in both dimensions.
     public var targetSize: PixelSize?
+    /// Whether the image only has to fit inside ``targetSize`` (as `resize` in fit mode: scaled by
+    /// the smaller of the two ratios, so one side may end below the box); `false` when both sides
+    /// must reach it (fill, crop).
+    public var fit: Bool
 
-    public init(targetSize: PixelSize? = nil) { self.targetSize = targetSize }
+    public init(targetSize: PixelSize? = nil, fit: Bool = false) {
+        self.targetSize = targetSize
+        self.fit = fit
+    }
+
+    /// How many times smaller than `source` the image may be decoded and still reach the target
+    /// on every side that matters, or `nil` without a target. A decoder that reduces while it
+    /// decodes keeps some of this back as headroom for the resize filter.
+    public func maxShrink(from source: PixelSize) -> Double? {
+        guard let target = targetSize else { return nil }
+        let x = Double(source.width) / Double(max(1, target.width)), y = Double(source.height) / Double(max(1, target.height))
+        return fit ? max(x, y) : min(x, y)
+    }
 }
 
 /// A width and a height in pixels.

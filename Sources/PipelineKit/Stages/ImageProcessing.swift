@@ -15,8 +15,14 @@ public protocol ImageProcessing: Sendable {
     /// The smallest decoded size this processor needs when it is the first in the chain to set the
     /// size, or `nil` when it does not set the size. The engine passes it to the decoder.
     var decodeHint: PixelSize? { get }
+
+    /// Whether the image only has to fit inside ``decodeHint`` (it is scaled by the smaller of the
+    /// two ratios, so one side may end below the hint): lets the decoder reduce further. `false`
+    /// (the default) when both sides must reach the hint.
+    var decodeHintFits: Bool { get }
 }
 
 extension ImageProcessing {
     public var decodeHint: PixelSize? { nil }
+    public var decodeHintFits: Bool { false }
 }

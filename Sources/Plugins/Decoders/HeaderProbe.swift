@@ -5,6 +5,22 @@ import PipelineKit
 /// so a file that claims 100000x100000 is refused without allocating anything. Returns `nil` for
 /// formats it does not parse (the decoder then pings with ImageMagick).
 enum HeaderProbe {
+    /// The number of colour components in a JPEG's frame header (3 for YCbCr or RGB, 1 for grey,
+    /// 4 for CMYK or YCCK), or `nil` when the header is not found in the first 256 KB.
+    static func jpegComponents(_ data: Data) -> Int? {
+        let b = [UInt8](data.prefix(262_144))
+        var i = 2
+        while i + 9 < b.count {
+            guard b[i] == 0xFF else { return nil }
+            let marker = b[i + 1]
+            if marker == 0xFF { i += 1; continue }
+            if (0xC0...0xCF).contains(marker), ![0xC4, 0xC8, 0xCC].contains(marker) { return Int(b[i + 9]) }
+            if marker == 0xD8 || (0xD0...0xD7).contains(marker) { i += 2; continue }
+            i += 2 + (Int(b[i + 2]) << 8 | Int(b[i + 3]))
+        }
+        return nil
+    }
+
     static func dimensions(_ data: Data, format: String) -> PixelSize? {
         let b = [UInt8](data.prefix(format == "JPEG" ? 262_144 : 64))
         func be16(_ i: Int) -> Int { i + 1 < b.count ? Int(b[i]) << 8 | Int(b[i + 1]) : 0 }

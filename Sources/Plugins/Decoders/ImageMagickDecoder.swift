@@ -78,18 +78,22 @@ public struct ImageMagickDecoder: ImageDecoding {
         guard case .image(let format) = FormatSniffer.sniff(loaded.data),
               let size = HeaderProbe.dimensions(loaded.data, format: format), size.width > 0, size.height > 0 else { return nil }
         var width = size.width, height = size.height
+        if format == "JPEG", shrinkOnLoad, HeaderProbe.jpegComponents(loaded.data) == 3,
+           let plan = JPEGReducer.plan(size, hint: hint, headroom: headroom) {
+            return JPEGReducer.estimatedMemory(size, plan: plan, progressive: Self.isProgressiveJPEG(loaded.data)) + loaded.data.count
+        }
         if format == "JPEG", let scaled = jpegScaled(size, hint: hint) {
             width = scaled.decoded.width
             height = scaled.decoded.height
         }
-        if format == "PNG", shrinkOnLoad, let target = hint.targetSize, let factor = PNGReducer.factor(size, target: target, headroom: headroom) {
+        if format == "PNG", shrinkOnLoad, let factor = PNGReducer.factor(size, hint: hint, headroom: headroom) {
             // Reduced while read, unless it is one that goes through ImageMagick instead.
             if PNGReducer.takes(loaded.data, toSRGB: toSRGB) {
                 return PNGReducer.estimatedMemory(size, factor: factor) + loaded.data.count
             }
         }
-        if format == "WEBP", shrinkOnLoad, let target = hint.targetSize, let plan = (try? WebPReducer.plan(loaded.data, keepsFrames: maxFrames > 1)) ?? nil,
-           let scaled = WebPReducer.scaledSize(plan, target: target, headroom: headroom) {
+        if format == "WEBP", shrinkOnLoad, let plan = (try? WebPReducer.plan(loaded.data, keepsFrames: maxFrames > 1)) ?? nil,
+           let scaled = WebPReducer.scaledSize(plan, hint: hint, headroom: headroom) {
             return WebPReducer.estimatedMemory(plan, scaled: scaled) + loaded.data.count
         }
         let pixels = width * height
@@ -124,8 +128,8 @@ public struct ImageMagickDecoder: ImageDecoding {
     /// height/asked height, rounded down, and libjpeg-turbo decodes at N/8 with N the smallest
     /// that reaches 1/`scale_denom`; asking for width/d x height/d gives exactly 1/d.
     func jpegScaled(_ size: PixelSize, hint: DecodeHint) -> (ask: String, decoded: PixelSize)? {
-        guard shrinkOnLoad, let target = hint.targetSize, size.width >= 8, size.height >= 8 else { return nil }
-        let room = min(size.width / (max(1, target.width) * headroom), size.height / (max(1, target.height) * headroom))
+        guard shrinkOnLoad, let shrink = hint.maxShrink(from: size), size.width >= 8, size.height >= 8 else { return nil }
+        let room = shrink / Double(headroom)
         guard room >= 2 else { return nil }
         let d = room >= 8 ? 8 : room >= 4 ? 4 : 2
         return ("\(size.width / d)x\(size.height / d)",
@@ -176,14 +180,20 @@ public struct ImageMagickDecoder: ImageDecoding {
         }
 
         // PNGs are reduced while they are read when the output needs much less (see PNGReducer).
-        if format == "PNG", shrinkOnLoad, let target = hint.targetSize, let factor = PNGReducer.factor(size, target: target, headroom: headroom),
+        if format == "PNG", shrinkOnLoad, let factor = PNGReducer.factor(size, hint: hint, headroom: headroom),
            let reduced = try PNGReducer.decode(data, factor: factor, toSRGB: toSRGB) {
             return PipelineImage(taking: reduced, sourceFormat: format)
         }
 
+        // JPEGs are scaled by libjpeg and averaged while read (see JPEGReducer).
+        if format == "JPEG", shrinkOnLoad, let plan = JPEGReducer.plan(size, hint: hint, headroom: headroom),
+           let wand = try JPEGReducer.decode(data, plan: plan, toSRGB: toSRGB, autoOrient: autoOrient) {
+            if toSRGB { try wand.convertToSRGB() }
+            return PipelineImage(taking: wand, sourceFormat: format)
+        }
         // WebPs are decoded by libwebp straight to a reduced size (see WebPReducer).
-        if format == "WEBP", shrinkOnLoad, let target = hint.targetSize, let plan = try WebPReducer.plan(data, keepsFrames: maxFrames > 1),
-           let scaled = WebPReducer.scaledSize(plan, target: target, headroom: headroom) {
+        if format == "WEBP", shrinkOnLoad, let plan = try WebPReducer.plan(data, keepsFrames: maxFrames > 1),
+           let scaled = WebPReducer.scaledSize(plan, hint: hint, headroom: headroom) {
             let wand = try WebPReducer.decode(data, plan: plan, size: scaled)
             if toSRGB { try wand.convertToSRGB() }
             return PipelineImage(taking: wand, sourceFormat: format)

@@ -4,7 +4,8 @@ import MagickKit
 import PipelineKit
 
 /// Shrink-on-load for PNG: decodes a large PNG row by row (libpng) and averages blocks of
-/// `factor` x `factor` pixels as the rows arrive, so the full-size image never exists in memory.
+/// `factor` x `factor` pixels as the rows arrive (``BoxReducer``), so the full-size image never
+/// exists in memory.
 ///
 /// libjpeg can decode at 1/2, 1/4 or 1/8; PNG has no such mode, and ImageMagick would decode the
 /// whole image into 16-bit channels (8 bytes a pixel) before the resize box-averaged it down
@@ -16,10 +17,11 @@ import PipelineKit
 /// Only plain cases take this path; the rest go through ImageMagick as before: interlaced PNGs,
 /// greyscale ones (kept grey there), and PNGs with a profile other than sRGB (converted there).
 enum PNGReducer {
-    /// The block size for a `size` PNG when at least `target` is needed: the largest whole shrink
-    /// that keeps at least `headroom` times the target, or `nil` when that is less than 2.
-    static func factor(_ size: PixelSize, target: PixelSize, headroom: Int = 2) -> Int? {
-        let factor = min(size.width / max(1, headroom * target.width), size.height / max(1, headroom * target.height))
+    /// The block size for a `size` PNG under `hint`: the largest whole shrink that keeps at least
+    /// `headroom` times what the hint needs, or `nil` when that is less than 2.
+    static func factor(_ size: PixelSize, hint: DecodeHint, headroom: Int = 2) -> Int? {
+        guard let shrink = hint.maxShrink(from: size) else { return nil }
+        let factor = Int(shrink / Double(headroom))
         return factor >= 2 ? factor : nil
     }
 
@@ -88,9 +90,9 @@ enum PNGReducer {
                 throw rowBytes == 0 ? failure(reader) : PipelineError(.decodeFailed, "PNG: unexpected row layout")
             }
             let width = plan.width, height = plan.height
-            let pixels = try reduce(reader, width: width, height: height, factor: factor, alpha: plan.alpha)
-            let outW = (width + factor - 1) / factor, outH = (height + factor - 1) / factor
-            let wand = try Wand.fromPixels(pixels, width: outW, height: outH, hasAlpha: plan.alpha)
+            let box = BoxReducer(width: width, height: height, factor: factor, alpha: plan.alpha)
+            let pixels = try box.reduce { try readRow(reader, &$0) }
+            let wand = try Wand.fromPixels(pixels, width: box.outWidth, height: box.outHeight, hasAlpha: plan.alpha)
             if let profile = plan.profile { try wand.setICCProfile(profile) }
             return wand
         }
@@ -106,76 +108,5 @@ enum PNGReducer {
     static func readRow(_ reader: UnsafeMutablePointer<pk_png_reader>, _ row: inout [UInt8]) throws {
         let ok = row.withUnsafeMutableBufferPointer { pk_png_read_row(reader, $0.baseAddress) }
         if ok == 0 { throw failure(reader) }
-    }
-
-    /// Block averages of `factor` x `factor` pixels, `alpha`: RGBA (colour averaged premultiplied
-    /// by alpha, then divided by the alpha total) or RGB. Each row is first added into per-column
-    /// totals (contiguous, so the compiler vectorises it); the columns of a block are summed once
-    /// per `factor` rows.
-    static func reduce(_ reader: UnsafeMutablePointer<pk_png_reader>, width: Int, height: Int, factor: Int,
-                       alpha: Bool) throws -> [UInt8] {
-        let channels = alpha ? 4 : 3
-        let outW = (width + factor - 1) / factor, outH = (height + factor - 1) / factor
-        var row = [UInt8](repeating: 0, count: width * channels)
-        // A column total is at most factor x 255 x 255: far from UInt32's limit for any factor.
-        var columns = [UInt32](repeating: 0, count: width * channels)
-        var out = [UInt8](repeating: 0, count: outW * outH * channels)
-        var rows = 0, outY = 0
-        for y in 0..<height {
-            try readRow(reader, &row)
-            row.withUnsafeBufferPointer { row in
-                columns.withUnsafeMutableBufferPointer { columns in
-                    if alpha { addPremultiplied(row, to: columns) } else { add(row, to: columns) }
-                }
-            }
-            rows += 1
-            guard rows == factor || y == height - 1 else { continue }
-            columns.withUnsafeMutableBufferPointer { columns in
-                out.withUnsafeMutableBufferPointer { out in
-                    for ox in 0..<outW {
-                        let x0 = ox * factor, x1 = min(width, x0 + factor)
-                        var r: UInt64 = 0, g: UInt64 = 0, b: UInt64 = 0, a: UInt64 = 0
-                        for x in x0..<x1 {
-                            let i = x * channels
-                            r &+= UInt64(columns[i]); g &+= UInt64(columns[i + 1]); b &+= UInt64(columns[i + 2])
-                            if alpha { a &+= UInt64(columns[i + 3]) }
-                        }
-                        let count = UInt64(rows * (x1 - x0)), o = (outY * outW + ox) * channels
-                        if alpha {
-                            out[o] = a == 0 ? 0 : UInt8((r + a / 2) / a)
-                            out[o + 1] = a == 0 ? 0 : UInt8((g + a / 2) / a)
-                            out[o + 2] = a == 0 ? 0 : UInt8((b + a / 2) / a)
-                            out[o + 3] = UInt8((a + count / 2) / count)
-                        } else {
-                            out[o] = UInt8((r + count / 2) / count)
-                            out[o + 1] = UInt8((g + count / 2) / count)
-                            out[o + 2] = UInt8((b + count / 2) / count)
-                        }
-                    }
-                }
-                columns.update(repeating: 0)
-            }
-            rows = 0
-            outY += 1
-        }
-        return out
-    }
-
-    /// Adds a row's channel values into the column totals.
-    @inline(__always)
-    static func add(_ row: UnsafeBufferPointer<UInt8>, to columns: UnsafeMutableBufferPointer<UInt32>) {
-        for i in 0..<row.count { columns[i] &+= UInt32(row[i]) }
-    }
-
-    /// Adds an RGBA row into the column totals, colour premultiplied by alpha.
-    @inline(__always)
-    static func addPremultiplied(_ row: UnsafeBufferPointer<UInt8>, to columns: UnsafeMutableBufferPointer<UInt32>) {
-        for i in stride(from: 0, to: row.count, by: 4) {
-            let alpha = UInt32(row[i + 3])
-            columns[i] &+= UInt32(row[i]) &* alpha
-            columns[i + 1] &+= UInt32(row[i + 1]) &* alpha
-            columns[i + 2] &+= UInt32(row[i + 2]) &* alpha
-            columns[i + 3] &+= alpha
-        }
     }
 }

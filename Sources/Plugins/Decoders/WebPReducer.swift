@@ -72,11 +72,11 @@ enum WebPReducer {
         }
     }
 
-    /// The size to decode `plan` at for at least `headroom` times `target`, or `nil` when the image
-    /// is less than twice that (ImageMagick decodes it whole, as before).
-    static func scaledSize(_ plan: Plan, target: PixelSize, headroom: Int) -> PixelSize? {
-        let factor = min(Double(plan.width) / Double(max(1, target.width) * headroom),
-                         Double(plan.height) / Double(max(1, target.height) * headroom))
+    /// The size to decode `plan` at for at least `headroom` times what `hint` needs, or `nil` when
+    /// the image is less than that (ImageMagick decodes it whole, as before).
+    static func scaledSize(_ plan: Plan, hint: DecodeHint, headroom: Int) -> PixelSize? {
+        guard let shrink = hint.maxShrink(from: PixelSize(width: plan.width, height: plan.height)) else { return nil }
+        let factor = shrink / Double(headroom)
         guard factor >= 1 else { return nil }
         return PixelSize(width: max(1, Int((Double(plan.width) / factor).rounded(.up))),
                          height: max(1, Int((Double(plan.height) / factor).rounded(.up))))

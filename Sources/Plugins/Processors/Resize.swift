@@ -64,6 +64,10 @@ public struct Resize: ImageProcessing {
         PixelSize(width: width ?? 1, height: height ?? 1)
     }
 
+    /// In fit mode with both sides set, the image is scaled by the smaller ratio: only the side
+    /// that limits it has to reach the box.
+    public var decodeHintFits: Bool { mode == .fit && width != nil && height != nil }
+
     /// The side of the pixel blocks averaged before the filter when shrinking `source` to `target`:
     /// half the smaller axis's shrink, rounded, or `nil` when that is under 2.
     static func preShrinkBlock(from source: PixelSize, to target: PixelSize) -> Int? {

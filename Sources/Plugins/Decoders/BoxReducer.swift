@@ -1,0 +1,81 @@
+import Foundation
+
+/// Block averages of 8-bit rows as they arrive, for the reduce-on-load paths: `factor` x `factor`
+/// pixels become one, so the full-size image never exists in memory. With alpha, colour is
+/// averaged premultiplied by alpha (then divided by the alpha total), so transparent pixels do not
+/// bleed their hidden colour into the edges. Each row is first added into per-column totals
+/// (contiguous, so the compiler vectorises it); the columns of a block are summed once per
+/// `factor` rows.
+struct BoxReducer {
+    let width: Int, height: Int, factor: Int, alpha: Bool
+    var outWidth: Int { (width + factor - 1) / factor }
+    var outHeight: Int { (height + factor - 1) / factor }
+
+    /// The reduced pixels (RGBA or RGB), reading each of the `height` rows with `readRow`, which
+    /// fills the buffer it is given (`width` x 4 or 3 bytes).
+    func reduce(_ readRow: (inout [UInt8]) throws -> Void) throws -> [UInt8] {
+        let channels = alpha ? 4 : 3
+        let outW = outWidth, outH = outHeight
+        var row = [UInt8](repeating: 0, count: width * channels)
+        // A column total is at most factor x 255 x 255: far from UInt32's limit for any factor.
+        var columns = [UInt32](repeating: 0, count: width * channels)
+        var out = [UInt8](repeating: 0, count: outW * outH * channels)
+        var rows = 0, outY = 0
+        for y in 0..<height {
+            try readRow(&row)
+            row.withUnsafeBufferPointer { row in
+                columns.withUnsafeMutableBufferPointer { columns in
+                    if alpha { Self.addPremultiplied(row, to: columns) } else { Self.add(row, to: columns) }
+                }
+            }
+            rows += 1
+            guard rows == factor || y == height - 1 else { continue }
+            columns.withUnsafeMutableBufferPointer { columns in
+                out.withUnsafeMutableBufferPointer { out in
+                    for ox in 0..<outW {
+                        let x0 = ox * factor, x1 = min(width, x0 + factor)
+                        var r: UInt64 = 0, g: UInt64 = 0, b: UInt64 = 0, a: UInt64 = 0
+                        for x in x0..<x1 {
+                            let i = x * channels
+                            r &+= UInt64(columns[i]); g &+= UInt64(columns[i + 1]); b &+= UInt64(columns[i + 2])
+                            if alpha { a &+= UInt64(columns[i + 3]) }
+                        }
+                        let count = UInt64(rows * (x1 - x0)), o = (outY * outW + ox) * channels
+                        if alpha {
+                            out[o] = a == 0 ? 0 : UInt8((r + a / 2) / a)
+                            out[o + 1] = a == 0 ? 0 : UInt8((g + a / 2) / a)
+                            out[o + 2] = a == 0 ? 0 : UInt8((b + a / 2) / a)
+                            out[o + 3] = UInt8((a + count / 2) / count)
+                        } else {
+                            out[o] = UInt8((r + count / 2) / count)
+                            out[o + 1] = UInt8((g + count / 2) / count)
+                            out[o + 2] = UInt8((b + count / 2) / count)
+                        }
+                    }
+                }
+                columns.update(repeating: 0)
+            }
+            rows = 0
+            outY += 1
+        }
+        return out
+    }
+
+    /// Adds a row's channel values into the column totals.
+    @inline(__always)
+    static func add(_ row: UnsafeBufferPointer<UInt8>, to columns: UnsafeMutableBufferPointer<UInt32>) {
+        for i in 0..<row.count { columns[i] &+= UInt32(row[i]) }
+    }
+
+    /// Adds an RGBA row into the column totals, colour premultiplied by alpha.
+    @inline(__always)
+    static func addPremultiplied(_ row: UnsafeBufferPointer<UInt8>, to columns: UnsafeMutableBufferPointer<UInt32>) {
+        for i in stride(from: 0, to: row.count, by: 4) {
+            let alpha = UInt32(row[i + 3])
+            columns[i] &+= UInt32(row[i]) &* alpha
+            columns[i + 1] &+= UInt32(row[i + 1]) &* alpha
+            columns[i + 2] &+= UInt32(row[i + 2]) &* alpha
+            columns[i + 3] &+= alpha
+        }
+    }
+}

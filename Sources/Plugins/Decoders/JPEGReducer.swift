@@ -1,0 +1,98 @@
+import CJPEG
+import Foundation
+import MagickKit
+import PipelineKit
+
+/// Shrink-on-load for JPEG without ImageMagick's coder: libjpeg-turbo decodes at 1/2, 1/4 or 1/8
+/// (DCT scaling) into 8-bit RGB rows, and whole blocks are averaged as the rows arrive
+/// (``BoxReducer``) down to no less than twice the target. ImageMagick then receives only that
+/// small image: its JPEG coder would widen every decoded pixel to 16 bits in a pixel cache as
+/// large as the DCT-scaled image, and the resize would box it down there again.
+///
+/// The EXIF orientation and the ICC profile are read from the markers and applied as the
+/// ImageMagick path applies them (the profile converted to sRGB through lcms, now on the small
+/// image, or kept with `to_srgb: false`). CMYK, YCCK and greyscale JPEGs stay with ImageMagick.
+enum JPEGReducer {
+    /// How a JPEG is reduced: libjpeg's scale, then the block size of the average after it.
+    struct Plan: Equatable {
+        let denominator: Int
+        let block: Int
+        /// The size after both.
+        let size: PixelSize
+    }
+
+    /// The reduction for a `size` JPEG under `hint`, keeping `headroom` times what the hint needs,
+    /// or `nil` when there is none to make (under twice the headroom).
+    static func plan(_ size: PixelSize, hint: DecodeHint, headroom: Int) -> Plan? {
+        guard let shrink = hint.maxShrink(from: size), size.width >= 8, size.height >= 8 else { return nil }
+        let room = shrink / Double(headroom)
+        guard room >= 2 else { return nil }
+        let d = room >= 8 ? 8 : room >= 4 ? 4 : 2
+        let scaled = PixelSize(width: (size.width + d - 1) / d, height: (size.height + d - 1) / d)
+        let block = max(1, Int(room / Double(d)))
+        return Plan(denominator: d, block: block,
+                    size: PixelSize(width: (scaled.width + block - 1) / block, height: (scaled.height + block - 1) / block))
+    }
+
+    /// Memory the reduced decode holds at its peak: libjpeg's coefficient buffer for the whole
+    /// image when progressive (2 bytes a coefficient), its row buffers, one scaled row and its
+    /// column totals, and the reduced pixels twice (8-bit, then ImageMagick's 16-bit copy).
+    static func estimatedMemory(_ size: PixelSize, plan: Plan, progressive: Bool) -> Int {
+        let coefficients = progressive ? size.width * size.height * 3 : 0
+        let scaledWidth = (size.width + plan.denominator - 1) / plan.denominator
+        return coefficients + size.width * 16 * 3 + scaledWidth * 3 * 5 + plan.size.width * plan.size.height * (3 + 8)
+    }
+
+    /// The reduced image, or `nil` when this JPEG is one for ImageMagick (not 3-component YCbCr or
+    /// RGB). Throws `decode_failed` with libjpeg's reason for a corrupt or truncated file.
+    static func decode(_ data: Data, plan: Plan, toSRGB: Bool, autoOrient: Bool) throws -> Wand? {
+        try data.withUnsafeBytes { raw -> Wand? in
+            var ok: Int32 = 0
+            guard let reader = pk_jpeg_open(raw.baseAddress, raw.count, &ok) else { return nil }
+            defer { pk_jpeg_close(reader) }
+            guard ok != 0 else { throw failure(reader) }
+            var width: Int32 = 0, height: Int32 = 0, components: Int32 = 0, space: Int32 = 0, progressive: Int32 = 0
+            pk_jpeg_header(reader, &width, &height, &components, &space, &progressive)
+            guard components == 3, space == Int32(JCS_YCbCr.rawValue) || space == Int32(JCS_RGB.rawValue) else { return nil }
+
+            var profile: Data?
+            var profileLength: UInt32 = 0
+            let icc = pk_jpeg_icc(reader, &profileLength, &ok)
+            guard ok != 0 else { throw failure(reader) }
+            if let icc {
+                profile = Data(bytes: icc, count: Int(profileLength))
+                free(icc)
+            }
+            var exifLength: UInt32 = 0
+            let exif = pk_jpeg_exif(reader, &exifLength).map { Data(bytes: $0, count: Int(exifLength)) }
+
+            var outW: Int32 = 0, outH: Int32 = 0
+            guard pk_jpeg_start(reader, Int32(plan.denominator), &outW, &outH) != 0 else { throw failure(reader) }
+            let box = BoxReducer(width: Int(outW), height: Int(outH), factor: plan.block, alpha: false)
+            let rowBytes = Int(outW) * 3
+            let pixels = try box.reduce { row in
+                let got = row.withUnsafeMutableBufferPointer { pk_jpeg_read_rows(reader, $0.baseAddress, rowBytes, 1) }
+                guard got == 1 else { throw got < 0 ? failure(reader) : PipelineError(.decodeFailed, "JPEG: the file ends before the image does") }
+            }
+            guard pk_jpeg_finish(reader) != 0 else { throw failure(reader) }
+
+            let wand = try Wand.fromPixels(pixels, width: box.outWidth, height: box.outHeight, hasAlpha: false)
+            if let exif {
+                try wand.setProfile("exif", Data("Exif\0\0".utf8) + exif)
+                wand.orientation = exif.withUnsafeBytes { ExifOrientation.read($0) }
+            }
+            if let profile {
+                // As the ImageMagick path: sRGB is dropped, another profile converted through lcms
+                // (by the caller's convertToSRGB) or kept with to_srgb: false.
+                try wand.setICCProfile(profile)
+            }
+            if autoOrient { try wand.autoOrient() }
+            return wand
+        }
+    }
+
+    /// libjpeg's reason for the reader's last failure.
+    static func failure(_ reader: UnsafeMutablePointer<pk_jpeg_reader>) -> PipelineError {
+        PipelineError(.decodeFailed, "JPEG: " + String(cString: pk_jpeg_message(reader)))
+    }
+}

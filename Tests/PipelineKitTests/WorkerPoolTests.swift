@@ -47,3 +47,31 @@ import TestSupport
         #expect(!didRun)
     }
 }
+
+@Suite struct WorkerPoolPriorityTests {
+    /// The order a one-thread pool runs jobs queued behind a held job (on a thread of its own:
+    /// the waits would block a cooperative thread).
+    static func order(_ jobs: [(String, Int)]) async -> [String] {
+        await withCheckedContinuation { (continuation: CheckedContinuation<[String], Never>) in
+            Thread {
+                let pool = WorkerPool(threads: 1, name: "priority-test")
+                let gate = DispatchSemaphore(value: 0), started = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
+                let order = Mutex<[String]>([])
+                pool.submit { started.signal(); gate.wait() }
+                started.wait()
+                for (name, priority) in jobs {
+                    pool.submit(priority: priority) { order.withLock { $0.append(name) }; done.signal() }
+                }
+                gate.signal()
+                for _ in jobs { done.wait() }
+                continuation.resume(returning: order.withLock { $0 })
+            }.start()
+        }
+    }
+
+    @Test func waitingJobsStartByPriorityThenInOrder() async {
+        let order = await Self.order([("small", 10), ("large", 500), ("finishing", JobPriority.finishing), ("medium", 100),
+                                      ("large2", 500), ("plain", 0)])
+        #expect(order == ["finishing", "large", "large2", "medium", "small", "plain"])
+    }
+}

@@ -72,7 +72,7 @@ extension PipelineRunner {
         try await waitingTurn { try await decodeBudget.acquire(budget) }
         defer { decodeBudget.release(budget) }
         let (decoder, hint, decoderName) = (self.decoder, decodeHint, self.decoderName)
-        return try await onWorker { [self] in
+        return try await onWorker(priority: JobPriority.decode(data)) { [self] in
             tracker.enter(.decode)  // here, not when queued: waiting for a worker is not decoding
             let start = ContinuousClock.now
             let decoded: PipelineImage

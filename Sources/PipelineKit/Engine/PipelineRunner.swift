@@ -370,11 +370,12 @@ public final class PipelineRunner: Sendable {
 
     /// Runs `body` on a CPU worker with the item's stage context; the item's clock is paused while
     /// the job waits in the queue. A job still queued when the item is cancelled never runs.
-    func onWorker<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    /// Waiting jobs of higher `priority` go first (see ``JobPriority``).
+    func onWorker<T: Sendable>(priority: Int = JobPriority.finishing, _ body: @escaping @Sendable () throws -> T) async throws -> T {
         let context = StageContext.current
         let wait = context?.clock?.beginWait()
         defer { wait?.end() }
-        return try await cpu.run {
+        return try await cpu.run(priority: priority) {
             wait?.end()
             return try StageContext.withThreadValue(context, body)
         }

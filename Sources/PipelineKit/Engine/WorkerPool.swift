@@ -11,6 +11,7 @@ import Synchronization
 public final class WorkerPool: Sendable {
     private struct Job {
         let id: UInt64
+        let priority: Int
         let body: @Sendable () -> Void
     }
     private struct Queue: ~Copyable {
@@ -58,11 +59,16 @@ public final class WorkerPool: Sendable {
     }
 
     /// Queues `job` to run on one of the pool's threads; returns its number, for ``withdraw(_:)``.
+    /// Jobs of higher `priority` run first; jobs of equal priority in the order they came.
     @discardableResult
-    public func submit(_ job: @escaping @Sendable () -> Void) -> UInt64 {
+    public func submit(priority: Int = 0, _ job: @escaping @Sendable () -> Void) -> UInt64 {
         let id = queue.withLock { queue in
             queue.nextID += 1
-            queue.jobs.append(Job(id: queue.nextID, body: job))
+            let entry = Job(id: queue.nextID, priority: priority, body: job)
+            // From the back: most jobs go last, and the queue is short (bounded by items in flight).
+            var index = queue.jobs.count
+            while index > 0, queue.jobs[index - 1].priority < priority { index -= 1 }
+            queue.jobs.insert(entry, at: index)
             return queue.nextID
         }
         wakeup.signal()
@@ -82,16 +88,17 @@ public final class WorkerPool: Sendable {
     /// Jobs queued and not started.
     public var queued: Int { queue.withLock { $0.jobs.count } }
 
-    /// Runs `body` on one of the pool's threads and returns its result. Cancelling the calling task
-    /// while the job waits in the queue withdraws it and throws `CancellationError`.
-    public func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    /// Runs `body` on one of the pool's threads and returns its result; `priority` as in
+    /// ``submit(priority:_:)``. Cancelling the calling task while the job waits in the queue
+    /// withdraws it and throws `CancellationError`.
+    public func run<T: Sendable>(priority: Int = 0, _ body: @escaping @Sendable () throws -> T) async throws -> T {
         // The queued job's number and its caller, so that a cancel can withdraw it and answer.
         let ticket = Mutex<(id: UInt64, continuation: UnsafeContinuation<T, any Error>)?>(nil)
         return try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<T, any Error>) in
                 let cancelled = ticket.withLock { ticket -> Bool in
                     if Task.isCancelled { return true }
-                    let id = submit { continuation.resume(with: Result { try body() }) }
+                    let id = submit(priority: priority) { continuation.resume(with: Result { try body() }) }
                     ticket = (id, continuation)
                     return false
                 }
@@ -106,4 +113,15 @@ public final class WorkerPool: Sendable {
             withdrawn?.resume(throwing: CancellationError())
         }
     }
+}
+
+/// The order waiting CPU jobs start in. Finishing work (encoding, for items already decoded) goes
+/// first, so memory held by decoded images is released soon; among decodes, the largest input
+/// first (longest processing time first): at the end of a run only small items are left, so one
+/// large item does not keep a single worker busy while the other idles.
+enum JobPriority {
+    static let finishing = Int.max
+    /// A decode's priority: its compressed size, which tracks its time (entropy decoding and the
+    /// pixels it holds both grow with it) closely enough to order a short queue.
+    static func decode(_ data: LoadedData) -> Int { min(data.data.count, Int.max - 1) }
 }

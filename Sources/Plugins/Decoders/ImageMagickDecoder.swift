@@ -96,6 +96,10 @@ public struct ImageMagickDecoder: ImageDecoding {
            let scaled = WebPReducer.scaledSize(plan, hint: hint, headroom: headroom) {
             return WebPReducer.estimatedMemory(plan, scaled: scaled) + loaded.data.count
         }
+        if ["HEIC", "AVIF"].contains(format), maxFrames == 1 {
+            let factor = shrinkOnLoad ? HEIFReducer.factor(size, hint: hint, headroom: headroom) ?? 1 : 1
+            return HEIFReducer.estimatedMemory(size, factor: factor) + loaded.data.count
+        }
         let pixels = width * height
         // A progressive JPEG keeps every DCT coefficient of the full-size image until the end.
         let coefficients = format == "JPEG" && Self.isProgressiveJPEG(loaded.data) ? size.width * size.height * 3 : 0
@@ -188,6 +192,12 @@ public struct ImageMagickDecoder: ImageDecoding {
         // JPEGs are scaled by libjpeg and averaged while read (see JPEGReducer).
         if format == "JPEG", shrinkOnLoad, let plan = JPEGReducer.plan(size, hint: hint, headroom: headroom),
            let wand = try JPEGReducer.decode(data, plan: plan, toSRGB: toSRGB, autoOrient: autoOrient) {
+            if toSRGB { try wand.convertToSRGB() }
+            return PipelineImage(taking: wand, sourceFormat: format)
+        }
+        // AVIF and HEIC: libheif to 8 bits, averaged before ImageMagick sees them (see HEIFReducer).
+        if ["HEIC", "AVIF"].contains(format), maxFrames == 1,
+           let wand = try HEIFReducer.decode(data, factor: shrinkOnLoad ? HEIFReducer.factor(size, hint: hint, headroom: headroom) ?? 1 : 1) {
             if toSRGB { try wand.convertToSRGB() }
             return PipelineImage(taking: wand, sourceFormat: format)
         }

@@ -1,0 +1,125 @@
+import CHeif
+import Foundation
+import MagickKit
+import PipelineKit
+
+/// Shrink-on-load for AVIF and HEIC: libheif decodes the primary image to interleaved 8-bit
+/// RGB(A) and whole blocks are averaged down to no less than twice the target (``BoxReducer``),
+/// so ImageMagick receives only the small image. ImageMagick's own HEIC coder would copy every
+/// decoded pixel into a 16-bit pixel cache (8 bytes a pixel, freshly faulted in) and the resize
+/// would read it all again: on AVIF that took more time than the AV1 decode itself.
+///
+/// The codecs (dav1d or libaom for AVIF, libde265 for HEIC) have no reduced decode; the saving is
+/// everything after them. libheif applies the file's rotation, mirroring and cropping (the HEIF
+/// way of orienting; EXIF orientation does not apply to HEIF). An ICC profile is attached for the
+/// decoder's sRGB conversion, and alpha is kept: ImageMagick 6's HEIF reader ignores both, so this
+/// path also decodes images that need no reduction. Premultiplied alpha and kept image sequences
+/// stay with ImageMagick.
+enum HEIFReducer {
+    /// What the container says about the primary image.
+    struct Plan {
+        let width: Int, height: Int
+        let alpha: Bool
+        let profile: Data?
+    }
+
+    /// An open file: the context and its primary image's handle.
+    final class File {
+        let context: OpaquePointer
+        let handle: OpaquePointer
+
+        /// Parses `data` (which must outlive the file) without decoding pixels.
+        init(_ data: UnsafeRawBufferPointer) throws {
+            guard let context = heif_context_alloc() else { throw PipelineError(.tooLarge, "HEIF: out of memory") }
+            let read = heif_context_read_from_memory_without_copy(context, data.baseAddress, data.count, nil)
+            guard read.code == heif_error_Ok else {
+                heif_context_free(context)
+                throw HEIFReducer.failure(read)
+            }
+            var handle: OpaquePointer?
+            let primary = heif_context_get_primary_image_handle(context, &handle)
+            guard primary.code == heif_error_Ok, let handle else {
+                heif_context_free(context)
+                throw HEIFReducer.failure(primary)
+            }
+            self.context = context
+            self.handle = handle
+        }
+
+        deinit {
+            heif_image_handle_release(handle)
+            heif_context_free(context)
+        }
+
+        var plan: Plan {
+            var profile: Data?
+            let type = heif_image_handle_get_color_profile_type(handle)
+            if type == heif_color_profile_type_prof || type == heif_color_profile_type_rICC {
+                let size = heif_image_handle_get_raw_color_profile_size(handle)
+                if size > 0 {
+                    var bytes = [UInt8](repeating: 0, count: size)
+                    if heif_image_handle_get_raw_color_profile(handle, &bytes).code == heif_error_Ok { profile = Data(bytes) }
+                }
+            }
+            return Plan(width: Int(heif_image_handle_get_width(handle)), height: Int(heif_image_handle_get_height(handle)),
+                        alpha: heif_image_handle_has_alpha_channel(handle) != 0, profile: profile)
+        }
+
+        var premultiplied: Bool { heif_image_handle_is_premultiplied_alpha(handle) != 0 }
+    }
+
+    /// The block size for a `size` image under `hint`, or `nil` under 2 (no reduction to make).
+    static func factor(_ size: PixelSize, hint: DecodeHint, headroom: Int) -> Int? {
+        guard let shrink = hint.maxShrink(from: size) else { return nil }
+        let factor = Int(shrink / Double(headroom))
+        return factor >= 2 ? factor : nil
+    }
+
+    /// Memory at the peak: the codec's planes (up to 16 bits a sample, 4:4:4 at worst), the 8-bit
+    /// interleaved image, one row of column totals, and the reduced pixels twice.
+    static func estimatedMemory(_ size: PixelSize, factor: Int = 1) -> Int {
+        let pixels = size.width * size.height
+        let out = ((size.width + factor - 1) / factor) * ((size.height + factor - 1) / factor)
+        return pixels * 6 + pixels * 4 + size.width * 16 + out * 12
+    }
+
+    /// The image averaged in blocks of `factor` (1: every pixel), or `nil` when this file is one for
+    /// ImageMagick. Throws `decode_failed` with libheif's reason for a corrupt or truncated file.
+    static func decode(_ data: Data, factor: Int) throws -> Wand? {
+        try data.withUnsafeBytes { raw -> Wand? in
+            let file = try File(raw)
+            let plan = file.plan
+            guard !file.premultiplied else { return nil }
+            var image: OpaquePointer?
+            let decoded = heif_decode_image(file.handle, &image, heif_colorspace_RGB,
+                                            plan.alpha ? heif_chroma_interleaved_RGBA : heif_chroma_interleaved_RGB, nil)
+            guard decoded.code == heif_error_Ok, let image else { throw failure(decoded) }
+            defer { heif_image_release(image) }
+            let width = Int(heif_image_get_width(image, heif_channel_interleaved))
+            let height = Int(heif_image_get_height(image, heif_channel_interleaved))
+            var stride: Int32 = 0
+            let channels = plan.alpha ? 4 : 3
+            guard width > 0, height > 0, let plane = heif_image_get_plane_readonly(image, heif_channel_interleaved, &stride),
+                  Int(stride) >= width * channels,
+                  heif_image_get_bits_per_pixel_range(image, heif_channel_interleaved) == 8 else {
+                throw PipelineError(.decodeFailed, "HEIF: unexpected decoded layout")
+            }
+            let box = BoxReducer(width: width, height: height, factor: factor, alpha: plan.alpha)
+            var y = 0
+            let pixels = try box.reduce { row in
+                row.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(start: plane + y * Int(stride), count: width * channels)) }
+                y += 1
+            }
+            let wand = try Wand.fromPixels(pixels, width: box.outWidth, height: box.outHeight, hasAlpha: plan.alpha)
+            if let profile = plan.profile { try wand.setICCProfile(profile) }
+            return wand
+        }
+    }
+
+    /// libheif's reason as the decode's error.
+    static func failure(_ error: heif_error) -> PipelineError {
+        let message = error.message.map { String(cString: $0) } ?? "error \(error.code.rawValue)"
+        if error.code == heif_error_Memory_allocation_error { return PipelineError(.tooLarge, "HEIF: " + message) }
+        return PipelineError(.decodeFailed, "HEIF: " + message)
+    }
+}

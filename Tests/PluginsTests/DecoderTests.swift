@@ -165,6 +165,14 @@ struct SplitMix64: RandomNumberGenerator {
         #expect(try fits(["width": .int(256), "height": .int(256)]))
         #expect(try !fits(["width": .int(256), "height": .int(256), "mode": .string("fill")]))
         #expect(try !fits(["width": .int(256)]))
+        // Blocks that divide the picture: a partial last block would stretch it (3840 in blocks of 7).
+        #expect(BoxReducer.blockSize(for: PixelSize(width: 3840, height: 2160), shrink: 15, headroom: 2) == 6)
+        #expect(BoxReducer.blockSize(for: PixelSize(width: 1200, height: 800), shrink: 8, headroom: 2) == 4)
+        #expect(BoxReducer.blockSize(for: PixelSize(width: 1000, height: 700), shrink: 3.9, headroom: 2) == nil)
+        // Odd sizes: the largest block whose padding is within a twentieth of an output pixel (3 pads
+        // 4001 by 1 and 3001 by 2: 2/40); 5003x3001 has none, so the one that pads least (2: by 1).
+        #expect(BoxReducer.blockSize(for: PixelSize(width: 4001, height: 3001), shrink: 40, headroom: 2) == 3)
+        #expect(BoxReducer.blockSize(for: PixelSize(width: 5003, height: 3001), shrink: 10, headroom: 2) == 2)
         // resize's own box average before the filter: whole blocks of half the shrink, or none.
         #expect(Resize.preShrinkBlock(from: PixelSize(width: 1680, height: 1050), to: PixelSize(width: 256, height: 160)) == 3)
         #expect(Resize.preShrinkBlock(from: PixelSize(width: 840, height: 525), to: PixelSize(width: 256, height: 160)) == nil)

@@ -49,6 +49,15 @@ import TestSupport
             let score = try psnr(reduced, full)
             #expect(score >= 40, "lossless \(lossless): \(score) dB against ImageMagick's full decode")
         }
+        // A size in the picture's proportion (libwebp maps the whole picture onto it).
+        let wide = WebPReducer.Plan(width: 3840, height: 2160, alpha: false, lossless: false, payload: 0..<1, profile: nil)
+        let fit = DecodeHint(targetSize: PixelSize(width: 256, height: 256), fit: true)
+        #expect(WebPReducer.scaledSize(wide, hint: fit, headroom: 2) == PixelSize(width: 512, height: 288))
+        let odd = WebPReducer.Plan(width: 4000, height: 2999, alpha: false, lossless: false, payload: 0..<1, profile: nil)
+        let size = try #require(WebPReducer.scaledSize(odd, hint: fit, headroom: 2))
+        #expect(size.width >= 512 && size.height >= 383)
+        // No width within 32 gives a whole height for 4000x2999; the closest is 0.11 pixel off.
+        #expect(abs(Double(size.width) * 2999 / 4000 - Double(size.height)) <= 0.12)
         // Less than twice the target: ImageMagick decodes it whole, as before.
         let small = try webp(try plasma(300, 150))
         #expect(try decoder.decode(LoadedData(data: small), hint: hint).width == 300)

@@ -1,4 +1,5 @@
 import Foundation
+import PipelineKit
 
 /// Block averages of 8-bit rows as they arrive, for the reduce-on-load paths: `factor` x `factor`
 /// pixels become one, so the full-size image never exists in memory. With alpha, colour is
@@ -8,6 +9,27 @@ import Foundation
 /// `factor` rows.
 struct BoxReducer {
     let width: Int, height: Int, factor: Int, alpha: Bool
+
+    /// The block size for reducing `size` when it may shrink `shrink` times in all and `headroom`
+    /// times must be left for the resize filter: the largest in 2...(shrink / headroom) whose
+    /// partial last block moves the far edge by at most a twentieth of an output pixel, else the
+    /// one that moves it least; `nil` when no block of 2 fits.
+    ///
+    /// A partial block makes a pixel that covers less than the others, and the resize treats every
+    /// pixel alike: the picture is stretched by the missing fraction. 3840 pixels in blocks of 7
+    /// are 548.57 blocks made into 549 pixels; fitted to 256 that moves edges by 0.2 of an output
+    /// pixel, 39 dB against a full decode on a wallpaper of sharp curves; blocks of 6 divide 3840
+    /// (and 2160) exactly.
+    static func blockSize(for size: PixelSize, shrink: Double, headroom: Int) -> Int? {
+        let limit = Int(shrink / Double(headroom))
+        guard limit >= 2 else { return nil }
+        func shift(_ k: Int) -> Double {
+            let x = Double((size.width + k - 1) / k * k - size.width), y = Double((size.height + k - 1) / k * k - size.height)
+            return max(x, y) / shrink  // source pixels / (source pixels per output pixel)
+        }
+        let candidates = Array((2...limit).reversed())
+        return candidates.first { shift($0) <= 0.05 } ?? candidates.min { shift($0) < shift($1) }
+    }
     var outWidth: Int { (width + factor - 1) / factor }
     var outHeight: Int { (height + factor - 1) / factor }
 

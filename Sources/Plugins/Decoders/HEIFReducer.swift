@@ -71,8 +71,7 @@ enum HEIFReducer {
     /// The block size for a `size` image under `hint`, or `nil` under 2 (no reduction to make).
     static func factor(_ size: PixelSize, hint: DecodeHint, headroom: Int) -> Int? {
         guard let shrink = hint.maxShrink(from: size) else { return nil }
-        let factor = Int(shrink / Double(headroom))
-        return factor >= 2 ? factor : nil
+        return BoxReducer.blockSize(for: size, shrink: shrink, headroom: headroom)
     }
 
     /// Memory at the peak: the codec's planes (up to 16 bits a sample, 4:4:4 at worst), the 8-bit

@@ -29,7 +29,7 @@ enum JPEGReducer {
         guard room >= 2 else { return nil }
         let d = room >= 8 ? 8 : room >= 4 ? 4 : 2
         let scaled = PixelSize(width: (size.width + d - 1) / d, height: (size.height + d - 1) / d)
-        let block = max(1, Int(room / Double(d)))
+        let block = BoxReducer.blockSize(for: scaled, shrink: shrink / Double(d), headroom: headroom) ?? 1
         return Plan(denominator: d, block: block,
                     size: PixelSize(width: (scaled.width + block - 1) / block, height: (scaled.height + block - 1) / block))
     }

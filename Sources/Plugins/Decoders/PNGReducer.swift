@@ -21,8 +21,7 @@ enum PNGReducer {
     /// `headroom` times what the hint needs, or `nil` when that is less than 2.
     static func factor(_ size: PixelSize, hint: DecodeHint, headroom: Int = 2) -> Int? {
         guard let shrink = hint.maxShrink(from: size) else { return nil }
-        let factor = Int(shrink / Double(headroom))
-        return factor >= 2 ? factor : nil
+        return BoxReducer.blockSize(for: size, shrink: shrink, headroom: headroom)
     }
 
     /// Memory the reduced decode of a `size` PNG needs at its peak: one 8-bit RGBA row, the

@@ -74,12 +74,23 @@ enum WebPReducer {
 
     /// The size to decode `plan` at for at least `headroom` times what `hint` needs, or `nil` when
     /// the image is less than that (ImageMagick decodes it whole, as before).
+    ///
+    /// libwebp maps the whole picture onto the size asked, so a size whose sides are not in the
+    /// picture's proportion stretches it: half a pixel on a 300-pixel side moves edges by a fifth of
+    /// an output pixel after the resize. Of the widths from the smallest that keeps the headroom up
+    /// to 32 more, the first whose proportional height is within a twentieth of a whole pixel is
+    /// taken (any multiple of 16 for 16:9, every width for a square), else the closest.
     static func scaledSize(_ plan: Plan, hint: DecodeHint, headroom: Int) -> PixelSize? {
         guard let shrink = hint.maxShrink(from: PixelSize(width: plan.width, height: plan.height)) else { return nil }
         let factor = shrink / Double(headroom)
         guard factor >= 1 else { return nil }
-        return PixelSize(width: max(1, Int((Double(plan.width) / factor).rounded(.up))),
-                         height: max(1, Int((Double(plan.height) / factor).rounded(.up))))
+        let smallest = max(1, Int((Double(plan.width) / factor).rounded(.up)))
+        let ratio = Double(plan.height) / Double(plan.width)
+        func error(_ w: Int) -> Double { abs(Double(w) * ratio - (Double(w) * ratio).rounded()) }
+        let widths = (smallest...min(plan.width, smallest + 32))
+        let width = widths.first { error($0) <= 0.05 } ?? widths.min { error($0) < error($1) } ?? smallest
+        let height = max(1, Int((Double(width) * ratio).rounded()), Int((Double(plan.height) / factor).rounded(.down)))
+        return PixelSize(width: width, height: min(plan.height, height))
     }
 
     /// Memory the reduced decode holds at its peak: the whole image as 32-bit pixels for lossless

@@ -48,6 +48,11 @@ let package = Package(
             providers: [.apt(["libheif-dev"])]
         ),
         .systemLibrary(
+            name: "CTIFF",
+            pkgConfig: "libtiff-4",
+            providers: [.apt(["libtiff-dev"])]
+        ),
+        .systemLibrary(
             name: "CWebP",
             pkgConfig: "libwebpdemux",
             providers: [.apt(["libwebp-dev"])]
@@ -71,7 +76,7 @@ let package = Package(
         // Every built-in stage, registered through PipelineKit's public API.
         .target(
             name: "Plugins",
-            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPNG", "CJPEG", "CWebP", "CHeif",
+            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF",
                            .product(name: "Crypto", package: "swift-crypto")]
         ),
         // The controller: every subcommand, callable by custom builds with their own plugins.

@@ -9,6 +9,9 @@ import PipelineKit
 /// `factor` rows.
 struct BoxReducer {
     let width: Int, height: Int, factor: Int, alpha: Bool
+    /// The rows come premultiplied by alpha already (libtiff's RGBA interface): averaged as they
+    /// are, then divided by the alpha.
+    var premultiplied = false
 
     /// The block size for reducing `size` when it may shrink `shrink` times in all and `headroom`
     /// times must be left for the resize filter: the largest in 2...(shrink / headroom) whose
@@ -47,7 +50,7 @@ struct BoxReducer {
             try readRow(&row)
             row.withUnsafeBufferPointer { row in
                 columns.withUnsafeMutableBufferPointer { columns in
-                    if alpha { Self.addPremultiplied(row, to: columns) } else { Self.add(row, to: columns) }
+                    if alpha, !premultiplied { Self.addPremultiplied(row, to: columns) } else { Self.add(row, to: columns) }
                 }
             }
             rows += 1
@@ -63,7 +66,12 @@ struct BoxReducer {
                             if alpha { a &+= UInt64(columns[i + 3]) }
                         }
                         let count = UInt64(rows * (x1 - x0)), o = (outY * outW + ox) * channels
-                        if alpha {
+                        if alpha, premultiplied {
+                            out[o] = a == 0 ? 0 : UInt8(min(255, (r * 255 + a / 2) / a))
+                            out[o + 1] = a == 0 ? 0 : UInt8(min(255, (g * 255 + a / 2) / a))
+                            out[o + 2] = a == 0 ? 0 : UInt8(min(255, (b * 255 + a / 2) / a))
+                            out[o + 3] = UInt8((a + count / 2) / count)
+                        } else if alpha {
                             out[o] = a == 0 ? 0 : UInt8((r + a / 2) / a)
                             out[o + 1] = a == 0 ? 0 : UInt8((g + a / 2) / a)
                             out[o + 2] = a == 0 ? 0 : UInt8((b + a / 2) / a)

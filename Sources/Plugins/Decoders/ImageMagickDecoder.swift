@@ -100,6 +100,11 @@ public struct ImageMagickDecoder: ImageDecoding {
             let factor = shrinkOnLoad ? HEIFReducer.factor(size, hint: hint, headroom: headroom) ?? 1 : 1
             return HEIFReducer.estimatedMemory(size, factor: factor) + loaded.data.count
         }
+        if format == "TIFF", shrinkOnLoad, let shrink = hint.maxShrink(from: size),
+           let factor = BoxReducer.blockSize(for: size, shrink: shrink, headroom: headroom) {
+            // The RGBA path when it takes the file; the ImageMagick estimate below is larger either way.
+            return max(TIFFReducer.estimatedMemory(size, factor: factor), size.width * size.height * 12) + loaded.data.count
+        }
         let pixels = width * height
         // A progressive JPEG keeps every DCT coefficient of the full-size image until the end.
         let coefficients = format == "JPEG" && Self.isProgressiveJPEG(loaded.data) ? size.width * size.height * 3 : 0
@@ -198,6 +203,11 @@ public struct ImageMagickDecoder: ImageDecoding {
         // AVIF and HEIC: libheif to 8 bits, averaged before ImageMagick sees them (see HEIFReducer).
         if ["HEIC", "AVIF"].contains(format), maxFrames == 1,
            let wand = try HEIFReducer.decode(data, factor: shrinkOnLoad ? HEIFReducer.factor(size, hint: hint, headroom: headroom) ?? 1 : 1) {
+            if toSRGB { try wand.convertToSRGB() }
+            return PipelineImage(taking: wand, sourceFormat: format)
+        }
+        // TIFFs: libtiff's RGBA interface, averaged before ImageMagick sees them (see TIFFReducer).
+        if format == "TIFF", shrinkOnLoad, let wand = try TIFFReducer.decode(data, hint: hint, headroom: headroom, keepsPages: maxFrames > 1) {
             if toSRGB { try wand.convertToSRGB() }
             return PipelineImage(taking: wand, sourceFormat: format)
         }

@@ -1,0 +1,115 @@
+import Foundation
+import MagickKit
+import PipelineKit
+@testable import Plugins
+import Testing
+import TestSupport
+
+/// The TIFF reduce-on-load path (libtiff's RGBA interface, averaged before ImageMagick), checked
+/// against ImageMagick's full decode of the same file, and fed hostile input.
+@Suite struct TIFFDecodeTests {
+    let decoder = ImageMagickDecoder(options: ImageMagickDecoder.plugin.defaultOptions)
+    let hint = DecodeHint(targetSize: PixelSize(width: 100, height: 100))
+
+    func decoder(_ options: [String: OptionValue]) throws -> any ImageDecoding {
+        try ImageMagickDecoder.plugin.makeDecoder(ImageMagickDecoder.plugin.options(options))
+    }
+
+    func thumbnails(_ data: Data, _ options: [String: OptionValue] = [:]) throws -> (reduced: PipelineImage, full: PipelineImage, decoded: PixelSize) {
+        let resize = try Resize.plugin.makeProcessor(Resize.plugin.options(["width": .int(100), "height": .int(100)]))
+        let reduced = try decoder(options).decode(LoadedData(data: data), hint: hint)
+        var fullOptions = options
+        fullOptions["shrink_on_load"] = .string("false")
+        let full = try decoder(fullOptions).decode(LoadedData(data: data), hint: hint)
+        return (try resize.process(reduced), try resize.process(full), PixelSize(width: reduced.width, height: reduced.height))
+    }
+
+    func psnr(_ a: PipelineImage, _ b: PipelineImage) throws -> Double {
+        try a.withCopy { x in try b.withCopy { y in try x.psnr(against: y) } }
+    }
+
+    /// A 1200x800 TIFF made by ImageMagick's convert with `options` (compression, depth, alpha...).
+    static func tiff(_ options: [String], source: String = "plasma:") async throws -> Data {
+        let path = try Fixtures.temporaryDirectory("tiff").appendingPathComponent("t.tif").path
+        let made = try await Command.run("/usr/bin/convert", ["-size", "1200x800", source] + options + [path])
+        try #require(made.status == 0, "\(made.stderr)")
+        return try Data(contentsOf: URL(fileURLWithPath: path))
+    }
+
+    @Test(arguments: [["-compress", "zip"], ["-compress", "lzw"], ["-compress", "jpeg", "-quality", "95"], ["-depth", "16", "-compress", "zip"],
+                      ["-compress", "none"], ["-colors", "200", "-type", "Palette"], ["-orient", "bottom-right"]])
+    func reducedAndWithin40dBOfImageMagicksFullDecode(options: [String]) async throws {
+        let data = try await Self.tiff(options)
+        let (reduced, full, decoded) = try thumbnails(data)
+        #expect(decoded == PixelSize(width: 300, height: 200), "\(options)")  // blocks of 4
+        let score = try psnr(reduced, full)
+        #expect(score >= 40, "\(options): \(score) dB")
+    }
+
+    @Test func alphaIsAveragedWithoutDarkFringes() async throws {
+        // Transparent black around an opaque red square, unassociated alpha.
+        let data = try await Self.tiff(["-fill", "red", "-draw", "rectangle 300,200 899,599", "-compress", "zip"], source: "xc:none")
+        let reduced = try decoder.decode(LoadedData(data: data), hint: hint)
+        #expect(reduced.hasAlpha && reduced.width == 300)
+        let (corner, centre, edge) = try reduced.withCopy { (try $0.pixel(x: 2, y: 2), try $0.pixel(x: 150, y: 100), try $0.pixel(x: 75, y: 100)) }
+        #expect(corner.alpha < 0.01 && centre.red > 0.99 && centre.alpha > 0.99)
+        #expect(edge.alpha > 0.2 && edge.red > 0.97 && edge.green < 0.02, "\(edge)")
+        let (a, b, _) = try thumbnails(data)
+        #expect(try psnr(a, b) >= 40)
+    }
+
+    @Test func anICCProfileIsConvertedToSRGBOrKept() async throws {
+        let data = try await Self.tiff(["-profile", "/usr/share/color/icc/ghostscript/a98.icc", "-compress", "zip"])
+        let (converted, full, _) = try thumbnails(data)
+        #expect(try converted.withCopy { $0.iccProfile == nil })
+        #expect(try psnr(converted, full) >= 40)
+        let kept = try thumbnails(data, ["to_srgb": .bool(false)])
+        #expect(try kept.reduced.withCopy { $0.iccProfile != nil })
+        #expect(try psnr(converted, kept.reduced) < 40)  // converted, not only dropped
+        #expect(try psnr(kept.reduced, kept.full) >= 40)
+    }
+
+    @Test func greyCMYKAndTransposedOrientationsStayWithImageMagick() async throws {
+        for options in [["-colorspace", "Gray"], ["-colorspace", "CMYK"], ["-orient", "left-top"]] {
+            let data = try await Self.tiff(options + ["-compress", "zip"])
+            #expect(try TIFFReducer.decode(data, hint: hint, headroom: 2, keepsPages: false) == nil, "\(options)")
+            let (reduced, full, _) = try thumbnails(data)
+            #expect(try psnr(reduced, full) >= 40, "\(options)")
+        }
+    }
+
+    @Test func truncatedCorruptAndHugeFilesFailWithTheirKind() async throws {
+        let data = try await Self.tiff(["-compress", "zip"])
+        let cut = try #require(throws: PipelineError.self) { try decoder.decode(LoadedData(data: data.prefix(data.count / 2)), hint: hint) }
+        #expect(cut.kind == .decodeFailed, "\(cut)")
+        var generator = SplitMix64(seed: 9)
+        for _ in 0..<20 {
+            var bytes = [UInt8](data)
+            for _ in 0..<20 { bytes[Int.random(in: 8..<bytes.count, using: &generator)] ^= UInt8.random(in: 1...255, using: &generator) }
+            do { _ = try decoder.decode(LoadedData(data: Data(bytes)), hint: hint) } catch let error as PipelineError {
+                #expect([.decodeFailed, .tooLarge].contains(error.kind), "\(error)")
+            }
+        }
+        // The first directory claims 60000x60000: refused from the header before any strip is read.
+        let huge = try await Self.tiff(["-compress", "zip"], source: "xc:white")
+        let error = try #require(throws: PipelineError.self) { try decoder.decode(LoadedData(data: Self.claiming(huge, 60000, 60000)), hint: hint) }
+        #expect(error.kind == .tooLarge || error.kind == .decodeFailed, "\(error)")
+    }
+
+    /// `tiff` (little-endian, as ImageMagick writes it) with its first directory's width and height
+    /// entries rewritten.
+    static func claiming(_ tiff: Data, _ width: UInt32, _ height: UInt32) -> Data {
+        var b = [UInt8](tiff)
+        func u16(_ i: Int) -> Int { Int(b[i]) | Int(b[i + 1]) << 8 }
+        let ifd = Int(b[4]) | Int(b[5]) << 8 | Int(b[6]) << 16 | Int(b[7]) << 24
+        for e in 0..<u16(ifd) {
+            let at = ifd + 2 + e * 12, tag = u16(at)
+            guard tag == 256 || tag == 257 else { continue }
+            let value = tag == 256 ? width : height
+            if u16(at + 2) == 3 { b[at + 8] = UInt8(value & 0xFF); b[at + 9] = UInt8(value >> 8 & 0xFF) } else {
+                for k in 0..<4 { b[at + 8 + k] = UInt8(value >> (8 * k) & 0xFF) }
+            }
+        }
+        return Data(b)
+    }
+}

@@ -113,3 +113,25 @@ import TestSupport
         return Data(b)
     }
 }
+
+@Suite struct TIFFHeaderTests {
+    @Test func dimensionsFromClassicAndBigTIFFInBothByteOrders() async throws {
+        let folder = try Fixtures.temporaryDirectory("tiff-header")
+        for (name, prefix, options) in [("le.tif", "TIFF:", ["-endian", "LSB"]), ("be.tif", "TIFF:", ["-endian", "MSB"]),
+                                        ("big.tif", "TIFF64:", ["-endian", "LSB"]), ("bigbe.tif", "TIFF64:", ["-endian", "MSB"])] {
+            let path = folder.appendingPathComponent(name).path
+            let made = try await Command.run("/usr/bin/convert", ["-size", "1200x800", "plasma:", "-compress", "zip"] + options + [prefix + path])
+            try #require(made.status == 0, "\(made.stderr)")
+            let data = try Data(contentsOf: URL(fileURLWithPath: path))
+            #expect(FormatSniffer.sniff(data) == .image("TIFF"), "\(name)")
+            #expect(HeaderProbe.tiffDimensions(data) == PixelSize(width: 1200, height: 800), "\(name)")
+            // And decoded, reduced on load like any TIFF.
+            let decoder = ImageMagickDecoder(options: ImageMagickDecoder.plugin.defaultOptions)
+            let image = try decoder.decode(LoadedData(data: data), hint: DecodeHint(targetSize: PixelSize(width: 100, height: 100)))
+            #expect((image.width, image.height) == (300, 200), "\(name)")
+        }
+        // Offsets that point outside the file give no size, never a crash.
+        #expect(HeaderProbe.tiffDimensions(Data([0x49, 0x49, 0x2A, 0, 0xFF, 0xFF, 0xFF, 0x7F] + [UInt8](repeating: 0, count: 16))) == nil)
+        #expect(HeaderProbe.tiffDimensions(Data([0x49, 0x49, 0x2B, 0, 8, 0, 0, 0] + [UInt8](repeating: 0xFF, count: 16))) == nil)
+    }
+}

@@ -31,6 +31,8 @@ public enum FormatSniffer {
         if starts(Array("GIF87a".utf8)) || starts(Array("GIF89a".utf8)) { return .image("GIF") }
         if starts(Array("RIFF".utf8)), starts(Array("WEBP".utf8), at: 8) { return .image("WEBP") }
         if starts([0x49, 0x49, 0x2A, 0x00]) || starts([0x4D, 0x4D, 0x00, 0x2A]) { return .image("TIFF") }
+        // BigTIFF: version 43, offsets of 8 bytes; libtiff (and ImageMagick's TIFF coder) read it.
+        if starts([0x49, 0x49, 0x2B, 0x00, 0x08, 0x00]) || starts([0x4D, 0x4D, 0x00, 0x2B, 0x00, 0x08]) { return .image("TIFF") }
         if starts(Array("BM".utf8)), b.count >= 14 { return .image("BMP") }
         if starts([0x00, 0x00, 0x01, 0x00]), b.count >= 6, b[4] != 0 || b[5] != 0 { return .image("ICO") }
         if starts(Array("ftyp".utf8), at: 4), b.count >= 12 {

@@ -75,8 +75,10 @@ public struct ImageMagickDecoder: ImageDecoding {
     /// plus the codec's own buffers (a row-set for JPEG, up to a full 8-bit copy for the others),
     /// plus the compressed bytes.
     public func estimatedMemory(_ loaded: LoadedData, hint: DecodeHint) -> Int? {
-        guard case .image(let format) = FormatSniffer.sniff(loaded.data),
-              let size = HeaderProbe.dimensions(loaded.data, format: format), size.width > 0, size.height > 0 else { return nil }
+        guard case .image(let format) = FormatSniffer.sniff(loaded.data) else { return nil }
+        let heif = ["HEIC", "AVIF"].contains(format)
+            ? (try? loaded.data.withUnsafeBytes { try HEIFReducer.File($0).plan }).map { PixelSize(width: $0.width, height: $0.height) } : nil
+        guard let size = heif ?? HeaderProbe.dimensions(loaded.data, format: format), size.width > 0, size.height > 0 else { return nil }
         var width = size.width, height = size.height
         if format == "JPEG", shrinkOnLoad, HeaderProbe.jpegComponents(loaded.data) == 3,
            let plan = JPEGReducer.plan(size, hint: hint, headroom: headroom) {
@@ -174,6 +176,10 @@ public struct ImageMagickDecoder: ImageDecoding {
         let size: PixelSize
         if let parsed = HeaderProbe.dimensions(data, format: format) {
             size = parsed
+        } else if ["HEIC", "AVIF"].contains(format) {
+            // libheif reads the boxes only ('ispe' gives the size); a broken file fails here with its reason.
+            let plan = try data.withUnsafeBytes { try HEIFReducer.File($0).plan }
+            size = PixelSize(width: plan.width, height: plan.height)
         } else if format == "MSVG" {
             size = SVGScreen.declaredSize(data)
         } else {

@@ -102,6 +102,10 @@ public struct ImageMagickDecoder: ImageDecoding {
             let factor = shrinkOnLoad ? HEIFReducer.factor(size, hint: hint, headroom: headroom) ?? 1 : 1
             return HEIFReducer.estimatedMemory(size, factor: factor) + loaded.data.count
         }
+        if format == "GIF", shrinkOnLoad, maxFrames == 1, let shrink = hint.maxShrink(from: size),
+           let factor = BoxReducer.blockSize(for: size, shrink: shrink, headroom: headroom) {
+            return GIFReducer.estimatedMemory(size, factor: factor) + loaded.data.count
+        }
         if format == "TIFF", shrinkOnLoad, let shrink = hint.maxShrink(from: size),
            let factor = BoxReducer.blockSize(for: size, shrink: shrink, headroom: headroom) {
             // The RGBA path when it takes the file; the ImageMagick estimate below is larger either way.
@@ -210,6 +214,12 @@ public struct ImageMagickDecoder: ImageDecoding {
         if ["HEIC", "AVIF"].contains(format), maxFrames == 1,
            let wand = try HEIFReducer.decode(data, factor: shrinkOnLoad ? HEIFReducer.factor(size, hint: hint, headroom: headroom) ?? 1 : 1) {
             if toSRGB { try wand.convertToSRGB() }
+            return PipelineImage(taking: wand, sourceFormat: format)
+        }
+        // GIFs: the first image by giflib, averaged before ImageMagick sees it (see GIFReducer).
+        if format == "GIF", shrinkOnLoad, maxFrames == 1, let shrink = hint.maxShrink(from: size),
+           let factor = BoxReducer.blockSize(for: size, shrink: shrink, headroom: headroom),
+           let wand = try GIFReducer.decode(data, factor: factor) {
             return PipelineImage(taking: wand, sourceFormat: format)
         }
         // TIFFs: libtiff's RGBA interface, averaged before ImageMagick sees them (see TIFFReducer).

@@ -129,3 +129,42 @@ import TestSupport
         #expect(item.error?.message == "no loader serves 'ftp' sources; this run loads: scripted")
     }
 }
+
+@Suite struct FinishedSourcesTests {
+    @Test func outcomesComeBackAsTheyWereRecorded() {
+        var outcome = ItemOutcome()
+        outcome.planned = ["a/1.jpg", "a very long relative path/with é and 漢字/2.webp"]
+        outcome.written = ["a/1.jpg", ""]
+        outcome.chosenExtensions = [nil, "avif"]
+        outcome.size = PixelSize(width: 256, height: 144)
+        outcome.bytesIn = 123_456_789
+        outcome.bytesOut = 4096
+        outcome.cacheData = .revalidated
+        outcome.cacheImage = .processedHit
+        outcome.timings = StageTimings(load: 1.5, decode: 22.25, process: 0.125, encode: 3)
+        let finished = FinishedSources(capacity: 10)
+        finished.record(.made(outcome), for: "https://example.com/x.jpg")
+        finished.record(.failed(PipelineError(.httpStatus, "HTTP 404")), for: "https://example.com/y.jpg")
+        guard case .made(let back)? = finished.entry(for: "https://example.com/x.jpg") else {
+            Issue.record("not remembered")
+            return
+        }
+        #expect(back.planned == outcome.planned && back.written == outcome.written && back.chosenExtensions == outcome.chosenExtensions)
+        #expect(back.size == outcome.size && back.bytesIn == outcome.bytesIn && back.bytesOut == outcome.bytesOut)
+        #expect(back.cacheData == .revalidated && back.cacheImage == .processedHit && back.timings == outcome.timings)
+        guard case .failed(let failure)? = finished.entry(for: "https://example.com/y.jpg") else {
+            Issue.record("failure not remembered")
+            return
+        }
+        #expect(failure.kind == .httpStatus)
+        #expect(finished.entry(for: "https://example.com/z.jpg") == nil)
+    }
+
+    @Test func twoGenerationsBoundWhatIsRemembered() {
+        let finished = FinishedSources(capacity: 4)
+        for i in 0..<10 { finished.record(.made(ItemOutcome()), for: "k\(i)") }
+        #expect(finished.count <= 4)
+        #expect(finished.entry(for: "k9") != nil)
+        #expect(finished.entry(for: "k0") == nil)
+    }
+}

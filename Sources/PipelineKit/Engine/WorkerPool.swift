@@ -12,8 +12,14 @@ public final class WorkerPool: Sendable {
     private struct Job {
         let id: UInt64
         let priority: Int
+        /// How many later jobs have been put ahead of this one.
+        var overtaken = 0
         let body: @Sendable () -> Void
     }
+    /// How many later jobs may be put ahead of a waiting job: priority reorders a short stretch of
+    /// the queue, it never starves a job (a stream of larger decodes would otherwise hold a small
+    /// one, and the item's loaded bytes, for as long as the stream lasts).
+    static let maxOvertaken = 8
     private struct Queue: ~Copyable {
         var jobs = Deque<Job>()
         var nextID: UInt64 = 0
@@ -59,7 +65,8 @@ public final class WorkerPool: Sendable {
     }
 
     /// Queues `job` to run on one of the pool's threads; returns its number, for ``withdraw(_:)``.
-    /// Jobs of higher `priority` run first; jobs of equal priority in the order they came.
+    /// Jobs of higher `priority` run first, jobs of equal priority in the order they came; but no
+    /// waiting job is overtaken more than ``maxOvertaken`` times.
     @discardableResult
     public func submit(priority: Int = 0, _ job: @escaping @Sendable () -> Void) -> UInt64 {
         let id = queue.withLock { queue in
@@ -67,7 +74,10 @@ public final class WorkerPool: Sendable {
             let entry = Job(id: queue.nextID, priority: priority, body: job)
             // From the back: most jobs go last, and the queue is short (bounded by items in flight).
             var index = queue.jobs.count
-            while index > 0, queue.jobs[index - 1].priority < priority { index -= 1 }
+            while index > 0, queue.jobs[index - 1].priority < priority, queue.jobs[index - 1].overtaken < Self.maxOvertaken {
+                index -= 1
+            }
+            for later in index..<queue.jobs.count { queue.jobs[later].overtaken += 1 }
             queue.jobs.insert(entry, at: index)
             return queue.nextID
         }

@@ -1,0 +1,135 @@
+import Foundation
+import MagickKit
+import PipelineKit
+@testable import Plugins
+import Testing
+import TestSupport
+
+/// The JPEG reduce-on-load path (libjpeg-turbo's DCT scaling and block averaging, without
+/// ImageMagick's coder), checked against ImageMagick's full decode of the same file, and fed
+/// hostile input.
+@Suite struct JPEGDecodeTests {
+    let decoder = ImageMagickDecoder(options: ImageMagickDecoder.plugin.defaultOptions)
+    let hint = DecodeHint(targetSize: PixelSize(width: 100, height: 100))
+
+    func decoder(_ options: [String: OptionValue]) throws -> any ImageDecoding {
+        try ImageMagickDecoder.plugin.makeDecoder(ImageMagickDecoder.plugin.options(options))
+    }
+
+    func thumbnails(_ data: Data, _ options: [String: OptionValue] = [:]) throws -> (reduced: PipelineImage, full: PipelineImage, decoded: PixelSize) {
+        let resize = try Resize.plugin.makeProcessor(Resize.plugin.options(["width": .int(100), "height": .int(100)]))
+        let reduced = try decoder(options).decode(LoadedData(data: data), hint: hint)
+        var fullOptions = options
+        fullOptions["shrink_on_load"] = .string("false")
+        let full = try decoder(fullOptions).decode(LoadedData(data: data), hint: hint)
+        return (try resize.process(reduced), try resize.process(full), PixelSize(width: reduced.width, height: reduced.height))
+    }
+
+    func psnr(_ a: PipelineImage, _ b: PipelineImage) throws -> Double {
+        try a.withCopy { x in try b.withCopy { y in try x.psnr(against: y) } }
+    }
+
+    static func plasma(_ width: Int = 1600, _ height: Int = 800) throws -> Wand {
+        let wand = Wand()
+        try wand.readBuiltIn("plasma:", size: (width, height))
+        return wand
+    }
+
+    /// `jpeg` with an EXIF block holding only the orientation tag, inserted after SOI.
+    static func oriented(_ jpeg: Data, _ orientation: UInt8) -> Data {
+        let tiff: [UInt8] = Array("II".utf8) + [0x2A, 0, 8, 0, 0, 0, 1, 0, 0x12, 0x01, 3, 0, 1, 0, 0, 0, orientation, 0, 0, 0, 0, 0, 0, 0]
+        let payload = Array("Exif".utf8) + [0, 0] + tiff
+        let length = payload.count + 2
+        return Data([0xFF, 0xD8, 0xFF, 0xE1, UInt8(length >> 8), UInt8(length & 0xFF)] + payload + [UInt8](jpeg.dropFirst(2)))
+    }
+
+    @Test func reducedWithoutImageMagicksCoderAndWithin40dB() throws {
+        let data = try Self.plasma().encode(format: "JPEG", quality: 92)
+        let (reduced, full, decoded) = try thumbnails(data)
+        // 8x to the 100x100 box on the short side: 1/4 by DCT scaling keeps twice it.
+        #expect(decoded == PixelSize(width: 400, height: 200))
+        // With a fit hint only the long side counts (16x): 1/4, then blocks of 2.
+        let fit = try decoder.decode(LoadedData(data: data), hint: DecodeHint(targetSize: PixelSize(width: 100, height: 100), fit: true))
+        #expect((fit.width, fit.height) == (200, 100))
+        #expect(reduced.sourceFormat == "JPEG")
+        #expect(try psnr(reduced, full) >= 40)
+    }
+
+    @Test(arguments: 1...8)
+    func everyEXIFOrientationIsApplied(orientation: Int) throws {
+        let data = Self.oriented(try Self.plasma().encode(format: "JPEG", quality: 92), UInt8(orientation))
+        let (reduced, full, _) = try thumbnails(data)
+        #expect((reduced.width, reduced.height) == (full.width, full.height), "orientation \(orientation)")
+        #expect((reduced.width, reduced.height) == (orientation >= 5 ? (50, 100) : (100, 50)))
+        #expect(try psnr(reduced, full) >= 40, "orientation \(orientation)")
+        // auto_orient: false leaves the pixels as stored.
+        let stored = try thumbnails(data, ["auto_orient": .bool(false)])
+        #expect((stored.reduced.width, stored.reduced.height) == (100, 50))
+    }
+
+    @Test func anICCProfileIsConvertedToSRGBOrKept() throws {
+        let source = try Self.plasma()
+        let profile = try Data(contentsOf: URL(fileURLWithPath: "/usr/share/color/icc/ghostscript/a98.icc"))
+        try source.setICCProfile(profile)
+        let data = try source.encode(format: "JPEG", quality: 92)
+        let (converted, full, _) = try thumbnails(data)
+        #expect(try converted.withCopy { $0.iccProfile == nil })
+        #expect(try psnr(converted, full) >= 40)
+        let kept = try thumbnails(data, ["to_srgb": .bool(false)])
+        #expect(try kept.reduced.withCopy { $0.iccProfile == profile })
+        #expect(try psnr(converted, kept.reduced) < 40)  // converted, not only dropped
+        #expect(try psnr(kept.reduced, kept.full) >= 40)
+    }
+
+    @Test func greyAndCMYKStayWithImageMagick() async throws {
+        let plan = try #require(JPEGReducer.plan(PixelSize(width: 1600, height: 800), hint: hint, headroom: 2))
+        for space in ["Gray", "CMYK"] {
+            let path = try Fixtures.temporaryDirectory("jpeg-space").appendingPathComponent("t.jpg").path
+            let made = try await Command.run("/usr/bin/convert", ["-size", "1600x800", "plasma:", "-colorspace", space, "-quality", "92", path])
+            try #require(made.status == 0, "\(made.stderr)")
+            let data = try Data(contentsOf: URL(fileURLWithPath: path))
+            #expect(try JPEGReducer.decode(data, plan: plan, toSRGB: true, autoOrient: true) == nil, "\(space)")
+            let (reduced, full, decoded) = try thumbnails(data)
+            #expect(decoded == PixelSize(width: 400, height: 200), "\(space)")  // ImageMagick's jpeg:size, 1/4
+            #expect(try psnr(reduced, full) >= 40, "\(space)")
+        }
+    }
+
+    @Test func truncatedCorruptLyingAndHugeFilesFailWithTheirKind() throws {
+        let data = try Self.plasma().encode(format: "JPEG", quality: 92)
+        #expect(throws: PipelineError(.decodeFailed, "JPEG: Premature end of JPEG file")) {
+            try decoder.decode(LoadedData(data: data.prefix(data.count / 2)), hint: hint)
+        }
+        var generator = SplitMix64(seed: 21)
+        for _ in 0..<40 {
+            var bytes = [UInt8](data)
+            for _ in 0..<30 { bytes[Int.random(in: 20..<bytes.count, using: &generator)] = UInt8.random(in: 0...255, using: &generator) }
+            do { _ = try decoder.decode(LoadedData(data: Data(bytes)), hint: hint) } catch let error as PipelineError {
+                #expect([.decodeFailed, .tooLarge].contains(error.kind), "\(error)")
+            }
+        }
+        // The frame header claims 3200x1600 over data for 1600x800: the data runs out.
+        let lying = Self.withFrameSize(data, 3200, 1600)
+        let error = try #require(throws: PipelineError.self) { try decoder.decode(LoadedData(data: lying), hint: hint) }
+        #expect(error.kind == .decodeFailed && error.message.hasPrefix("JPEG: "), "\(error)")
+        // 60000x60000: refused from the header, before libjpeg allocates anything.
+        let huge = try #require(throws: PipelineError.self) { try decoder.decode(LoadedData(data: Self.withFrameSize(data, 60000, 60000)), hint: hint) }
+        #expect(huge.kind == .tooLarge)
+    }
+
+    /// `jpeg` with its start-of-frame's size rewritten.
+    static func withFrameSize(_ jpeg: Data, _ width: Int, _ height: Int) -> Data {
+        var b = [UInt8](jpeg)
+        var i = 2
+        while i + 9 < b.count {
+            let marker = b[i + 1]
+            if (0xC0...0xCF).contains(marker), ![0xC4, 0xC8, 0xCC].contains(marker) {
+                b[i + 5] = UInt8(height >> 8); b[i + 6] = UInt8(height & 0xFF)
+                b[i + 7] = UInt8(width >> 8); b[i + 8] = UInt8(width & 0xFF)
+                break
+            }
+            i += 2 + (Int(b[i + 2]) << 8 | Int(b[i + 3]))
+        }
+        return Data(b)
+    }
+}

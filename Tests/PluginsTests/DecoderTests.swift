@@ -170,9 +170,11 @@ struct SplitMix64: RandomNumberGenerator {
         #expect(BoxReducer.blockSize(for: PixelSize(width: 1200, height: 800), shrink: 8, headroom: 2) == 4)
         #expect(BoxReducer.blockSize(for: PixelSize(width: 1000, height: 700), shrink: 3.9, headroom: 2) == nil)
         // Odd sizes: the largest block whose padding is within a twentieth of an output pixel (3 pads
-        // 4001 by 1 and 3001 by 2: 2/40); 5003x3001 has none, so the one that pads least (2: by 1).
+        // 4001 by 1 and 3001 by 2: 2/40); 5003x3001 has none, so the one that pads least (2: by 1,
+        // 1/13 of a pixel); 1200x675 fitted 4.7x has only 2, padding 0.21 of a pixel: none.
         #expect(BoxReducer.blockSize(for: PixelSize(width: 4001, height: 3001), shrink: 40, headroom: 2) == 3)
-        #expect(BoxReducer.blockSize(for: PixelSize(width: 5003, height: 3001), shrink: 10, headroom: 2) == 2)
+        #expect(BoxReducer.blockSize(for: PixelSize(width: 5003, height: 3001), shrink: 13, headroom: 2) == 2)
+        #expect(BoxReducer.blockSize(for: PixelSize(width: 1200, height: 675), shrink: 4.6875, headroom: 2) == nil)
         // resize's own box average before the filter: whole blocks of half the shrink, or none.
         #expect(Resize.preShrinkBlock(from: PixelSize(width: 1680, height: 1050), to: PixelSize(width: 256, height: 160)) == 3)
         #expect(Resize.preShrinkBlock(from: PixelSize(width: 840, height: 525), to: PixelSize(width: 256, height: 160)) == nil)

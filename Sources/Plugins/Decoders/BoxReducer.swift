@@ -16,7 +16,9 @@ struct BoxReducer {
     /// The block size for reducing `size` when it may shrink `shrink` times in all and `headroom`
     /// times must be left for the resize filter: the largest in 2...(shrink / headroom) whose
     /// partial last block moves the far edge by at most a twentieth of an output pixel, else the
-    /// one that moves it least; `nil` when no block of 2 fits.
+    /// one that moves it least if that is within a tenth; `nil` when none is (the image is then
+    /// decoded whole: a 1200x675 GIF in blocks of 2, fitted to 256, moved the bottom edge by 0.21
+    /// of a pixel, 45.6 dB against 52.3 for a full decode) or no block of 2 fits.
     ///
     /// A partial block makes a pixel that covers less than the others, and the resize treats every
     /// pixel alike: the picture is stretched by the missing fraction. 3840 pixels in blocks of 7
@@ -31,7 +33,8 @@ struct BoxReducer {
             return max(x, y) / shrink  // source pixels / (source pixels per output pixel)
         }
         let candidates = Array((2...limit).reversed())
-        return candidates.first { shift($0) <= 0.05 } ?? candidates.min { shift($0) < shift($1) }
+        if let exact = candidates.first(where: { shift($0) <= 0.05 }) { return exact }
+        return candidates.filter { shift($0) <= 0.1 }.min { shift($0) < shift($1) }
     }
     var outWidth: Int { (width + factor - 1) / factor }
     var outHeight: Int { (height + factor - 1) / factor }

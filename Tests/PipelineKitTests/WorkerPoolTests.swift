@@ -77,9 +77,9 @@ import TestSupport
 }
 
 extension WorkerPoolPriorityTests {
-    @Test func noWaitingJobIsOvertakenMoreThanEightTimes() async {
-        // A small decode, then a stream of larger ones: the small one runs after at most 8 of them.
-        let jobs = [("small", 1)] + (1...20).map { ("large\($0)", 100 + $0) }
+    @Test func noWaitingJobIsOvertakenMoreThanMaxOvertakenTimes() async {
+        // A small decode, then a stream of larger ones: the small one runs after at most 64 of them.
+        let jobs = [("small", 1)] + (1...100).map { ("large\($0)", 100 + $0) }
         let order = await Self.order(jobs)
         let position = order.firstIndex(of: "small")!
         #expect(position == WorkerPool.maxOvertaken, "\(order)")

@@ -7,21 +7,7 @@ import TestSupport
 
 /// The GIF reduce-on-load path (giflib's first image, averaged before ImageMagick), checked against
 /// ImageMagick's full decode of the same file, and fed hostile input.
-@Suite struct GIFDecodeTests {
-    let decoder = ImageMagickDecoder(options: ImageMagickDecoder.plugin.defaultOptions)
-    let hint = DecodeHint(targetSize: PixelSize(width: 100, height: 100))
-
-    func thumbnails(_ data: Data) throws -> (reduced: PipelineImage, full: PipelineImage, decoded: PixelSize) {
-        let resize = try Resize.plugin.makeProcessor(Resize.plugin.options(["width": .int(100), "height": .int(100)]))
-        let reduced = try decoder.decode(LoadedData(data: data), hint: hint)
-        let full = try ImageMagickDecoder.plugin.makeDecoder(ImageMagickDecoder.plugin.options(["shrink_on_load": .string("false")]))
-            .decode(LoadedData(data: data), hint: hint)
-        return (try resize.process(reduced), try resize.process(full), PixelSize(width: reduced.width, height: reduced.height))
-    }
-
-    func psnr(_ a: PipelineImage, _ b: PipelineImage) throws -> Double {
-        try a.withCopy { x in try b.withCopy { y in try x.psnr(against: y) } }
-    }
+@Suite struct GIFDecodeTests: CodecSuite {
 
     static func gif(_ arguments: [String]) async throws -> Data {
         let path = try Fixtures.temporaryDirectory("gif").appendingPathComponent("t.gif").path
@@ -67,14 +53,7 @@ import TestSupport
         let data = try await Self.gif(["-size", "1200x800", "plasma:", "-colors", "200"])
         let cut = try #require(throws: PipelineError.self) { try decoder.decode(LoadedData(data: data.prefix(data.count / 2)), hint: hint) }
         #expect(cut.kind == .decodeFailed && cut.message.hasPrefix("GIF: "), "\(cut)")
-        var generator = SplitMix64(seed: 3)
-        for _ in 0..<30 {
-            var bytes = [UInt8](data)
-            for _ in 0..<20 { bytes[Int.random(in: 13..<bytes.count, using: &generator)] ^= UInt8.random(in: 1...255, using: &generator) }
-            do { _ = try decoder.decode(LoadedData(data: Data(bytes)), hint: hint) } catch let error as PipelineError {
-                #expect([.decodeFailed, .tooLarge].contains(error.kind), "\(error)")
-            }
-        }
+        survivesBitFlips(data, from: 13, times: 30, flips: 20, seed: 3)
         // A logical screen of 65535x65535: refused from the header.
         var huge = [UInt8](data)
         huge[6] = 0xFF; huge[7] = 0xFF; huge[8] = 0xFF; huge[9] = 0xFF

@@ -7,13 +7,7 @@ import TestSupport
 
 /// The AVIF and HEIC reduce-on-load path (libheif to 8 bits, averaged before ImageMagick), checked
 /// against ImageMagick's full decode of the same file, and fed hostile input.
-@Suite struct HEIFDecodeTests {
-    let decoder = ImageMagickDecoder(options: ImageMagickDecoder.plugin.defaultOptions)
-    let hint = DecodeHint(targetSize: PixelSize(width: 100, height: 100))
-
-    func decoder(_ options: [String: OptionValue]) throws -> any ImageDecoding {
-        try ImageMagickDecoder.plugin.makeDecoder(ImageMagickDecoder.plugin.options(options))
-    }
+@Suite struct HEIFDecodeTests: CodecSuite {
 
     static func encoded(_ format: String, _ wand: Wand) throws -> Data {
         try wand.encode(format: format, quality: 90)
@@ -23,19 +17,6 @@ import TestSupport
         let wand = Wand()
         try wand.readBuiltIn("plasma:", size: (width, height))
         return wand
-    }
-
-    func thumbnails(_ data: Data, _ options: [String: OptionValue] = [:]) throws -> (reduced: PipelineImage, full: PipelineImage, decoded: PixelSize) {
-        let resize = try Resize.plugin.makeProcessor(Resize.plugin.options(["width": .int(100), "height": .int(100)]))
-        let reduced = try decoder(options).decode(LoadedData(data: data), hint: hint)
-        var fullOptions = options
-        fullOptions["shrink_on_load"] = .string("false")
-        let full = try decoder(fullOptions).decode(LoadedData(data: data), hint: hint)
-        return (try resize.process(reduced), try resize.process(full), PixelSize(width: reduced.width, height: reduced.height))
-    }
-
-    func psnr(_ a: PipelineImage, _ b: PipelineImage) throws -> Double {
-        try a.withCopy { x in try b.withCopy { y in try x.psnr(against: y) } }
     }
 
     @Test(arguments: ["HEIC", "AVIF"])
@@ -122,14 +103,7 @@ import TestSupport
         let data = try Self.encoded(format, try Self.plasma(1200, 800))
         let cut = try #require(throws: PipelineError.self) { try decoder.decode(LoadedData(data: data.prefix(data.count * 2 / 3)), hint: hint) }
         #expect(cut.kind == .decodeFailed, "\(cut)")
-        var generator = SplitMix64(seed: 5)
-        for _ in 0..<20 {
-            var bytes = [UInt8](data)
-            for _ in 0..<20 { bytes[Int.random(in: 0..<bytes.count, using: &generator)] ^= UInt8.random(in: 1...255, using: &generator) }
-            do { _ = try decoder.decode(LoadedData(data: Data(bytes)), hint: hint) } catch let error as PipelineError {
-                #expect([.decodeFailed, .tooLarge, .notAnImage, .unsupportedFormat].contains(error.kind), "\(error)")
-            }
-        }
+        survivesBitFlips(data, from: 0, times: 20, flips: 20, seed: 5, kinds: [.decodeFailed, .tooLarge, .notAnImage, .unsupportedFormat])
     }
 
     @Test func aHugeDeclaredSizeIsRefusedBeforeDecoding() throws {

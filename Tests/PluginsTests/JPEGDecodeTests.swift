@@ -8,26 +8,7 @@ import TestSupport
 /// The JPEG reduce-on-load path (libjpeg-turbo's DCT scaling and block averaging, without
 /// ImageMagick's coder), checked against ImageMagick's full decode of the same file, and fed
 /// hostile input.
-@Suite struct JPEGDecodeTests {
-    let decoder = ImageMagickDecoder(options: ImageMagickDecoder.plugin.defaultOptions)
-    let hint = DecodeHint(targetSize: PixelSize(width: 100, height: 100))
-
-    func decoder(_ options: [String: OptionValue]) throws -> any ImageDecoding {
-        try ImageMagickDecoder.plugin.makeDecoder(ImageMagickDecoder.plugin.options(options))
-    }
-
-    func thumbnails(_ data: Data, _ options: [String: OptionValue] = [:]) throws -> (reduced: PipelineImage, full: PipelineImage, decoded: PixelSize) {
-        let resize = try Resize.plugin.makeProcessor(Resize.plugin.options(["width": .int(100), "height": .int(100)]))
-        let reduced = try decoder(options).decode(LoadedData(data: data), hint: hint)
-        var fullOptions = options
-        fullOptions["shrink_on_load"] = .string("false")
-        let full = try decoder(fullOptions).decode(LoadedData(data: data), hint: hint)
-        return (try resize.process(reduced), try resize.process(full), PixelSize(width: reduced.width, height: reduced.height))
-    }
-
-    func psnr(_ a: PipelineImage, _ b: PipelineImage) throws -> Double {
-        try a.withCopy { x in try b.withCopy { y in try x.psnr(against: y) } }
-    }
+@Suite struct JPEGDecodeTests: CodecSuite {
 
     static func plasma(_ width: Int = 1600, _ height: Int = 800) throws -> Wand {
         let wand = Wand()
@@ -100,14 +81,7 @@ import TestSupport
         #expect(throws: PipelineError(.decodeFailed, "JPEG: Premature end of JPEG file")) {
             try decoder.decode(LoadedData(data: data.prefix(data.count / 2)), hint: hint)
         }
-        var generator = SplitMix64(seed: 21)
-        for _ in 0..<40 {
-            var bytes = [UInt8](data)
-            for _ in 0..<30 { bytes[Int.random(in: 20..<bytes.count, using: &generator)] = UInt8.random(in: 0...255, using: &generator) }
-            do { _ = try decoder.decode(LoadedData(data: Data(bytes)), hint: hint) } catch let error as PipelineError {
-                #expect([.decodeFailed, .tooLarge].contains(error.kind), "\(error)")
-            }
-        }
+        survivesBitFlips(data, from: 20, times: 40, flips: 30, seed: 21)
         // The frame header claims 3200x1600 over data for 1600x800: the data runs out.
         let lying = Self.withFrameSize(data, 3200, 1600)
         let error = try #require(throws: PipelineError.self) { try decoder.decode(LoadedData(data: lying), hint: hint) }

@@ -7,26 +7,7 @@ import TestSupport
 
 /// The TIFF reduce-on-load path (libtiff's RGBA interface, averaged before ImageMagick), checked
 /// against ImageMagick's full decode of the same file, and fed hostile input.
-@Suite struct TIFFDecodeTests {
-    let decoder = ImageMagickDecoder(options: ImageMagickDecoder.plugin.defaultOptions)
-    let hint = DecodeHint(targetSize: PixelSize(width: 100, height: 100))
-
-    func decoder(_ options: [String: OptionValue]) throws -> any ImageDecoding {
-        try ImageMagickDecoder.plugin.makeDecoder(ImageMagickDecoder.plugin.options(options))
-    }
-
-    func thumbnails(_ data: Data, _ options: [String: OptionValue] = [:]) throws -> (reduced: PipelineImage, full: PipelineImage, decoded: PixelSize) {
-        let resize = try Resize.plugin.makeProcessor(Resize.plugin.options(["width": .int(100), "height": .int(100)]))
-        let reduced = try decoder(options).decode(LoadedData(data: data), hint: hint)
-        var fullOptions = options
-        fullOptions["shrink_on_load"] = .string("false")
-        let full = try decoder(fullOptions).decode(LoadedData(data: data), hint: hint)
-        return (try resize.process(reduced), try resize.process(full), PixelSize(width: reduced.width, height: reduced.height))
-    }
-
-    func psnr(_ a: PipelineImage, _ b: PipelineImage) throws -> Double {
-        try a.withCopy { x in try b.withCopy { y in try x.psnr(against: y) } }
-    }
+@Suite struct TIFFDecodeTests: CodecSuite {
 
     /// A 1200x800 TIFF made by ImageMagick's convert with `options` (compression, depth, alpha...).
     static func tiff(_ options: [String], source: String = "plasma:") async throws -> Data {
@@ -82,14 +63,7 @@ import TestSupport
         let data = try await Self.tiff(["-compress", "zip"])
         let cut = try #require(throws: PipelineError.self) { try decoder.decode(LoadedData(data: data.prefix(data.count / 2)), hint: hint) }
         #expect(cut.kind == .decodeFailed, "\(cut)")
-        var generator = SplitMix64(seed: 9)
-        for _ in 0..<20 {
-            var bytes = [UInt8](data)
-            for _ in 0..<20 { bytes[Int.random(in: 8..<bytes.count, using: &generator)] ^= UInt8.random(in: 1...255, using: &generator) }
-            do { _ = try decoder.decode(LoadedData(data: Data(bytes)), hint: hint) } catch let error as PipelineError {
-                #expect([.decodeFailed, .tooLarge].contains(error.kind), "\(error)")
-            }
-        }
+        survivesBitFlips(data, from: 8, times: 20, flips: 20, seed: 9)
         // The first directory claims 60000x60000: refused from the header before any strip is read.
         let huge = try await Self.tiff(["-compress", "zip"], source: "xc:white")
         let error = try #require(throws: PipelineError.self) { try decoder.decode(LoadedData(data: Self.claiming(huge, 60000, 60000)), hint: hint) }
@@ -114,7 +88,7 @@ import TestSupport
     }
 }
 
-@Suite struct TIFFHeaderTests {
+@Suite struct TIFFHeaderTests: CodecSuite {
     @Test func dimensionsFromClassicAndBigTIFFInBothByteOrders() async throws {
         let folder = try Fixtures.temporaryDirectory("tiff-header")
         for (name, prefix, options) in [("le.tif", "TIFF:", ["-endian", "LSB"]), ("be.tif", "TIFF:", ["-endian", "MSB"]),
@@ -126,8 +100,7 @@ import TestSupport
             #expect(FormatSniffer.sniff(data) == .image("TIFF"), "\(name)")
             #expect(HeaderProbe.tiffDimensions(data) == PixelSize(width: 1200, height: 800), "\(name)")
             // And decoded, reduced on load like any TIFF.
-            let decoder = ImageMagickDecoder(options: ImageMagickDecoder.plugin.defaultOptions)
-            let image = try decoder.decode(LoadedData(data: data), hint: DecodeHint(targetSize: PixelSize(width: 100, height: 100)))
+            let image = try decoder.decode(LoadedData(data: data), hint: hint)
             #expect((image.width, image.height) == (300, 200), "\(name)")
         }
         // Offsets that point outside the file give no size, never a crash.

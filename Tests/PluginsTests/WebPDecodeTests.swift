@@ -7,13 +7,7 @@ import TestSupport
 
 /// The WebP reduce-on-load path (libwebp decoding straight to a reduced size), checked against
 /// ImageMagick's full decode of the same file, and fed the hostile cases the PNG path gets.
-@Suite struct WebPDecodeTests {
-    let decoder = ImageMagickDecoder(options: ImageMagickDecoder.plugin.defaultOptions)
-    let hint = DecodeHint(targetSize: PixelSize(width: 100, height: 100))
-
-    func decoder(_ options: [String: OptionValue]) throws -> any ImageDecoding {
-        try ImageMagickDecoder.plugin.makeDecoder(ImageMagickDecoder.plugin.options(options))
-    }
+@Suite struct WebPDecodeTests: CodecSuite {
 
     func webp(_ wand: Wand, lossless: Bool = false, quality: Int = 90) throws -> Data {
         try wand.encode(format: "WEBP", quality: quality, options: lossless ? ["webp:lossless": "true"] : [:])
@@ -23,20 +17,6 @@ import TestSupport
         let wand = Wand()
         try wand.readBuiltIn("plasma:", size: (width, height))
         return wand
-    }
-
-    /// Both thumbnails (fit 100x100): from the reduced decode and from ImageMagick's full decode.
-    func thumbnails(_ data: Data, _ options: [String: OptionValue] = [:]) throws -> (reduced: PipelineImage, full: PipelineImage, decoded: PixelSize) {
-        let resize = try Resize.plugin.makeProcessor(Resize.plugin.options(["width": .int(100), "height": .int(100)]))
-        let reduced = try decoder(options).decode(LoadedData(data: data), hint: hint)
-        var fullOptions = options
-        fullOptions["shrink_on_load"] = .string("false")
-        let full = try decoder(fullOptions).decode(LoadedData(data: data), hint: hint)
-        return (try resize.process(reduced), try resize.process(full), PixelSize(width: reduced.width, height: reduced.height))
-    }
-
-    func psnr(_ a: PipelineImage, _ b: PipelineImage) throws -> Double {
-        try a.withCopy { x in try b.withCopy { y in try x.psnr(against: y) } }
     }
 
     @Test func lossyAndLosslessAreDecodedAtTwiceTheTarget() throws {
@@ -131,14 +111,7 @@ import TestSupport
             try decoder.decode(LoadedData(data: data.prefix(data.count * 2 / 3)), hint: hint)
         }
         // Bitstream damage: a clear decode failure (or, where libwebp cannot tell, an image), never a crash.
-        var generator = SplitMix64(seed: 11)
-        for _ in 0..<30 {
-            var bytes = [UInt8](data)
-            for _ in 0..<20 { bytes[Int.random(in: 40..<bytes.count, using: &generator)] ^= UInt8.random(in: 1...255, using: &generator) }
-            do { _ = try decoder.decode(LoadedData(data: Data(bytes)), hint: hint) } catch let error as PipelineError {
-                #expect([.decodeFailed, .tooLarge].contains(error.kind), "\(error)")
-            }
-        }
+        survivesBitFlips(data, from: 40, times: 30, flips: 20, seed: 11)
         // A header that lies: the VP8 frame says 1200x800, the VP8X canvas claims 1300x900.
         let lying = Self.extended(data, flags: 0, canvas: (1300, 900))
         #expect(throws: PipelineError(.decodeFailed, "WebP: corrupt bitstream")) {

@@ -1,0 +1,49 @@
+import Foundation
+import MagickKit
+import PipelineKit
+@testable import Plugins
+import Testing
+
+/// What the codec suites share: the decoder with its defaults and other options, a 100x100 hint,
+/// thumbnails made through a reduce-on-load path and through a full decode, and PSNR between two.
+protocol CodecSuite {}
+
+extension CodecSuite {
+    var decoder: ImageMagickDecoder { ImageMagickDecoder(options: ImageMagickDecoder.plugin.defaultOptions) }
+    var hint: DecodeHint { DecodeHint(targetSize: PixelSize(width: 100, height: 100)) }
+
+    func decoder(_ options: [String: OptionValue]) throws -> any ImageDecoding {
+        try ImageMagickDecoder.plugin.makeDecoder(ImageMagickDecoder.plugin.options(options))
+    }
+
+    /// Both thumbnails (fit 100x100) of `data`: decoded under the hint (reduced where the format's
+    /// path reduces) and with `shrink_on_load: false`, with the size the reduced decode came out at.
+    func thumbnails(_ data: Data, _ options: [String: OptionValue] = [:]) throws -> (reduced: PipelineImage, full: PipelineImage, decoded: PixelSize) {
+        let resize = try Resize.plugin.makeProcessor(Resize.plugin.options(["width": .int(100), "height": .int(100)]))
+        let reduced = try decoder(options).decode(LoadedData(data: data), hint: hint)
+        var fullOptions = options
+        fullOptions["shrink_on_load"] = .string("false")
+        let full = try decoder(fullOptions).decode(LoadedData(data: data), hint: hint)
+        return (try resize.process(reduced), try resize.process(full), PixelSize(width: reduced.width, height: reduced.height))
+    }
+
+    func psnr(_ a: PipelineImage, _ b: PipelineImage) throws -> Double {
+        try a.withCopy { x in try b.withCopy { y in try x.psnr(against: y) } }
+    }
+
+    /// Decodes `data` `times` times with `generator`'s random bytes flipped after `from`: each
+    /// decodes or fails with one of `kinds`, never anything else, never a crash.
+    func survivesBitFlips(_ data: Data, from: Int, times: Int, flips: Int, seed: UInt64,
+                          kinds: [ErrorKind] = [.decodeFailed, .tooLarge]) {
+        var generator = SplitMix64(seed: seed)
+        for _ in 0..<times {
+            var bytes = [UInt8](data)
+            for _ in 0..<flips { bytes[Int.random(in: from..<bytes.count, using: &generator)] ^= UInt8.random(in: 1...255, using: &generator) }
+            do { _ = try decoder.decode(LoadedData(data: Data(bytes)), hint: hint) } catch let error as PipelineError {
+                #expect(kinds.contains(error.kind), "\(error)")
+            } catch {
+                Issue.record("not a PipelineError: \(error)")
+            }
+        }
+    }
+}

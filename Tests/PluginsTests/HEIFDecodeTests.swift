@@ -68,7 +68,7 @@ import TestSupport
         let profile = try Data(contentsOf: URL(fileURLWithPath: "/usr/share/color/icc/ghostscript/a98.icc"))
         try source.setICCProfile(profile)
         let data = try await Self.reference(format, source)
-        let plan = try data.withUnsafeBytes { try HEIFReducer.File($0).plan }
+        let plan = try HEIFReducer.File(data).plan
         #expect(plan.profile == profile)
         let (converted, _, _) = try thumbnails(data)
         #expect(try converted.withCopy { $0.iccProfile == nil })

@@ -23,23 +23,26 @@ enum HEIFReducer {
         let profile: Data?
     }
 
-    /// An open file: the context and its primary image's handle.
+    /// An open file: its bytes (a copy the file owns, so it can outlive the caller's buffer), the
+    /// context and its primary image's handle. Opening parses the boxes only.
     final class File {
+        let bytes: UnsafeMutableRawBufferPointer
         let context: OpaquePointer
         let handle: OpaquePointer
 
-        /// Parses `data` (which must outlive the file) without decoding pixels.
-        init(_ data: UnsafeRawBufferPointer) throws {
-            guard let context = heif_context_alloc() else { throw PipelineError(.tooLarge, "HEIF: out of memory") }
-            let read = heif_context_read_from_memory_without_copy(context, data.baseAddress, data.count, nil)
-            guard read.code == heif_error_Ok else {
-                heif_context_free(context)
-                throw HEIFReducer.failure(read)
+        init(_ data: Data) throws {
+            bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, data.count), alignment: 16)
+            data.copyBytes(to: bytes)
+            guard let context = heif_context_alloc() else {
+                bytes.deallocate()
+                throw PipelineError(.tooLarge, "HEIF: out of memory")
             }
+            let read = heif_context_read_from_memory_without_copy(context, bytes.baseAddress, data.count, nil)
             var handle: OpaquePointer?
-            let primary = heif_context_get_primary_image_handle(context, &handle)
+            let primary = read.code == heif_error_Ok ? heif_context_get_primary_image_handle(context, &handle) : read
             guard primary.code == heif_error_Ok, let handle else {
                 heif_context_free(context)
+                bytes.deallocate()
                 throw HEIFReducer.failure(primary)
             }
             self.context = context
@@ -49,6 +52,11 @@ enum HEIFReducer {
         deinit {
             heif_image_handle_release(handle)
             heif_context_free(context)
+            bytes.deallocate()
+        }
+
+        var size: PixelSize {
+            PixelSize(width: Int(heif_image_handle_get_width(handle)), height: Int(heif_image_handle_get_height(handle)))
         }
 
         var plan: Plan {
@@ -84,35 +92,32 @@ enum HEIFReducer {
 
     /// The image averaged in blocks of `factor` (1: every pixel), or `nil` when this file is one for
     /// ImageMagick. Throws `decode_failed` with libheif's reason for a corrupt or truncated file.
-    static func decode(_ data: Data, factor: Int) throws -> Wand? {
-        try data.withUnsafeBytes { raw -> Wand? in
-            let file = try File(raw)
-            let plan = file.plan
-            guard !file.premultiplied else { return nil }
-            var image: OpaquePointer?
-            let decoded = heif_decode_image(file.handle, &image, heif_colorspace_RGB,
-                                            plan.alpha ? heif_chroma_interleaved_RGBA : heif_chroma_interleaved_RGB, nil)
-            guard decoded.code == heif_error_Ok, let image else { throw failure(decoded) }
-            defer { heif_image_release(image) }
-            let width = Int(heif_image_get_width(image, heif_channel_interleaved))
-            let height = Int(heif_image_get_height(image, heif_channel_interleaved))
-            var stride: Int32 = 0
-            let channels = plan.alpha ? 4 : 3
-            guard width > 0, height > 0, let plane = heif_image_get_plane_readonly(image, heif_channel_interleaved, &stride),
-                  Int(stride) >= width * channels,
-                  heif_image_get_bits_per_pixel_range(image, heif_channel_interleaved) == 8 else {
-                throw PipelineError(.decodeFailed, "HEIF: unexpected decoded layout")
-            }
-            let box = BoxReducer(width: width, height: height, factor: factor, alpha: plan.alpha)
-            var y = 0
-            let pixels = try box.reduce { row in
-                row.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(start: plane + y * Int(stride), count: width * channels)) }
-                y += 1
-            }
-            let wand = try Wand.fromPixels(pixels, width: box.outWidth, height: box.outHeight, hasAlpha: plan.alpha)
-            if let profile = plan.profile { try wand.setICCProfile(profile) }
-            return wand
+    static func decode(_ file: File, factor: Int) throws -> Wand? {
+        let plan = file.plan
+        guard !file.premultiplied else { return nil }
+        var image: OpaquePointer?
+        let decoded = heif_decode_image(file.handle, &image, heif_colorspace_RGB,
+                                        plan.alpha ? heif_chroma_interleaved_RGBA : heif_chroma_interleaved_RGB, nil)
+        guard decoded.code == heif_error_Ok, let image else { throw failure(decoded) }
+        defer { heif_image_release(image) }
+        let width = Int(heif_image_get_width(image, heif_channel_interleaved))
+        let height = Int(heif_image_get_height(image, heif_channel_interleaved))
+        var stride: Int32 = 0
+        let channels = plan.alpha ? 4 : 3
+        guard width > 0, height > 0, let plane = heif_image_get_plane_readonly(image, heif_channel_interleaved, &stride),
+              Int(stride) >= width * channels,
+              heif_image_get_bits_per_pixel_range(image, heif_channel_interleaved) == 8 else {
+            throw PipelineError(.decodeFailed, "HEIF: unexpected decoded layout")
         }
+        let box = BoxReducer(width: width, height: height, factor: factor, alpha: plan.alpha)
+        var y = 0
+        let pixels = try box.reduce { row in
+            row.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(start: plane + y * Int(stride), count: width * channels)) }
+            y += 1
+        }
+        let wand = try Wand.fromPixels(pixels, width: box.outWidth, height: box.outHeight, hasAlpha: plan.alpha)
+        if let profile = plan.profile { try wand.setICCProfile(profile) }
+        return wand
     }
 
     /// libheif's reason as the decode's error.

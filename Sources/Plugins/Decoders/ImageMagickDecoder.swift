@@ -77,7 +77,7 @@ public struct ImageMagickDecoder: ImageDecoding {
     public func estimatedMemory(_ loaded: LoadedData, hint: DecodeHint) -> Int? {
         guard case .image(let format) = FormatSniffer.sniff(loaded.data) else { return nil }
         let heif = ["HEIC", "AVIF"].contains(format)
-            ? (try? loaded.data.withUnsafeBytes { try HEIFReducer.File($0).plan }).map { PixelSize(width: $0.width, height: $0.height) } : nil
+            ? (try? HEIFReducer.File(loaded.data))?.size : nil
         guard let size = heif ?? HeaderProbe.dimensions(loaded.data, format: format), size.width > 0, size.height > 0 else { return nil }
         var width = size.width, height = size.height
         if format == "JPEG", shrinkOnLoad, HeaderProbe.jpegComponents(loaded.data) == 3,
@@ -105,11 +105,6 @@ public struct ImageMagickDecoder: ImageDecoding {
         if format == "GIF", shrinkOnLoad, maxFrames == 1, let shrink = hint.maxShrink(from: size),
            let factor = BoxReducer.blockSize(for: size, shrink: shrink, headroom: headroom) {
             return GIFReducer.estimatedMemory(size, factor: factor) + loaded.data.count
-        }
-        if format == "TIFF", shrinkOnLoad, let shrink = hint.maxShrink(from: size),
-           let factor = BoxReducer.blockSize(for: size, shrink: shrink, headroom: headroom) {
-            // The RGBA path when it takes the file; the ImageMagick estimate below is larger either way.
-            return max(TIFFReducer.estimatedMemory(size, factor: factor), size.width * size.height * 12) + loaded.data.count
         }
         let pixels = width * height
         // A progressive JPEG keeps every DCT coefficient of the full-size image until the end.
@@ -178,12 +173,15 @@ public struct ImageMagickDecoder: ImageDecoding {
 
         // Header first: refuse huge images before ImageMagick allocates or decodes anything.
         let size: PixelSize
+        var heif: HEIFReducer.File?
         if let parsed = HeaderProbe.dimensions(data, format: format) {
             size = parsed
         } else if ["HEIC", "AVIF"].contains(format) {
-            // libheif reads the boxes only ('ispe' gives the size); a broken file fails here with its reason.
-            let plan = try data.withUnsafeBytes { try HEIFReducer.File($0).plan }
-            size = PixelSize(width: plan.width, height: plan.height)
+            // libheif reads the boxes only ('ispe' gives the size); a broken file fails here with its
+            // reason. The open file is decoded below.
+            let file = try HEIFReducer.File(data)
+            heif = file
+            size = file.size
         } else if format == "MSVG" {
             size = SVGScreen.declaredSize(data)
         } else {
@@ -211,8 +209,8 @@ public struct ImageMagickDecoder: ImageDecoding {
             return PipelineImage(taking: wand, sourceFormat: format)
         }
         // AVIF and HEIC: libheif to 8 bits, averaged before ImageMagick sees them (see HEIFReducer).
-        if ["HEIC", "AVIF"].contains(format), maxFrames == 1,
-           let wand = try HEIFReducer.decode(data, factor: shrinkOnLoad ? HEIFReducer.factor(size, hint: hint, headroom: headroom) ?? 1 : 1) {
+        if let heif, maxFrames == 1,
+           let wand = try HEIFReducer.decode(heif, factor: shrinkOnLoad ? HEIFReducer.factor(size, hint: hint, headroom: headroom) ?? 1 : 1) {
             if toSRGB { try wand.convertToSRGB() }
             return PipelineImage(taking: wand, sourceFormat: format)
         }

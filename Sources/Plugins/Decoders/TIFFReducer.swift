@@ -13,13 +13,6 @@ import PipelineKit
 /// there, through their profile), orientations that transpose (5-8), kept multi-page files, and
 /// anything the RGBA interface declines.
 enum TIFFReducer {
-    /// Memory at the peak: the whole page as 8-bit RGBA, libtiff's strip or tile buffer (at most
-    /// a few rows of 16-bit samples), the column totals, and the reduced pixels twice.
-    static func estimatedMemory(_ size: PixelSize, factor: Int) -> Int {
-        let out = ((size.width + factor - 1) / factor) * ((size.height + factor - 1) / factor)
-        return size.width * size.height * 4 + size.width * 64 * 8 + size.width * 16 + out * 12
-    }
-
     /// The reduced first page, or `nil` when this TIFF is one for ImageMagick. Throws
     /// `decode_failed` with libtiff's reason for a corrupt or truncated file.
     static func decode(_ data: Data, hint: DecodeHint, headroom: Int, keepsPages: Bool) throws -> Wand? {

@@ -50,25 +50,39 @@ enum HeaderProbe {
         }
     }
 
-    /// The number of colour components in a JPEG's frame header (3 for YCbCr or RGB, 1 for grey,
-    /// 4 for CMYK or YCCK), or `nil` when the header is not found in the first 256 KB.
-    static func jpegComponents(_ data: Data) -> Int? {
-        let b = [UInt8](data.prefix(262_144))
-        var i = 2
-        while i + 9 < b.count {
-            guard b[i] == 0xFF else { return nil }
-            let marker = b[i + 1]
-            if marker == 0xFF { i += 1; continue }
-            if (0xC0...0xCF).contains(marker), ![0xC4, 0xC8, 0xCC].contains(marker) { return Int(b[i + 9]) }
-            if marker == 0xD8 || (0xD0...0xD7).contains(marker) { i += 2; continue }
-            i += 2 + (Int(b[i + 2]) << 8 | Int(b[i + 3]))
+    /// A JPEG's frame header (the first start-of-frame marker within the first 256 KB): size,
+    /// colour components (3 for YCbCr or RGB, 1 for grey, 4 for CMYK or YCCK), and whether it is
+    /// progressive (SOF2). Read in place, once, for the size check and the memory estimate alike.
+    struct JPEGFrame: Equatable {
+        let size: PixelSize
+        let components: Int
+        let progressive: Bool
+    }
+
+    static func jpegFrame(_ data: Data) -> JPEGFrame? {
+        data.withUnsafeBytes { raw -> JPEGFrame? in
+            let b = raw.bindMemory(to: UInt8.self)
+            let end = min(b.count, 262_144)
+            func be16(_ i: Int) -> Int { Int(b[i]) << 8 | Int(b[i + 1]) }
+            var i = 2
+            while i + 9 < end {
+                guard b[i] == 0xFF else { return nil }
+                let marker = b[i + 1]
+                if marker == 0xFF { i += 1; continue }
+                if (0xC0...0xCF).contains(marker), ![0xC4, 0xC8, 0xCC].contains(marker) {
+                    return JPEGFrame(size: PixelSize(width: be16(i + 7), height: be16(i + 5)), components: Int(b[i + 9]),
+                                     progressive: marker == 0xC2)
+                }
+                if marker == 0xD8 || (0xD0...0xD7).contains(marker) { i += 2; continue }
+                i += 2 + be16(i + 2)
+            }
+            return nil
         }
-        return nil
     }
 
     static func dimensions(_ data: Data, format: String) -> PixelSize? {
         if format == "TIFF" { return tiffDimensions(data) }
-        let b = [UInt8](data.prefix(format == "JPEG" ? 262_144 : 64))
+        let b = [UInt8](data.prefix(64))
         func be16(_ i: Int) -> Int { i + 1 < b.count ? Int(b[i]) << 8 | Int(b[i + 1]) : 0 }
         func le16(_ i: Int) -> Int { i + 1 < b.count ? Int(b[i + 1]) << 8 | Int(b[i]) : 0 }
         func be32(_ i: Int) -> Int { be16(i) << 16 | be16(i + 2) }
@@ -97,19 +111,8 @@ enum HeaderProbe {
             case "VP8X": return PixelSize(width: le24(24) + 1, height: le24(27) + 1)
             default: return nil
             }
-        case "JPEG":  // walk the markers to the first start-of-frame
-            var i = 2
-            while i + 9 < b.count {
-                guard b[i] == 0xFF else { return nil }
-                let marker = b[i + 1]
-                if marker == 0xFF { i += 1; continue }
-                if (0xC0...0xCF).contains(marker), ![0xC4, 0xC8, 0xCC].contains(marker) {
-                    return PixelSize(width: be16(i + 7), height: be16(i + 5))
-                }
-                if marker == 0xD8 || (0xD0...0xD7).contains(marker) { i += 2; continue }
-                i += 2 + be16(i + 2)
-            }
-            return nil
+        case "JPEG":
+            return jpegFrame(data)?.size
         default:
             return nil
         }

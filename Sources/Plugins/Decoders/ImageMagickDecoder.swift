@@ -80,9 +80,9 @@ public struct ImageMagickDecoder: ImageDecoding {
             ? (try? HEIFReducer.File(loaded.data))?.size : nil
         guard let size = heif ?? HeaderProbe.dimensions(loaded.data, format: format), size.width > 0, size.height > 0 else { return nil }
         var width = size.width, height = size.height
-        if format == "JPEG", shrinkOnLoad, HeaderProbe.jpegComponents(loaded.data) == 3,
-           let plan = JPEGReducer.plan(size, hint: hint, headroom: headroom) {
-            return JPEGReducer.estimatedMemory(size, plan: plan, progressive: Self.isProgressiveJPEG(loaded.data)) + loaded.data.count
+        let frame = format == "JPEG" ? HeaderProbe.jpegFrame(loaded.data) : nil
+        if let frame, shrinkOnLoad, frame.components == 3, let plan = JPEGReducer.plan(size, hint: hint, headroom: headroom) {
+            return JPEGReducer.estimatedMemory(size, plan: plan, progressive: frame.progressive) + loaded.data.count
         }
         if format == "JPEG", let scaled = jpegScaled(size, hint: hint) {
             width = scaled.decoded.width
@@ -108,21 +108,8 @@ public struct ImageMagickDecoder: ImageDecoding {
         }
         let pixels = width * height
         // A progressive JPEG keeps every DCT coefficient of the full-size image until the end.
-        let coefficients = format == "JPEG" && Self.isProgressiveJPEG(loaded.data) ? size.width * size.height * 3 : 0
+        let coefficients = frame?.progressive == true ? size.width * size.height * 3 : 0
         return pixels * 8 + pixels * (format == "JPEG" ? 1 : 4) + coefficients + loaded.data.count
-    }
-
-    /// Whether the JPEG's frame header is SOF2 (progressive), found within its first 256 KB.
-    static func isProgressiveJPEG(_ data: Data) -> Bool {
-        let bytes = [UInt8](data.prefix(262_144))
-        var i = 2
-        while i + 3 < bytes.count, bytes[i] == 0xFF {
-            let marker = bytes[i + 1]
-            if marker == 0xC2 { return true }
-            if (0xC0...0xCF).contains(marker), marker != 0xC4, marker != 0xC8, marker != 0xCC { return false }
-            i += 2 + (Int(bytes[i + 2]) << 8 | Int(bytes[i + 3]))
-        }
-        return false
     }
 
     /// The `jpeg:size` this decoder asks of ImageMagick and the size libjpeg-turbo then decodes,

@@ -2,7 +2,8 @@
 # The throughput, memory and quality benchmark (issue 9): pipelinectl against vipsthumbnail and
 # ImageMagick's convert on the corpus, in one run. Installs the peers when missing (Debian:
 # libvips-tools, imagemagick, curl), builds the release binary, fetches the corpus, prints the
-# table and writes it to bench/results/latest.md. Takes about eight minutes on two cores.
+# table and writes it to bench/results/latest.md. Takes about fourteen minutes on two cores
+# (BENCH_ONLY=formats: only the per-format table of both corpora, about four).
 # Usage: bench/run.sh   (env: BENCH_ROUNDS=3 BENCH_LONG_LIST=20000 BENCH_SHORT_LIST=1000 BENCH_KEEP=1)
 set -euo pipefail
 cd "$(dirname "$0")/.."

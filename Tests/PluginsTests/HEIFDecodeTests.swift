@@ -106,6 +106,22 @@ import TestSupport
         survivesBitFlips(data, from: 0, times: 20, flips: 20, seed: 5, kinds: [.decodeFailed, .tooLarge, .notAnImage, .unsupportedFormat])
     }
 
+    @Test func aHeaderThatUnderstatesTheSizeDoesNotGetPastTheLimits() throws {
+        // 'ispe' rewritten to 300x200 over a coded 1200x800 image: within max_pixels 100000 as
+        // claimed, 960000 pixels as decoded.
+        let data = try Self.encoded("HEIC", try Self.plasma(1200, 800))
+        var bytes = [UInt8](data)
+        let ispe = try #require(data.range(of: Data("ispe".utf8)))
+        let at = ispe.upperBound + 4
+        for (i, value) in [UInt32(300), UInt32(200)].enumerated() {
+            for k in 0..<4 { bytes[at + i * 4 + k] = UInt8(value >> (24 - 8 * k) & 0xFF) }
+        }
+        let limited = try decoder(["max_pixels": .int(100_000)])
+        #expect(throws: PipelineError(.tooLarge, "HEIF: the image decodes to 1200x800, beyond the limits; its header said 300x200")) {
+            try limited.decode(LoadedData(data: Data(bytes)), hint: hint)
+        }
+    }
+
     @Test func aHugeDeclaredSizeIsRefusedBeforeDecoding() throws {
         // The image spatial extents ('ispe') rewritten to 30000x30000: refused from the header.
         let data = try Self.encoded("HEIC", try Self.plasma(600, 400))

@@ -91,8 +91,11 @@ enum HEIFReducer {
     }
 
     /// The image averaged in blocks of `factor` (1: every pixel), or `nil` when this file is one for
-    /// ImageMagick. Throws `decode_failed` with libheif's reason for a corrupt or truncated file.
-    static func decode(_ file: File, factor: Int) throws -> Wand? {
+    /// ImageMagick. Throws `decode_failed` with libheif's reason for a corrupt or truncated file,
+    /// and `too_large` when the coded image is larger than its header ('ispe') said and beyond
+    /// `limits` (libheif decodes the coded size whatever 'ispe' claims: the limits were checked
+    /// against the claim).
+    static func decode(_ file: File, factor: Int, limits: (width: Int, height: Int, pixels: Int)) throws -> Wand? {
         let plan = file.plan
         guard !file.premultiplied else { return nil }
         var image: OpaquePointer?
@@ -108,6 +111,9 @@ enum HEIFReducer {
               Int(stride) >= width * channels,
               heif_image_get_bits_per_pixel_range(image, heif_channel_interleaved) == 8 else {
             throw PipelineError(.decodeFailed, "HEIF: unexpected decoded layout")
+        }
+        if width > limits.width || height > limits.height || width * height > limits.pixels {
+            throw PipelineError(.tooLarge, "HEIF: the image decodes to \(width)x\(height), beyond the limits; its header said \(plan.width)x\(plan.height)")
         }
         let box = BoxReducer(width: width, height: height, factor: factor, alpha: plan.alpha)
         var y = 0

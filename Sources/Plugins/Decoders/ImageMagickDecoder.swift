@@ -197,7 +197,8 @@ public struct ImageMagickDecoder: ImageDecoding {
         }
         // AVIF and HEIC: libheif to 8 bits, averaged before ImageMagick sees them (see HEIFReducer).
         if let heif, maxFrames == 1,
-           let wand = try HEIFReducer.decode(heif, factor: shrinkOnLoad ? HEIFReducer.factor(size, hint: hint, headroom: headroom) ?? 1 : 1) {
+           let wand = try HEIFReducer.decode(heif, factor: shrinkOnLoad ? HEIFReducer.factor(size, hint: hint, headroom: headroom) ?? 1 : 1,
+                                             limits: (maxWidth, maxHeight, maxPixels)) {
             if toSRGB { try wand.convertToSRGB() }
             return PipelineImage(taking: wand, sourceFormat: format)
         }

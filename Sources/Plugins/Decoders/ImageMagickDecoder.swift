@@ -7,8 +7,11 @@ import PipelineKit
 ///
 /// The format comes from the first bytes (``FormatSniffer``), never from the URL or from
 /// ImageMagick's own guess, and the image is read with that explicit coder. Width, height and
-/// pixel count are checked from the header (a ping) before any pixel is decoded. JPEGs are decoded
-/// at a reduced scale (`jpeg:size`) when the processor chain needs less than the full size.
+/// pixel count are checked from the header before any pixel is decoded. When the processor chain
+/// needs less than the full size, each format is reduced while it is decoded, keeping at least
+/// twice what the chain needs, by its own library in 8 bits (``JPEGReducer``, ``PNGReducer``,
+/// ``WebPReducer``, ``HEIFReducer``, ``TIFFReducer``, ``GIFReducer``); ImageMagick then receives
+/// only the reduced image, and decodes whatever those paths leave to it.
 public struct ImageMagickDecoder: ImageDecoding {
     /// The `shrink_on_load` option: how far a decode may reduce ahead of the resize.
     public enum ShrinkOnLoad: String, Sendable, CaseIterable {

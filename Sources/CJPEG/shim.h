@@ -61,6 +61,7 @@ static inline pk_jpeg_reader *pk_jpeg_open(const void *data, size_t size, int *o
     jpeg_mem_src(&reader->info, (const unsigned char *)data, (unsigned long)size);
     jpeg_save_markers(&reader->info, JPEG_APP0 + 1, 0xFFFF);
     jpeg_save_markers(&reader->info, JPEG_APP0 + 2, 0xFFFF);
+    jpeg_save_markers(&reader->info, JPEG_APP0 + 13, 0xFFFF);
     jpeg_read_header(&reader->info, TRUE);
     *ok = 1;
     return reader;
@@ -76,16 +77,15 @@ static inline void pk_jpeg_header(pk_jpeg_reader *reader, int *width, int *heigh
     *progressive = reader->info.progressive_mode ? 1 : 0;
 }
 
-/// The EXIF block (the APP1 marker starting "Exif\0\0", without those six bytes), or NULL.
-static inline const unsigned char *pk_jpeg_exif(pk_jpeg_reader *reader, unsigned int *length) {
-    for (jpeg_saved_marker_ptr m = reader->info.marker_list; m; m = m->next) {
-        if (m->marker == JPEG_APP0 + 1 && m->data_length > 6 && memcmp(m->data, "Exif\0\0", 6) == 0) {
-            *length = m->data_length - 6;
-            return m->data + 6;
-        }
-    }
-    *length = 0;
-    return NULL;
+/// The `index`th saved marker (APP1, APP2, APP13 in file order): its data, with its type in
+/// `*marker` and size in `*length`; NULL after the last.
+static inline const unsigned char *pk_jpeg_marker(pk_jpeg_reader *reader, int index, int *marker, unsigned int *length) {
+    jpeg_saved_marker_ptr m = reader->info.marker_list;
+    for (int i = 0; m && i < index; i++) m = m->next;
+    if (!m) { *length = 0; return NULL; }
+    *marker = m->marker;
+    *length = m->data_length;
+    return m->data;
 }
 
 /// The ICC profile (joined from its APP2 segments, malloc'ed: free it), or NULL; `*ok` is 0 when

@@ -164,6 +164,14 @@ public final class Wand {
         set { _ = MagickSetImageOrientation(pointer, OrientationType(rawValue: UInt32(max(0, min(8, newValue))))) }
     }
 
+    /// The named profile (`exif`, `xmp`, `8bim`, `icc`...) as ImageMagick holds it, or `nil`.
+    public func profile(_ name: String) -> Data? {
+        var length = 0
+        guard let bytes = MagickGetImageProfile(pointer, name, &length) else { return nil }
+        defer { _ = MagickRelinquishMemory(bytes) }
+        return length > 0 ? Data(bytes: bytes, count: length) : nil
+    }
+
     /// Attaches a named profile (`exif`, `xmp`, `iptc`...) as it is, without touching the pixels.
     public func setProfile(_ name: String, _ data: Data) throws {
         let status = data.withUnsafeBytes { MagickSetImageProfile(pointer, name, $0.baseAddress, $0.count) }

@@ -62,6 +62,28 @@ import TestSupport
         #expect((stored.reduced.width, stored.reduced.height) == (100, 50))
     }
 
+    @Test func metadataComesThroughAsImageMagicksPathHasIt() throws {
+        // EXIF (orientation 1), XMP (set as a profile, written by ImageMagick as APP1) and an APP13
+        // Photoshop block with one IPTC record: the reduced path attaches the same profiles.
+        let source = try Self.plasma()
+        let xmp = Data(#"<?xpacket begin="" id="W5M0MpCehiHzreSzNTczkc9d"?><x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"><rdf:Description rdf:about="" xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:rights>Example</dc:rights></rdf:Description></rdf:RDF></x:xmpmeta><?xpacket end="w"?>"#.utf8)
+        try source.setProfile("xmp", xmp)
+        let jpeg = Self.oriented(try source.encode(format: "JPEG", quality: 92), 1)
+        let iptc: [UInt8] = [0x1C, 0x02, 0x74, 0x00, 0x07] + Array("Example".utf8)
+        let resource: [UInt8] = Array("8BIM".utf8) + [0x04, 0x04, 0x00, 0x00] + [0, 0, 0, UInt8(iptc.count)] + iptc + (iptc.count % 2 == 1 ? [0] : [])
+        let app13 = Array("Photoshop 3.0".utf8) + [0] + resource
+        let length = app13.count + 2
+        let data = Data([0xFF, 0xD8, 0xFF, 0xED, UInt8(length >> 8), UInt8(length & 0xFF)] + app13 + [UInt8](jpeg.dropFirst(2)))
+        let reduced = try decoder.decode(LoadedData(data: data), hint: hint)
+        let full = try decoder(["shrink_on_load": .string("false")]).decode(LoadedData(data: data), hint: hint)
+        #expect(reduced.width == 400)  // the reduced path
+        for name in ["exif", "xmp", "8bim", "iptc"] {
+            let (ours, theirs) = (try reduced.withCopy { $0.profile(name) }, try full.withCopy { $0.profile(name) })
+            #expect(ours == theirs, "\(name): \(ours?.count ?? 0) bytes against ImageMagick's \(theirs?.count ?? 0)")
+        }
+        #expect(try full.withCopy { $0.profile("xmp") } != nil && full.withCopy { $0.profile("8bim") } != nil)
+    }
+
     @Test func anICCProfileIsConvertedToSRGBOrKept() throws {
         let source = try Self.plasma()
         let profile = try Data(contentsOf: URL(fileURLWithPath: "/usr/share/color/icc/ghostscript/a98.icc"))

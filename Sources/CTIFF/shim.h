@@ -128,6 +128,15 @@ static inline const void *pk_tiff_icc(pk_tiff_reader *reader, uint32_t *length) 
     return profile;
 }
 
+/// The bytes of a tag stored as a counted blob (XMP packet, Photoshop resources, IPTC), owned by
+/// libtiff until the reader is closed, or NULL.
+static inline const void *pk_tiff_blob(pk_tiff_reader *reader, uint32_t tag, uint32_t *length) {
+    void *bytes = NULL;
+    *length = 0;
+    if (!TIFFGetField(reader->tiff, tag, length, &bytes)) return NULL;
+    return bytes;
+}
+
 /// Whether libtiff's RGBA interface reads this directory.
 static inline int pk_tiff_rgba_ok(pk_tiff_reader *reader) {
     char message[1024];

@@ -76,12 +76,6 @@ enum HEIFReducer {
         var premultiplied: Bool { heif_image_handle_is_premultiplied_alpha(handle) != 0 }
     }
 
-    /// The block size for a `size` image under `hint`, or `nil` under 2 (no reduction to make).
-    static func factor(_ size: PixelSize, hint: DecodeHint, headroom: Int) -> Int? {
-        guard let shrink = hint.maxShrink(from: size) else { return nil }
-        return BoxReducer.blockSize(for: size, shrink: shrink, headroom: headroom)
-    }
-
     /// Memory at the peak: the codec's planes (up to 16 bits a sample, 4:4:4 at worst), the 8-bit
     /// interleaved image, one row of column totals, and the reduced pixels twice.
     static func estimatedMemory(_ size: PixelSize, factor: Int = 1) -> Int {

@@ -60,6 +60,14 @@ public struct ImageMagickDecoder: ImageDecoding {
     var shrinkOnLoad: Bool { shrinkMode != .off }
     /// How many times the target a reduced decode keeps, at least.
     var headroom: Int { shrinkMode == .fast ? 1 : 2 }
+
+    /// The block size the averaging paths (PNG, HEIF, GIF) reduce a `size` image by under `hint`,
+    /// or `nil` when shrink-on-load is off or there is nothing to reduce (see
+    /// ``BoxReducer/blockSize(for:shrink:headroom:)``).
+    func block(_ size: PixelSize, hint: DecodeHint) -> Int? {
+        guard shrinkOnLoad, let shrink = hint.maxShrink(from: size) else { return nil }
+        return BoxReducer.blockSize(for: size, shrink: shrink, headroom: headroom)
+    }
     let allowSVG: Bool
 
     init(options: PluginOptions) {
@@ -91,7 +99,7 @@ public struct ImageMagickDecoder: ImageDecoding {
             width = scaled.decoded.width
             height = scaled.decoded.height
         }
-        if format == "PNG", shrinkOnLoad, let factor = PNGReducer.factor(size, hint: hint, headroom: headroom) {
+        if format == "PNG", let factor = block(size, hint: hint) {
             // Reduced while read, unless it is one that goes through ImageMagick instead.
             if PNGReducer.takes(loaded.data, toSRGB: toSRGB) {
                 return PNGReducer.estimatedMemory(size, factor: factor) + loaded.data.count
@@ -102,11 +110,9 @@ public struct ImageMagickDecoder: ImageDecoding {
             return WebPReducer.estimatedMemory(plan, scaled: scaled) + loaded.data.count
         }
         if ["HEIC", "AVIF"].contains(format), maxFrames == 1 {
-            let factor = shrinkOnLoad ? HEIFReducer.factor(size, hint: hint, headroom: headroom) ?? 1 : 1
-            return HEIFReducer.estimatedMemory(size, factor: factor) + loaded.data.count
+            return HEIFReducer.estimatedMemory(size, factor: block(size, hint: hint) ?? 1) + loaded.data.count
         }
-        if format == "GIF", shrinkOnLoad, maxFrames == 1, let shrink = hint.maxShrink(from: size),
-           let factor = BoxReducer.blockSize(for: size, shrink: shrink, headroom: headroom) {
+        if format == "GIF", maxFrames == 1, let factor = block(size, hint: hint) {
             return GIFReducer.estimatedMemory(size, factor: factor) + loaded.data.count
         }
         let pixels = width * height
@@ -128,10 +134,8 @@ public struct ImageMagickDecoder: ImageDecoding {
     /// height/asked height, rounded down, and libjpeg-turbo decodes at N/8 with N the smallest
     /// that reaches 1/`scale_denom`; asking for width/d x height/d gives exactly 1/d.
     func jpegScaled(_ size: PixelSize, hint: DecodeHint) -> (ask: String, decoded: PixelSize)? {
-        guard shrinkOnLoad, let shrink = hint.maxShrink(from: size), size.width >= 8, size.height >= 8 else { return nil }
-        let room = shrink / Double(headroom)
-        guard room >= 2 else { return nil }
-        let d = room >= 8 ? 8 : room >= 4 ? 4 : 2
+        // The same scale as the libjpeg path's (JPEGReducer.plan), without its block averaging.
+        guard shrinkOnLoad, let d = JPEGReducer.plan(size, hint: hint, headroom: headroom)?.denominator else { return nil }
         return ("\(size.width / d)x\(size.height / d)",
                 PixelSize(width: (size.width + d - 1) / d, height: (size.height + d - 1) / d))
     }
@@ -187,7 +191,7 @@ public struct ImageMagickDecoder: ImageDecoding {
         }
 
         // PNGs are reduced while they are read when the output needs much less (see PNGReducer).
-        if format == "PNG", shrinkOnLoad, let factor = PNGReducer.factor(size, hint: hint, headroom: headroom),
+        if format == "PNG", let factor = block(size, hint: hint),
            let reduced = try PNGReducer.decode(data, factor: factor, toSRGB: toSRGB) {
             return PipelineImage(taking: reduced, sourceFormat: format)
         }
@@ -200,14 +204,12 @@ public struct ImageMagickDecoder: ImageDecoding {
         }
         // AVIF and HEIC: libheif to 8 bits, averaged before ImageMagick sees them (see HEIFReducer).
         if let heif, maxFrames == 1,
-           let wand = try HEIFReducer.decode(heif, factor: shrinkOnLoad ? HEIFReducer.factor(size, hint: hint, headroom: headroom) ?? 1 : 1,
-                                             limits: (maxWidth, maxHeight, maxPixels)) {
+           let wand = try HEIFReducer.decode(heif, factor: block(size, hint: hint) ?? 1, limits: (maxWidth, maxHeight, maxPixels)) {
             if toSRGB { try wand.convertToSRGB() }
             return PipelineImage(taking: wand, sourceFormat: format)
         }
         // GIFs: the first image by giflib, averaged before ImageMagick sees it (see GIFReducer).
-        if format == "GIF", shrinkOnLoad, maxFrames == 1, let shrink = hint.maxShrink(from: size),
-           let factor = BoxReducer.blockSize(for: size, shrink: shrink, headroom: headroom),
+        if format == "GIF", maxFrames == 1, let factor = block(size, hint: hint),
            let wand = try GIFReducer.decode(data, factor: factor) {
             return PipelineImage(taking: wand, sourceFormat: format)
         }

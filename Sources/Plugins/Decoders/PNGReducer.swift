@@ -17,13 +17,6 @@ import PipelineKit
 /// Only plain cases take this path; the rest go through ImageMagick as before: interlaced PNGs,
 /// greyscale ones (kept grey there), and PNGs with a profile other than sRGB (converted there).
 enum PNGReducer {
-    /// The block size for a `size` PNG under `hint`: the largest whole shrink that keeps at least
-    /// `headroom` times what the hint needs, or `nil` when that is less than 2.
-    static func factor(_ size: PixelSize, hint: DecodeHint, headroom: Int = 2) -> Int? {
-        guard let shrink = hint.maxShrink(from: size) else { return nil }
-        return BoxReducer.blockSize(for: size, shrink: shrink, headroom: headroom)
-    }
-
     /// Memory the reduced decode of a `size` PNG needs at its peak: one 8-bit RGBA row, the
     /// per-column totals (4 bytes a channel), the reduced pixels and ImageMagick's copy of them.
     static func estimatedMemory(_ size: PixelSize, factor: Int) -> Int {

@@ -31,6 +31,17 @@ extension CodecSuite {
         try a.withCopy { x in try b.withCopy { y in try x.psnr(against: y) } }
     }
 
+    /// Checks a 300x200 reduced image of an opaque red square on transparent black (the middle half
+    /// of the picture): the corner transparent, the centre red and opaque, and the square's edge
+    /// red where it is opaque, never pulled towards the black behind it. `slack` widens the
+    /// bounds for lossy codecs.
+    func expectRedSquareWithoutFringes(_ reduced: PipelineImage, slack: Double = 0, _ label: String = "") throws {
+        #expect(reduced.hasAlpha && reduced.width == 300, "\(label)")
+        let (corner, centre, edge) = try reduced.withCopy { (try $0.pixel(x: 2, y: 2), try $0.pixel(x: 150, y: 100), try $0.pixel(x: 75, y: 100)) }
+        #expect(corner.alpha < 0.01 + slack / 4 && centre.red > 0.99 - slack && centre.alpha > 0.99 - slack / 4, "\(label)")
+        #expect(edge.alpha > 0.2 && edge.red > 0.97 - slack && edge.green < 0.02 + slack * 3 / 4, "\(label): \(edge)")
+    }
+
     /// Decodes `data` `times` times with `generator`'s random bytes flipped after `from`: each
     /// decodes or fails with one of `kinds`, never anything else, never a crash.
     func survivesBitFlips(_ data: Data, from: Int, times: Int, flips: Int, seed: UInt64,

@@ -52,11 +52,8 @@ import TestSupport
         try source.read(try Fixtures.alphaPNG(1200, 800), format: "PNG")
         let data = try await Self.reference(format, source)
         let reduced = try decoder.decode(LoadedData(data: data), hint: hint)
-        #expect(reduced.hasAlpha && reduced.width == 300)
-        let (corner, centre, edge) = try reduced.withCopy { (try $0.pixel(x: 2, y: 2), try $0.pixel(x: 150, y: 100), try $0.pixel(x: 75, y: 100)) }
-        #expect(corner.alpha < 0.02 && centre.red > 0.95 && centre.alpha > 0.98, "\(format)")
-        // The square's edge: red where it is opaque, never pulled towards the transparent black.
-        #expect(edge.alpha > 0.2 && edge.red > 0.93 && edge.green < 0.05, "\(format): \(edge)")
+        // Lossless, but through YUV: a little slack.
+        try expectRedSquareWithoutFringes(reduced, slack: 0.04, format)
         let reference = try thumbnails(try source.encode(format: "PNG32")).full
         let (a, _, _) = try thumbnails(data)
         #expect(try psnr(a, reference) >= 40, "\(format)")

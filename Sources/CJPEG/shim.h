@@ -5,8 +5,9 @@
 // libjpeg reports errors by calling error_exit, which must not return; the handler below longjmps
 // back into the small function that made the call, which turns it into a return value with
 // libjpeg's message kept in the reader. No longjmp ever crosses a Swift frame. A corrupt-data
-// warning (a truncated file, a bad Huffman code: libjpeg would fill the rest with grey) is treated
-// as an error, as the decoder's ImageMagick path treats it.
+// warning (a truncated file: level 3; a bad Huffman code or other damage: level 1; libjpeg fills
+// what is missing with grey) stops the read when its level reaches the reader's `fail_level`
+// (the decoder's fail_on), and is otherwise recorded as the read's damage.
 #include <setjmp.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <jpeglib.h>
+#include <jerror.h>
 
 /// One JPEG being read from memory.
 typedef struct {
@@ -21,6 +23,11 @@ typedef struct {
     struct jpeg_error_mgr errors;
     jmp_buf jump;
     int created;
+    /// The damage level that stops the read: 1 any corrupt data, 3 truncation only, 4 never.
+    int fail_level;
+    /// The worst damage read past so far (0 none), and libjpeg's message for its first warning.
+    int damage_level;
+    char damage[JMSG_LENGTH_MAX];
     /// libjpeg's message for the last failure.
     char message[JMSG_LENGTH_MAX];
 } pk_jpeg_reader;
@@ -34,8 +41,13 @@ static void pk_jpeg_on_error(j_common_ptr info) {
 static void pk_jpeg_on_message(j_common_ptr info, int level) {
     if (level < 0) {  // a warning: corrupt or missing data
         pk_jpeg_reader *reader = (pk_jpeg_reader *)info->client_data;
-        (*info->err->format_message)(info, reader->message);
-        longjmp(reader->jump, 1);
+        int damage = info->err->msg_code == JWRN_JPEG_EOF ? 3 : 1;
+        if (damage >= reader->fail_level) {
+            (*info->err->format_message)(info, reader->message);
+            longjmp(reader->jump, 1);
+        }
+        if (reader->damage_level == 0) (*info->err->format_message)(info, reader->damage);
+        if (damage > reader->damage_level) reader->damage_level = damage;
     }
 }
 
@@ -47,10 +59,12 @@ static inline void pk_jpeg_close(pk_jpeg_reader *reader) {
 
 /// Opens `data` (which must outlive the reader) and reads the header, keeping the APP1 (EXIF) and
 /// APP2 (ICC) markers. `*ok` is 0 when the header is corrupt (the reader then holds the message).
-static inline pk_jpeg_reader *pk_jpeg_open(const void *data, size_t size, int *ok) {
+/// Damage of `fail_level` or worse stops the read (see pk_jpeg_reader).
+static inline pk_jpeg_reader *pk_jpeg_open(const void *data, size_t size, int fail_level, int *ok) {
     pk_jpeg_reader *reader = (pk_jpeg_reader *)calloc(1, sizeof(pk_jpeg_reader));
     *ok = 0;
     if (!reader) return NULL;
+    reader->fail_level = fail_level;
     reader->info.err = jpeg_std_error(&reader->errors);
     reader->errors.error_exit = pk_jpeg_on_error;
     reader->errors.emit_message = pk_jpeg_on_message;
@@ -137,4 +151,10 @@ static inline int pk_jpeg_finish(pk_jpeg_reader *reader) {
 }
 
 static inline const char *pk_jpeg_message(pk_jpeg_reader *reader) { return reader->message; }
+
+/// The worst damage read past (0 none) and libjpeg's message for the first.
+static inline const char *pk_jpeg_damage(pk_jpeg_reader *reader, int *level) {
+    *level = reader->damage_level;
+    return reader->damage;
+}
 #endif

@@ -5,7 +5,9 @@
 // libpng reports errors by longjmp, which must never cross a Swift frame. Every call that can fail
 // is therefore made inside one of the small functions below, each of which sets its own jump
 // target first and turns an error into a return value, with libpng's message kept in the reader.
-// Warnings (such as an edited sRGB profile) are discarded: they never stop a read.
+// Warnings (such as an edited sRGB profile) are discarded: they never stop a read. A CRC mismatch
+// is an error unless the reader's `fail_level` (the decoder's fail_on) lets damage of level 2
+// through, when it is recorded as the read's damage and the data used.
 #include <setjmp.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -19,6 +21,11 @@ typedef struct {
     png_infop info;
     const unsigned char *data;
     size_t size, position;
+    /// 1 when the last failure was the data ending early.
+    int truncated;
+    /// 2 when a CRC mismatch was read past, else 0; with its message.
+    int damage_level;
+    char damage[160];
     /// libpng's message for the last failure.
     char message[160];
 } pk_png_reader;
@@ -31,12 +38,19 @@ static void pk_png_on_error(png_structp png, png_const_charp message) {
 }
 
 static void pk_png_on_warning(png_structp png, png_const_charp message) {
-    (void)png; (void)message;
+    pk_png_reader *reader = (pk_png_reader *)png_get_error_ptr(png);
+    if (message && strstr(message, "CRC error") && reader->damage_level == 0) {
+        reader->damage_level = 2;
+        strncpy(reader->damage, message, sizeof reader->damage - 1);
+    }
 }
 
 static void pk_png_on_read(png_structp png, png_bytep out, size_t length) {
     pk_png_reader *reader = (pk_png_reader *)png_get_io_ptr(png);
-    if (length > reader->size - reader->position) png_error(png, "the file ends before the image does");
+    if (length > reader->size - reader->position) {
+        reader->truncated = 1;
+        png_error(png, "the file ends before the image does");
+    }
     memcpy(out, reader->data + reader->position, length);
     reader->position += length;
 }
@@ -48,8 +62,9 @@ static inline void pk_png_close(pk_png_reader *reader) {
 }
 
 /// Opens `data` (which must outlive the reader) and reads every chunk before the image data.
-/// Returns NULL only when out of memory; otherwise check `*ok` and `message`.
-static inline pk_png_reader *pk_png_open(const void *data, size_t size, int *ok) {
+/// Returns NULL only when out of memory; otherwise check `*ok` and `message`. With `fail_level`
+/// above 2, a CRC mismatch is read past (see pk_png_reader).
+static inline pk_png_reader *pk_png_open(const void *data, size_t size, int fail_level, int *ok) {
     *ok = 0;
     pk_png_reader *reader = (pk_png_reader *)calloc(1, sizeof(pk_png_reader));
     if (!reader) return NULL;
@@ -63,6 +78,7 @@ static inline pk_png_reader *pk_png_open(const void *data, size_t size, int *ok)
     // zlib's Adler-32 pass is skipped; every chunk's CRC-32, the image data's included, is checked.
     png_set_option(reader->png, PNG_IGNORE_ADLER32, PNG_OPTION_ON);
     png_set_option(reader->png, PNG_SKIP_sRGB_CHECK_PROFILE, PNG_OPTION_ON);
+    if (fail_level > 2) png_set_crc_action(reader->png, PNG_CRC_WARN_USE, PNG_CRC_WARN_USE);
     png_set_read_fn(reader->png, reader, pk_png_on_read);
     png_read_info(reader->png, reader->info);
     *ok = 1;
@@ -97,6 +113,19 @@ static inline size_t pk_png_start(pk_png_reader *reader) {
     if (setjmp(png_jmpbuf(reader->png))) return 0;
     png_set_expand(reader->png);
     png_set_strip_16(reader->png);
+    png_read_update_info(reader->png, reader->info);
+    return png_get_rowbytes(reader->png, reader->info);
+}
+
+/// Asks for 8-bit RGB or RGBA rows of any PNG (grey made RGB, palette and tRNS expanded, 16 bits
+/// cut to 8, interlacing handled in `*passes` passes over every row). Returns the bytes of a row,
+/// or 0 on failure.
+static inline size_t pk_png_start_any(pk_png_reader *reader, int *passes) {
+    if (setjmp(png_jmpbuf(reader->png))) return 0;
+    png_set_expand(reader->png);
+    png_set_strip_16(reader->png);
+    png_set_gray_to_rgb(reader->png);
+    *passes = png_set_interlace_handling(reader->png);
     png_read_update_info(reader->png, reader->info);
     return png_get_rowbytes(reader->png, reader->info);
 }

@@ -36,10 +36,14 @@ extension PipelineImage {
         if frameCount > 1 {
             let frames = copy.frames()
             for frame in frames { try body(frame) }
-            return PipelineImage(taking: try Wand.joining(frames), sourceFormat: sourceFormat)
+            var image = PipelineImage(taking: try Wand.joining(frames), sourceFormat: sourceFormat)
+            image.degraded = degraded
+            return image
         }
         try body(copy)
-        return PipelineImage(taking: copy, sourceFormat: sourceFormat)
+        var image = PipelineImage(taking: copy, sourceFormat: sourceFormat)
+        image.degraded = degraded
+        return image
     }
 
     /// Runs `body` on a private copy of this image's wand and returns what it returns (for encoders).

@@ -29,6 +29,10 @@ final class RunMetrics: Sendable {
     /// Counts one finished item.
     func record(_ item: ItemResult) {
         items(item.status.rawValue).increment()
+        if item.degraded != nil {
+            registry.makeCounter(descriptor: name("items_degraded", "total", "Items decoded despite damage (fail_on)."),
+                                 labels: [("pipeline", pipeline)]).increment()
+        }
         if let error = item.error {
             registry.makeCounter(descriptor: name("item_failures", "total", "Failed items by kind of failure."),
                                  labels: [("pipeline", pipeline), ("stage", error.stage.rawValue), ("kind", error.kind.rawValue)])

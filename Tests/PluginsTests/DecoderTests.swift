@@ -30,14 +30,14 @@ import TestSupport
         #expect(failure(Data()) == PipelineError(.decodeFailed, "empty input (0 bytes)"))
     }
 
-    @Test func htmlIsAnUnsupportedFormat() {
+    @Test func htmlIsNotAnImage() {
         let html = Data("<!DOCTYPE html><html><body>Not found</body></html>".utf8)
         #expect(failure(html, contentType: "image/jpeg")
-            == PipelineError(.unsupportedFormat, "the content is HTML, not an accepted image format (served as image/jpeg)"))
+            == PipelineError(.notAnImage, "the content is HTML, not an image (served as image/jpeg)"))
     }
 
-    @Test func plainTextIsAnUnsupportedFormat() {
-        #expect(failure(Data("hello, world\n".utf8)) == PipelineError(.unsupportedFormat, "the content is text, not an accepted image format"))
+    @Test func plainTextIsNotAnImage() {
+        #expect(failure(Data("hello, world\n".utf8)) == PipelineError(.notAnImage, "the content is text, not an image"))
     }
 
     @Test func binaryNoiseIsNotAnImage() {
@@ -52,7 +52,8 @@ import TestSupport
 
     @Test func svgIsRefused() {
         let svg = Data("<?xml version=\"1.0\"?><!DOCTYPE svg [<!ENTITY x SYSTEM \"file:///etc/passwd\">]><svg xmlns=\"http://www.w3.org/2000/svg\">&x;</svg>".utf8)
-        #expect(failure(svg) == PipelineError(.unsupportedFormat, "the content is SVG, not an accepted image format"))
+        #expect(failure(svg) == PipelineError(.unsupportedFormat,
+            "the content is SVG, which this decoder does not accept; set the decoder's allow_svg: true to render self-contained SVG"))
     }
 
     @Test func hugeHeaderFailsBeforeDecoding() throws {

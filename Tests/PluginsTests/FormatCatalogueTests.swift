@@ -247,16 +247,16 @@ import TestSupport
     @Test func hostileInputsFailWithTheirKinds() throws {
         let cases: [(String, Data, PipelineError)] = [
             ("MVG named .jpg", Data("push graphic-context\nviewbox 0 0 640 480\nimage over 0,0 0,0 'text:/etc/passwd'\npop graphic-context\n".utf8),
-             PipelineError(.unsupportedFormat, "the content is MVG, not an accepted image format")),
+             PipelineError(.unsupportedFormat, "the content is MVG, which is never decoded (its ImageMagick coder runs another program or reads other files)")),
             ("MSL", Data("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<image>\n<read filename=\"/etc/passwd\" />\n<write filename=\"/tmp/pwned.png\" />\n</image>\n".utf8),
-             PipelineError(.unsupportedFormat, "the content is MSL, not an accepted image format")),
+             PipelineError(.unsupportedFormat, "the content is MSL, which is never decoded (its ImageMagick coder runs another program or reads other files)")),
             ("SVG with an external entity", Data("<?xml version=\"1.0\"?><!DOCTYPE svg [<!ENTITY x SYSTEM \"file:///etc/passwd\">]><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"10\" height=\"10\"><text>&x;</text></svg>".utf8),
-             PipelineError(.unsupportedFormat, "the content is SVG, not an accepted image format")),
-            ("text: pseudo-file", Data("text:/etc/passwd\n".utf8), PipelineError(.unsupportedFormat, "the content is text, not an accepted image format")),
+             PipelineError(.unsupportedFormat, "the content is SVG, which this decoder does not accept; set the decoder's allow_svg: true to render self-contained SVG")),
+            ("text: pseudo-file", Data("text:/etc/passwd\n".utf8), PipelineError(.notAnImage, "the content is text, not an image")),
             ("HTML", Data("<!doctype html><html><body><img src=x></body></html>".utf8),
-             PipelineError(.unsupportedFormat, "the content is HTML, not an accepted image format")),
-            ("PostScript", Data("%!PS-Adobe-3.0\n(/etc/passwd) (r) file\n".utf8), PipelineError(.unsupportedFormat, "the content is PostScript, not an accepted image format")),
-            ("PDF", Data("%PDF-1.4\n1 0 obj\n".utf8), PipelineError(.unsupportedFormat, "the content is PDF, not an accepted image format")),
+             PipelineError(.notAnImage, "the content is HTML, not an image")),
+            ("PostScript", Data("%!PS-Adobe-3.0\n(/etc/passwd) (r) file\n".utf8), PipelineError(.unsupportedFormat, "the content is PostScript, which is never decoded (its ImageMagick coder runs another program or reads other files)")),
+            ("PDF", Data("%PDF-1.4\n1 0 obj\n".utf8), PipelineError(.unsupportedFormat, "the content is PDF, which is never decoded (its ImageMagick coder runs another program or reads other files)")),
             ("zero bytes", Data(), PipelineError(.decodeFailed, "empty input (0 bytes)")),
         ]
         for (name, data, expected) in cases {

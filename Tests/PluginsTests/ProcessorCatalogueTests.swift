@@ -204,7 +204,7 @@ import TestSupport
         }
         let text = dir.appendingPathComponent("mark.txt")
         try Data("not an image".utf8).write(to: text)
-        #expect(throws: PipelineError("invalid_option", "the watermark file '\(text.path)' is not usable: unsupported_format: the content is text, not an accepted image format")) {
+        #expect(throws: PipelineError("invalid_option", "the watermark file '\(text.path)' is not usable: not_an_image: the content is text, not an image")) {
             try Watermark.plugin.makeProcessor(Watermark.plugin.options(["file": .string(text.path)]))
         }
     }

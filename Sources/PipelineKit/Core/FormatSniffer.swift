@@ -21,11 +21,18 @@ public enum FormatSniffer {
         return text.unicodeScalars.allSatisfy { $0.value >= 0x20 || $0 == "\n" || $0 == "\r" || $0 == "\t" || $0 == "\u{0C}" }
     }
 
-    public static func sniff(_ data: Data) -> Sniffed {
+    /// What `data` is, from its first bytes (and, for a TGA 2.0 file, its footer).
+    ///
+    /// - Parameter tga: also recognise a TGA file that has no TGA 2.0 footer. TGA has no magic
+    ///   number: its header rules alone match some files that are not TGA at all, so they are
+    ///   applied only when the caller accepts TGA (`formats: [tga]`); otherwise such a file is
+    ///   ``Sniffed/unknown``.
+    public static func sniff(_ data: Data, tga: Bool = false) -> Sniffed {
         let b = [UInt8](data.prefix(64))
         func starts(_ bytes: [UInt8], at offset: Int = 0) -> Bool {
             b.count >= offset + bytes.count && Array(b[offset..<offset + bytes.count]) == bytes
         }
+        func isSpace(_ byte: UInt8) -> Bool { [0x20, 0x09, 0x0A, 0x0D, 0x0B, 0x0C].contains(byte) }
         if starts([0xFF, 0xD8, 0xFF]) { return .image("JPEG") }
         if starts([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) { return .image("PNG") }
         if starts(Array("GIF87a".utf8)) || starts(Array("GIF89a".utf8)) { return .image("GIF") }
@@ -40,8 +47,31 @@ public enum FormatSniffer {
             if ["avif", "avis"].contains(brand) { return .image("AVIF") }
             if ["heic", "heix", "hevc", "heim", "heis", "mif1", "msf1"].contains(brand) { return .image("HEIC") }
         }
-        if starts([0x00, 0x00, 0x00, 0x0C, 0x6A, 0x50, 0x20, 0x20]) { return .image("JP2") }
-        if starts(Array("8BPS".utf8)) { return .other("PSD") }
+        // JPEG 2000: the JP2 signature box, or a bare codestream (SOC then SIZ).
+        if starts([0x00, 0x00, 0x00, 0x0C, 0x6A, 0x50, 0x20, 0x20, 0x0D, 0x0A, 0x87, 0x0A]) { return .image("JP2") }
+        if starts([0xFF, 0x4F, 0xFF, 0x51]) { return .image("J2K") }
+        // Photoshop: version 1 (PSD) or 2 (large document, PSB).
+        if starts(Array("8BPS".utf8) + [0x00, 0x01]) { return .image("PSD") }
+        if starts(Array("8BPS".utf8) + [0x00, 0x02]) { return .image("PSB") }
+        // netpbm: P1-P7 (bitmap, greymap, pixmap in text or binary; PAM) and PF/Pf (PFM), then whitespace.
+        if b.count >= 3, b[0] == UInt8(ascii: "P"), (UInt8(ascii: "1")...UInt8(ascii: "7")).contains(b[1])
+            || b[1] == UInt8(ascii: "F") || b[1] == UInt8(ascii: "f"), isSpace(b[2]) {
+            return .image("PNM")
+        }
+        // PCX: manufacturer 10, a known version, RLE or none, 1/2/4/8 bits, a window that is not inverted.
+        if data.count >= 128, b.count >= 12, b[0] == 0x0A, [0, 2, 3, 4, 5].contains(b[1]), b[2] <= 1, [1, 2, 4, 8].contains(b[3]) {
+            let le = { (i: Int) in Int(b[i]) | Int(b[i + 1]) << 8 }
+            if le(4) <= le(8), le(6) <= le(10) { return .image("PCX") }
+        }
+        // SGI: magic 474, RLE or verbatim storage, 1 or 2 bytes per channel, 1 to 3 dimensions.
+        if starts([0x01, 0xDA]), b.count >= 6, b[2] <= 1, [1, 2].contains(b[3]), b[4] == 0, (1...3).contains(b[5]) {
+            return .image("SGI")
+        }
+        if starts([0x59, 0xA6, 0x6A, 0x95]) { return .image("SUN") }
+        // TGA 2.0 ends with its footer's signature; earlier TGA files only by their header rules.
+        if data.count >= 44, data.suffix(18).elementsEqual(Array("TRUEVISION-XFILE.".utf8) + [0]), isTGAHeader(b) {
+            return .image("TGA")
+        }
         if starts(Array("%PDF".utf8)) { return .other("PDF") }
         if starts(Array("%!".utf8)) || starts([0xC5, 0xD0, 0xD3, 0xC6]) { return .other("PostScript") }
         // Text-based formats: look past whitespace and a UTF-8 BOM.
@@ -60,6 +90,27 @@ public enum FormatSniffer {
         if lower.hasPrefix("{") || lower.hasPrefix("[") { return .other("JSON") }
         // Printable text (ImageMagick's TXT/TEXT coders, or a `text:`/`label:` pseudo-file name).
         if isText(data.prefix(512)) { return .other("text") }
+        if tga, isTGAHeader(b) { return .image("TGA") }
         return .unknown
+    }
+
+    /// Whether the first bytes follow TGA's header rules: colour-mapped (types 1 and 9) with a
+    /// colour map of known entry size, true-colour (2 and 10) or grey (3 and 11) without one, a
+    /// known pixel depth, a size, and the descriptor's reserved bits clear.
+    static func isTGAHeader(_ b: [UInt8]) -> Bool {
+        guard b.count >= 18 else { return false }
+        let le = { (i: Int) in Int(b[i]) | Int(b[i + 1]) << 8 }
+        let mapType = b[1], type = b[2], mapLength = le(5), entryBits = b[7], depth = b[16], descriptor = b[17]
+        guard le(12) > 0, le(14) > 0, descriptor & 0xC0 == 0, descriptor & 0x0F <= 8 else { return false }
+        switch type {
+        case 1, 9:
+            return mapType == 1 && mapLength > 0 && [15, 16, 24, 32].contains(entryBits) && [8, 16].contains(depth)
+        case 2, 10:
+            return mapType == 0 && [15, 16, 24, 32].contains(depth)
+        case 3, 11:
+            return mapType == 0 && [8, 16].contains(depth)
+        default:
+            return false
+        }
     }
 }

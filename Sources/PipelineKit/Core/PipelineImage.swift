@@ -31,9 +31,14 @@ public struct PipelineImage: Sendable {
     public let sourceFormat: String
     /// The pixels, owned by the codec that made them.
     public let storage: any PixelStorage
+    /// Set by a decoder that decoded a damaged file anyway (its `fail_on` allowed it): why the
+    /// pixels may be incomplete, such as "JPEG: premature end of data". The item is then reported
+    /// as degraded, and its images and outputs are never cached.
+    public var degraded: String?
 
     public init(width: Int, height: Int, hasAlpha: Bool, frameCount: Int = 1, sourceFormat: String,
-                storage: any PixelStorage) {
+                storage: any PixelStorage, degraded: String? = nil) {
+        self.degraded = degraded
         self.width = width
         self.height = height
         self.hasAlpha = hasAlpha

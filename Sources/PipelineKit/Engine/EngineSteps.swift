@@ -61,6 +61,8 @@ struct ProcessedImages: Sendable {
     var loaded: LoadedSource?
     var cacheImage: CacheOutcome
     var timings = StageTimings()
+    /// Why the decode was degraded (see ``PipelineImage/degraded``), when it was.
+    var degraded: String?
 }
 
 /// Step "encode": one variant's bytes.
@@ -86,4 +88,6 @@ struct ItemOutcome: Sendable {
     var cacheData = CacheOutcome.off
     var cacheImage = CacheOutcome.off
     var timings = StageTimings()
+    /// Why the decode was degraded, when it was.
+    var degraded: String?
 }

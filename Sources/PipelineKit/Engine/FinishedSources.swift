@@ -121,6 +121,7 @@ enum OutcomeCoding {
         word(outcome.size.width); word(outcome.size.height); word(outcome.bytesIn); word(outcome.bytesOut)
         text(outcome.cacheData.rawValue); text(outcome.cacheImage.rawValue)
         [outcome.timings.load, outcome.timings.decode, outcome.timings.process, outcome.timings.encode].forEach(number)
+        if let degraded = outcome.degraded { word(1); text(degraded) } else { word(0) }
     }
 
     static func decode(_ bytes: ArraySlice<UInt8>) -> ItemOutcome {
@@ -147,6 +148,7 @@ enum OutcomeCoding {
         outcome.cacheData = CacheOutcome(rawValue: text()) ?? .off
         outcome.cacheImage = CacheOutcome(rawValue: text()) ?? .off
         outcome.timings = StageTimings(load: number(), decode: number(), process: number(), encode: number())
+        outcome.degraded = word() == 1 ? text() : nil
         return outcome
     }
 }

@@ -73,6 +73,9 @@ public struct ItemResult: Sendable, Codable {
     public var timings = StageTimings()
     public var cacheData: CacheOutcome = .off
     public var cacheImage: CacheOutcome = .off
+    /// When the decoder decoded a damaged source anyway (`fail_on` allowed it): why its pixels
+    /// may be incomplete. The item is `ok`, and counted as degraded in the summary.
+    public var degraded: String?
 
     public init(source: String, index: Int, status: ItemStatus) {
         self.source = source
@@ -90,7 +93,7 @@ public struct ItemResult: Sendable, Codable {
 
     enum CodingKeys: String, CodingKey {
         case source, index, status, outputs, error, width, height
-        case bytesIn = "bytes_in", bytesOut = "bytes_out", timings = "timings_ms", cache
+        case bytesIn = "bytes_in", bytesOut = "bytes_out", timings = "timings_ms", cache, degraded
     }
     struct Cache: Codable { var data: CacheOutcome; var image: CacheOutcome }
 
@@ -107,6 +110,7 @@ public struct ItemResult: Sendable, Codable {
         try c.encode(bytesOut, forKey: .bytesOut)
         try c.encode(timings, forKey: .timings)
         try c.encode(Cache(data: cacheData, image: cacheImage), forKey: .cache)
+        try c.encodeIfPresent(degraded, forKey: .degraded)
     }
 
     public init(from decoder: any Decoder) throws {
@@ -124,6 +128,7 @@ public struct ItemResult: Sendable, Codable {
         let cache = try c.decodeIfPresent(Cache.self, forKey: .cache)
         cacheData = cache?.data ?? .off
         cacheImage = cache?.image ?? .off
+        degraded = try c.decodeIfPresent(String.self, forKey: .degraded)
     }
 }
 
@@ -133,6 +138,8 @@ public struct RunSummary: Sendable, Codable {
     public var ok = 0
     public var failed = 0
     public var skipped = 0
+    /// Items decoded despite damage (`ok`, with ``ItemResult/degraded`` set).
+    public var degraded = 0
     public var wallSeconds = 0.0
     public var bytesIn = 0
     public var bytesOut = 0
@@ -147,8 +154,24 @@ public struct RunSummary: Sendable, Codable {
 
     public init() {}
 
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        total = try c.decode(Int.self, forKey: .total)
+        ok = try c.decode(Int.self, forKey: .ok)
+        failed = try c.decode(Int.self, forKey: .failed)
+        skipped = try c.decode(Int.self, forKey: .skipped)
+        degraded = try c.decodeIfPresent(Int.self, forKey: .degraded) ?? 0  // reports before fail_on have none
+        wallSeconds = try c.decode(Double.self, forKey: .wallSeconds)
+        bytesIn = try c.decode(Int.self, forKey: .bytesIn)
+        bytesOut = try c.decode(Int.self, forKey: .bytesOut)
+        imageCacheEvictions = try c.decodeIfPresent(Int.self, forKey: .imageCacheEvictions)
+        notStarted = try c.decodeIfPresent(Int.self, forKey: .notStarted)
+        shard = try c.decodeIfPresent(String.self, forKey: .shard)
+        otherShards = try c.decodeIfPresent(Int.self, forKey: .otherShards)
+    }
+
     enum CodingKeys: String, CodingKey {
-        case total, ok, failed, skipped
+        case total, ok, failed, skipped, degraded
         case wallSeconds = "wall_seconds", bytesIn = "bytes_in", bytesOut = "bytes_out"
         case imageCacheEvictions = "image_cache_evictions", notStarted = "not_started"
         case shard, otherShards = "other_shards"
@@ -162,6 +185,7 @@ public struct RunSummary: Sendable, Codable {
             all.ok += part.ok
             all.failed += part.failed
             all.skipped += part.skipped
+            all.degraded += part.degraded
             all.wallSeconds = max(all.wallSeconds, part.wallSeconds)
             all.bytesIn += part.bytesIn
             all.bytesOut += part.bytesOut
@@ -179,6 +203,7 @@ public struct RunSummary: Sendable, Codable {
         case .failed: failed += 1
         case .skipped: skipped += 1
         }
+        if item.degraded != nil { degraded += 1 }
         bytesIn += item.bytesIn
         bytesOut += item.bytesOut
     }

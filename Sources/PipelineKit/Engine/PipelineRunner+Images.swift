@@ -12,7 +12,8 @@ extension PipelineRunner {
         let made = try await images(plan, needed: needed, preloaded: stored.loaded, tracker: tracker)
         tracker.enter(.encode)
         var outcome = ItemOutcome(planned: plan.planned, bytesIn: made.loaded?.data.data.count ?? 0,
-                                  cacheData: made.loaded?.cache ?? .off, cacheImage: made.cacheImage, timings: made.timings)
+                                  cacheData: made.loaded?.cache ?? .off, cacheImage: made.cacheImage, timings: made.timings,
+                                  degraded: made.degraded)
         for index in variants.indices {
             let encoded: EncodedOutput
             if let entry = stored.entries[index] {
@@ -21,7 +22,8 @@ extension PipelineRunner {
             } else {
                 encoded = try await encode(made.images[index]!, variant: index)
                 outcome.timings.encode += encoded.milliseconds
-                await storeOutput(encoded, plan, variant: index, stored: stored)
+                // Damaged pixels are never stored: a later run decodes the source again (and says so).
+                if made.degraded == nil { await storeOutput(encoded, plan, variant: index, stored: stored) }
             }
             tracker.enter(.output)
             try await write(encoded, plan, variant: index, into: &outcome)
@@ -43,16 +45,17 @@ extension PipelineRunner {
         let job = try await decodeAndProcess(loaded.data, pending: pending, tracker: tracker)
         for (index, image) in job.finished {
             images[index] = image
-            imageCache?.store(image, for: base + variants[index].prefixIDs.last!)
+            if job.degraded == nil { imageCache?.store(image, for: base + variants[index].prefixIDs.last!) }
         }
         // Prefixes that more than one variant starts from are worth keeping for the next duplicate.
         var uses: [String: Int] = [:]
         for variant in variants { for id in Set(variant.prefixIDs) { uses[id, default: 0] += 1 } }
-        for (id, image) in job.prefixes where uses[id, default: 0] > 1 && !id.isEmpty {
+        for (id, image) in job.prefixes where uses[id, default: 0] > 1 && !id.isEmpty && job.degraded == nil {
             imageCache?.store(image, for: base + id)
         }
         return ProcessedImages(images: images, loaded: loaded, cacheImage: imageCache == nil ? .off : .miss,
-                               timings: StageTimings(load: loaded.milliseconds, decode: job.decode, process: job.process))
+                               timings: StageTimings(load: loaded.milliseconds, decode: job.decode, process: job.process),
+                               degraded: job.degraded)
     }
 
     /// What one decode-and-process job made.
@@ -62,6 +65,8 @@ extension PipelineRunner {
         var prefixes: [String: PipelineImage] = [:]
         var decode: Double = 0
         var process: Double = 0
+        /// Why the decode was degraded, when it was.
+        var degraded: String?
     }
 
     /// Decodes `data` and runs the `pending` variants' chains in one job on one worker, holding the
@@ -79,7 +84,7 @@ extension PipelineRunner {
             do { decoded = try decoder.decode(data, hint: hint) } catch {
                 throw Self.classify(error, stage: .decode, kind: .decodeFailed, plugin: decoderName)
             }
-            var job = ChainsJob(decode: (ContinuousClock.now - start).milliseconds)
+            var job = ChainsJob(decode: (ContinuousClock.now - start).milliseconds, degraded: decoded.degraded)
             tracker.enter(.process)
             let processStart = ContinuousClock.now
             job.prefixes = ["": decoded]

@@ -124,6 +124,7 @@ extension PipelineRunner {
         result.width = fetchOnly ? nil : outcome.size.width
         result.height = fetchOnly ? nil : outcome.size.height
         result.bytesOut = outcome.bytesOut
+        result.degraded = outcome.degraded
         if reused {
             result.cacheData = dataCache == nil ? .off : .hit
             result.cacheImage = fetchOnly ? .off : .hit

@@ -17,7 +17,8 @@ public enum SummaryText {
                               outputDirectory: String?, examples: Int = 3) -> String {
         var lines: [String] = []
         let rate = summary.wallSeconds > 0 ? Double(summary.total) / summary.wallSeconds : 0
-        lines.append("\(pipeline): \(summary.total) items: \(summary.ok) ok, \(summary.failed) failed, "
+        let degraded = summary.degraded > 0 ? " (\(summary.degraded) degraded: decoded despite damage, as fail_on allows)" : ""
+        lines.append("\(pipeline): \(summary.total) items: \(summary.ok) ok\(degraded), \(summary.failed) failed, "
             + "\(summary.skipped) skipped in \(String(format: "%.2f", summary.wallSeconds))s "
             + "(\(String(format: "%.1f", rate)) items/s)")
         if let shard = summary.shard {

@@ -23,11 +23,33 @@ public struct ImageMagickDecoder: ImageDecoding {
         case fast
     }
 
-    /// The raster formats accepted: these, when this ImageMagick can read them under its policy.
-    public static let defaultFormats = ["JPEG", "PNG", "GIF", "WEBP", "TIFF", "BMP", "ICO", "HEIC", "AVIF"]
+    /// The names the `formats` option takes, each with the ImageMagick coders it allows (as
+    /// ``FormatSniffer`` names what it recognises). Every one is recognised by its content; a
+    /// coder that runs another program or reads other files (PostScript, PDF, MVG, MSL, TXT, URL...)
+    /// is none of them and can never be allowed.
+    public static let formatCoders: KeyValuePairs<String, [String]> = [
+        "jpeg": ["JPEG"], "png": ["PNG"], "gif": ["GIF"], "webp": ["WEBP"], "tiff": ["TIFF"], "bmp": ["BMP"],
+        "ico": ["ICO"], "heic": ["HEIC"], "avif": ["AVIF"],
+        "jp2": ["JP2", "J2K"], "pnm": ["PNM"], "tga": ["TGA"], "pcx": ["PCX"], "psd": ["PSD", "PSB"],
+        "sgi": ["SGI"], "sun": ["SUN"],
+    ]
 
-    /// The formats this build accepts (HEIC and AVIF only with the libheif delegate).
-    public static let readableFormats: [String] = defaultFormats.filter { Magick.canRead($0) }
+    /// The `formats` accepted unless a pipeline says otherwise: the web's raster formats, whose
+    /// coders are the most used and the most fuzzed.
+    public static let defaultFormats = ["jpeg", "png", "gif", "webp", "tiff", "bmp", "ico", "heic", "avif"]
+
+    /// The coders whose orientation is an EXIF orientation (or TIFF's tag), applied by `auto_orient`.
+    static let orientedFormats: Set<String> = ["JPEG", "PNG", "TIFF", "WEBP", "HEIC", "AVIF"]
+
+    /// The `formats` name that allows `coder` (`J2K` → `jp2`).
+    public static func formatName(of coder: String) -> String? {
+        formatCoders.first { $0.value.contains(coder) }?.key
+    }
+
+    /// The default formats this build reads (HEIC and AVIF only with the libheif delegate).
+    public static let readableFormats: [String] = defaultFormats.filter { name in
+        formatCoders.first { $0.key == name }!.value.allSatisfy { Magick.canRead($0) }
+    }
 
     public static let plugin = Plugin.decoder(
         PluginSpec(
@@ -45,6 +67,11 @@ public struct ImageMagickDecoder: ImageDecoding {
                       doc: "Convert CMYK and ICC-profiled images to sRGB (through the embedded profile with lcms) and drop the profile; false keeps the colour space and profile as they are."),
                 .oneOf("shrink_on_load", ShrinkOnLoad.allCases.map(\.rawValue), default: "true",
                        doc: "Reduce while decoding when the output needs much less (JPEG by DCT scaling, PNG and WebP while read), always keeping at least twice the output size for the resize filter; fast keeps only the output size (quicker, visibly softer on fine detail); false decodes every pixel."),
+                .list("formats", of: .oneOf(formatCoders.map(\.key)), default: defaultFormats.map { .string($0) },
+                      doc: "The formats accepted, each recognised from the content, never from the name: jpeg, png, gif, webp, tiff (BigTIFF too), bmp, ico, heic, avif by default; jp2 (JPEG 2000), pnm (netpbm: PBM, PGM, PPM, PAM, PFM), tga, pcx, psd (and PSB), sgi and sun when listed. Another recognised format fails as unsupported_format naming the entry to add.")
+                    .example("[jpeg, png, webp, tga, pnm]"),
+                .oneOf("fail_on", FailOn.allCases.map(\.rawValue), default: "warning",
+                       doc: "How much damage fails an image, as libvips's fail_on: warning fails on any sign of damage; error lets the codec's warnings through (extraneous bytes, a bad Huffman code); truncated fails only a file that ends early; none decodes whatever can be decoded. An image decoded despite damage is ok, marked degraded with the reason in the report, and never cached."),
                 .bool("allow_svg", default: false,
                       doc: "Accept SVG (rendered by ImageMagick); only self-contained documents: entities, external references, scripts and style imports are refused."),
             ]),
@@ -69,8 +96,13 @@ public struct ImageMagickDecoder: ImageDecoding {
         return BoxReducer.blockSize(for: size, shrink: shrink, headroom: headroom)
     }
     let allowSVG: Bool
+    let failOn: FailOn
+    /// The ImageMagick coders the `formats` option allows.
+    let allowedCoders: Set<String>
 
     init(options: PluginOptions) {
+        let names = options.list("formats")?.map(\.description) ?? Self.defaultFormats
+        allowedCoders = Set(names.flatMap { name in Self.formatCoders.first { $0.key == name }?.value ?? [] })
         maxPixels = options.int("max_pixels")!
         maxWidth = options.int("max_width")!
         maxHeight = options.int("max_height")!
@@ -80,13 +112,14 @@ public struct ImageMagickDecoder: ImageDecoding {
         shrinkMode = options.string("shrink_on_load").flatMap(ShrinkOnLoad.init(rawValue:))
             ?? (options.bool("shrink_on_load") == false ? .off : .on)
         allowSVG = options.bool("allow_svg") ?? false
+        failOn = options.string("fail_on").flatMap(FailOn.init(rawValue:)) ?? .warning
     }
 
     /// From the header: pixels as decoded (after JPEG scaling) at 8 bytes each (ImageMagick Q16),
     /// plus the codec's own buffers (a row-set for JPEG, up to a full 8-bit copy for the others),
     /// plus the compressed bytes.
     public func estimatedMemory(_ loaded: LoadedData, hint: DecodeHint) -> Int? {
-        guard case .image(let format) = FormatSniffer.sniff(loaded.data) else { return nil }
+        guard case .image(let format) = FormatSniffer.sniff(loaded.data, tga: allowedCoders.contains("TGA")) else { return nil }
         let heif = ["HEIC", "AVIF"].contains(format)
             ? (try? HEIFReducer.File(loaded.data))?.size : nil
         guard let size = heif ?? HeaderProbe.dimensions(loaded.data, format: format), size.width > 0, size.height > 0 else { return nil }
@@ -143,18 +176,31 @@ public struct ImageMagickDecoder: ImageDecoding {
     /// The coder for `loaded`, from its first bytes, or the error that refuses it.
     func format(of loaded: LoadedData) throws -> String {
         let served = loaded.contentType.map { " (served as \($0))" } ?? ""
-        switch FormatSniffer.sniff(loaded.data) {
-        case .image(let name):
-            guard Self.readableFormats.contains(name) else {
-                throw PipelineError(.unsupportedFormat, "\(name) images are not accepted by this decoder")
+        switch FormatSniffer.sniff(loaded.data, tga: allowedCoders.contains("TGA")) {
+        case .image(let coder):
+            let name = Self.formatName(of: coder) ?? coder.lowercased()
+            guard allowedCoders.contains(coder) else {
+                throw PipelineError(.unsupportedFormat, "the content is \(coder), an image format this decoder does not accept"
+                    + served + "; add \(name) to the decoder's 'formats' to accept it")
             }
-            return name
+            guard Magick.canRead(coder) else {
+                throw PipelineError(.unsupportedFormat, "the content is \(coder); 'formats' allows \(name), but this "
+                    + "ImageMagick cannot read it (its policy.xml refuses the coder, or the delegate library is missing)")
+            }
+            return coder
         case .other("SVG") where allowSVG:
             try SVGScreen.check(loaded.data)
             // ImageMagick's own renderer: the SVG coder would hand the file to an external program.
             return "MSVG"
+        case .other("SVG"):
+            throw PipelineError(.unsupportedFormat, "the content is SVG, which this decoder does not accept" + served
+                + "; set the decoder's allow_svg: true to render self-contained SVG")
+        case .other(let name) where ["HTML", "XML", "JSON", "text"].contains(name):
+            throw PipelineError(.notAnImage, "the content is \(name), not an image" + served)
         case .other(let name):
-            throw PipelineError(.unsupportedFormat, "the content is \(name), not an accepted image format" + served)
+            // PostScript and PDF run Ghostscript; MVG and MSL read and write other files.
+            throw PipelineError(.unsupportedFormat, "the content is \(name), which is never decoded (its ImageMagick coder "
+                + "runs another program or reads other files)" + served)
         case .unknown:
             throw PipelineError(.notAnImage, "the content is not a recognised image format" + served)
         }
@@ -190,17 +236,79 @@ public struct ImageMagickDecoder: ImageDecoding {
                 + "max_width \(maxWidth), max_height \(maxHeight))")
         }
 
+        // A path of our own first; when it refuses damage that fail_on lets through, ImageMagick's
+        // coder decodes what it can (and is held to fail_on in turn).
+        var refused: PipelineError?
+        do {
+            if let image = try reducedDecode(data, format: format, size: size, heif: heif, hint: hint) { return image }
+        } catch let error as PipelineError where error.kind == .decodeFailed && !failOn.stops(Damage.level(of: error.message)) {
+            refused = error
+        }
+
+        var wand = Wand()
+        var damage: Damage?
+        if format == "JPEG", let scaled = jpegScaled(size, hint: hint) {
+            wand.setOption("jpeg:size", scaled.ask)
+        }
+        // One frame more than allowed is enough to know there are too many; the rest is never decoded.
+        let multiFrame = ["GIF", "WEBP", "TIFF", "ICO", "HEIC", "AVIF"].contains(format)
+        if format == "MSVG" {
+            try SVGScreen.render(data, into: wand)
+        } else {
+            do {
+                try wand.read(data, format: format, maxFrames: multiFrame ? (maxFrames == 1 ? 1 : maxFrames + 1) : nil)
+            } catch let error as PipelineError {
+                if format == "PNG", let salvaged = try salvagedPNG(data) { return salvaged }
+                throw refused ?? error  // nothing decoded: our own path's reason is the more precise
+            }
+            if let problem = wand.readProblem() {
+                if format == "PNG", let salvaged = try salvagedPNG(data) { return salvaged }
+                if failOn.stops(problem.level) { throw PipelineError(.decodeFailed, refused?.message ?? problem.message) }
+                damage = refused.map { Damage(level: Damage.level(of: $0.message), message: $0.message) } ?? problem
+            } else if let refused {
+                damage = Damage(level: Damage.level(of: refused.message), message: refused.message)
+            }
+        }
+        if wand.frameCount > maxFrames {
+            if maxFrames > 1 {
+                throw PipelineError(.tooLarge, "the animation has more than \(maxFrames) frames (max_frames \(maxFrames))")
+            }
+            try wand.keepFirstFrame()
+        }
+        if wand.frameCount > 1 {
+            if wand.frameCount * width * height > maxPixels * maxFrames {
+                throw PipelineError(.tooLarge, "\(wand.frameCount) frames of \(width)x\(height) exceed the limits")
+            }
+            wand = try wand.coalesced()
+        }
+        for frame in wand.frameCount > 1 ? wand.frames() : [wand] {
+            // Orientation means EXIF's (or TIFF's tag). ImageMagick's TGA coder, for one, already
+            // stores the rows top down and still reports the file's bottom-left origin.
+            if Self.orientedFormats.contains(format) {
+                if autoOrient { try frame.autoOrient() }
+            } else {
+                frame.orientation = 1
+            }
+            if toSRGB { try frame.convertToSRGB() }
+        }
+        return image(wand, format, damage)
+    }
+
+    /// The image decoded by one of the paths of this decoder's own that reduce while decoding
+    /// (see the reducers), or `nil` when none takes `data`.
+    func reducedDecode(_ data: Data, format: String, size: PixelSize, heif: HEIFReducer.File?,
+                       hint: DecodeHint) throws -> PipelineImage? {
         // PNGs are reduced while they are read when the output needs much less (see PNGReducer).
         if format == "PNG", let factor = block(size, hint: hint),
-           let reduced = try PNGReducer.decode(data, factor: factor, toSRGB: toSRGB) {
-            return PipelineImage(taking: reduced, sourceFormat: format)
+           let reduced = try PNGReducer.decode(data, factor: factor, toSRGB: toSRGB, failOn: failOn) {
+            return image(reduced.wand, format, reduced.damage)
         }
 
         // JPEGs are scaled by libjpeg and averaged while read (see JPEGReducer).
         if format == "JPEG", shrinkOnLoad, let plan = JPEGReducer.plan(size, hint: hint, headroom: headroom),
-           let wand = try JPEGReducer.decode(data, plan: plan, toSRGB: toSRGB, autoOrient: autoOrient) {
-            if toSRGB { try wand.convertToSRGB() }
-            return PipelineImage(taking: wand, sourceFormat: format)
+           let reduced = try JPEGReducer.decode(data, plan: plan, toSRGB: toSRGB, autoOrient: autoOrient, failOn: failOn) {
+            if toSRGB { try reduced.wand.convertToSRGB() }
+            return image(reduced.wand, format, reduced.damage)
         }
         // AVIF and HEIC: libheif to 8 bits, averaged before ImageMagick sees them (see HEIFReducer).
         if let heif, maxFrames == 1,
@@ -225,39 +333,25 @@ public struct ImageMagickDecoder: ImageDecoding {
             if toSRGB { try wand.convertToSRGB() }
             return PipelineImage(taking: wand, sourceFormat: format)
         }
-
-        var wand = Wand()
-        if format == "JPEG", let scaled = jpegScaled(size, hint: hint) {
-            wand.setOption("jpeg:size", scaled.ask)
-        }
-        // One frame more than allowed is enough to know there are too many; the rest is never decoded.
-        let multiFrame = ["GIF", "WEBP", "TIFF", "ICO", "HEIC", "AVIF"].contains(format)
-        if format == "MSVG" {
-            try SVGScreen.render(data, into: wand)
-        } else {
-            try wand.read(data, format: format, maxFrames: multiFrame ? (maxFrames == 1 ? 1 : maxFrames + 1) : nil)
-            if let problem = wand.readProblem() {
-                throw PipelineError(.decodeFailed, problem)
-            }
-        }
-        if wand.frameCount > maxFrames {
-            if maxFrames > 1 {
-                throw PipelineError(.tooLarge, "the animation has more than \(maxFrames) frames (max_frames \(maxFrames))")
-            }
-            try wand.keepFirstFrame()
-        }
-        if wand.frameCount > 1 {
-            if wand.frameCount * width * height > maxPixels * maxFrames {
-                throw PipelineError(.tooLarge, "\(wand.frameCount) frames of \(width)x\(height) exceed the limits")
-            }
-            wand = try wand.coalesced()
-        }
-        for frame in wand.frameCount > 1 ? wand.frames() : [wand] {
-            if autoOrient { try frame.autoOrient() }
-            if toSRGB { try frame.convertToSRGB() }
-        }
-        return PipelineImage(taking: wand, sourceFormat: format)
+        return nil
     }
+
+    /// A damaged PNG that ImageMagick's coder gave up on or complained about, read by libpng as
+    /// `fail_on` allows (see ``PNGReducer/decodeWhole(_:failOn:)``): libpng's precise reason when
+    /// the damage stops it.
+    func salvagedPNG(_ data: Data) throws -> PipelineImage? {
+        guard let (wand, damage) = try PNGReducer.decodeWhole(data, failOn: failOn) else { return nil }
+        if toSRGB { try wand.convertToSRGB() }
+        return image(wand, "PNG", damage)
+    }
+
+    /// `wand` as the decoded image, marked degraded by `damage`.
+    func image(_ wand: Wand, _ format: String, _ damage: Damage? = nil) -> PipelineImage {
+        var image = PipelineImage(taking: wand, sourceFormat: format)
+        image.degraded = damage?.message
+        return image
+    }
+
 }
 
 extension Wand {
@@ -291,16 +385,27 @@ extension Wand {
         try toSRGB()
     }
 
-    /// A warning from the last read that means the pixels are incomplete (a truncated or corrupt
-    /// file that ImageMagick decoded anyway, filling the rest with grey), or `nil`.
-    func readProblem() -> String? {
+    /// The damage the last read met and decoded past (a truncated or corrupt file that ImageMagick
+    /// decoded anyway, filling the rest with grey), or `nil`: the worst of an error, a corrupt-image
+    /// warning, or a message that says the data is incomplete. Other warnings (an unknown TIFF tag,
+    /// a PNG's edited sRGB profile) are not damage.
+    func readProblem() -> Damage? {
         let found = [pendingException(), imageException()].compactMap { $0 }
-        let incomplete = ["premature end", "truncat", "insufficient image data", "corrupt image", "unexpected end",
-                          "read error", "improper image header", "damaged", "crc error", "unsupported marker"]
+        let incomplete = ["corrupt image", "improper image header", "damaged", "crc error", "unsupported marker"]
+        var worst: Damage?
         for (severity, message) in found {
-            let lower = message.lowercased()
-            if severity.rawValue >= ErrorException.rawValue || incomplete.contains(where: lower.contains) { return message }
+            var level = Damage.level(of: message)
+            if level != .truncated {
+                if severity.rawValue >= ErrorException.rawValue {
+                    level = .error
+                } else if severity == CorruptImageWarning || incomplete.contains(where: message.lowercased().contains) {
+                    level = .warning
+                } else {
+                    continue
+                }
+            }
+            if level > (worst?.level ?? .warning) || worst == nil { worst = Damage(level: level, message: message) }
         }
-        return nil
+        return worst
     }
 }

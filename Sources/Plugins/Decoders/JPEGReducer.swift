@@ -43,12 +43,14 @@ enum JPEGReducer {
         return coefficients + size.width * 16 * 3 + scaledWidth * 3 * 5 + plan.size.width * plan.size.height * (3 + 8)
     }
 
-    /// The reduced image, or `nil` when this JPEG is one for ImageMagick (not 3-component YCbCr or
-    /// RGB). Throws `decode_failed` with libjpeg's reason for a corrupt or truncated file.
-    static func decode(_ data: Data, plan: Plan, toSRGB: Bool, autoOrient: Bool) throws -> Wand? {
-        try data.withUnsafeBytes { raw -> Wand? in
+    /// The reduced image, with the damage read past (as `fail_on` allows) when there was some, or
+    /// `nil` when this JPEG is one for ImageMagick (not 3-component YCbCr or RGB). Throws
+    /// `decode_failed` with libjpeg's reason for a file too damaged for `failOn`.
+    static func decode(_ data: Data, plan: Plan, toSRGB: Bool, autoOrient: Bool,
+                       failOn: FailOn = .warning) throws -> (wand: Wand, damage: Damage?)? {
+        try data.withUnsafeBytes { raw -> (wand: Wand, damage: Damage?)? in
             var ok: Int32 = 0
-            guard let reader = pk_jpeg_open(raw.baseAddress, raw.count, &ok) else { return nil }
+            guard let reader = pk_jpeg_open(raw.baseAddress, raw.count, failOn.failLevel, &ok) else { return nil }
             defer { pk_jpeg_close(reader) }
             guard ok != 0 else { throw failure(reader) }
             var width: Int32 = 0, height: Int32 = 0, components: Int32 = 0, space: Int32 = 0, progressive: Int32 = 0
@@ -86,7 +88,9 @@ enum JPEGReducer {
                 try wand.setICCProfile(profile)
             }
             if autoOrient { try wand.autoOrient() }
-            return wand
+            var level: Int32 = 0
+            let message = String(cString: pk_jpeg_damage(reader, &level))
+            return (wand, Damage.Level(rawValue: Int(level)).map { Damage(level: $0, message: "JPEG: " + message) })
         }
     }
 

@@ -57,10 +57,11 @@ enum PNGReducer {
 
     /// A PNG opened from `data` with its header chunks read, handed to `body`; `nil` when out of
     /// memory. Throws `decode_failed` with libpng's reason when the header chunks are corrupt.
-    static func withReader<T>(_ data: Data, _ body: (UnsafeMutablePointer<pk_png_reader>) throws -> T?) throws -> T? {
+    static func withReader<T>(_ data: Data, failOn: FailOn = .warning,
+                              _ body: (UnsafeMutablePointer<pk_png_reader>) throws -> T?) throws -> T? {
         try data.withUnsafeBytes { raw -> T? in
             var ok: Int32 = 0
-            guard let reader = pk_png_open(raw.baseAddress, raw.count, &ok) else { return nil }
+            guard let reader = pk_png_open(raw.baseAddress, raw.count, failOn.failLevel, &ok) else { return nil }
             defer { pk_png_close(reader) }
             guard ok != 0 else { throw failure(reader) }
             return try body(reader)
@@ -72,10 +73,12 @@ enum PNGReducer {
         ((try? withReader(data) { plan($0, toSRGB: toSRGB) }) ?? nil) != nil
     }
 
-    /// The reduced image, or `nil` when this PNG is not one for the fast path (see ``plan``).
-    /// Throws `decode_failed` with libpng's reason for a corrupt or truncated file.
-    static func decode(_ data: Data, factor: Int, toSRGB: Bool) throws -> Wand? {
-        try withReader(data) { reader -> Wand? in
+    /// The reduced image, with the damage read past (as `failOn` allows) when there was some, or
+    /// `nil` when this PNG is not one for the fast path (see ``plan``). Throws `decode_failed`
+    /// with libpng's reason for a file too damaged for `failOn`. When the image data stops early
+    /// and `failOn` allows it, the rows not read are left black and transparent.
+    static func decode(_ data: Data, factor: Int, toSRGB: Bool, failOn: FailOn = .warning) throws -> (wand: Wand, damage: Damage?)? {
+        try withReader(data, failOn: failOn) { reader -> (wand: Wand, damage: Damage?)? in
             guard let plan = plan(reader, toSRGB: toSRGB) else { return nil }
             let rowBytes = pk_png_start(reader)
             guard rowBytes == plan.width * (plan.alpha ? 4 : 3) else {
@@ -83,10 +86,75 @@ enum PNGReducer {
             }
             let width = plan.width, height = plan.height
             let box = BoxReducer(width: width, height: height, factor: factor, alpha: plan.alpha)
-            let pixels = try box.reduce { try readRow(reader, &$0) }
+            var damage: Damage?
+            var rowsRead = 0
+            let pixels = try box.reduce { row in
+                if damage != nil {  // the data stopped: the rest is left empty
+                    row.withUnsafeMutableBufferPointer { $0.update(repeating: 0) }
+                    return
+                }
+                do {
+                    try readRow(reader, &row)
+                    rowsRead += 1
+                } catch let error as PipelineError {
+                    let level: Damage.Level = reader.pointee.truncated != 0 ? .truncated : Damage.level(of: error.message)
+                    guard !failOn.stops(level), rowsRead > 0 else { throw error }
+                    damage = Damage(level: level, message: error.message + " (\(rowsRead) of \(height) rows decoded)")
+                    row.withUnsafeMutableBufferPointer { $0.update(repeating: 0) }
+                }
+            }
+            if damage == nil, reader.pointee.damage_level != 0 {
+                let message = withUnsafeBytes(of: &reader.pointee.damage) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                damage = Damage(level: .error, message: "PNG: " + message)
+            }
             let wand = try Wand.fromPixels(pixels, width: box.outWidth, height: box.outHeight, hasAlpha: plan.alpha)
             if let profile = plan.profile { try wand.setICCProfile(profile) }
-            return wand
+            return (wand, damage)
+        }
+    }
+
+    /// Any PNG, whole, from libpng: for a damaged file that ImageMagick's coder gives up on (it
+    /// keeps nothing of a PNG that ends early, and gives no reason), decoded past its damage as
+    /// `failOn` allows, or failing with libpng's reason. Rows never read stay black and
+    /// transparent; an interlaced image keeps what its earlier passes gave. An ICC profile is
+    /// attached for the caller to convert or keep.
+    static func decodeWhole(_ data: Data, failOn: FailOn) throws -> (wand: Wand, damage: Damage?)? {
+        try withReader(data, failOn: failOn) { reader -> (wand: Wand, damage: Damage?)? in
+            var width: UInt32 = 0, height: UInt32 = 0, profileLength: UInt32 = 0
+            var colorType: Int32 = 0, interlaced: Int32 = 0, transparency: Int32 = 0
+            var profileBytes: UnsafePointer<UInt8>?
+            pk_png_header(reader, &width, &height, &colorType, &interlaced, &transparency, &profileBytes, &profileLength)
+            let profile = profileBytes.map { Data(bytes: $0, count: Int(profileLength)) }
+            let alpha = colorType & PNG_COLOR_MASK_ALPHA != 0 || transparency != 0
+            var passes: Int32 = 1
+            let rowBytes = pk_png_start_any(reader, &passes)
+            guard rowBytes == Int(width) * (alpha ? 4 : 3) else {
+                throw rowBytes == 0 ? failure(reader) : PipelineError(.decodeFailed, "PNG: unexpected row layout")
+            }
+            var pixels = [UInt8](repeating: 0, count: rowBytes * Int(height))
+            var damage: Damage?
+            var rowsRead = 0
+            reading: for _ in 0..<passes {
+                for y in 0..<Int(height) {
+                    let ok = pixels.withUnsafeMutableBufferPointer { pk_png_read_row(reader, $0.baseAddress! + y * rowBytes) }
+                    if ok == 0 {
+                        let error = failure(reader)
+                        let level: Damage.Level = reader.pointee.truncated != 0 ? .truncated : Damage.level(of: error.message)
+                        guard !failOn.stops(level), rowsRead > 0 else { throw error }
+                        let total = Int(height) * Int(passes)
+                        damage = Damage(level: level, message: error.message + " (\(rowsRead) of \(total) rows decoded)")
+                        break reading
+                    }
+                    rowsRead += 1
+                }
+            }
+            if damage == nil, reader.pointee.damage_level != 0 {
+                let message = withUnsafeBytes(of: &reader.pointee.damage) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                damage = Damage(level: .error, message: "PNG: " + message)
+            }
+            let wand = try Wand.fromPixels(pixels, width: Int(width), height: Int(height), hasAlpha: alpha)
+            if let profile, profileLength > 0 { try wand.setICCProfile(profile) }
+            return (wand, damage)
         }
     }
 

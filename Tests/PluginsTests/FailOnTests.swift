@@ -1,0 +1,111 @@
+import Foundation
+import MagickKit
+import PipelineKit
+@testable import Plugins
+import Testing
+import TestSupport
+
+/// `fail_on` on truncated and corrupt JPEGs and PNGs, through the reduce-on-load paths (a 32x24
+/// hint) and through ImageMagick's (no hint): what each level decodes, and how it is marked.
+@Suite struct FailOnTests: CodecSuite {
+    static let levels = ["warning", "error", "truncated", "none"]
+    static let small = DecodeHint(targetSize: PixelSize(width: 32, height: 24))
+
+    /// A 256x192 picture with detail, as `format`.
+    static func picture(_ format: String) throws -> Data {
+        try Fixtures.image("plasma:fractal", width: 256, height: 192, format: format, quality: 92)
+    }
+
+    func decode(_ data: Data, failOn: String, hint: DecodeHint) -> Result<PipelineImage, PipelineError> {
+        do {
+            let decoder = try decoder(["fail_on": .string(failOn)])
+            return .success(try decoder.decode(LoadedData(data: data), hint: hint))
+        } catch {
+            return .failure(error as? PipelineError ?? PipelineError(.decodeFailed, "\(error)"))
+        }
+    }
+
+    /// The mean and spread of the grey level over rows `rows` of `image`.
+    func rows(_ image: PipelineImage, _ rows: Range<Int>) throws -> (mean: Double, spread: Double) {
+        try image.withCopy { wand in
+            var values: [Double] = []
+            for y in rows { for x in stride(from: 0, to: image.width, by: max(1, image.width / 16)) {
+                let p = try wand.pixel(x: x, y: y)
+                values.append((p.red + p.green + p.blue) / 3)
+            } }
+            let mean = values.reduce(0, +) / Double(values.count)
+            return (mean, values.map { abs($0 - mean) }.max() ?? 0)
+        }
+    }
+
+    @Test(arguments: [false, true])
+    func truncatedJPEG(reduced: Bool) throws {
+        let whole = try Self.picture("JPEG")
+        let cut = whole.prefix(whole.count * 55 / 100)
+        let hint = reduced ? Self.small : DecodeHint()
+        for level in Self.levels.dropLast() {
+            guard case .failure(let error) = decode(cut, failOn: level, hint: hint) else {
+                Issue.record("fail_on \(level) decoded a truncated JPEG"); continue
+            }
+            #expect(error.kind == .decodeFailed && error.message.contains("Premature end of JPEG file"), "\(level): \(error)")
+        }
+        let image = try decode(cut, failOn: "none", hint: hint).get()
+        #expect(image.degraded?.contains("Premature end of JPEG file") == true, "\(image.degraded ?? "not degraded")")
+        // The top is the picture; the end is libjpeg's flat grey.
+        let full = try decode(whole, failOn: "warning", hint: hint).get()
+        #expect(image.width == full.width && image.height == full.height)
+        let top = try rows(image, 0..<2), bottom = try rows(image, image.height - 2..<image.height)
+        #expect(abs(top.mean - (try rows(full, 0..<2)).mean) < 0.02, "\(top)")
+        #expect(bottom.spread < 0.03, "bottom \(bottom)")
+        #expect(full.degraded == nil)
+    }
+
+    @Test(arguments: [false, true])
+    func truncatedPNG(reduced: Bool) throws {
+        let whole = try Self.picture("PNG")
+        let cut = whole.prefix(whole.count * 55 / 100)
+        let hint = reduced ? Self.small : DecodeHint()
+        for level in Self.levels.dropLast() {
+            guard case .failure(let error) = decode(cut, failOn: level, hint: hint) else {
+                Issue.record("fail_on \(level) decoded a truncated PNG"); continue
+            }
+            #expect(error.kind == .decodeFailed, "\(level): \(error)")
+        }
+        let image = try decode(cut, failOn: "none", hint: hint).get()
+        #expect(image.degraded != nil)
+        let full = try decode(whole, failOn: "warning", hint: hint).get()
+        #expect(image.width == full.width && image.height == full.height)
+        let top = try rows(image, 0..<2), bottom = try rows(image, image.height - 2..<image.height)
+        #expect(abs(top.mean - (try rows(full, 0..<2)).mean) < 0.02, "\(top)")
+        #expect(bottom.spread < 0.03, "bottom \(bottom)")
+    }
+
+    /// A PNG whose image data has a wrong CRC: an error, decoded past from `truncated` down.
+    @Test(arguments: [false, true])
+    func pngWithBadCRC(reduced: Bool) throws {
+        var bytes = [UInt8](try Self.picture("PNG"))
+        // The first IDAT chunk's CRC: after its 4-byte length, 4-byte type and data.
+        let idat = (0..<bytes.count - 4).first { bytes[$0..<$0 + 4].elementsEqual("IDAT".utf8) }!
+        let length = Int(bytes[idat - 4]) << 24 | Int(bytes[idat - 3]) << 16 | Int(bytes[idat - 2]) << 8 | Int(bytes[idat - 1])
+        bytes[idat + 4 + length] ^= 0xFF
+        let hint = reduced ? Self.small : DecodeHint()
+        for level in ["warning", "error"] {
+            let result = decode(Data(bytes), failOn: level, hint: hint)
+            guard case .failure(let error) = result else { Issue.record("fail_on \(level) decoded a bad CRC"); continue }
+            #expect(error.kind == .decodeFailed && error.message.contains("CRC"), "\(error)")
+        }
+        for level in ["truncated", "none"] {
+            let image = try decode(Data(bytes), failOn: level, hint: hint).get()
+            #expect(image.degraded?.contains("CRC") == true, "\(level): \(image.degraded ?? "not degraded")")
+        }
+    }
+
+    @Test func intactImagesAreNeverDegraded() throws {
+        for format in ["JPEG", "PNG", "GIF", "WEBP", "TIFF"] {
+            for hint in [DecodeHint(), Self.small] {
+                let image = try decode(try Self.picture(format), failOn: "none", hint: hint).get()
+                #expect(image.degraded == nil, "\(format)")
+            }
+        }
+    }
+}

@@ -11,7 +11,7 @@ TEST_PACKAGES = chromium libheif-examples libavif-bin
 SLURM_PACKAGES = slurmctld slurmd slurm-client munge
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps install install-services build release run test stress samples docs bench bench-loader clean
+.PHONY: deps test-deps install install-services build release run test stress samples docs bench bench-loader fuzz clean
 
 deps:
 	@$(MAKE) -s install PACKAGES="$(APT_PACKAGES)"
@@ -78,6 +78,10 @@ bench: release
 
 bench-loader: release
 	bench/loader.sh
+
+# libFuzzer on every parser of untrusted bytes we own, FUZZ_SECONDS (default 60) each (Fuzz/run.sh).
+fuzz: deps
+	Fuzz/run.sh
 
 # Regenerates the plugin reference from the plugins' specs.
 docs: build

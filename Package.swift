@@ -1,4 +1,5 @@
 // swift-tools-version:6.0
+import Foundation
 import PackageDescription
 
 let package = Package(
@@ -121,7 +122,7 @@ let package = Package(
                 "PipelineKit", "MagickKit", "Plugins", "TestSupport",
                 .product(name: "FlyingFox", package: "FlyingFox"),
             ],
-            exclude: ["Fixtures"]  // SigV4 golden vectors, read as files
+            exclude: ["Fixtures"]  // SigV4 golden vectors and fuzz findings, read as files
         ),
         .testTarget(
             name: "EndToEndTests",
@@ -133,3 +134,11 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// The libFuzzer harness for the parsers of untrusted bytes we own (`make fuzz`; Fuzz/run.sh).
+// Declared only when PIPELINEKIT_FUZZ is set: it links libFuzzer's main (`-sanitize=fuzzer`),
+// which no other build wants.
+if ProcessInfo.processInfo.environment["PIPELINEKIT_FUZZ"] != nil {
+    package.targets.append(.executableTarget(name: "pipelinekit-fuzz", dependencies: ["Plugins"], path: "Fuzz/Harness"))
+    package.products.append(.executable(name: "pipelinekit-fuzz", targets: ["pipelinekit-fuzz"]))
+}

@@ -41,9 +41,12 @@ enum HEIFReducer {
             var handle: OpaquePointer?
             let primary = read.code == heif_error_Ok ? heif_context_get_primary_image_handle(context, &handle) : read
             guard primary.code == heif_error_Ok, let handle else {
+                // The message belongs to the context: read it before the context goes (fuzzing found
+                // this use after free on an empty input).
+                let failure = HEIFReducer.failure(primary)
                 heif_context_free(context)
                 bytes.deallocate()
-                throw HEIFReducer.failure(primary)
+                throw failure
             }
             self.context = context
             self.handle = handle

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Seed corpora for the fuzz targets (Fuzz/run.sh), made as the tests make their fixtures: from
+# ImageMagick's built-in images (rose:, plasma:, gradient:, logo:) in every variant the decode
+# paths branch on, small enough for libFuzzer's -max_len. Usage: Fuzz/seeds.sh DIR
+set -euo pipefail
+out=$1
+mkdir -p "$out"/{sniffer,header-probe,png,jpeg,webp,heif,tiff,gif,svg}
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+im() { convert "$@" 2>/dev/null || true; }
+src="$tmp/src.png"; im -size 48x32 plasma:fractal -seed 7 "$src"; im rose: -resize 48x32 "$src"
+alpha="$tmp/alpha.png"; im -size 48x32 xc:none -fill red -draw "rectangle 12,8 36,24" "$alpha"
+
+# PNG: every colour type, 16 bits, palette with tRNS, interlaced, a profile, cut short.
+im "$src" "$out/png/rgb.png"; im "$alpha" "$out/png/rgba.png"
+im "$src" -colorspace Gray "$out/png/grey.png"; im "$alpha" -colorspace Gray "$out/png/grey-alpha.png"
+im "$src" -depth 16 "PNG48:$out/png/rgb16.png"; im "$src" -colors 16 "PNG8:$out/png/palette.png"
+im "$alpha" -colors 8 "PNG8:$out/png/palette-trns.png"; im "$src" -interlace PNG "$out/png/interlaced.png"
+[ -f /usr/share/color/icc/ghostscript/srgb.icc ] && im "$src" -profile /usr/share/color/icc/ghostscript/srgb.icc "$out/png/icc.png"
+head -c 600 "$out/png/rgb.png" > "$out/png/truncated.png"
+
+# JPEG: baseline, progressive, grey, CMYK, EXIF orientations, restart markers, 4:4:4, cut short.
+im "$src" -quality 85 "$out/jpeg/baseline.jpg"; im "$src" -interlace JPEG "$out/jpeg/progressive.jpg"
+im "$src" -colorspace Gray "$out/jpeg/grey.jpg"; im "$src" -colorspace CMYK "$out/jpeg/cmyk.jpg"
+im "$src" -orient RightTop "$out/jpeg/orient6.jpg"; im "$src" -define jpeg:restart-interval=1 "$out/jpeg/restart.jpg"
+im "$src" -sampling-factor 1x1 "$out/jpeg/444.jpg"
+[ -f /usr/share/color/icc/ghostscript/srgb.icc ] && im "$src" -profile /usr/share/color/icc/ghostscript/srgb.icc "$out/jpeg/icc.jpg"
+head -c 700 "$out/jpeg/baseline.jpg" > "$out/jpeg/truncated.jpg"
+
+# WebP: lossy, lossless, alpha, animated.
+im "$src" -quality 80 "$out/webp/lossy.webp"; im "$src" -define webp:lossless=true "$out/webp/lossless.webp"
+im "$alpha" "$out/webp/alpha.webp"; im -delay 10 "$src" "$alpha" -loop 0 "$out/webp/animated.webp"
+
+# HEIF and AVIF (libheif's encoders, as the HEIF tests make theirs).
+if command -v heif-enc >/dev/null; then
+  heif-enc -q 50 -o "$out/heif/still.heic" "$src" >/dev/null 2>&1 || true
+  heif-enc -q 50 -o "$out/heif/alpha.heic" "$alpha" >/dev/null 2>&1 || true
+  heif-enc -A -q 50 -o "$out/heif/still.avif" "$src" >/dev/null 2>&1 || true
+fi
+command -v avifenc >/dev/null && avifenc -s 10 -q 50 "$alpha" "$out/heif/alpha.avif" >/dev/null 2>&1 || true
+
+# TIFF: each compression, 16 bits, alpha, palette, grey, CMYK, BigTIFF, tiles, two pages.
+im "$src" -compress Zip "$out/tiff/deflate.tif"; im "$src" -compress LZW "$out/tiff/lzw.tif"
+im "$src" -compress JPEG "$out/tiff/jpeg.tif"; im "$src" -depth 16 "$out/tiff/rgb16.tif"
+im "$alpha" "$out/tiff/alpha.tif"; im "$src" -colors 16 -type Palette "$out/tiff/palette.tif"
+im "$src" -colorspace Gray "$out/tiff/grey.tif"; im "$src" -colorspace CMYK "$out/tiff/cmyk.tif"
+im "$src" "TIFF64:$out/tiff/bigtiff.tif"; im "$src" -define tiff:tile-geometry=16x16 "$out/tiff/tiled.tif"
+im "$src" "$alpha" "$out/tiff/pages.tif"; im "$src" -orient RightTop "$out/tiff/orient6.tif"
+
+# GIF: still, transparent, interlaced, animated.
+im "$src" "$out/gif/still.gif"; im "$alpha" "$out/gif/transparent.gif"
+im "$src" -interlace GIF "$out/gif/interlaced.gif"; im -delay 10 "$src" "$alpha" -loop 0 "$out/gif/animated.gif"
+
+# SVG: what the screen accepts and what it refuses.
+printf '<svg xmlns="http://www.w3.org/2000/svg" width="40" height="30"><rect width="40" height="30" fill="red"/></svg>' > "$out/svg/plain.svg"
+printf '<?xml version="1.0"?><!DOCTYPE svg [<!ENTITY x SYSTEM "file:///etc/passwd">]><svg xmlns="http://www.w3.org/2000/svg"><text>&x;</text></svg>' > "$out/svg/entity.svg"
+printf '<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" viewBox="0 0 10 5"><use xlink:href="#a"/><image href="text:/etc/passwd"/><rect style="fill:url(#g)"/></svg>' > "$out/svg/refs.svg"
+
+# The sniffer and the header probe: one of everything, opt-in formats and documents too.
+for f in "$out"/{png,jpeg,webp,heif,tiff,gif,svg}/*; do cp "$f" "$out/sniffer/"; cp "$f" "$out/header-probe/"; done
+for fmt in bmp ico jp2 j2k ppm pgm pbm pam pfm tga pcx psd sgi sun; do
+  im "$src" -resize 16x16 "$out/sniffer/seed.$fmt"; cp "$out/sniffer/seed.$fmt" "$out/header-probe/" 2>/dev/null || true
+done
+printf 'P1\n4 2\n1 0 1 0\n0 1 0 1\n' > "$out/sniffer/plain.pbm"
+printf '<!doctype html><html><body>404</body></html>' > "$out/sniffer/page.html"
+printf '%%PDF-1.4\n1 0 obj\n' > "$out/sniffer/doc.pdf"
+printf 'push graphic-context\nviewbox 0 0 10 10\npop graphic-context\n' > "$out/sniffer/draw.mvg"
+find "$out" -type f -empty -delete

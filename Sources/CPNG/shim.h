@@ -6,8 +6,9 @@
 // is therefore made inside one of the small functions below, each of which sets its own jump
 // target first and turns an error into a return value, with libpng's message kept in the reader.
 // Warnings (such as an edited sRGB profile) are discarded: they never stop a read. A CRC mismatch
-// is an error unless the reader's `fail_level` (the decoder's fail_on) lets damage of level 2
-// through, when it is recorded as the read's damage and the data used.
+// in a critical chunk is an error unless the reader's `fail_level` (the decoder's fail_on) lets
+// damage of level 2 through, when its data is used; in an ancillary chunk libpng drops the chunk.
+// Either is recorded as the read's damage, for the caller to hold to fail_on.
 #include <setjmp.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,7 +24,8 @@ typedef struct {
     size_t size, position;
     /// 1 when the last failure was the data ending early.
     int truncated;
-    /// 2 when a CRC mismatch was read past, else 0; with its message.
+    /// The worst CRC mismatch read past (0 none; 1 in an ancillary chunk, which libpng drops;
+    /// 2 in a critical one, whose data is used), with the first one's message.
     int damage_level;
     char damage[160];
     /// libpng's message for the last failure.
@@ -39,9 +41,11 @@ static void pk_png_on_error(png_structp png, png_const_charp message) {
 
 static void pk_png_on_warning(png_structp png, png_const_charp message) {
     pk_png_reader *reader = (pk_png_reader *)png_get_error_ptr(png);
-    if (message && strstr(message, "CRC error") && reader->damage_level == 0) {
-        reader->damage_level = 2;
-        strncpy(reader->damage, message, sizeof reader->damage - 1);
+    if (message && strstr(message, "CRC error")) {
+        // "<chunk>: CRC error": a critical chunk's name starts with a capital letter.
+        int level = message[0] >= 'A' && message[0] <= 'Z' ? 2 : 1;
+        if (reader->damage_level == 0) strncpy(reader->damage, message, sizeof reader->damage - 1);
+        if (level > reader->damage_level) reader->damage_level = level;
     }
 }
 

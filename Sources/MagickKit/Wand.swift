@@ -31,8 +31,23 @@ public final class Wand {
         guard let text = MagickGetException(pointer, &severity) else { return fallback }
         defer { _ = MagickRelinquishMemory(text) }
         MagickClearException(pointer)
-        let message = String(cString: text).trimmingCharacters(in: .whitespacesAndNewlines)
+        let message = Self.reason(String(cString: text))
         return message.isEmpty ? fallback : message
+    }
+
+    /// An ImageMagick message reduced to its reason: without the file name it appends in
+    /// `quotes' (always "image" or empty here: blobs have no name) and its source position
+    /// ("@ error/bmp.c/ReadBMPImage/870"), which mean nothing to a user.
+    public static func reason(_ message: String) -> String {
+        // Delegate libraries end lines inside their messages (OpenJPEG, libtiff): one line here.
+        var reason = message.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty }.joined(separator: " ")
+        if let position = reason.range(of: " @ ", options: .backwards),
+           reason[position.upperBound...].range(of: #"^(error|warning|fatal)/"#, options: .regularExpression) != nil {
+            reason = String(reason[..<position.lowerBound])
+        }
+        for name in [" `image'", " `'", " `image[0]'"] where reason.hasSuffix(name) { reason.removeLast(name.count) }
+        return reason.trimmingCharacters(in: .whitespaces)
     }
 
     /// The exception left on the wand (a warning after a read that otherwise succeeded), and clears it.
@@ -42,7 +57,7 @@ public final class Wand {
         defer { _ = MagickRelinquishMemory(text) }
         MagickClearException(pointer)
         guard severity != UndefinedException else { return nil }
-        return (severity, String(cString: text).trimmingCharacters(in: .whitespacesAndNewlines))
+        return (severity, Self.reason(String(cString: text)))
     }
 
     /// The exception recorded on the images themselves during a read (ImageMagick's coders put
@@ -53,7 +68,7 @@ public final class Wand {
         defer { _ = DestroyExceptionInfo(exception) }
         GetImageException(image, exception)
         guard let info = exception, info.pointee.severity != UndefinedException else { return nil }
-        let reason = info.pointee.reason.map { String(cString: $0) } ?? "unknown problem"
+        let reason = info.pointee.reason.map { Self.reason(String(cString: $0)) } ?? "unknown problem"
         return (info.pointee.severity, reason)
     }
 

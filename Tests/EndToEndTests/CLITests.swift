@@ -114,6 +114,35 @@ import TestSupport
         #expect(result.stdout.contains("\(files.count) items: \(files.count) ok"))
     }
 
+    /// A truncated JPEG: failed under the default fail_on, decoded and marked degraded under
+    /// fail_on: none (report item, summary count, summary line), and the same source twice in one
+    /// list is marked both times (a degraded decode is never reused as if it were whole).
+    @Test func failOnNoneMarksDamagedItemsDegraded() async throws {
+        let dir = try Fixtures.temporaryDirectory("degraded")
+        let whole = try Fixtures.image("plasma:fractal", width: 400, height: 300)
+        let cut = dir.appendingPathComponent("cut.jpg"), good = dir.appendingPathComponent("good.jpg")
+        try whole.prefix(whole.count / 2).write(to: cut)
+        try whole.write(to: good)
+        let list = dir.appendingPathComponent("list.txt")
+        try "\(cut.path)\n\(good.path)\n\(cut.path)\n".write(to: list, atomically: true, encoding: .utf8)
+        let strict = try await pipelinectl(["run", try thumbnailsPipeline(in: dir), list.path, "--report", dir.appendingPathComponent("strict.json").path])
+        #expect(strict.status == 1)
+        #expect(strict.stdout.contains("cut.jpg: decode (imagemagick) decode_failed: JPEG: Premature end of JPEG file"), "\(strict.stdout)")
+
+        var text = try String(contentsOfFile: try thumbnailsPipeline(in: dir), encoding: .utf8)
+        text = text.replacingOccurrences(of: "decoder: imagemagick", with: "decoder:\n  imagemagick: { fail_on: none }")
+        let pipeline = dir.appendingPathComponent("lenient.yaml")
+        try text.write(to: pipeline, atomically: true, encoding: .utf8)
+        let reportPath = dir.appendingPathComponent("lenient.json")
+        let lenient = try await pipelinectl(["run", pipeline.path, list.path, "--report", reportPath.path])
+        #expect(lenient.status == 0, "\(lenient.stdout)\n\(lenient.stderr)")
+        #expect(lenient.stdout.contains("3 items: 3 ok (2 degraded: decoded despite damage, as fail_on allows), 0 failed"), "\(lenient.stdout)")
+        let report = try report(reportPath)
+        let items = try #require(report["items"] as? [[String: Any]])
+        #expect(items.map { $0["degraded"] as? String } == ["JPEG: Premature end of JPEG file", nil, "JPEG: Premature end of JPEG file"])
+        #expect((report["summary"] as? [String: Any])?["degraded"] as? Int == 2)
+    }
+
     @Test func badItemsFailAloneWithTheirKindAndExitOne() async throws {
         let server = try await TestServer.start()
         server.serve("/ok.jpg", try Fixtures.jpeg(640, 480))

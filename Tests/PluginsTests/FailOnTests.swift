@@ -100,6 +100,24 @@ import TestSupport
         }
     }
 
+    /// A bad CRC in an ancillary chunk (gAMA): libpng drops the chunk and the pixels are whole,
+    /// so only `warning` fails it; the others decode it, marked degraded.
+    @Test(arguments: [false, true])
+    func pngWithBadAncillaryCRC(reduced: Bool) throws {
+        var bytes = [UInt8](try Self.picture("PNG"))
+        let gama = try #require((0..<bytes.count - 4).first { bytes[$0..<$0 + 4].elementsEqual("gAMA".utf8) })
+        bytes[gama + 4 + 4] ^= 0xFF  // gAMA holds 4 bytes; its CRC follows
+        let hint = reduced ? Self.small : DecodeHint()
+        guard case .failure(let error) = decode(Data(bytes), failOn: "warning", hint: hint) else {
+            Issue.record("fail_on warning decoded a bad gAMA CRC"); return
+        }
+        #expect(error == PipelineError(.decodeFailed, "PNG: gAMA: CRC error"))
+        for level in ["error", "truncated", "none"] {
+            let image = try decode(Data(bytes), failOn: level, hint: hint).get()
+            #expect(image.degraded == "PNG: gAMA: CRC error", "\(level): \(image.degraded ?? "not degraded")")
+        }
+    }
+
     @Test func intactImagesAreNeverDegraded() throws {
         for format in ["JPEG", "PNG", "GIF", "WEBP", "TIFF"] {
             for hint in [DecodeHint(), Self.small] {

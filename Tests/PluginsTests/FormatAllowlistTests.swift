@@ -9,7 +9,7 @@ import TestSupport
 /// default as `unsupported_format` naming the entry that allows it, decoded once allowed; and
 /// content that is no image at all kept apart as `not_an_image`.
 @Suite struct FormatAllowlistTests {
-    static let optIn = ["jp2", "pnm", "tga", "pcx", "psd", "sgi", "sun"]
+    static let optIn = ["jp2", "pnm", "tga", "pcx", "psd", "sgi", "sun", "dds", "fits", "xbm", "xpm"]
 
     /// `rose:` (70x46) written by ImageMagick as `coder`, with coder options.
     static func rose(_ coder: String, _ options: [String: String] = [:]) throws -> Data {
@@ -35,6 +35,11 @@ import TestSupport
             ("PSD", try rose("PSD"), "PSD", "psd"),
             ("SGI", try rose("SGI"), "SGI", "sgi"),
             ("Sun raster", try rose("SUN"), "SUN", "sun"),
+            ("DCX", try rose("DCX"), "DCX", "pcx"),
+            ("DDS", try rose("DDS", ["dds:compression": "none"]), "DDS", "dds"),
+            ("FITS", try rose("FITS"), "FITS", "fits"),
+            ("XPM", try rose("XPM"), "XPM", "xpm"),
+            ("XBM", try rose("XBM"), "XBM", "xbm"),
         ]
     }
 
@@ -76,8 +81,8 @@ import TestSupport
             #expect(image.sourceFormat == coder, "\(label)")
             if label.hasSuffix("plain") { continue }
             #expect(image.width == 70 && image.height == 46, "\(label): \(image.width)x\(image.height)")
-            // PBM and PGM are black and white or grey: only their size is compared.
-            if label.hasPrefix("PBM") || label.hasPrefix("PGM") { continue }
+            // PBM, XBM and PGM are black and white or grey, XPM and FITS reduced: only their size is compared.
+            if ["PBM", "PGM", "XBM", "XPM", "FITS"].contains(where: label.hasPrefix) { continue }
             let score = try image.withCopy { try $0.psnr(against: reference) }
             #expect(score > 30, "\(label): \(score) dB")
         }
@@ -105,6 +110,31 @@ import TestSupport
         let png = try Self.rose("PNG")
         #expect(failure(png, try decoder(["jpeg"])) == PipelineError(.unsupportedFormat,
             "the content is PNG, an image format this decoder does not accept; add png to the decoder's 'formats' to accept it"))
+    }
+
+    /// Image formats recognised but read by nothing here are named as such, not called "not an image".
+    @Test func knownFormatsThatCannotBeReadAreNamed() throws {
+        let decoder = try decoder()
+        let cases: [(Data, String)] = [
+            (Data("qoif".utf8) + Data(repeating: 0, count: 20), "QOI"),
+            (Data("icns".utf8) + Data(repeating: 0, count: 20), "ICNS"),
+            (Data([0, 0, 0, 0, 0x12, 0xAF]) + Data(repeating: 0, count: 20), "FLIC"),
+            (Data([0xFF, 0x0A, 0xFA, 0x7F]), "JPEG XL"),
+            (Data("gimp xcf v011".utf8), "XCF"),
+        ]
+        for (data, name) in cases {
+            #expect(failure(data, decoder) == PipelineError(.unsupportedFormat, "the content is \(name), an image format this decoder cannot read"))
+        }
+    }
+
+    /// A cursor is an icon with a hot spot: read as the icons are.
+    @Test func cursorsAreIcons() throws {
+        let ico = [UInt8](try Self.rose("ICO"))
+        var cur = ico
+        cur[2] = 2
+        #expect(FormatSniffer.sniff(Data(cur)) == .image("CUR"))
+        let image = try decoder().decode(LoadedData(data: Data(cur)), hint: DecodeHint())
+        #expect(image.width == 70 && image.height == 46 && image.sourceFormat == "CUR")
     }
 
     @Test func documentsAreNotImages() throws {

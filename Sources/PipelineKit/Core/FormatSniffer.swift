@@ -42,6 +42,7 @@ public enum FormatSniffer {
         if starts([0x49, 0x49, 0x2B, 0x00, 0x08, 0x00]) || starts([0x4D, 0x4D, 0x00, 0x2B, 0x00, 0x08]) { return .image("TIFF") }
         if starts(Array("BM".utf8)), b.count >= 14 { return .image("BMP") }
         if starts([0x00, 0x00, 0x01, 0x00]), b.count >= 6, b[4] != 0 || b[5] != 0 { return .image("ICO") }
+        if starts([0x00, 0x00, 0x02, 0x00]), b.count >= 6, b[4] != 0 || b[5] != 0 { return .image("CUR") }
         if starts(Array("ftyp".utf8), at: 4), b.count >= 12 {
             let brand = String(decoding: b[8..<12], as: UTF8.self)
             if ["avif", "avis"].contains(brand) { return .image("AVIF") }
@@ -68,11 +69,27 @@ public enum FormatSniffer {
             return .image("SGI")
         }
         if starts([0x59, 0xA6, 0x6A, 0x95]) { return .image("SUN") }
+        // DirectDraw Surface: magic and a 124-byte header. DCX: a directory of PCX pages. FITS: its
+        // first header card.
+        if starts(Array("DDS ".utf8) + [0x7C, 0x00, 0x00, 0x00]) { return .image("DDS") }
+        if starts([0xB1, 0x68, 0xDE, 0x3A]) { return .image("DCX") }
+        if starts(Array("SIMPLE  =".utf8)) { return .image("FITS") }
         // TGA 2.0 ends with its footer's signature; earlier TGA files only by their header rules.
         if data.count >= 44, data.suffix(18).elementsEqual(Array("TRUEVISION-XFILE.".utf8) + [0]), isTGAHeader(b) {
             return .image("TGA")
         }
         if starts(Array("%PDF".utf8)) { return .other("PDF") }
+        // Image formats recognised but read by nothing here, so that they are named as such.
+        if starts(Array("qoif".utf8)) { return .other("QOI") }
+        if starts(Array("icns".utf8)) { return .other("ICNS") }
+        if starts(Array("BLP1".utf8)) || starts(Array("BLP2".utf8)) { return .other("BLP") }
+        if b.count >= 6, [0x11, 0x12].contains(b[4]), b[5] == 0xAF { return .other("FLIC") }
+        if starts([0xFF, 0x0A]) || starts([0x00, 0x00, 0x00, 0x0C, 0x4A, 0x58, 0x4C, 0x20, 0x0D, 0x0A, 0x87, 0x0A]) { return .other("JPEG XL") }
+        if starts([0x76, 0x2F, 0x31, 0x01]) { return .other("OpenEXR") }
+        if starts(Array("gimp xcf".utf8)) { return .other("XCF") }
+        if starts(Array("BPG".utf8) + [0xFB]) { return .other("BPG") }
+        if starts([0xD7, 0xCD, 0xC6, 0x9A]) { return .other("WMF") }
+        if starts(Array("DanM".utf8)) || starts(Array("LinS".utf8)) { return .other("MSP") }
         if starts(Array("%!".utf8)) || starts([0xC5, 0xD0, 0xD3, 0xC6]) { return .other("PostScript") }
         // Text-based formats: look past whitespace and a UTF-8 BOM.
         var text = String(decoding: data.prefix(512), as: UTF8.self)
@@ -86,6 +103,9 @@ public enum FormatSniffer {
             return .other("MSL")
         }
         if lower.hasPrefix("<?xml") { return .other("XML") }
+        // X bitmaps and pixmaps: C source text.
+        if lower.hasPrefix("/* xpm */") { return .image("XPM") }
+        if lower.hasPrefix("#define "), lower.contains("_width ") { return .image("XBM") }
         if lower.hasPrefix("push graphic-context") || lower.hasPrefix("viewbox") { return .other("MVG") }
         if lower.hasPrefix("{") || lower.hasPrefix("[") { return .other("JSON") }
         // Printable text (ImageMagick's TXT/TEXT coders, or a `text:`/`label:` pseudo-file name).

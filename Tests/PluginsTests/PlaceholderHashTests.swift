@@ -1,0 +1,71 @@
+import Foundation
+import MagickKit
+import PipelineKit
+@testable import Plugins
+import Testing
+import TestSupport
+
+/// BlurHash and ThumbHash against the reference implementations on PyPI (`blurhash` 1.1.5,
+/// `thumbhash` 0.1.2, installed by `make test`): the same pixels must give the same hash.
+@Suite struct PlaceholderHashTests {
+    /// Opaque test pictures as 8-bit RGBA: detail, a gradient, a photo-like rose, a flat colour.
+    static func pictures() throws -> [(String, RGBAPixels)] {
+        try [("plasma", "plasma:fractal", 64, 48), ("gradient", "gradient:navy-orange", 40, 60),
+             ("rose", "rose:", nil, nil), ("flat", "xc:#3a7bd5", 20, 20), ("tiny", "plasma:", 3, 2)].map { name, spec, w, h in
+            let wand = Wand()
+            try wand.readBuiltIn(spec, size: w.flatMap { w in h.map { (w, $0) } })
+            let rgb = try wand.rgbBytes()
+            var rgba = [UInt8]()
+            for i in 0..<(wand.width * wand.height) { rgba += [rgb[i * 3], rgb[i * 3 + 1], rgb[i * 3 + 2], 255] }
+            return (name, RGBAPixels(width: wand.width, height: wand.height, bytes: rgba))
+        }
+    }
+
+    /// The reference package's answer for `pixels`, from a Python script reading them as JSON.
+    func reference(_ script: String, _ pixels: RGBAPixels) async throws -> String {
+        let input = try JSONSerialization.data(withJSONObject: ["w": pixels.width, "h": pixels.height, "rgba": pixels.bytes.map(Int.init)])
+        let result = try await Command.run("/usr/bin/env", ["python3", "-c", script], stdin: input)
+        try #require(result.status == 0, "python3: \(result.stderr)")
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    @Test func blurHashMatchesThePyPIPackage() async throws {
+        let script = """
+            import json, sys, blurhash
+            d = json.load(sys.stdin); w, h, p = d["w"], d["h"], d["rgba"]
+            rows = [[p[(y * w + x) * 4:(y * w + x) * 4 + 3] for x in range(w)] for y in range(h)]
+            print(" ".join(blurhash.encode(rows, cx, cy) for cx, cy in [(4, 3), (1, 1), (9, 9), (5, 2)]))
+            """
+        for (name, pixels) in try Self.pictures() {
+            let ours = [(4, 3), (1, 1), (9, 9), (5, 2)].map { BlurHash.encode(pixels, x: $0.0, y: $0.1) }.joined(separator: " ")
+            #expect(ours == (try await reference(script, pixels)), "\(name)")
+        }
+    }
+
+    @Test func thumbHashMatchesThePyPIPackage() async throws {
+        let script = """
+            import json, sys, thumbhash
+            d = json.load(sys.stdin)
+            print(bytes(thumbhash.rgba_to_thumb_hash(d["w"], d["h"], d["rgba"])).hex())
+            """
+        for (name, pixels) in try Self.pictures() {
+            let ours = ThumbHash.encode(pixels).map { String(format: "%02x", $0) }.joined()
+            #expect(ours == (try await reference(script, pixels)), "\(name)")
+        }
+    }
+
+    /// The PyPI package fails on images with alpha (its alpha channel is assigned a tuple); the hash
+    /// here follows the JavaScript reference: the alpha flag, the alpha byte, and the aspect ratio
+    /// read back as the reference's decoder reads it.
+    @Test func thumbHashWithAlpha() throws {
+        var rgba = [UInt8]()
+        for y in 0..<30 { for x in 0..<40 { rgba += x >= 10 && x < 30 && y >= 8 && y < 22 ? [200, 30, 30, 255] : [0, 0, 0, 0] } }
+        let hash = ThumbHash.encode(RGBAPixels(width: 40, height: 30, bytes: rgba))
+        #expect(hash[2] & 0x80 != 0)  // has alpha
+        let header16 = Int(hash[3]) | Int(hash[4]) << 8
+        #expect(header16 >> 15 == 1)  // landscape
+        #expect(header16 & 7 == 4)  // ly = round(5 * 30 / 40) = 3.75 -> 4
+        let alphaDC = Double(hash[5] & 15) / 15
+        #expect(abs(alphaDC - 280.0 / 1200.0) < 0.07, "\(alphaDC)")
+    }
+}

@@ -69,3 +69,58 @@ import TestSupport
         #expect(abs(alphaDC - 280.0 / 1200.0) < 0.07, "\(alphaDC)")
     }
 }
+
+/// dHash and the median-cut palette: exact on pictures whose answer is known, and near-duplicates
+/// near, unrelated pictures far.
+@Suite struct ImageFactsAlgorithmTests {
+    func pixels(_ spec: String, _ width: Int, _ height: Int, resize: (Int, Int)? = nil, quality: Int? = nil) throws -> RGBAPixels {
+        let wand = Wand()
+        try wand.readBuiltIn(spec, size: (width, height))
+        var image = wand
+        if let quality {  // a JPEG round trip
+            image = Wand()
+            try image.read(try wand.encode(format: "JPEG", quality: quality), format: "JPEG")
+        }
+        if let resize { try image.resize(width: resize.0, height: resize.1) }
+        let rgb = try image.rgbBytes()
+        var rgba = [UInt8]()
+        for i in 0..<(image.width * image.height) { rgba += [rgb[i * 3], rgb[i * 3 + 1], rgb[i * 3 + 2], 255] }
+        return RGBAPixels(width: image.width, height: image.height, bytes: rgba)
+    }
+
+    @Test func differenceHashOfAGradient() throws {
+        // Brightness rises left to right: every neighbour comparison is "brighter", all 64 bits set.
+        var ramp = [UInt8]()
+        for _ in 0..<80 { for x in 0..<90 { let v = UInt8(x * 255 / 89); ramp += [v, v, v, 255] } }
+        #expect(DifferenceHash.encode(RGBAPixels(width: 90, height: 80, bytes: ramp)) == "ffffffffffffffff")
+        #expect(DifferenceHash.encode(try pixels("xc:gray", 90, 80)) == "0000000000000000")
+    }
+
+    @Test func nearDuplicatesAreNearAndOthersFar() throws {
+        let original = try pixels("logo:", 640, 480)
+        let smaller = try pixels("logo:", 640, 480, resize: (320, 240))
+        let recompressed = try pixels("logo:", 640, 480, quality: 40)
+        let other = try pixels("rose:", 70, 46)
+        let hash = DifferenceHash.encode(original)
+        #expect(DifferenceHash.distance(hash, DifferenceHash.encode(smaller))! <= 4)
+        #expect(DifferenceHash.distance(hash, DifferenceHash.encode(recompressed))! <= 4)
+        #expect(DifferenceHash.distance(hash, DifferenceHash.encode(other))! >= 16)
+    }
+
+    @Test func paletteOfKnownColours() throws {
+        // Three quarters red, one quarter blue, and a transparent column that does not count.
+        var rgba = [UInt8]()
+        for _ in 0..<10 { for x in 0..<9 { rgba += x == 8 ? [0, 255, 0, 0] : x < 6 ? [255, 0, 0, 255] : [0, 0, 255, 255] } }
+        let swatches = Palette.swatches(RGBAPixels(width: 9, height: 10, bytes: rgba), count: 5)
+        #expect(swatches == [Palette.Swatch(hex: "#ff0000", share: 0.75), Palette.Swatch(hex: "#0000ff", share: 0.25)])
+        #expect(Palette.swatches(RGBAPixels(width: 1, height: 1, bytes: [9, 9, 9, 0])).isEmpty)
+    }
+
+    @Test func paletteOfAPhotoHasTheAskedCountAndShares() throws {
+        let swatches = Palette.swatches(try pixels("rose:", 70, 46), count: 5)
+        #expect(swatches.count == 5)
+        #expect(abs(swatches.map(\.share).reduce(0, +) - 1) < 0.01)
+        #expect(swatches.map(\.share) == swatches.map(\.share).sorted(by: >))
+    }
+}
+

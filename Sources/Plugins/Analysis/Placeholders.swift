@@ -177,3 +177,99 @@ public enum ThumbHash {
         return hash
     }
 }
+
+/// A perceptual hash for finding near-duplicates: dHash (the brightness gradient between
+/// neighbours of a 9x8 grey thumbnail), 64 bits. Two pictures of the same scene differ in a few
+/// bits (resized, recompressed, lightly edited); unrelated pictures in about half.
+public enum DifferenceHash {
+    /// The hash, as 16 hexadecimal digits.
+    public static func encode(_ pixels: RGBAPixels) -> String {
+        let grey = areaAverage(pixels, width: 9, height: 8)
+        var bits: UInt64 = 0
+        for y in 0..<8 {
+            for x in 0..<8 {
+                bits <<= 1
+                if grey[y * 9 + x] < grey[y * 9 + x + 1] { bits |= 1 }
+            }
+        }
+        return String(format: "%016llx", bits)
+    }
+
+    /// Bits that differ between two hashes (0 to 64).
+    public static func distance(_ a: String, _ b: String) -> Int? {
+        guard let x = UInt64(a, radix: 16), let y = UInt64(b, radix: 16) else { return nil }
+        return (x ^ y).nonzeroBitCount
+    }
+
+    /// Luma (Rec. 601, alpha composited on white) averaged over `width` x `height` areas.
+    static func areaAverage(_ pixels: RGBAPixels, width: Int, height: Int) -> [Double] {
+        var sums = [Double](repeating: 0, count: width * height), counts = sums
+        for y in 0..<pixels.height {
+            let cy = min(height - 1, y * height / pixels.height)
+            for x in 0..<pixels.width {
+                let cx = min(width - 1, x * width / pixels.width), i = (y * pixels.width + x) * 4
+                let a = Double(pixels.bytes[i + 3]) / 255
+                let luma = 0.299 * Double(pixels.bytes[i]) + 0.587 * Double(pixels.bytes[i + 1]) + 0.114 * Double(pixels.bytes[i + 2])
+                sums[cy * width + cx] += luma * a + 255 * (1 - a)
+                counts[cy * width + cx] += 1
+            }
+        }
+        return zip(sums, counts).map { $1 > 0 ? $0 / $1 : 0 }
+    }
+}
+
+/// The dominant colour and a small palette, by median cut over the opaque pixels: the colour
+/// space is split at the median of its widest channel until there are as many boxes as colours
+/// asked for; each box's mean is a colour, weighted by the pixels it holds.
+public enum Palette {
+    /// A palette colour: `#rrggbb` and the share of the (opaque) pixels it stands for.
+    public struct Swatch: Sendable, Equatable {
+        public let hex: String
+        public let share: Double
+    }
+
+    /// Up to `count` colours, the most common first (the first is the dominant colour); empty
+    /// when every pixel is transparent.
+    public static func swatches(_ pixels: RGBAPixels, count: Int = 5) -> [Swatch] {
+        var colours: [(UInt8, UInt8, UInt8)] = []
+        colours.reserveCapacity(pixels.width * pixels.height)
+        for i in 0..<(pixels.width * pixels.height) where pixels.bytes[i * 4 + 3] >= 128 {
+            colours.append((pixels.bytes[i * 4], pixels.bytes[i * 4 + 1], pixels.bytes[i * 4 + 2]))
+        }
+        guard !colours.isEmpty else { return [] }
+        var boxes: [ArraySlice<(UInt8, UInt8, UInt8)>] = [colours[...]]
+        func channel(_ c: (UInt8, UInt8, UInt8), _ k: Int) -> UInt8 { k == 0 ? c.0 : k == 1 ? c.1 : c.2 }
+        func widest(_ box: ArraySlice<(UInt8, UInt8, UInt8)>) -> (channel: Int, range: Int) {
+            (0..<3).map { k in
+                let values = box.map { channel($0, k) }
+                return (k, Int(values.max()!) - Int(values.min()!))
+            }.max { $0.range < $1.range }!
+        }
+        while boxes.count < count {
+            // Split the box with the widest channel range (ties: the fuller one).
+            guard let index = boxes.indices.filter({ boxes[$0].count > 1 }).max(by: {
+                let a = widest(boxes[$0]), b = widest(boxes[$1])
+                return (a.range, boxes[$0].count) < (b.range, boxes[$1].count)
+            }) else { break }
+            let (k, range) = widest(boxes[index])
+            guard range > 0 else { break }
+            let sorted = boxes[index].sorted { channel($0, k) < channel($1, k) }
+            // At the median, moved to where the value changes, so one colour never ends in two boxes.
+            let median = channel(sorted[sorted.count / 2], k)
+            var middle = sorted.firstIndex { channel($0, k) == median }!
+            if middle == sorted.startIndex { middle = sorted.firstIndex { channel($0, k) > median }! }
+            boxes[index] = sorted[..<middle]
+            boxes.append(sorted[middle...])
+        }
+        let total = Double(colours.count)
+        return boxes.map { box -> (Swatch, Int) in
+            var r = 0, g = 0, b = 0
+            for c in box { r += Int(c.0); g += Int(c.1); b += Int(c.2) }
+            let n = box.count
+            let hex = String(format: "#%02x%02x%02x", (r + n / 2) / n, (g + n / 2) / n, (b + n / 2) / n)
+            return (Swatch(hex: hex, share: (Double(n) / total * 1000).rounded() / 1000), n)
+        }
+        .sorted { $0.1 > $1.1 }
+        .map(\.0)
+    }
+}

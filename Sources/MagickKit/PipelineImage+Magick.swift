@@ -36,14 +36,16 @@ extension PipelineImage {
         if frameCount > 1 {
             let frames = copy.frames()
             for frame in frames { try body(frame) }
-            var image = PipelineImage(taking: try Wand.joining(frames), sourceFormat: sourceFormat)
-            image.degraded = degraded
-            return image
+            return derived(taking: try Wand.joining(frames))
         }
         try body(copy)
-        var image = PipelineImage(taking: copy, sourceFormat: sourceFormat)
-        image.degraded = degraded
-        return image
+        return derived(taking: copy)
+    }
+
+    /// An image of `wand`'s pixels (taken over) with this image's source, damage and facts.
+    public func derived(taking wand: Wand) -> PipelineImage {
+        derived(width: wand.width, height: wand.height, hasAlpha: wand.hasAlpha, frameCount: wand.frameCount,
+                storage: MagickPixels(wand))
     }
 
     /// Runs `body` on a private copy of this image's wand and returns what it returns (for encoders).

@@ -216,6 +216,15 @@ extension Wand {
         return bytes
     }
 
+    /// The pixels as 8-bit RGBA, row by row (4 bytes per pixel; alpha 255 where there is none).
+    public func rgbaBytes() throws -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: width * height * 4)
+        let w = width, h = height
+        let status = bytes.withUnsafeMutableBytes { MagickExportImagePixels(pointer, 0, 0, w, h, "RGBA", CharPixel, $0.baseAddress) }
+        try check(status, .processFailed, "reading pixels")
+        return bytes
+    }
+
     /// The peak signal-to-noise ratio of this image against `reference` (same size), in dB over
     /// every channel; `.infinity` when they are identical. Higher is closer: 40 dB and above is
     /// hard to tell apart by eye, 30 dB is visibly different.

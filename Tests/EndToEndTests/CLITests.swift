@@ -143,6 +143,47 @@ import TestSupport
         #expect((report["summary"] as? [String: Any])?["degraded"] as? Int == 2)
     }
 
+    /// `analyze` first in the chain: its facts are in the report for a decoded item, a duplicate
+    /// line, and a re-run that reuses the stored output without decoding.
+    @Test func analyzeFactsReachTheReportAndSurviveReuse() async throws {
+        let dir = try Fixtures.temporaryDirectory("facts")
+        let server = try await TestServer.start()
+        let flat = try Fixtures.image("xc:#3a7bd5", width: 200, height: 100, format: "PNG")
+        server.serve("/flat.png", CacheableResource(body: flat, headers: ["Cache-Control": "max-age=3600", "Content-Type": "image/png"]))
+        let list = dir.appendingPathComponent("list.txt")
+        try "\(server.url("/flat.png"))\n\(server.url("/flat.png"))\n".write(to: list, atomically: true, encoding: .utf8)
+        var text = try String(contentsOfFile: try thumbnailsPipeline(in: dir), encoding: .utf8)
+        text = text.replacingOccurrences(of: "processors:\n", with: "processors:\n  - analyze: { blurhash: 3x2 }\n")
+        let pipeline = dir.appendingPathComponent("facts.yaml")
+        try text.write(to: pipeline, atomically: true, encoding: .utf8)
+        let expected: [String: Any] = [
+            "format": "PNG", "width": 200, "height": 100, "frames": 1,
+            // PyPI's blurhash.encode of a flat #3a7bd5 picture with 3x2 components.
+            "dominant_color": "#3a7bd5", "dhash": "0000000000000000", "blurhash": "B36wUFp1fQpMfkfQ",
+        ]
+        for run in ["first", "again"] {
+            let reportPath = dir.appendingPathComponent("\(run).json")
+            let result = try await pipelinectl(["run", pipeline.path, list.path, "--report", reportPath.path])
+            #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+            let items = try #require(try report(reportPath)["items"] as? [[String: Any]])
+            for item in items {
+                let facts = try #require(item["facts"] as? [String: Any], "\(run): \(item)")
+                for (key, value) in expected { #expect("\(facts[key] ?? "missing")" == "\(value)", "\(run) \(key)") }
+                #expect(facts["alpha"] as? Bool == false, "\(run)")
+                let palette = facts["palette"] as? [[String: Any]]
+                #expect(palette?.count == 1 && palette?.first?["share"] as? Double == 1, "\(run)")
+                #expect((facts["thumbhash"] as? String).flatMap { Data(base64Encoded: $0) }?.count ?? 0 >= 5, "\(run)")
+            }
+            if run == "again" { #expect((items.first?["cache"] as? [String: Any])?["data"] as? String == "processed_hit") }
+        }
+        // The contact sheet shows the dominant colour behind each picture.
+        let sheet = dir.appendingPathComponent("sheet.html")
+        let made = try await pipelinectl(["report", dir.appendingPathComponent("first.json").path, "--html", sheet.path], in: dir)
+        #expect(made.status == 0, "\(made.stderr)")
+        #expect(try String(contentsOf: sheet, encoding: .utf8).contains("<div class=\"pic\" style=\"background:#3a7bd5\" data-placeholder=\"#3a7bd5\">"))
+        await server.stop()
+    }
+
     @Test func badItemsFailAloneWithTheirKindAndExitOne() async throws {
         let server = try await TestServer.start()
         server.serve("/ok.jpg", try Fixtures.jpeg(640, 480))

@@ -100,7 +100,7 @@ import TestSupport
         let names = Slot.allCases.flatMap { slot in registry.plugins(in: slot).map { "\(slot.rawValue)/\($0.spec.name)" } }
         #expect(registry.destination(forScheme: "s3") != nil)
         #expect(names == ["loader/data", "loader/file", "loader/http", "loader/s3", "data_cache/disk", "data_cache/s3", "decoder/imagemagick",
-                          "processor/auto_orient", "processor/background", "processor/blur", "processor/border",
+                          "processor/analyze", "processor/auto_orient", "processor/background", "processor/blur", "processor/border",
                           "processor/circle", "processor/contrast", "processor/crop", "processor/extend", "processor/flip",
                           "processor/flop", "processor/grayscale", "processor/magick", "processor/modulate", "processor/negate",
                           "processor/pad", "processor/resize", "processor/rotate", "processor/rounded_corners", "processor/sepia",

@@ -35,6 +35,21 @@ public struct PipelineImage: Sendable {
     /// pixels may be incomplete, such as "JPEG: premature end of data". The item is then reported
     /// as degraded, and its images and outputs are never cached.
     public var degraded: String?
+    /// The size of the source as its header gives it, set by the decoder (the image itself may be
+    /// smaller: reduced on load, then processed).
+    public var sourceSize: PixelSize?
+    /// What analysing processors found (see ``FactValue``); carried through later processors.
+    public var facts: ImageFacts = [:]
+
+    /// A processed image of this one: `storage` as the pixels, with this image's source, damage
+    /// and facts.
+    public func derived(width: Int, height: Int, hasAlpha: Bool, frameCount: Int, storage: any PixelStorage) -> PipelineImage {
+        var image = PipelineImage(width: width, height: height, hasAlpha: hasAlpha, frameCount: frameCount,
+                                  sourceFormat: sourceFormat, storage: storage, degraded: degraded)
+        image.sourceSize = sourceSize
+        image.facts = facts
+        return image
+    }
 
     public init(width: Int, height: Int, hasAlpha: Bool, frameCount: Int = 1, sourceFormat: String,
                 storage: any PixelStorage, degraded: String? = nil) {

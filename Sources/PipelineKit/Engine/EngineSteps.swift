@@ -90,4 +90,6 @@ struct ItemOutcome: Sendable {
     var timings = StageTimings()
     /// Why the decode was degraded, when it was.
     var degraded: String?
+    /// What analysing processors found (from every variant's image, in variant order).
+    var facts: ImageFacts = [:]
 }

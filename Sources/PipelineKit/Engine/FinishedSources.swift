@@ -122,6 +122,7 @@ enum OutcomeCoding {
         text(outcome.cacheData.rawValue); text(outcome.cacheImage.rawValue)
         [outcome.timings.load, outcome.timings.decode, outcome.timings.process, outcome.timings.encode].forEach(number)
         if let degraded = outcome.degraded { word(1); text(degraded) } else { word(0) }
+        text(outcome.facts.jsonText)
     }
 
     static func decode(_ bytes: ArraySlice<UInt8>) -> ItemOutcome {
@@ -149,6 +150,8 @@ enum OutcomeCoding {
         outcome.cacheImage = CacheOutcome(rawValue: text()) ?? .off
         outcome.timings = StageTimings(load: number(), decode: number(), process: number(), encode: number())
         outcome.degraded = word() == 1 ? text() : nil
+        let facts = text()
+        outcome.facts = facts.isEmpty ? [:] : ImageFacts(jsonText: facts)
         return outcome
     }
 }

@@ -76,6 +76,8 @@ public struct ItemResult: Sendable, Codable {
     /// When the decoder decoded a damaged source anyway (`fail_on` allowed it): why its pixels
     /// may be incomplete. The item is `ok`, and counted as degraded in the summary.
     public var degraded: String?
+    /// What analysing processors (`analyze`) found about the image; empty without them.
+    public var facts: ImageFacts = [:]
 
     public init(source: String, index: Int, status: ItemStatus) {
         self.source = source
@@ -93,7 +95,7 @@ public struct ItemResult: Sendable, Codable {
 
     enum CodingKeys: String, CodingKey {
         case source, index, status, outputs, error, width, height
-        case bytesIn = "bytes_in", bytesOut = "bytes_out", timings = "timings_ms", cache, degraded
+        case bytesIn = "bytes_in", bytesOut = "bytes_out", timings = "timings_ms", cache, degraded, facts
     }
     struct Cache: Codable { var data: CacheOutcome; var image: CacheOutcome }
 
@@ -111,6 +113,7 @@ public struct ItemResult: Sendable, Codable {
         try c.encode(timings, forKey: .timings)
         try c.encode(Cache(data: cacheData, image: cacheImage), forKey: .cache)
         try c.encodeIfPresent(degraded, forKey: .degraded)
+        if !facts.isEmpty { try c.encode(facts, forKey: .facts) }
     }
 
     public init(from decoder: any Decoder) throws {
@@ -129,6 +132,7 @@ public struct ItemResult: Sendable, Codable {
         cacheData = cache?.data ?? .off
         cacheImage = cache?.image ?? .off
         degraded = try c.decodeIfPresent(String.self, forKey: .degraded)
+        facts = try c.decodeIfPresent(ImageFacts.self, forKey: .facts) ?? [:]
     }
 }
 

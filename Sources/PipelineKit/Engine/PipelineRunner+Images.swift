@@ -14,6 +14,11 @@ extension PipelineRunner {
         var outcome = ItemOutcome(planned: plan.planned, bytesIn: made.loaded?.data.data.count ?? 0,
                                   cacheData: made.loaded?.cache ?? .off, cacheImage: made.cacheImage, timings: made.timings,
                                   degraded: made.degraded)
+        // Facts of the variants made now, and of those whose stored outputs recorded them.
+        for index in variants.indices {
+            let facts = made.images[index]?.facts ?? stored.entries[index]?.output?.facts ?? [:]
+            outcome.facts.merge(facts) { first, _ in first }
+        }
         for index in variants.indices {
             let encoded: EncodedOutput
             if let entry = stored.entries[index] {
@@ -23,7 +28,9 @@ extension PipelineRunner {
                 encoded = try await encode(made.images[index]!, variant: index)
                 outcome.timings.encode += encoded.milliseconds
                 // Damaged pixels are never stored: a later run decodes the source again (and says so).
-                if made.degraded == nil { await storeOutput(encoded, plan, variant: index, stored: stored) }
+                if made.degraded == nil {
+                    await storeOutput(encoded, plan, variant: index, stored: stored, facts: made.images[index]!.facts)
+                }
             }
             tracker.enter(.output)
             try await write(encoded, plan, variant: index, into: &outcome)

@@ -125,6 +125,7 @@ extension PipelineRunner {
         result.height = fetchOnly ? nil : outcome.size.height
         result.bytesOut = outcome.bytesOut
         result.degraded = outcome.degraded
+        result.facts = outcome.facts
         if reused {
             result.cacheData = dataCache == nil ? .off : .hit
             result.cacheImage = fetchOnly ? .off : .hit

@@ -22,10 +22,12 @@ extension PipelineRunner {
 
     /// Keeps a new encoded output in the data cache, stamped with the source bytes' digest, when
     /// the cache keeps outputs.
-    func storeOutput(_ encoded: EncodedOutput, _ plan: ItemPlan, variant index: Int, stored: StoredOutputs) async {
+    func storeOutput(_ encoded: EncodedOutput, _ plan: ItemPlan, variant index: Int, stored: StoredOutputs,
+                     facts: ImageFacts = [:]) async {
         guard let cache = outputsCache, let digest = stored.digest, let loaded = stored.loaded else { return }
-        let stamp = OutputStamp(sourceDigest: digest, width: encoded.size.width, height: encoded.size.height,
+        var stamp = OutputStamp(sourceDigest: digest, width: encoded.size.width, height: encoded.size.height,
                                 fileExtension: encoded.chosenExtension)
+        stamp.facts = facts.isEmpty ? nil : facts
         let entry = LoadedData(data: encoded.data, contentType: nil, directives: loaded.data.directives)
         await storeQuietly(entry, for: outputKey(plan.key, variants[index]), output: stamp, in: cache)
     }

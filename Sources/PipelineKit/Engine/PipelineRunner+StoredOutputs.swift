@@ -86,6 +86,7 @@ extension PipelineRunner {
             let encoded = EncodedOutput(data: entry.data.data, chosenExtension: entry.output?.fileExtension,
                                         size: PixelSize(width: entry.output?.width ?? 0, height: entry.output?.height ?? 0))
             try await write(encoded, plan, variant: index, into: &outcome)
+            outcome.facts.merge(entry.output?.facts ?? [:]) { first, _ in first }
         }
         outcome.timings.load = stored.milliseconds
         return outcome

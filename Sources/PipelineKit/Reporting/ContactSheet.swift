@@ -134,11 +134,17 @@ public enum ContactSheet {
             return "<img loading=\"lazy\" src=\"\(escape(relative(absolute, to: sheetDirectory)))\" alt=\"\(source)\">"
         } ?? ""
         let size = item.width.flatMap { w in item.height.map { "\(w)×\($0)" } } ?? ""
-        let facts = [size, SummaryText.bytes(item.bytesOut), item.outputs.count > 1 ? "\(item.outputs.count) outputs" : ""]
+        let facts = [size, SummaryText.bytes(item.bytesOut), item.outputs.count > 1 ? "\(item.outputs.count) outputs" : "",
+                     item.degraded.map { "degraded: \($0)" } ?? ""]
             .filter { !$0.isEmpty }.joined(separator: " · ")
+        // The placeholder colour (from `analyze`) behind the picture while it loads.
+        var placeholder = ""
+        if let colour = item.facts["dominant_color"]?.string, colour.range(of: "^#[0-9a-f]{6}$", options: .regularExpression) != nil {
+            placeholder = " style=\"background:\(colour)\" data-placeholder=\"\(colour)\""
+        }
         return """
             <div class="tile \(item.status.rawValue)" data-status="\(item.status.rawValue)" data-kind="" data-source="\(source)" title="\(source)\n\(escape(times))">
-            <div class="pic">\(image)</div>
+            <div class="pic"\(placeholder)>\(image)</div>
             <div class="meta">\(sourceLabel(item.source))<div class="facts">\(escape(facts))</div><div class="times">\(escape(times))</div></div>
             </div>
 

@@ -80,6 +80,9 @@ public struct OutputStamp: Sendable, Codable, Equatable {
     public var height: Int
     /// The output's file extension, when the encoder chose it from the image (`auto`).
     public var fileExtension: String?
+    /// What analysing processors found about the image the output was made from, so that a run
+    /// that reuses the output reports them without decoding again.
+    public var facts: ImageFacts?
 
     public init(sourceDigest: String, width: Int, height: Int, fileExtension: String? = nil) {
         self.sourceDigest = sourceDigest

@@ -237,21 +237,24 @@ public enum Palette {
             colours.append((pixels.bytes[i * 4], pixels.bytes[i * 4 + 1], pixels.bytes[i * 4 + 2]))
         }
         guard !colours.isEmpty else { return [] }
-        var boxes: [ArraySlice<(UInt8, UInt8, UInt8)>] = [colours[...]]
         func channel(_ c: (UInt8, UInt8, UInt8), _ k: Int) -> UInt8 { k == 0 ? c.0 : k == 1 ? c.1 : c.2 }
         func widest(_ box: ArraySlice<(UInt8, UInt8, UInt8)>) -> (channel: Int, range: Int) {
-            (0..<3).map { k in
-                let values = box.map { channel($0, k) }
-                return (k, Int(values.max()!) - Int(values.min()!))
-            }.max { $0.range < $1.range }!
+            var low: (UInt8, UInt8, UInt8) = (255, 255, 255), high: (UInt8, UInt8, UInt8) = (0, 0, 0)
+            for c in box {
+                low = (min(low.0, c.0), min(low.1, c.1), min(low.2, c.2))
+                high = (max(high.0, c.0), max(high.1, c.1), max(high.2, c.2))
+            }
+            let ranges = [Int(high.0) - Int(low.0), Int(high.1) - Int(low.1), Int(high.2) - Int(low.2)]
+            let k = ranges.firstIndex(of: ranges.max()!)!
+            return (k, ranges[k])
         }
+        var boxes: [ArraySlice<(UInt8, UInt8, UInt8)>] = [colours[...]]
+        var spans = [widest(colours[...])]
         while boxes.count < count {
             // Split the box with the widest channel range (ties: the fuller one).
-            guard let index = boxes.indices.filter({ boxes[$0].count > 1 }).max(by: {
-                let a = widest(boxes[$0]), b = widest(boxes[$1])
-                return (a.range, boxes[$0].count) < (b.range, boxes[$1].count)
-            }) else { break }
-            let (k, range) = widest(boxes[index])
+            guard let index = boxes.indices.max(by: { (spans[$0].range, boxes[$0].count) < (spans[$1].range, boxes[$1].count) })
+            else { break }
+            let (k, range) = spans[index]
             guard range > 0 else { break }
             let sorted = boxes[index].sorted { channel($0, k) < channel($1, k) }
             // At the median, moved to where the value changes, so one colour never ends in two boxes.
@@ -260,6 +263,8 @@ public enum Palette {
             if middle == sorted.startIndex { middle = sorted.firstIndex { channel($0, k) > median }! }
             boxes[index] = sorted[..<middle]
             boxes.append(sorted[middle...])
+            spans[index] = widest(boxes[index])
+            spans.append(widest(boxes[boxes.count - 1]))
         }
         let total = Double(colours.count)
         return boxes.map { box -> (Swatch, Int) in

@@ -224,6 +224,15 @@ public struct ImageMagickDecoder: ImageDecoding {
     /// ``decode(_:hint:)`` once the content is known to be `format`.
     func decode(_ data: Data, format: String, hint: DecodeHint) throws -> PipelineImage {
         // Header first: refuse huge images before ImageMagick allocates or decodes anything.
+        let (size, heif) = try header(data, format: format)
+        var image = try decode(data, format: format, size: size, heif: heif, hint: hint)
+        image.sourceSize = size
+        return image
+    }
+
+    /// The size the header of `data` gives (HEIF's from libheif, which reads only the boxes; the
+    /// open file is returned to be decoded).
+    func header(_ data: Data, format: String) throws -> (PixelSize, HEIFReducer.File?) {
         let size: PixelSize
         var heif: HEIFReducer.File?
         if let parsed = HeaderProbe.dimensions(data, format: format) {
@@ -241,6 +250,11 @@ public struct ImageMagickDecoder: ImageDecoding {
             try header.ping(data, format: format)
             size = PixelSize(width: header.width, height: header.height)
         }
+        return (size, heif)
+    }
+
+    /// The decode of `data`, whose header gave `size`.
+    func decode(_ data: Data, format: String, size: PixelSize, heif: HEIFReducer.File?, hint: DecodeHint) throws -> PipelineImage {
         let width = size.width, height = size.height
         guard width > 0, height > 0 else { throw PipelineError(.decodeFailed, "the header gives no size") }
         if width > maxWidth || height > maxHeight || width * height > maxPixels {

@@ -94,6 +94,19 @@ struct CountingProcessor: ImageProcessing {
               b: { encoder: jpeg }
             """)
         #expect(try PipelineRunner(pipeline: try #require(mixed), registry: registry).decodeHint.targetSize == nil)
+        // A processor that only reads the image (analyze) does not stop shrink-on-load; one that
+        // changes it (grayscale here: it could as well be a crop) does.
+        let (reading, _) = parse("""
+            processors: [ analyze, { resize: { width: 100, height: 100 } } ]
+            encoder: jpeg
+            """)
+        let hint = try PipelineRunner(pipeline: try #require(reading), registry: registry).decodeHint
+        #expect(hint.targetSize == PixelSize(width: 100, height: 100) && hint.fit)
+        let (changing, _) = parse("""
+            processors: [ grayscale, { resize: { width: 100, height: 100 } } ]
+            encoder: jpeg
+            """)
+        #expect(try PipelineRunner(pipeline: try #require(changing), registry: registry).decodeHint.targetSize == nil)
     }
 
     @Test func variantErrors() {

@@ -20,9 +20,15 @@ public protocol ImageProcessing: Sendable {
     /// two ratios, so one side may end below the hint): lets the decoder reduce further. `false`
     /// (the default) when both sides must reach the hint.
     var decodeHintFits: Bool { get }
+
+    /// Whether this processor leaves every pixel as it is and only reads the image (as `analyze`
+    /// does): the decode hint then comes from the processor after it, so that it does not stop
+    /// shrink-on-load. `false` (the default) for any processor that changes the image.
+    var onlyReads: Bool { get }
 }
 
 extension ImageProcessing {
     public var decodeHint: PixelSize? { nil }
     public var decodeHintFits: Bool { false }
+    public var onlyReads: Bool { false }
 }

@@ -47,6 +47,9 @@ public struct Analyze: ImageProcessing {
         differenceHash = options.bool("dhash") ?? true
     }
 
+    /// Only reads: the resize after it still sets how far the decoder may reduce.
+    public var onlyReads: Bool { true }
+
     public var identifier: String {
         "analyze(\(blurHash.map { "\($0.x)x\($0.y)" } ?? "none"),\(thumbHash),\(paletteSize),\(differenceHash))"
     }

@@ -208,22 +208,20 @@ extension Wand {
     }
 
     /// The pixels as 8-bit RGB, row by row (3 bytes per pixel).
-    public func rgbBytes() throws -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: width * height * 3)
+    public func rgbBytes() throws -> [UInt8] { try bytes(channels: "RGB") }
+
+    /// The pixels as 8-bit RGBA, row by row (4 bytes per pixel; alpha 255 where there is none).
+    public func rgbaBytes() throws -> [UInt8] { try bytes(channels: "RGBA") }
+
+    /// The pixels as 8-bit samples in the order of `channels` (`RGB`, `RGBA`...), row by row.
+    func bytes(channels: String) throws -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: width * height * channels.count)
         let w = width, h = height
-        let status = bytes.withUnsafeMutableBytes { MagickExportImagePixels(pointer, 0, 0, w, h, "RGB", CharPixel, $0.baseAddress) }
+        let status = bytes.withUnsafeMutableBytes { MagickExportImagePixels(pointer, 0, 0, w, h, channels, CharPixel, $0.baseAddress) }
         try check(status, .processFailed, "reading pixels")
         return bytes
     }
 
-    /// The pixels as 8-bit RGBA, row by row (4 bytes per pixel; alpha 255 where there is none).
-    public func rgbaBytes() throws -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: width * height * 4)
-        let w = width, h = height
-        let status = bytes.withUnsafeMutableBytes { MagickExportImagePixels(pointer, 0, 0, w, h, "RGBA", CharPixel, $0.baseAddress) }
-        try check(status, .processFailed, "reading pixels")
-        return bytes
-    }
 
     /// The peak signal-to-noise ratio of this image against `reference` (same size), in dB over
     /// every channel; `.infinity` when they are identical. Higher is closer: 40 dB and above is

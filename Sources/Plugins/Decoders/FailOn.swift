@@ -50,7 +50,7 @@ struct Damage: Sendable, Equatable {
     static func level(of message: String) -> Level {
         let lower = message.lowercased()
         let ends = ["premature end", "truncat", "insufficient image data", "unexpected end", "not enough image data",
-                    "ends before", "end of file", "read error", "short read", "not enough data", "unexpected eof"]
+                    "ends before", "end of file", "end-of-file", "read error", "short read", "not enough data", "unexpected eof"]
         return ends.contains(where: lower.contains) ? .truncated : .error
     }
 }

@@ -215,8 +215,8 @@ public struct ImageMagickDecoder: ImageDecoding {
         do {
             return try decode(data, format: format, hint: hint)
         } catch let error as PipelineError where error.kind == .decodeFailed {
-            // Every failure names the format the content was read as.
-            let named = [format, format == "WEBP" ? "WebP" : format, "HEIF", "ImageMagick"].contains { error.message.hasPrefix($0) }
+            // Every failure names the format the content was read as (libheif's name HEIF for both of its).
+            let named = [format.lowercased(), "heif"].contains(error.message.prefix { $0 != ":" }.lowercased())
             throw named ? error : PipelineError(.decodeFailed, "\(format): \(error.message)")
         }
     }

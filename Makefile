@@ -6,8 +6,9 @@ SWIFT ?= swift
 # command-line tools (samples are made with `convert`; tests check outputs with `identify`).
 APT_PACKAGES = pkg-config libmagickwand-6.q16-dev libcurl4-openssl-dev libyaml-dev libpng-dev libjpeg-dev libwebp-dev libheif-dev libtiff-dev libgif-dev imagemagick libgs-common
 # Tests also open the HTML contact sheet in a real browser, and run deploy/slurm's script as a
-# real array job on a one-node Slurm cluster they start on loopback (Slurm and munge from Debian).
-TEST_PACKAGES = chromium libheif-examples libavif-bin
+# real array job on a one-node Slurm cluster they start on loopback (Slurm and munge from Debian);
+# exiftool writes and reads the EXIF and ICC facts tests check.
+TEST_PACKAGES = chromium libheif-examples libavif-bin libimage-exiftool-perl
 SLURM_PACKAGES = slurmctld slurmd slurm-client munge
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

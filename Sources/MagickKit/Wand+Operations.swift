@@ -207,6 +207,22 @@ extension Wand {
         return wand
     }
 
+    /// An image property such as `exif:Model` (ImageMagick parses the EXIF profile into `exif:*`
+    /// properties when one is asked for), or `nil`.
+    public func property(_ name: String) -> String? {
+        guard let value = MagickGetImageProperty(pointer, name) else { return nil }
+        defer { _ = MagickRelinquishMemory(value) }
+        return String(cString: value)
+    }
+
+    /// The names of the image's properties matching `pattern` (such as `exif:GPS*`).
+    public func propertyNames(_ pattern: String) -> [String] {
+        var count = 0
+        guard let names = MagickGetImageProperties(pointer, pattern, &count) else { return [] }
+        defer { _ = MagickRelinquishMemory(names) }
+        return (0..<count).compactMap { names[$0].map { String(cString: $0) } }
+    }
+
     /// The pixels as 8-bit RGB, row by row (3 bytes per pixel).
     public func rgbBytes() throws -> [UInt8] { try bytes(channels: "RGB") }
 

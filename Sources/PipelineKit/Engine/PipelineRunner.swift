@@ -172,14 +172,15 @@ public final class PipelineRunner: Sendable {
     /// it could change geometry; one that only reads the image is passed over), and then large
     /// enough for the largest.
     static func decodeHint(_ variants: [RunnableVariant]) -> DecodeHint {
+        let wantsFacts = variants.contains { $0.processors.contains(where: \.wantsSourceFacts) }
         let firsts = variants.map { $0.processors.first { !$0.onlyReads } }
         let hints = firsts.map { $0?.decodeHint }
-        guard hints.allSatisfy({ $0 != nil }), let first = hints.first ?? nil else { return DecodeHint() }
+        guard hints.allSatisfy({ $0 != nil }), let first = hints.first ?? nil else { return DecodeHint(wantsSourceFacts: wantsFacts) }
         // The largest box on each side; fit only when every variant fits (a fit inside the larger
         // box needs at least as much as a fit inside each).
         return DecodeHint(targetSize: hints.compactMap { $0 }.reduce(first) {
             PixelSize(width: max($0.width, $1.width), height: max($0.height, $1.height))
-        }, fit: firsts.allSatisfy { $0?.decodeHintFits == true })
+        }, fit: firsts.allSatisfy { $0?.decodeHintFits == true }, wantsSourceFacts: wantsFacts)
     }
 
     /// The pipeline's data cache, when it has one (for `pipelinectl cache`).

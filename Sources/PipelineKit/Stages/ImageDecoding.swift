@@ -10,10 +10,14 @@ public struct DecodeHint: Sendable, Equatable {
     /// the smaller of the two ratios, so one side may end below the box); `false` when both sides
     /// must reach it (fill, crop).
     public var fit: Bool
+    /// Whether a processor wants the source's own facts (orientation, colour space, ICC profile,
+    /// EXIF) in ``PipelineImage/facts``, as `analyze` does: a decoder adds what it can read.
+    public var wantsSourceFacts: Bool
 
-    public init(targetSize: PixelSize? = nil, fit: Bool = false) {
+    public init(targetSize: PixelSize? = nil, fit: Bool = false, wantsSourceFacts: Bool = false) {
         self.targetSize = targetSize
         self.fit = fit
+        self.wantsSourceFacts = wantsSourceFacts
     }
 
     /// How many times smaller than `source` the image may be decoded and still reach the target

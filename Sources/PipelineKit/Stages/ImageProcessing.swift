@@ -25,10 +25,14 @@ public protocol ImageProcessing: Sendable {
     /// does): the decode hint then comes from the processor after it, so that it does not stop
     /// shrink-on-load. `false` (the default) for any processor that changes the image.
     var onlyReads: Bool { get }
+
+    /// Whether this processor reads the source's own facts (``DecodeHint/wantsSourceFacts``).
+    var wantsSourceFacts: Bool { get }
 }
 
 extension ImageProcessing {
     public var decodeHint: PixelSize? { nil }
     public var decodeHintFits: Bool { false }
     public var onlyReads: Bool { false }
+    public var wantsSourceFacts: Bool { false }
 }

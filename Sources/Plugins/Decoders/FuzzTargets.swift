@@ -12,7 +12,7 @@ enum FuzzTargets {
     /// Every target by the name its harness and its regression fixtures use.
     static let all: [String: @Sendable (Data) -> Void] = [
         "sniffer": sniffer, "header-probe": headerProbe, "png": png, "jpeg": jpeg, "webp": webp,
-        "heif": heif, "tiff": tiff, "gif": gif, "svg": svg,
+        "heif": heif, "tiff": tiff, "gif": gif, "svg": svg, "icc": icc,
     ]
 
     static let maxPixels = 16_000_000
@@ -89,6 +89,11 @@ enum FuzzTargets {
     @Sendable static func gif(_ data: Data) {
         guard fits(HeaderProbe.dimensions(data, format: "GIF")) else { return }
         _ = try? GIFReducer.decode(data, factor: 1 + data.count % 4)
+    }
+
+    /// The ICC description reader (`analyze`'s `icc` fact), on any bytes as a profile.
+    @Sendable static func icc(_ data: Data) {
+        _ = ICCProfile.description(data)
     }
 
     /// The SVG screen (what an allowed SVG must not contain) and its size reader; the rendering

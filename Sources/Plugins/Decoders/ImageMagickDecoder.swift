@@ -227,6 +227,7 @@ public struct ImageMagickDecoder: ImageDecoding {
         let (size, heif) = try header(data, format: format)
         var image = try decode(data, format: format, size: size, heif: heif, hint: hint)
         image.sourceSize = size
+        if hint.wantsSourceFacts { image.facts.merge(SourceFacts.read(data, format: format)) { _, new in new } }
         return image
     }
 

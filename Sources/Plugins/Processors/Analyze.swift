@@ -50,6 +50,9 @@ public struct Analyze: ImageProcessing {
     /// Only reads: the resize after it still sets how far the decoder may reduce.
     public var onlyReads: Bool { true }
 
+    /// The decoder adds the source's orientation, colour space, ICC description and EXIF.
+    public var wantsSourceFacts: Bool { true }
+
     public var identifier: String {
         "analyze(\(blurHash.map { "\($0.x)x\($0.y)" } ?? "none"),\(thumbHash),\(paletteSize),\(differenceHash))"
     }

@@ -1,0 +1,63 @@
+import Foundation
+import MagickKit
+import PipelineKit
+
+/// The source's own facts, for a chain that asks for them (`analyze`): orientation, colour space,
+/// the ICC profile's description and a few EXIF fields, read by ImageMagick from the header (a
+/// ping: no pixel is decoded), so they are the file's, whatever the decode then converts or drops.
+enum SourceFacts {
+    /// What the header of `data` (read as `format`) says; empty when ImageMagick cannot ping it.
+    /// HEIC, AVIF and SVG are not pinged (ImageMagick 6 would decode or render them to do so).
+    static func read(_ data: Data, format: String) -> ImageFacts {
+        guard !["HEIC", "AVIF", "MSVG"].contains(format) else { return [:] }
+        let wand = Wand()
+        guard (try? wand.ping(data, format: format)) != nil else { return [:] }
+        var facts: ImageFacts = ["colorspace": .string(wand.colorspaceName)]
+        if (1...8).contains(wand.orientation) { facts["orientation"] = .int(wand.orientation) }
+        if let profile = wand.iccProfile { facts["icc"] = .string(ICCProfile.description(profile) ?? "unnamed profile") }
+        var exif: ImageFacts = [:]
+        for (name, property) in [("make", "exif:Make"), ("model", "exif:Model"), ("lens", "exif:LensModel"),
+                                 ("taken", "exif:DateTimeOriginal")] {
+            if let value = wand.property(property)?.trimmingCharacters(in: .whitespaces), !value.isEmpty { exif[name] = .string(value) }
+        }
+        if wand.profile("exif") != nil {
+            // Whether the file says where it was taken: a GPS position, not just a GPS block.
+            exif["gps"] = .bool(!wand.propertyNames("exif:GPSLatitude*").isEmpty || !wand.propertyNames("exif:GPSLongitude*").isEmpty)
+        }
+        if !exif.isEmpty { facts["exif"] = .object(exif) }
+        return facts
+    }
+}
+
+/// Reads an ICC profile's description tag (`desc`): ASCII in version 2 profiles (`desc` type),
+/// UTF-16 in version 4 (`mluc` type, its first record). Every offset is checked against the
+/// profile's length: the bytes are the file's.
+enum ICCProfile {
+    static func description(_ profile: Data) -> String? {
+        let bytes = [UInt8](profile)
+        func u32(_ at: Int) -> Int? {
+            guard at >= 0, at + 4 <= bytes.count else { return nil }
+            return Int(bytes[at]) << 24 | Int(bytes[at + 1]) << 16 | Int(bytes[at + 2]) << 8 | Int(bytes[at + 3])
+        }
+        guard let count = u32(128), count < 1000 else { return nil }
+        for entry in 0..<count {
+            let at = 132 + entry * 12
+            guard let signature = u32(at), let offset = u32(at + 4), let size = u32(at + 8) else { return nil }
+            guard signature == 0x6465_7363, size >= 12, offset + size <= bytes.count else { continue }  // 'desc'
+            switch u32(offset) {
+            case 0x6465_7363:  // 'desc': a counted ASCII string
+                guard let length = u32(offset + 8), length > 0, offset + 12 + length <= offset + size else { return nil }
+                let text = bytes[(offset + 12)..<(offset + 12 + length)].prefix { $0 != 0 }
+                return String(decoding: text, as: UTF8.self).trimmingCharacters(in: .whitespaces)
+            case 0x6D6C_7563:  // 'mluc': records of UTF-16BE strings
+                guard let records = u32(offset + 8), records > 0, let length = u32(offset + 20), let start = u32(offset + 24),
+                      length % 2 == 0, offset + start + length <= offset + size else { return nil }
+                let units = stride(from: offset + start, to: offset + start + length, by: 2).map { UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]) }
+                return String(decoding: units, as: UTF16.self).trimmingCharacters(in: CharacterSet(charactersIn: "\0 "))
+            default:
+                return nil
+            }
+        }
+        return nil
+    }
+}

@@ -12,7 +12,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
-targets=${FUZZ_TARGETS:-"sniffer header-probe png jpeg webp heif tiff gif svg"}
+targets=${FUZZ_TARGETS:-"sniffer header-probe png jpeg webp heif tiff gif svg icc"}
 jobs=${FUZZ_JOBS:-$(nproc)}
 build=.build/fuzz
 
@@ -20,7 +20,8 @@ echo "building the fuzz harness (debug, -sanitize=fuzzer,address)"
 PIPELINEKIT_FUZZ=1 ${SWIFT:-swift} build --build-path "$build" --product pipelinekit-fuzz \
   -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library 2>&1 | grep -v "Cannot export local symbol" | grep -E "error|warning: |Compiling pipelinekit" ; \
   [ -x "$build/debug/pipelinekit-fuzz" ] || { echo "fuzz harness did not build"; exit 2; }
-[ -d "$build/seeds" ] || Fuzz/seeds.sh "$build/seeds"
+# Seeds are made again when a target has none (a target added since).
+for target in $targets; do [ -n "$(ls -A "$build/seeds/$target" 2>/dev/null)" ] || { Fuzz/seeds.sh "$build/seeds"; break; }; done
 
 fuzz_one() {
   target=$1

@@ -4,7 +4,7 @@
 # paths branch on, small enough for libFuzzer's -max_len. Usage: Fuzz/seeds.sh DIR
 set -euo pipefail
 out=$1
-mkdir -p "$out"/{sniffer,header-probe,png,jpeg,webp,heif,tiff,gif,svg}
+mkdir -p "$out"/{sniffer,header-probe,png,jpeg,webp,heif,tiff,gif,svg,icc}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 im() { convert "$@" 2>/dev/null || true; }
 src="$tmp/src.png"; im -size 48x32 plasma:fractal -seed 7 "$src"; im rose: -resize 48x32 "$src"
@@ -54,6 +54,9 @@ im "$src" -interlace GIF "$out/gif/interlaced.gif"; im -delay 10 "$src" "$alpha"
 printf '<svg xmlns="http://www.w3.org/2000/svg" width="40" height="30"><rect width="40" height="30" fill="red"/></svg>' > "$out/svg/plain.svg"
 printf '<?xml version="1.0"?><!DOCTYPE svg [<!ENTITY x SYSTEM "file:///etc/passwd">]><svg xmlns="http://www.w3.org/2000/svg"><text>&x;</text></svg>' > "$out/svg/entity.svg"
 printf '<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" viewBox="0 0 10 5"><use xlink:href="#a"/><image href="text:/etc/passwd"/><rect style="fill:url(#g)"/></svg>' > "$out/svg/refs.svg"
+
+# ICC profiles, version 2 ('desc') and 4 ('mluc'), as Ghostscript ships them.
+cp /usr/share/color/icc/ghostscript/*.icc "$out/icc/" 2>/dev/null || true
 
 # The sniffer and the header probe: one of everything, opt-in formats and documents too.
 for f in "$out"/{png,jpeg,webp,heif,tiff,gif,svg}/*; do cp "$f" "$out/sniffer/"; cp "$f" "$out/header-probe/"; done

@@ -3,7 +3,7 @@ import Foundation
 
 // The libFuzzer harness for every parser of untrusted bytes we own (Plugins' FuzzTargets); the
 // environment variable FUZZ_TARGET names the one to fuzz (sniffer, header-probe, png, jpeg, webp,
-// heif, tiff, gif, svg). Built and run by `make fuzz` (Fuzz/run.sh).
+// heif, tiff, gif, svg, icc). Built and run by `make fuzz` (Fuzz/run.sh).
 
 nonisolated(unsafe) var target: (@Sendable (Data) -> Void)?
 

@@ -154,6 +154,7 @@ import TestSupport
         try "\(server.url("/flat.png"))\n\(server.url("/flat.png"))\n".write(to: list, atomically: true, encoding: .utf8)
         var text = try String(contentsOfFile: try thumbnailsPipeline(in: dir), encoding: .utf8)
         text = text.replacingOccurrences(of: "processors:\n", with: "processors:\n  - analyze: { blurhash: 3x2 }\n")
+        text = text.replacingOccurrences(of: "  name: \"{stem}-{hash8}.{ext}\"", with: "  name: \"{stem}-{hash8}.{ext}\"\n  facts_sidecar: true")
         let pipeline = dir.appendingPathComponent("facts.yaml")
         try text.write(to: pipeline, atomically: true, encoding: .utf8)
         let expected: [String: Any] = [
@@ -175,6 +176,12 @@ import TestSupport
                 #expect((facts["thumbhash"] as? String).flatMap { Data(base64Encoded: $0) }?.count ?? 0 >= 5, "\(run)")
             }
             if run == "again" { #expect((items.first?["cache"] as? [String: Any])?["data"] as? String == "processed_hit") }
+            // The sidecar beside the output holds the same facts.
+            let output = try #require((items.first?["outputs"] as? [String])?.first)
+            let sidecar = URL(fileURLWithPath: (output as NSString).deletingPathExtension + ".json")
+            let written = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: sidecar)) as? [String: Any], "\(run)")
+            #expect(written["blurhash"] as? String == "B36wUFp1fQpMfkfQ" && written["dominant_color"] as? String == "#3a7bd5", "\(run)")
+            try FileManager.default.removeItem(at: sidecar)
         }
         // The contact sheet shows the dominant colour behind each picture.
         let sheet = dir.appendingPathComponent("sheet.html")

@@ -67,6 +67,9 @@ public enum PipelineFileSpec {
             .example("\"public, max-age=31536000, immutable\""),
         .map("metadata", doc: "For s3:// outputs: user metadata on every object (x-amz-meta-NAME).")
             .example("{ pipeline: thumbnails }"),
+        .bool("facts_sidecar", default: false,
+              doc: "Write each item's facts (from analyze) as JSON next to its first output, under the same name with .json.")
+            .example("true"),
         .bool("if_absent", default: true, doc: "For s3:// outputs: write with If-None-Match: * where the store supports it, "
               + "so an object another machine already wrote is kept, not replaced."),
     ] + objectStorage

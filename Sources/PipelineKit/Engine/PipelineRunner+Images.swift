@@ -35,6 +35,7 @@ extension PipelineRunner {
             tracker.enter(.output)
             try await write(encoded, plan, variant: index, into: &outcome)
         }
+        try await writeFactsSidecar(outcome)
         return outcome
     }
 

@@ -32,6 +32,18 @@ extension PipelineRunner {
         await storeQuietly(entry, for: outputKey(plan.key, variants[index]), output: stamp, in: cache)
     }
 
+    /// With `output.facts_sidecar`, the item's facts as JSON next to its first output (the same
+    /// name with `.json`), written as outputs are (atomically, or to the object store).
+    func writeFactsSidecar(_ outcome: ItemOutcome) async throws {
+        guard factsSidecar, !outcome.facts.isEmpty, let first = outcome.written.first else { return }
+        let path = (first as NSString).deletingPathExtension + ".json"
+        let json = JSONEncoder.sorted
+        json.outputFormatting.insert(.prettyPrinted)
+        do { try await destination.write(try json.encode(outcome.facts), to: path) } catch {
+            throw classify(error, stage: .output, kind: .writeFailed)
+        }
+    }
+
     /// Writes variant `index`'s bytes under its planned name (with the extension the encoder
     /// chose) and adds it to `outcome`. A failure names the variant.
     func write(_ encoded: EncodedOutput, _ plan: ItemPlan, variant index: Int, into outcome: inout ItemOutcome) async throws {

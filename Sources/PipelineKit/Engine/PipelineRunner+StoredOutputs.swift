@@ -88,6 +88,7 @@ extension PipelineRunner {
             try await write(encoded, plan, variant: index, into: &outcome)
             outcome.facts.merge(entry.output?.facts ?? [:]) { first, _ in first }
         }
+        try await writeFactsSidecar(outcome)
         outcome.timings.load = stored.milliseconds
         return outcome
     }

@@ -54,6 +54,8 @@ public final class PipelineRunner: Sendable {
     /// The directory outputs are written to.
     public let outputDirectory: String
     let destination: any OutputDestination
+    /// Whether an item's facts are written as JSON next to its first output (`output.facts_sidecar`).
+    let factsSidecar: Bool
     let loaders: [String: LoaderSlot]
     let schemesServed: [String]
     let dataCache: (any DataCaching)?
@@ -107,6 +109,7 @@ public final class PipelineRunner: Sendable {
         maxInFlight = options.maxInFlight ?? (loadLimit + 2 * max(1, options.workers))
         outputDirectory = options.outputDirectory ?? pipeline.output.dir
         destination = try Self.destination(outputDirectory, options: pipeline.output.options, registry: registry)
+        factsSidecar = pipeline.output.options.bool("facts_sidecar") ?? false
         logger = options.logger
         fetchOnly = options.fetchOnly
         itemTimeout = options.itemTimeout

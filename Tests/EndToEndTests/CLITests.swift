@@ -191,6 +191,61 @@ import TestSupport
         await server.stop()
     }
 
+    /// on_failure: a 404 is made from its alternative source, one whose alternative also fails from
+    /// the fallback image, and a failure of another kind stays failed; the fallback is never kept as
+    /// the source, so the next run asks for it again.
+    @Test func onFailureTriesAlternativesThenTheFallback() async throws {
+        let dir = try Fixtures.temporaryDirectory("onfailure")
+        let server = try await TestServer.start()
+        server.serve("/backup/gone.jpg", try Fixtures.jpeg(400, 300))
+        server.serve("/missing.jpg", Data("not here".utf8), status: .notFound, contentType: "text/plain")
+        server.serve("/gone.jpg", Data("not here".utf8), status: .notFound, contentType: "text/plain")
+        server.serve("/page.jpg", Data("<html><body>hello</body></html>".utf8), contentType: "text/html")
+        let placeholder = dir.appendingPathComponent("placeholder.png")
+        try Fixtures.image("xc:#808080", width: 600, height: 600, format: "PNG").write(to: placeholder)
+        var text = try String(contentsOfFile: try thumbnailsPipeline(in: dir), encoding: .utf8)
+        text = text.replacingOccurrences(of: "\ntests:", with: """
+
+            on_failure:
+              kinds: ["http_status:404"]
+              alternatives: ["\(server.url("/backup"))/{name}"]
+              fallback: \(placeholder.path)
+
+            tests:
+            """)
+        let pipeline = dir.appendingPathComponent("p.yaml")
+        try text.write(to: pipeline, atomically: true, encoding: .utf8)
+        let list = dir.appendingPathComponent("list.txt")
+        try [server.url("/gone.jpg"), server.url("/missing.jpg"), server.url("/page.jpg")].joined(separator: "\n")
+            .write(to: list, atomically: true, encoding: .utf8)
+        let reportPath = dir.appendingPathComponent("r.json")
+        let result = try await pipelinectl(["run", pipeline.path, list.path, "--report", reportPath.path])
+        #expect(result.status == 1, "\(result.stdout)\n\(result.stderr)")
+        #expect(result.stdout.contains("3 items: 2 ok (1 from an alternative source; 1 from the fallback image), 1 failed"), "\(result.stdout)")
+        let report = try report(reportPath)
+        let items = try #require(report["items"] as? [[String: Any]])
+        try #require(items.count == 3)
+        #expect(items[0]["status"] as? String == "ok" && items[0]["alternative"] as? String == server.url("/backup/gone.jpg"))
+        #expect((items[0]["recovered_from"] as? [String: Any])?["message"] as? String == "HTTP 404 Not Found")
+        #expect(items[0]["fallback"] == nil && items[0]["error"] is NSNull)
+        #expect(items[1]["status"] as? String == "ok" && items[1]["fallback"] as? Bool == true && items[1]["alternative"] == nil)
+        #expect((items[1]["recovered_from"] as? [String: Any])?["kind"] as? String == "http_status")
+        #expect(items[1]["width"] as? Int == 256 && items[1]["height"] as? Int == 256)
+        let fallbackOutput = try #require((items[1]["outputs"] as? [String])?.first)
+        #expect(fallbackOutput.contains("missing-"))  // under the item's own name
+        #expect(try await Identified.file(fallbackOutput) == Identified(format: "JPEG", width: 256, height: 256))
+        #expect(items[2]["status"] as? String == "failed" && (items[2]["error"] as? [String: Any])?["kind"] as? String == "not_an_image")
+        let summary = try #require(report["summary"] as? [String: Any])
+        #expect(summary["alternatives"] as? Int == 1 && summary["fallbacks"] as? Int == 1)
+        // Again: the alternative's bytes are cached, the fallback is not, so the source is asked again.
+        let missingBefore = server.requests("/missing.jpg")
+        let again = try await pipelinectl(["run", pipeline.path, list.path, "--report", reportPath.path])
+        #expect(again.stdout.contains("2 ok (1 from an alternative source; 1 from the fallback image)"), "\(again.stdout)")
+        #expect(server.requests("/missing.jpg") == missingBefore + 1)
+        #expect(server.requests("/backup/gone.jpg") == 1)
+        await server.stop()
+    }
+
     @Test func badItemsFailAloneWithTheirKindAndExitOne() async throws {
         let server = try await TestServer.start()
         server.serve("/ok.jpg", try Fixtures.jpeg(640, 480))

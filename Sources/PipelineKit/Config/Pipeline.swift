@@ -85,4 +85,6 @@ public struct Pipeline: Sendable {
     public var encoder: StageConfig { variants[0].encoder }
     /// Warnings found while validating (the pipeline runs; a person may still want to act).
     public var warnings: [Diagnostic] = []
+    /// The options of `on_failure:`, when the file has it (see ``FailurePolicy``).
+    public var onFailure: PluginOptions?
 }

@@ -155,10 +155,14 @@ struct PipelineParser {
                                 template: output.name, position: nil)]
         }
 
+        let onFailure = fields["on_failure"].flatMap { failurePolicy($0.value) }
+
         guard let decoder, let output, !variants.isEmpty else { return nil }
-        return Pipeline(file: file, version: version, name: name, description: description, loader: loader,
-                        dataCache: dataCache, decoder: decoder, processors: processors, imageCache: imageCache,
-                        variants: variants, output: output, hasVariants: hasVariants)
+        var pipeline = Pipeline(file: file, version: version, name: name, description: description, loader: loader,
+                                dataCache: dataCache, decoder: decoder, processors: processors, imageCache: imageCache,
+                                variants: variants, output: output, hasVariants: hasVariants)
+        pipeline.onFailure = onFailure
+        return pipeline
     }
 
     /// The top-level keys declared as single values (`version`, `name`, ...), parsed and checked.
@@ -376,6 +380,19 @@ struct PipelineParser {
             }
         }
         return ok ? PluginOptions(values) : nil
+    }
+
+    /// `on_failure:`, its options declared by ``PipelineFileSpec/onFailure`` and checked as
+    /// ``FailurePolicy`` reads them (the fallback file is read when the run starts).
+    private mutating func failurePolicy(_ node: Node) -> PluginOptions? {
+        let at = node.mark.map { SourcePosition(line: $0.line, column: $0.column) } ?? SourcePosition(line: 1, column: 1)
+        guard let options = parseOptions(node, options: PipelineFileSpec.onFailure, exclusive: [], label: "'on_failure'", at: at) else {
+            return nil
+        }
+        let positions = lastOptionPositions
+        let problems = FailurePolicy.problems(options)
+        for (option, message) in problems { error(at: option.flatMap { positions[$0] } ?? at, message) }
+        return problems.isEmpty ? options : nil
     }
 
     /// `output:`, its options declared by ``PipelineFileSpec/output``.

@@ -74,6 +74,18 @@ public enum PipelineFileSpec {
               + "so an object another machine already wrote is kept, not replaced."),
     ] + objectStorage
 
+    /// The options of `on_failure:` (see ``FailurePolicy``).
+    public static let onFailure: [OptionSpec] = [
+        .list("kinds", of: .string, default: FailurePolicy.defaultKinds.map { .string($0) },
+              doc: "The failures it applies to: error kinds, http_status limited to statuses as http_status:404.")
+            .example("[not_found, \"http_status:404\", \"http_status:410\"]"),
+        .list("alternatives", of: .string, default: [],
+              doc: "Sources tried in order instead of the failed one, as templates: {url} {scheme} {host} {path} {query} {name} {stem} {ext} {dir}.")
+            .example("[\"https://backup.example.com{path}\", \"{url}.orig\"]"),
+        .path("fallback", access: .readableFile,
+              doc: "An image (a path) run through the same processors and encoder when every alternative failed; written under the item's names and marked fallback in the report."),
+    ]
+
     /// The keys of one entry of `variants:`.
     public static let variant: [PipelineFileKey] = [
         PipelineFileKey("processors", .stages(.processor),
@@ -107,6 +119,8 @@ public enum PipelineFileSpec {
         PipelineFileKey("encoder", .stage(.encoder, allowsNone: false),
                         doc: "Turns pixels into the output file; required unless every variant has its own."),
         PipelineFileKey("output", .section(output), doc: "Where and under which names outputs are written."),
+        PipelineFileKey("on_failure", .section(onFailure),
+                        doc: "What to do for an item whose source fails: alternative sources, then a fallback image."),
         PipelineFileKey("variants", .variants,
                         doc: "Several outputs per source, each with its own processors, encoder and name."),
         PipelineFileKey("tests", .tests,

@@ -78,6 +78,12 @@ public struct ItemResult: Sendable, Codable {
     public var degraded: String?
     /// What analysing processors (`analyze`) found about the image; empty without them.
     public var facts: ImageFacts = [:]
+    /// `on_failure`: the source the outputs were made from instead of the failed one.
+    public var alternative: String?
+    /// `on_failure`: whether the outputs are the fallback image's.
+    public var fallback = false
+    /// `on_failure`: the failure an alternative or the fallback stood in for.
+    public var recoveredFrom: ItemError?
 
     public init(source: String, index: Int, status: ItemStatus) {
         self.source = source
@@ -96,6 +102,7 @@ public struct ItemResult: Sendable, Codable {
     enum CodingKeys: String, CodingKey {
         case source, index, status, outputs, error, width, height
         case bytesIn = "bytes_in", bytesOut = "bytes_out", timings = "timings_ms", cache, degraded, facts
+        case alternative, fallback, recoveredFrom = "recovered_from"
     }
     struct Cache: Codable { var data: CacheOutcome; var image: CacheOutcome }
 
@@ -114,6 +121,9 @@ public struct ItemResult: Sendable, Codable {
         try c.encode(Cache(data: cacheData, image: cacheImage), forKey: .cache)
         try c.encodeIfPresent(degraded, forKey: .degraded)
         if !facts.isEmpty { try c.encode(facts, forKey: .facts) }
+        try c.encodeIfPresent(alternative, forKey: .alternative)
+        if fallback { try c.encode(true, forKey: .fallback) }
+        try c.encodeIfPresent(recoveredFrom, forKey: .recoveredFrom)
     }
 
     public init(from decoder: any Decoder) throws {
@@ -133,6 +143,9 @@ public struct ItemResult: Sendable, Codable {
         cacheImage = cache?.image ?? .off
         degraded = try c.decodeIfPresent(String.self, forKey: .degraded)
         facts = try c.decodeIfPresent(ImageFacts.self, forKey: .facts) ?? [:]
+        alternative = try c.decodeIfPresent(String.self, forKey: .alternative)
+        fallback = try c.decodeIfPresent(Bool.self, forKey: .fallback) ?? false
+        recoveredFrom = try c.decodeIfPresent(ItemError.self, forKey: .recoveredFrom)
     }
 }
 
@@ -144,6 +157,10 @@ public struct RunSummary: Sendable, Codable {
     public var skipped = 0
     /// Items decoded despite damage (`ok`, with ``ItemResult/degraded`` set).
     public var degraded = 0
+    /// Items made from an alternative source (`on_failure`).
+    public var alternatives = 0
+    /// Items made from the fallback image (`on_failure`).
+    public var fallbacks = 0
     public var wallSeconds = 0.0
     public var bytesIn = 0
     public var bytesOut = 0
@@ -165,6 +182,8 @@ public struct RunSummary: Sendable, Codable {
         failed = try c.decode(Int.self, forKey: .failed)
         skipped = try c.decode(Int.self, forKey: .skipped)
         degraded = try c.decodeIfPresent(Int.self, forKey: .degraded) ?? 0  // reports before fail_on have none
+        alternatives = try c.decodeIfPresent(Int.self, forKey: .alternatives) ?? 0
+        fallbacks = try c.decodeIfPresent(Int.self, forKey: .fallbacks) ?? 0
         wallSeconds = try c.decode(Double.self, forKey: .wallSeconds)
         bytesIn = try c.decode(Int.self, forKey: .bytesIn)
         bytesOut = try c.decode(Int.self, forKey: .bytesOut)
@@ -175,7 +194,7 @@ public struct RunSummary: Sendable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case total, ok, failed, skipped, degraded
+        case total, ok, failed, skipped, degraded, alternatives, fallbacks
         case wallSeconds = "wall_seconds", bytesIn = "bytes_in", bytesOut = "bytes_out"
         case imageCacheEvictions = "image_cache_evictions", notStarted = "not_started"
         case shard, otherShards = "other_shards"
@@ -190,6 +209,8 @@ public struct RunSummary: Sendable, Codable {
             all.failed += part.failed
             all.skipped += part.skipped
             all.degraded += part.degraded
+            all.alternatives += part.alternatives
+            all.fallbacks += part.fallbacks
             all.wallSeconds = max(all.wallSeconds, part.wallSeconds)
             all.bytesIn += part.bytesIn
             all.bytesOut += part.bytesOut
@@ -208,6 +229,8 @@ public struct RunSummary: Sendable, Codable {
         case .skipped: skipped += 1
         }
         if item.degraded != nil { degraded += 1 }
+        if item.alternative != nil { alternatives += 1 }
+        if item.fallback { fallbacks += 1 }
         bytesIn += item.bytesIn
         bytesOut += item.bytesOut
     }

@@ -39,6 +39,21 @@ extension PipelineRunner {
         return outcome
     }
 
+    /// The fallback image (`on_failure`) through every variant's processors and encoder, written
+    /// under `plan`'s names. Never stored in a cache: the next run tries the source again.
+    func produceFallback(_ fallback: LoadedData, _ plan: ItemPlan, tracker: StageTracker) async throws -> ItemOutcome {
+        let job = try await decodeAndProcess(fallback, pending: Array(variants.indices), tracker: tracker)
+        tracker.enter(.encode)
+        var outcome = ItemOutcome(planned: plan.planned, timings: StageTimings(decode: job.decode, process: job.process))
+        for index in variants.indices {
+            let encoded = try await encode(job.finished[index]!, variant: index)
+            outcome.timings.encode += encoded.milliseconds
+            tracker.enter(.output)
+            try await write(encoded, plan, variant: index, into: &outcome)
+        }
+        return outcome
+    }
+
     /// The images of the `needed` variants: from the image cache, or decoded and processed.
     func images(_ plan: ItemPlan, needed: [Int], preloaded: LoadedSource?, tracker: StageTracker) async throws -> ProcessedImages {
         let base = plan.key + "#" + decoderIdentifier

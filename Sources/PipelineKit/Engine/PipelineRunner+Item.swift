@@ -6,8 +6,10 @@ extension PipelineRunner {
     /// Runs one source through every stage. Never throws: failures become a failed result.
     public func runItem(_ source: Source) async -> ItemResult {
         var result = ItemResult(source: source.text, index: source.index, status: .failed)
+        var planned: ItemPlan?
         do {
             let plan = try makePlan(source)
+            planned = plan
             if resume, let done = try await alreadyWritten(plan) {
                 result.status = .skipped
                 result.outputs = done.map(destination.location)
@@ -19,14 +21,55 @@ extension PipelineRunner {
             logger.debug("ok", metadata: ["source": "\(source.text)", "outputs": "\(result.outputs)"])
         } catch {
             let failure = classify(error, stage: .load, kind: .io)
-            result.error = ItemError(stage: failure.stage ?? .load, kind: failure.kind, message: failure.message,
-                                     plugin: failure.plugin)
+            let itemError = ItemError(stage: failure.stage ?? .load, kind: failure.kind, message: failure.message,
+                                      plugin: failure.plugin)
+            if let planned, let policy = failurePolicy, !fetchOnly, policy.applies(to: failure),
+               await recover(planned, policy: policy, into: &result) {
+                result.recoveredFrom = itemError
+                return result
+            }
+            result.error = itemError
             logger.warning("failed", metadata: [
                 "source": "\(source.text)", "stage": "\(failure.stage?.rawValue ?? "load")",
                 "kind": "\(failure.kind)", "message": "\(failure.message)", "plugin": "\(failure.plugin ?? "")",
             ])
         }
         return result
+    }
+
+    /// `on_failure:` for a failed item: each alternative source in turn, written under the item's
+    /// own names, then the fallback image. Whether one of them made the outputs.
+    func recover(_ plan: ItemPlan, policy: FailurePolicy, into result: inout ItemResult) async -> Bool {
+        for template in policy.alternatives {
+            let text = FailurePolicy.render(template, source: plan.source.text)
+            let alternative = Source(text: text, index: plan.source.index, base: plan.source.base)
+            guard let slot = loader(for: alternative) else { continue }
+            let altPlan = ItemPlan(source: alternative, slot: slot, key: slot.loader.cacheKey(for: alternative), planned: plan.planned)
+            do {
+                let (outcome, reused) = try await withinTimeLimit(altPlan)
+                recordCompleted(outcome)
+                fill(&result, with: outcome, reused: reused)
+                result.alternative = text
+                logger.info("alternative", metadata: ["source": "\(plan.source.text)", "alternative": "\(text)"])
+                return true
+            } catch {
+                logger.debug("alternative failed", metadata: ["alternative": "\(text)", "error": "\(error)"])
+            }
+        }
+        guard let fallback = policy.fallback else { return false }
+        do {
+            let (outcome, _) = try await withinTimeLimit(plan) { plan, tracker in
+                (try await self.produceFallback(fallback, plan, tracker: tracker), false)
+            }
+            // Not recorded as complete: `--resume` tries the source again.
+            fill(&result, with: outcome, reused: false)
+            result.fallback = true
+            logger.info("fallback", metadata: ["source": "\(plan.source.text)"])
+            return true
+        } catch {
+            logger.warning("fallback failed", metadata: ["source": "\(plan.source.text)", "error": "\(error)"])
+            return false
+        }
     }
 
     /// The loader, key and planned outputs of `source`; claims the outputs for it.
@@ -44,7 +87,9 @@ extension PipelineRunner {
 
     /// The item's outcome under its time limit, with the item's stage context set for every stage.
     /// `reused`: made by another line of the list (in flight or earlier).
-    func withinTimeLimit(_ plan: ItemPlan) async throws -> (ItemOutcome, reused: Bool) {
+    func withinTimeLimit(_ plan: ItemPlan,
+                         work: (@Sendable (ItemPlan, StageTracker) async throws -> (ItemOutcome, reused: Bool))? = nil)
+        async throws -> (ItemOutcome, reused: Bool) {
         let tracker = StageTracker()
         let limit = itemTimeout
         return try await withItemClock(limit, timeout: {
@@ -53,7 +98,8 @@ extension PipelineRunner {
         }) { clock in
             let context = StageContext(source: plan.source, cacheKey: plan.key, logger: self.logger, clock: clock)
             return try await StageContext.$taskValue.withValue(context) {
-                try await self.outcome(plan, tracker: tracker)
+                if let work { return try await work(plan, tracker) }
+                return try await self.outcome(plan, tracker: tracker)
             }
         }
     }

@@ -56,6 +56,8 @@ public final class PipelineRunner: Sendable {
     let destination: any OutputDestination
     /// Whether an item's facts are written as JSON next to its first output (`output.facts_sidecar`).
     let factsSidecar: Bool
+    /// `on_failure:`, when the pipeline has it.
+    let failurePolicy: FailurePolicy?
     let loaders: [String: LoaderSlot]
     let schemesServed: [String]
     let dataCache: (any DataCaching)?
@@ -110,6 +112,7 @@ public final class PipelineRunner: Sendable {
         outputDirectory = options.outputDirectory ?? pipeline.output.dir
         destination = try Self.destination(outputDirectory, options: pipeline.output.options, registry: registry)
         factsSidecar = pipeline.output.options.bool("facts_sidecar") ?? false
+        failurePolicy = try pipeline.onFailure.map { try FailurePolicy(options: $0) }
         logger = options.logger
         fetchOnly = options.fetchOnly
         itemTimeout = options.itemTimeout

@@ -135,7 +135,8 @@ public enum ContactSheet {
         } ?? ""
         let size = item.width.flatMap { w in item.height.map { "\(w)×\($0)" } } ?? ""
         let facts = [size, SummaryText.bytes(item.bytesOut), item.outputs.count > 1 ? "\(item.outputs.count) outputs" : "",
-                     item.degraded.map { "degraded: \($0)" } ?? ""]
+                     item.degraded.map { "degraded: \($0)" } ?? "", item.fallback ? "fallback image" : "",
+                     item.alternative.map { "from \($0)" } ?? ""]
             .filter { !$0.isEmpty }.joined(separator: " · ")
         // The placeholder colour (from `analyze`) behind the picture while it loads.
         var placeholder = ""

@@ -17,7 +17,12 @@ public enum SummaryText {
                               outputDirectory: String?, examples: Int = 3) -> String {
         var lines: [String] = []
         let rate = summary.wallSeconds > 0 ? Double(summary.total) / summary.wallSeconds : 0
-        let degraded = summary.degraded > 0 ? " (\(summary.degraded) degraded: decoded despite damage, as fail_on allows)" : ""
+        let notes = [
+            summary.degraded > 0 ? "\(summary.degraded) degraded: decoded despite damage, as fail_on allows" : nil,
+            summary.alternatives > 0 ? "\(summary.alternatives) from an alternative source" : nil,
+            summary.fallbacks > 0 ? "\(summary.fallbacks) from the fallback image" : nil,
+        ].compactMap { $0 }
+        let degraded = notes.isEmpty ? "" : " (" + notes.joined(separator: "; ") + ")"
         lines.append("\(pipeline): \(summary.total) items: \(summary.ok) ok\(degraded), \(summary.failed) failed, "
             + "\(summary.skipped) skipped in \(String(format: "%.2f", summary.wallSeconds))s "
             + "(\(String(format: "%.1f", rate)) items/s)")

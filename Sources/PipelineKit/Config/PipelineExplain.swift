@@ -23,9 +23,11 @@ public enum PipelineExplain {
             case .stages:
                 lines += processors(key.name, pipeline.processors, indent: "")
             case .section(let options):
+                // `output:` always (its defaults are the run's); another section when the file has it.
+                guard let values = key.name == "output" ? pipeline.output.options : sectionOptions(pipeline, key.name) else { continue }
                 lines.append("\(key.name):")
                 for option in options {
-                    guard let value = pipeline.output.options[option.name] else { continue }
+                    guard let value = values[option.name] else { continue }
                     lines.append("  \(option.name): \(render(value, option))")
                 }
             case .variants:
@@ -42,6 +44,11 @@ public enum PipelineExplain {
             }
         }
         return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// A section other than `output:` as the pipeline holds it, when the file has it.
+    static func sectionOptions(_ pipeline: Pipeline, _ name: String) -> PluginOptions? {
+        name == "on_failure" ? pipeline.onFailure : nil
     }
 
     /// The top-level single values as the pipeline holds them (an empty description is left out).

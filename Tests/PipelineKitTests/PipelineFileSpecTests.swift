@@ -45,6 +45,7 @@ extension ValidationTests {
             processors: [{ resize: { width: 10 } }]
             encoder: png
             output: { dir: out/x }
+            on_failure: { kinds: [not_found], alternatives: ["{url}.orig"] }
             """, file: "p.yaml", registry: registry)
         #expect(found.isEmpty)
         let pipeline = try #require(parsed)

@@ -35,4 +35,27 @@ import Testing
             #expect(error.kind == .decodeFailed && error.message.hasPrefix("HEIF: ") && error.message.count > 6, "\(error)")
         } catch { Issue.record("\(error)") }
     }
+
+    /// The HEIF reader's second finding: a grid whose 'dimg' reference points at itself sent
+    /// libheif 1.15 into endless recursion (a stack overflow, or with its tile threads a failed
+    /// thread start and an uncaught exception): the process ended. It is now refused before libheif decodes.
+    @Test func heifImageDerivedFromItselfIsRefused() throws {
+        let found = try Data(contentsOf: Self.root.appendingPathComponent("heif/grid-derived-from-itself-recursed-in-libheif"))
+        #expect(throws: PipelineError(.decodeFailed, "HEIF: image 2 is derived from itself (its 'dimg' references form a cycle)")) {
+            _ = try HEIFReducer.File(found)
+        }
+        // The same by construction: a meta box whose primary item 7 is derived from 9, and 9 from 7.
+        func box(_ type: String, _ body: [UInt8]) -> [UInt8] {
+            let size = UInt32(8 + body.count)
+            return [UInt8(size >> 24), UInt8(size >> 16 & 255), UInt8(size >> 8 & 255), UInt8(size & 255)] + Array(type.utf8) + body
+        }
+        let iref = box("iref", [0, 0, 0, 0] + box("dimg", [0, 7, 0, 1, 0, 9]) + box("dimg", [0, 9, 0, 1, 0, 7]))
+        let file = box("ftyp", Array("heic".utf8) + [0, 0, 0, 0] + Array("mif1heic".utf8))
+            + box("meta", [0, 0, 0, 0] + box("pitm", [0, 0, 0, 0, 0, 7]) + iref)
+        #expect(HEIFReferences.problem(Data(file)) == "HEIF: image 7 is derived from itself (its 'dimg' references form a cycle)")
+        // A grid of two tiles is fine.
+        let grid = box("ftyp", Array("heic".utf8) + [0, 0, 0, 0]) + box("meta", [0, 0, 0, 0] + box("pitm", [0, 0, 0, 0, 0, 1])
+            + box("iref", [0, 0, 0, 0] + box("dimg", [0, 1, 0, 2, 0, 2, 0, 3])))
+        #expect(HEIFReferences.problem(Data(grid)) == nil)
+    }
 }

@@ -73,7 +73,8 @@ enum FuzzTargets {
         _ = try? WebPReducer.decode(data, plan: plan, size: scaled, failOn: FailOn.allCases[data.count % 4])
     }
 
-    /// The HEIF/AVIF path: libheif's boxes through our file wrapper, then an 8-bit decode averaged down.
+    /// The HEIF/AVIF path: our reference check and libheif's boxes through our file wrapper, then
+    /// an 8-bit decode averaged down.
     @Sendable static func heif(_ data: Data) {
         guard let file = try? HEIFReducer.File(data), fits(file.size) else { return }
         _ = try? HEIFReducer.decode(file, factor: 1 + data.count % 3, limits: (4096, 4096, maxPixels))

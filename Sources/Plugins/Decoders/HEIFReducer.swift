@@ -31,12 +31,17 @@ enum HEIFReducer {
         let handle: OpaquePointer
 
         init(_ data: Data) throws {
+            if let problem = HEIFReferences.problem(data) { throw PipelineError(.decodeFailed, problem) }
             bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, data.count), alignment: 16)
             data.copyBytes(to: bytes)
             guard let context = heif_context_alloc() else {
                 bytes.deallocate()
                 throw PipelineError(.tooLarge, "HEIF: out of memory")
             }
+            // Grid tiles in the calling thread: with libheif's own tile threads, a crafted grid of
+            // many tiles made libheif throw from a failed thread start, which ends the process
+            // (fuzzing found it). Decodes run side by side on the workers instead.
+            heif_context_set_max_decoding_threads(context, 0)
             let read = heif_context_read_from_memory_without_copy(context, bytes.baseAddress, data.count, nil)
             var handle: OpaquePointer?
             let primary = read.code == heif_error_Ok ? heif_context_get_primary_image_handle(context, &handle) : read

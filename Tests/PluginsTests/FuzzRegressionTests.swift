@@ -1,4 +1,6 @@
+import CMagickWand
 import Foundation
+import MagickKit
 import PipelineKit
 @testable import Plugins
 import Testing
@@ -57,5 +59,22 @@ import Testing
         let grid = box("ftyp", Array("heic".utf8) + [0, 0, 0, 0]) + box("meta", [0, 0, 0, 0] + box("pitm", [0, 0, 0, 0, 0, 1])
             + box("iref", [0, 0, 0, 0] + box("dimg", [0, 1, 0, 2, 0, 2, 0, 3])))
         #expect(HEIFReferences.problem(Data(grid)) == nil)
+    }
+
+    /// The PNG whole-image reader's finding: pixels taller than ImageMagick's height limit
+    /// (policy.xml, 16KP on Debian) made ImageMagick 6 assert inside ConstituteImage, ending the
+    /// process. Making an image past the limits now fails as too_large.
+    @Test func pixelsOverImageMagicksLimitsFailAsTooLarge() throws {
+        let height = Int(Magick.resourceLimit(HeightResource)) + 1
+        #expect(throws: PipelineError.self) {
+            _ = try Wand.fromPixels([UInt8](repeating: 0, count: 2 * height * 3), width: 2, height: height, hasAlpha: false)
+        }
+        do {
+            _ = try Wand.fromPixels([UInt8](repeating: 0, count: 2 * height * 3), width: 2, height: height, hasAlpha: false)
+        } catch let error as PipelineError {
+            #expect(error.kind == .tooLarge && error.message.hasPrefix("2x\(height) is over ImageMagick's limits in policy.xml"), "\(error)")
+        }
+        let found = try Data(contentsOf: Self.root.appendingPathComponent("png/tall-png-over-imagemagick-height-limit-asserted"))
+        #expect(throws: PipelineError.self) { _ = try PNGReducer.decodeWhole(found, failOn: .none) }
     }
 }

@@ -144,6 +144,9 @@ enum WebPReducer {
     static func partial(_ data: Data, plan: Plan, size: PixelSize) throws -> (wand: Wand, damage: Damage?) {
         var config = try config(plan, size: size)
         guard let decoder = WebPIDecode(nil, 0, &config) else { throw failure(VP8_STATUS_OUT_OF_MEMORY) }
+        // The rows are in config.output, which libwebp allocated and WebPIDelete leaves (fuzzing
+        // found the leak): freed after the decoder.
+        defer { WebPFreeDecBuffer(&config.output) }
         defer { WebPIDelete(decoder) }
         let status = data.withUnsafeBytes { raw -> VP8StatusCode in
             let base = raw.baseAddress!.assumingMemoryBound(to: UInt8.self)

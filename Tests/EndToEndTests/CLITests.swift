@@ -25,6 +25,14 @@ import TestSupport
         return path.path
     }
 
+    /// A copy of thumbnails.yaml as ``thumbnailsPipeline(in:)`` makes it, changed by `edit`, written
+    /// to `dir/name`.
+    func thumbnailsPipeline(in dir: URL, named name: String, _ edit: (String) -> String) throws -> URL {
+        let path = dir.appendingPathComponent(name)
+        try edit(try String(contentsOfFile: try thumbnailsPipeline(in: dir), encoding: .utf8)).write(to: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
     /// `-q` is silent when every item is fine, and says what failed (on standard error) when not.
     @Test func quietIsSilentUnlessSomethingFails() async throws {
         let dir = try Fixtures.temporaryDirectory("quiet")
@@ -129,10 +137,9 @@ import TestSupport
         #expect(strict.status == 1)
         #expect(strict.stdout.contains("cut.jpg: decode (imagemagick) decode_failed: JPEG: Premature end of JPEG file"), "\(strict.stdout)")
 
-        var text = try String(contentsOfFile: try thumbnailsPipeline(in: dir), encoding: .utf8)
-        text = text.replacingOccurrences(of: "decoder: imagemagick", with: "decoder:\n  imagemagick: { fail_on: none }")
-        let pipeline = dir.appendingPathComponent("lenient.yaml")
-        try text.write(to: pipeline, atomically: true, encoding: .utf8)
+        let pipeline = try thumbnailsPipeline(in: dir, named: "lenient.yaml") {
+            $0.replacingOccurrences(of: "decoder: imagemagick", with: "decoder:\n  imagemagick: { fail_on: none }")
+        }
         let reportPath = dir.appendingPathComponent("lenient.json")
         let lenient = try await pipelinectl(["run", pipeline.path, list.path, "--report", reportPath.path])
         #expect(lenient.status == 0, "\(lenient.stdout)\n\(lenient.stderr)")
@@ -152,11 +159,10 @@ import TestSupport
         server.serve("/flat.png", CacheableResource(body: flat, headers: ["Cache-Control": "max-age=3600", "Content-Type": "image/png"]))
         let list = dir.appendingPathComponent("list.txt")
         try "\(server.url("/flat.png"))\n\(server.url("/flat.png"))\n".write(to: list, atomically: true, encoding: .utf8)
-        var text = try String(contentsOfFile: try thumbnailsPipeline(in: dir), encoding: .utf8)
-        text = text.replacingOccurrences(of: "processors:\n", with: "processors:\n  - analyze: { blurhash: 3x2 }\n")
-        text = text.replacingOccurrences(of: "  name: \"{stem}-{hash8}.{ext}\"", with: "  name: \"{stem}-{hash8}.{ext}\"\n  facts_sidecar: true")
-        let pipeline = dir.appendingPathComponent("facts.yaml")
-        try text.write(to: pipeline, atomically: true, encoding: .utf8)
+        let pipeline = try thumbnailsPipeline(in: dir, named: "facts.yaml") {
+            $0.replacingOccurrences(of: "processors:\n", with: "processors:\n  - analyze: { blurhash: 3x2 }\n")
+                .replacingOccurrences(of: "  name: \"{stem}-{hash8}.{ext}\"", with: "  name: \"{stem}-{hash8}.{ext}\"\n  facts_sidecar: true")
+        }
         let expected: [String: Any] = [
             "format": "PNG", "width": 200, "height": 100, "frames": 1,
             // PyPI's blurhash.encode of a flat #3a7bd5 picture with 3x2 components.
@@ -203,8 +209,8 @@ import TestSupport
         server.serve("/page.jpg", Data("<html><body>hello</body></html>".utf8), contentType: "text/html")
         let placeholder = dir.appendingPathComponent("placeholder.png")
         try Fixtures.image("xc:#808080", width: 600, height: 600, format: "PNG").write(to: placeholder)
-        var text = try String(contentsOfFile: try thumbnailsPipeline(in: dir), encoding: .utf8)
-        text = text.replacingOccurrences(of: "\ntests:", with: """
+        let pipeline = try thumbnailsPipeline(in: dir, named: "p.yaml") {
+            $0.replacingOccurrences(of: "\ntests:", with: """
 
             on_failure:
               kinds: ["http_status:404"]
@@ -213,8 +219,7 @@ import TestSupport
 
             tests:
             """)
-        let pipeline = dir.appendingPathComponent("p.yaml")
-        try text.write(to: pipeline, atomically: true, encoding: .utf8)
+        }
         let list = dir.appendingPathComponent("list.txt")
         try [server.url("/gone.jpg"), server.url("/missing.jpg"), server.url("/page.jpg")].joined(separator: "\n")
             .write(to: list, atomically: true, encoding: .utf8)

@@ -88,6 +88,19 @@ import TestSupport
         }
     }
 
+    /// An opt-in format's decode counts in the memory budget: its size comes from ImageMagick's
+    /// reading of the header, as the others' from ours.
+    @Test func optInFormatsCountInTheMemoryBudget() throws {
+        let decoder = ImageMagickDecoder(options: ImageMagickDecoder.plugin.options(["formats": .list(Self.optIn.map { .string($0) })]))
+        for (label, data, _, _) in try Self.fixtures() where !label.hasSuffix("plain") {
+            let estimate = try #require(decoder.estimatedMemory(LoadedData(data: data), hint: DecodeHint()), "\(label)")
+            #expect(estimate >= 70 * 46 * 8, "\(label): \(estimate)")
+        }
+        // Not allowed: nothing to count (it is refused before decoding).
+        let tga = try Self.rose("TGA") + Self.tgaFooter
+        #expect(ImageMagickDecoder(options: ImageMagickDecoder.plugin.defaultOptions).estimatedMemory(LoadedData(data: tga), hint: DecodeHint()) == nil)
+    }
+
     /// TGA has no magic number: a file that only its header rules match is no image unless TGA
     /// is allowed, and then it is one.
     @Test func tgaWithoutFooterOnlyWhenAllowed() throws {

@@ -122,7 +122,8 @@ public struct ImageMagickDecoder: ImageDecoding {
         guard case .image(let format) = FormatSniffer.sniff(loaded.data, tga: allowedCoders.contains("TGA")) else { return nil }
         let heif = ["HEIC", "AVIF"].contains(format)
             ? (try? HEIFReducer.File(loaded.data))?.size : nil
-        guard let size = heif ?? HeaderProbe.dimensions(loaded.data, format: format), size.width > 0, size.height > 0 else { return nil }
+        guard let size = heif ?? HeaderProbe.dimensions(loaded.data, format: format) ?? pingedSize(loaded.data, format: format),
+              size.width > 0, size.height > 0 else { return nil }
         var width = size.width, height = size.height
         let frame = format == "JPEG" ? HeaderProbe.jpegFrame(loaded.data) : nil
         if let frame, shrinkOnLoad, frame.components == 3, let plan = JPEGReducer.plan(size, hint: hint, headroom: headroom) {
@@ -152,6 +153,16 @@ public struct ImageMagickDecoder: ImageDecoding {
         // A progressive JPEG keeps every DCT coefficient of the full-size image until the end.
         let coefficients = frame?.progressive == true ? size.width * size.height * 3 : 0
         return pixels * 8 + pixels * (format == "JPEG" ? 1 : 4) + coefficients + loaded.data.count
+    }
+
+    /// The size ImageMagick reads from the header of an allowed format that ``HeaderProbe`` does
+    /// not parse (the opt-in formats), so that its decode counts in the memory budget; `nil` for
+    /// a format not allowed or a header ImageMagick cannot read.
+    func pingedSize(_ data: Data, format: String) -> PixelSize? {
+        guard allowedCoders.contains(format), Magick.canRead(format) else { return nil }
+        let wand = Wand()
+        guard (try? wand.ping(data, format: format)) != nil else { return nil }
+        return PixelSize(width: wand.width, height: wand.height)
     }
 
     /// The `jpeg:size` this decoder asks of ImageMagick and the size libjpeg-turbo then decodes,

@@ -46,11 +46,6 @@ public struct ImageMagickDecoder: ImageDecoding {
         formatCoders.first { $0.value.contains(coder) }?.key
     }
 
-    /// The default formats this build reads (HEIC and AVIF only with the libheif delegate).
-    public static let readableFormats: [String] = defaultFormats.filter { name in
-        formatCoders.first { $0.key == name }!.value.allSatisfy { Magick.canRead($0) }
-    }
-
     public static let plugin = Plugin.decoder(
         PluginSpec(
             name: "imagemagick",
@@ -99,10 +94,13 @@ public struct ImageMagickDecoder: ImageDecoding {
     let failOn: FailOn
     /// The ImageMagick coders the `formats` option allows.
     let allowedCoders: Set<String>
+    /// The allowed coders this ImageMagick can read under its policy (asked once, not per item).
+    let readableCoders: Set<String>
 
     init(options: PluginOptions) {
         let names = options.list("formats")?.map(\.description) ?? Self.defaultFormats
         allowedCoders = Set(names.flatMap { name in Self.formatCoders.first { $0.key == name }?.value ?? [] })
+        readableCoders = allowedCoders.filter { Magick.canRead($0) }
         maxPixels = options.int("max_pixels")!
         maxWidth = options.int("max_width")!
         maxHeight = options.int("max_height")!
@@ -159,7 +157,7 @@ public struct ImageMagickDecoder: ImageDecoding {
     /// not parse (the opt-in formats), so that its decode counts in the memory budget; `nil` for
     /// a format not allowed or a header ImageMagick cannot read.
     func pingedSize(_ data: Data, format: String) -> PixelSize? {
-        guard allowedCoders.contains(format), Magick.canRead(format) else { return nil }
+        guard readableCoders.contains(format) else { return nil }
         let wand = Wand()
         guard (try? wand.ping(data, format: format)) != nil else { return nil }
         return PixelSize(width: wand.width, height: wand.height)
@@ -194,7 +192,7 @@ public struct ImageMagickDecoder: ImageDecoding {
                 throw PipelineError(.unsupportedFormat, "the content is \(coder), an image format this decoder does not accept"
                     + served + "; add \(name) to the decoder's 'formats' to accept it")
             }
-            guard Magick.canRead(coder) else {
+            guard readableCoders.contains(coder) else {
                 throw PipelineError(.unsupportedFormat, "the content is \(coder); 'formats' allows \(name), but this "
                     + "ImageMagick cannot read it (its policy.xml refuses the coder, or the delegate library is missing)")
             }

@@ -97,9 +97,7 @@ enum PNGReducer {
                     try readRow(reader, &row)
                     rowsRead += 1
                 } catch let error as PipelineError {
-                    let level: Damage.Level = reader.pointee.truncated != 0 ? .truncated : Damage.level(of: error.message)
-                    guard !failOn.stops(level), rowsRead > 0 else { throw error }
-                    damage = Damage(level: level, message: error.message + " (\(rowsRead) of \(height) rows decoded)")
+                    damage = try rowDamage(reader, error, failOn: failOn, rowsRead: rowsRead, rows: height)
                     row.withUnsafeMutableBufferPointer { $0.update(repeating: 0) }
                 }
             }
@@ -135,11 +133,7 @@ enum PNGReducer {
                 for y in 0..<Int(height) {
                     let ok = pixels.withUnsafeMutableBufferPointer { pk_png_read_row(reader, $0.baseAddress! + y * rowBytes) }
                     if ok == 0 {
-                        let error = failure(reader)
-                        let level: Damage.Level = reader.pointee.truncated != 0 ? .truncated : Damage.level(of: error.message)
-                        guard !failOn.stops(level), rowsRead > 0 else { throw error }
-                        let total = Int(height) * Int(passes)
-                        damage = Damage(level: level, message: error.message + " (\(rowsRead) of \(total) rows decoded)")
+                        damage = try rowDamage(reader, failure(reader), failOn: failOn, rowsRead: rowsRead, rows: Int(height) * Int(passes))
                         break reading
                     }
                     rowsRead += 1
@@ -150,6 +144,15 @@ enum PNGReducer {
             if let profile, profileLength > 0 { try wand.setICCProfile(profile) }
             return (wand, damage)
         }
+    }
+
+    /// A row that could not be read (`error`, after `rowsRead` of `rows`) as the read's damage, or
+    /// `error` itself when `failOn` stops at it or nothing was read.
+    static func rowDamage(_ reader: UnsafeMutablePointer<pk_png_reader>, _ error: PipelineError, failOn: FailOn,
+                          rowsRead: Int, rows: Int) throws -> Damage {
+        let level: Damage.Level = reader.pointee.truncated != 0 ? .truncated : Damage.level(of: error.message)
+        guard !failOn.stops(level), rowsRead > 0 else { throw error }
+        return Damage(level: level, message: error.message + " (\(rowsRead) of \(rows) rows decoded)")
     }
 
     /// The CRC mismatch the read went past (see the shim), or `nil`; throws `decode_failed` when

@@ -65,7 +65,9 @@ run: release samples
 # The codec suites decode large images synchronously: run in the same process as the tests with
 # loopback servers, they held both of Swift's cooperative threads (one per core) for seconds and
 # those servers could not start in time. They run in a process of their own, after the others.
-CODEC_SUITES = (WebP|HEIF|TIFF|GIF|JPEG)DecodeTests|ShrinkOnLoadQualityTests|TIFFHeaderTests
+# So do the suites that decode every opt-in format, every fail_on case, the fuzz findings and the
+# facts' sources: with them, a killed shard's request reached the loopback server late.
+CODEC_SUITES = (WebP|HEIF|TIFF|GIF|JPEG)DecodeTests|ShrinkOnLoadQualityTests|TIFFHeaderTests|FormatAllowlistTests|FailOnTests|FuzzRegressionTests|SourceFactsTests|PlaceholderHashTests|ImageFactsAlgorithmTests
 
 test: test-deps
 	$(SWIFT) build --build-tests

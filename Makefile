@@ -67,7 +67,7 @@ run: release samples
 # those servers could not start in time. They run in a process of their own, after the others.
 # So do the suites that decode every opt-in format, every fail_on case, the fuzz findings and the
 # facts' sources: with them, a killed shard's request reached the loopback server late.
-CODEC_SUITES = (WebP|HEIF|TIFF|GIF|JPEG)DecodeTests|ShrinkOnLoadQualityTests|TIFFHeaderTests|FormatAllowlistTests|FailOnTests|FuzzRegressionTests|SourceFactsTests|PlaceholderHashTests|ImageFactsAlgorithmTests
+CODEC_SUITES = (WebP|HEIF|TIFF|GIF|JPEG)DecodeTests|MetadataTests|ShrinkOnLoadQualityTests|TIFFHeaderTests|FormatAllowlistTests|FailOnTests|FuzzRegressionTests|SourceFactsTests|PlaceholderHashTests|ImageFactsAlgorithmTests
 
 test: test-deps
 	$(SWIFT) build --build-tests

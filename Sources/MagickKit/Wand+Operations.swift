@@ -292,10 +292,13 @@ extension Wand {
         try check(status, .decodeFailed, "ICC colour conversion")
     }
 
-    /// Removes metadata; keeps the ICC profile when `keepICC` is true.
+    /// Removes metadata; keeps the ICC profile when `keepICC` is true. Also removes every
+    /// property (`exif:*` parsed from the source, comments, labels), which some coders (PNG) would
+    /// otherwise write back as text.
     public func strip(keepICC: Bool) throws {
         let icc = keepICC ? iccProfile : nil
         try strip()
+        for name in propertyNames("*") { _ = MagickDeleteImageProperty(pointer, name) }
         if let icc { try setICCProfile(icc) }
     }
 

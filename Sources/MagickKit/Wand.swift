@@ -81,6 +81,12 @@ public final class Wand {
 
     // MARK: Reading
 
+    /// Sets an artifact of the current image, such as `png:exclude-chunk`: a setting its coder
+    /// reads from the image itself (where ``strip()`` leaves one), not from the wand's options.
+    public func setArtifact(_ key: String, _ value: String) {
+        _ = MagickSetImageArtifact(pointer, key, value)
+    }
+
     /// Sets a coder option such as `jpeg:size` (before reading) or `png:compression-level`.
     public func setOption(_ key: String, _ value: String) {
         _ = MagickSetOption(pointer, key, value)
@@ -191,6 +197,13 @@ public final class Wand {
     public func setProfile(_ name: String, _ data: Data) throws {
         let status = data.withUnsafeBytes { MagickSetImageProfile(pointer, name, $0.baseAddress, $0.count) }
         try check(status, .processFailed, "setting the \(name) profile")
+    }
+
+    /// Sets the resolution (`unit` as EXIF gives it: 2 per inch, 3 per centimetre, else undefined).
+    public func setResolution(x: Double, y: Double, unit: Int) {
+        _ = MagickSetImageResolution(pointer, x, y)
+        _ = MagickSetImageUnits(pointer, unit == 2 ? PixelsPerInchResolution : unit == 3 ? PixelsPerCentimeterResolution
+            : UndefinedResolution)
     }
 
     /// Applies the EXIF orientation and resets it to top-left.

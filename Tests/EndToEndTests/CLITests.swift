@@ -197,6 +197,37 @@ import TestSupport
         await server.stop()
     }
 
+    /// `metadata:` through the whole run: the output keeps the copyright and loses the GPS
+    /// position; a run with another policy makes its output again rather than reusing the stored
+    /// one, which carries the first policy's metadata.
+    @Test func metadataPolicyDecidesWhatOutputsCarry() async throws {
+        let dir = try Fixtures.temporaryDirectory("metadata")
+        let photo = dir.appendingPathComponent("photo.jpg")
+        try Fixtures.jpeg(400, 300).write(to: photo)
+        let tagged = try await Command.run("/usr/bin/exiftool", [
+            "-q", "-overwrite_original", "-Copyright=(c) Ann", "-Make=Canon", "-GPSLatitude=48.85", "-GPSLatitudeRef=N", photo.path,
+        ])
+        try #require(tagged.status == 0, "\(tagged.stderr)")
+        let server = try await TestServer.start()
+        server.serve("/photo.jpg", CacheableResource(body: try Data(contentsOf: photo),
+                                                     headers: ["Cache-Control": "max-age=3600", "Content-Type": "image/jpeg"]))
+        let list = dir.appendingPathComponent("list.txt")
+        try "\(server.url("/photo.jpg"))\n".write(to: list, atomically: true, encoding: .utf8)
+        for (run, section, expected) in [("copyright", "metadata: { keep: [icc, copyright] }\n", "(c) Ann|-|-"),
+                                         ("default", "", "-|-|-"), ("gps", "metadata: { keep: [gps] }\n", "-|-|48.85")] {
+            let pipeline = try thumbnailsPipeline(in: dir, named: "\(run).yaml") { $0.replacingOccurrences(of: "\ntests:", with: "\n\(section)tests:") }
+            let reportPath = dir.appendingPathComponent("\(run).json")
+            let result = try await pipelinectl(["run", pipeline.path, list.path, "--report", reportPath.path])
+            #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+            let items = try #require(try report(reportPath)["items"] as? [[String: Any]])
+            let output = try #require((items.first?["outputs"] as? [String])?.first)
+            let read = try await Command.run("/usr/bin/exiftool", ["-s3", "-n", "-f", "-p", "$Copyright|$Make|$GPSLatitude", output])
+            #expect(read.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == expected, "\(run)")
+            #expect((items.first?["cache"] as? [String: Any])?["data"] as? String != "processed_hit", "\(run): made again")
+        }
+        await server.stop()
+    }
+
     /// on_failure: a 404 is made from its alternative source, one whose alternative also fails from
     /// the fallback image, and a failure of another kind stays failed; the fallback is never kept as
     /// the source, so the next run asks for it again.

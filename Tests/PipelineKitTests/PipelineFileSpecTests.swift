@@ -46,6 +46,7 @@ extension ValidationTests {
             encoder: png
             output: { dir: out/x }
             on_failure: { kinds: [not_found], alternatives: ["{url}.orig"] }
+            metadata: { keep: [all, gps], drop: [dates] }
             """, file: "p.yaml", registry: registry)
         #expect(found.isEmpty)
         let pipeline = try #require(parsed)
@@ -61,6 +62,8 @@ extension ValidationTests {
         let (again, problems) = PipelineFile.parse(text: text, file: "e.yaml", registry: registry)
         #expect(problems.isEmpty)
         #expect(again?.output.options == pipeline.output.options)
+        #expect(again?.metadataPolicy == pipeline.metadataPolicy)
+        #expect(pipeline.metadataPolicy.kept == [.icc, .exif, .orientation, .copyright, .xmp, .iptc, .gps])
     }
 
     @Test func referenceDocumentsEveryKey() {

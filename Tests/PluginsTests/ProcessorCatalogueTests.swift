@@ -251,7 +251,7 @@ import TestSupport
         try #require(made.status == 0, "\(made.stderr)")
         let decoder = try ImageMagickDecoder.plugin.makeDecoder(ImageMagickDecoder.plugin.options(["to_srgb": .bool(false)]))
         let image = try decoder.decode(LoadedData(data: try Data(contentsOf: URL(fileURLWithPath: path))), hint: DecodeHint())
-        let keep = try JPEGEncoder.plugin.makeEncoder(JPEGEncoder.plugin.options(["strip": .bool(false)]))
+        let keep = try JPEGEncoder.plugin.makeEncoder(JPEGEncoder.plugin.options())
         for (keepICC, expected) in [(true, true), (false, false)] {
             let stripped = try run(Strip.plugin, ["keep_icc": .bool(keepICC)], on: image)
             let out = dir.appendingPathComponent("out-\(keepICC).jpg").path

@@ -87,4 +87,12 @@ public struct Pipeline: Sendable {
     public var warnings: [Diagnostic] = []
     /// The options of `on_failure:`, when the file has it (see ``FailurePolicy``).
     public var onFailure: PluginOptions?
+    /// The options of `metadata:`, when the file has it (see ``MetadataPolicy``).
+    public var metadata: PluginOptions?
+
+    /// What the outputs keep of the sources' metadata (``MetadataPolicy/defaults`` without a
+    /// `metadata:` section).
+    public var metadataPolicy: MetadataPolicy {
+        metadata.flatMap { try? MetadataPolicy(options: $0) } ?? .defaults
+    }
 }

@@ -48,7 +48,11 @@ public enum PipelineExplain {
 
     /// A section other than `output:` as the pipeline holds it, when the file has it.
     static func sectionOptions(_ pipeline: Pipeline, _ name: String) -> PluginOptions? {
-        name == "on_failure" ? pipeline.onFailure : nil
+        switch name {
+        case "on_failure": return pipeline.onFailure
+        case "metadata": return pipeline.metadata
+        default: return nil
+        }
     }
 
     /// The top-level single values as the pipeline holds them (an empty description is left out).

@@ -156,12 +156,14 @@ struct PipelineParser {
         }
 
         let onFailure = fields["on_failure"].flatMap { failurePolicy($0.value) }
+        let metadata = fields["metadata"].flatMap { metadataPolicy($0.value, decoder: decoder) }
 
         guard let decoder, let output, !variants.isEmpty else { return nil }
         var pipeline = Pipeline(file: file, version: version, name: name, description: description, loader: loader,
                                 dataCache: dataCache, decoder: decoder, processors: processors, imageCache: imageCache,
                                 variants: variants, output: output, hasVariants: hasVariants)
         pipeline.onFailure = onFailure
+        pipeline.metadata = metadata
         return pipeline
     }
 
@@ -312,13 +314,14 @@ struct PipelineParser {
 
     private mutating func parseOptions(_ node: Node?, plugin: Plugin, at position: SourcePosition) -> PluginOptions? {
         let label = "\(plugin.slot.rawValue.replacingOccurrences(of: "_", with: " ")) '\(plugin.spec.name)'"
-        return parseOptions(node, options: plugin.spec.options, exclusive: plugin.spec.exclusive, label: label, at: position)
+        return parseOptions(node, options: plugin.spec.options, exclusive: plugin.spec.exclusive, label: label, at: position,
+                            retired: plugin.spec.retired)
     }
 
     /// A map of options declared by `specs` (a plugin's, or a section of the file such as `output`):
     /// every value parsed and range-checked, defaults filled in; `nil` when anything was wrong (reported).
     private mutating func parseOptions(_ node: Node?, options specs: [OptionSpec], exclusive: [[String]], label: String,
-                                       at position: SourcePosition) -> PluginOptions? {
+                                       at position: SourcePosition, retired: [String: String] = [:]) -> PluginOptions? {
         var values: [String: OptionValue] = [:]
         lastOptionPositions = [:]
         var ok = true
@@ -328,6 +331,11 @@ struct PipelineParser {
                 for (key, value) in mapping {
                     guard let optionName = key.scalar?.string else {
                         error(key, "expected an option name")
+                        ok = false
+                        continue
+                    }
+                    if let replacement = retired[optionName] {
+                        error(key, "option '\(optionName)' of \(label) was removed: \(replacement)")
                         ok = false
                         continue
                     }
@@ -393,6 +401,21 @@ struct PipelineParser {
         let problems = FailurePolicy.problems(options)
         for (option, message) in problems { error(at: option.flatMap { positions[$0] } ?? at, message) }
         return problems.isEmpty ? options : nil
+    }
+
+    /// `metadata:`, its options declared by ``PipelineFileSpec/metadata``. Warns when the decoder
+    /// leaves pixels as stored (`auto_orient: false`) and the orientation is not kept: outputs of
+    /// rotated sources would then be shown sideways.
+    private mutating func metadataPolicy(_ node: Node, decoder: StageConfig?) -> PluginOptions? {
+        let at = node.mark.map { SourcePosition(line: $0.line, column: $0.column) } ?? SourcePosition(line: 1, column: 1)
+        guard let options = parseOptions(node, options: PipelineFileSpec.metadata, exclusive: [], label: "'metadata'", at: at),
+              let policy = try? MetadataPolicy(options: options) else { return nil }
+        if decoder?.options.bool("auto_orient") == false, !policy.kept.contains(.orientation) {
+            diagnostics.append(Diagnostic(.warning, file: file, line: at.line, column: at.column,
+                                          message: "the decoder's auto_orient is false and metadata does not keep orientation: "
+                                            + "outputs of rotated sources will be shown as stored; add orientation to keep"))
+        }
+        return options
     }
 
     /// `output:`, its options declared by ``PipelineFileSpec/output``.

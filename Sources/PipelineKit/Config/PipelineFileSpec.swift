@@ -86,6 +86,17 @@ public enum PipelineFileSpec {
               doc: "An image (a path) run through the same processors and encoder when every alternative failed; written under the item's names and marked fallback in the report."),
     ]
 
+    /// The options of `metadata:` (see ``MetadataPolicy``).
+    public static let metadata: [OptionSpec] = [
+        .list("keep", of: .oneOf(MetadataPolicy.Item.allCases.map(\.rawValue)), default: [.string("icc")],
+              doc: "What outputs keep of the source's metadata: icc, exif (camera, lens, exposure, dates, copyright, orientation), "
+                + "orientation, dates, copyright, xmp, iptc, all (all but GPS), gps (only when named).")
+            .example("[icc, copyright, dates]"),
+        .list("drop", of: .oneOf(MetadataPolicy.Item.allCases.map(\.rawValue)), default: [],
+              doc: "What to remove from what keep names (it wins).")
+            .example("[gps]"),
+    ]
+
     /// The keys of one entry of `variants:`.
     public static let variant: [PipelineFileKey] = [
         PipelineFileKey("processors", .stages(.processor),
@@ -119,6 +130,8 @@ public enum PipelineFileSpec {
         PipelineFileKey("encoder", .stage(.encoder, allowsNone: false),
                         doc: "Turns pixels into the output file; required unless every variant has its own."),
         PipelineFileKey("output", .section(output), doc: "Where and under which names outputs are written."),
+        PipelineFileKey("metadata", .section(metadata),
+                        doc: "Which of the source's metadata (ICC, EXIF, GPS, XMP, IPTC) the outputs keep; default: the ICC profile only."),
         PipelineFileKey("on_failure", .section(onFailure),
                         doc: "What to do for an item whose source fails: alternative sources, then a fallback image."),
         PipelineFileKey("variants", .variants,

@@ -40,6 +40,9 @@ public struct PipelineImage: Sendable {
     public var sourceSize: PixelSize?
     /// What analysing processors found (see ``FactValue``); carried through later processors.
     public var facts: ImageFacts = [:]
+    /// The source's metadata (EXIF, XMP, IPTC), set by a decoder asked for it
+    /// (``DecodeHint/wantsMetadata``); just before encoding, what the pipeline's `metadata:` keeps.
+    public var metadata: ImageMetadata?
 
     /// A processed image of this one: `storage` as the pixels, with this image's source, damage
     /// and facts.
@@ -48,6 +51,7 @@ public struct PipelineImage: Sendable {
                                   sourceFormat: sourceFormat, storage: storage, degraded: degraded)
         image.sourceSize = sourceSize
         image.facts = facts
+        image.metadata = metadata
         return image
     }
 

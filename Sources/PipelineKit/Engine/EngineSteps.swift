@@ -72,6 +72,8 @@ struct EncodedOutput: Sendable {
     let chosenExtension: String?
     let size: PixelSize
     var milliseconds: Double = 0
+    /// What the encoder chose (``EncodedImage/facts``), or what a stored output's stamp recorded.
+    var encoding: ImageFacts = [:]
 }
 
 /// What one item made, by variant: enough to report it and to reuse it for a duplicate line.
@@ -82,6 +84,9 @@ struct ItemOutcome: Sendable {
     var written: [String] = []
     /// The extension each encoder chose, when it differs from the declared one.
     var chosenExtensions: [String?] = []
+    /// What each output's encoder chose (``EncodedImage/facts``), by variant; also in ``facts``
+    /// under `encoding` when any is not empty.
+    var encodings: [ImageFacts] = []
     var size = PixelSize(width: 0, height: 0)
     var bytesIn = 0
     var bytesOut = 0

@@ -16,14 +16,13 @@ extension PipelineRunner {
                                   degraded: made.degraded)
         // Facts of the variants made now, and of those whose stored outputs recorded them.
         for index in variants.indices {
-            let facts = made.images[index]?.facts ?? stored.entries[index]?.output?.facts ?? [:]
+            let facts = made.images[index]?.facts ?? Self.storedEncoding(stored.entries[index]?.output?.facts).facts
             outcome.facts.merge(facts) { first, _ in first }
         }
         for index in variants.indices {
             let encoded: EncodedOutput
             if let entry = stored.entries[index] {
-                encoded = EncodedOutput(data: entry.data.data, chosenExtension: entry.output?.fileExtension,
-                                        size: PixelSize(width: entry.output?.width ?? 0, height: entry.output?.height ?? 0))
+                encoded = Self.storedOutput(entry)
             } else {
                 encoded = try await encode(made.images[index]!, variant: index)
                 outcome.timings.encode += encoded.milliseconds

@@ -77,16 +77,21 @@ extension PipelineRunner {
         return .unchanged
     }
 
+    /// A stored output as if just encoded, with what its encoder chose as its stamp recorded it.
+    static func storedOutput(_ entry: CachedEntry) -> EncodedOutput {
+        EncodedOutput(data: entry.data.data, chosenExtension: entry.output?.fileExtension,
+                      size: PixelSize(width: entry.output?.width ?? 0, height: entry.output?.height ?? 0),
+                      encoding: storedEncoding(entry.output?.facts).encoding)
+    }
+
     /// Writes outputs that all came from the data cache: nothing loaded, decoded or encoded.
     func writeStored(_ stored: StoredOutputs, _ plan: ItemPlan, tracker: StageTracker) async throws -> ItemOutcome {
         tracker.enter(.output)
         var outcome = ItemOutcome(planned: plan.planned, cacheData: .processedHit)
         for index in variants.indices {
             let entry = stored.entries[index]!
-            let encoded = EncodedOutput(data: entry.data.data, chosenExtension: entry.output?.fileExtension,
-                                        size: PixelSize(width: entry.output?.width ?? 0, height: entry.output?.height ?? 0))
-            try await write(encoded, plan, variant: index, into: &outcome)
-            outcome.facts.merge(entry.output?.facts ?? [:]) { first, _ in first }
+            outcome.facts.merge(Self.storedEncoding(entry.output?.facts).facts) { first, _ in first }
+            try await write(Self.storedOutput(entry), plan, variant: index, into: &outcome)
         }
         try await writeFactsSidecar(outcome)
         outcome.timings.load = stored.milliseconds

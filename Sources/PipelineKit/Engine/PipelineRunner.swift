@@ -58,6 +58,8 @@ public final class PipelineRunner: Sendable {
     let factsSidecar: Bool
     /// `on_failure:`, when the pipeline has it.
     let failurePolicy: FailurePolicy?
+    /// What outputs keep of the sources' metadata (`metadata:`).
+    let metadataPolicy: MetadataPolicy
     let loaders: [String: LoaderSlot]
     let schemesServed: [String]
     let dataCache: (any DataCaching)?
@@ -101,8 +103,13 @@ public final class PipelineRunner: Sendable {
         decoderName = pipeline.decoder.plugin.spec.name
         imageCache = try pipeline.imageCache?.makeImageCache()
         variants = try pipeline.variants.map(Self.runnable)
-        decodeHint = Self.decodeHint(variants)
-        decoderIdentifier = decoderName + "(" + pipeline.decoder.options.canonical + ")"
+        metadataPolicy = pipeline.metadataPolicy
+        var hint = Self.decodeHint(variants)
+        hint.wantsMetadata = metadataPolicy.needsSource
+        decodeHint = hint
+        // What the decoder reads of the source's metadata and what outputs keep of it are part of
+        // what a cached image or output is.
+        decoderIdentifier = decoderName + "(" + pipeline.decoder.options.canonical + ")" + metadataPolicy.keySuffix
         cpu = WorkerPool.cpu(threads: max(1, options.workers))
         decodeBudget = MemoryBudget(bytes: options.decodeMemory)
         // Items in flight: enough to keep every load slot and every worker busy, no more. A decoded

@@ -207,12 +207,17 @@ public struct PluginSpec: Sendable {
     public let options: [OptionSpec]
     /// Groups of options of which a pipeline may set at most one.
     public let exclusive: [[String]]
+    /// Options this plugin no longer takes, each with what replaced it: a pipeline setting one
+    /// fails validation with that message rather than a bare "unknown option".
+    public let retired: [String: String]
 
-    public init(name: String, summary: String, options: [OptionSpec] = [], exclusive: [[String]] = []) {
+    public init(name: String, summary: String, options: [OptionSpec] = [], exclusive: [[String]] = [],
+                retired: [String: String] = [:]) {
         self.name = name
         self.summary = summary
         self.options = options
         self.exclusive = exclusive
+        self.retired = retired
     }
 
     public func option(_ name: String) -> OptionSpec? { options.first { $0.name == name } }

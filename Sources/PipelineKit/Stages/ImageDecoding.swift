@@ -13,11 +13,15 @@ public struct DecodeHint: Sendable, Equatable {
     /// Whether a processor wants the source's own facts (orientation, colour space, ICC profile,
     /// EXIF) in ``PipelineImage/facts``, as `analyze` does: a decoder adds what it can read.
     public var wantsSourceFacts: Bool
+    /// Whether the pipeline's `metadata:` keeps more than the ICC profile: a decoder then reads the
+    /// source's EXIF, XMP and IPTC into ``PipelineImage/metadata``.
+    public var wantsMetadata: Bool
 
-    public init(targetSize: PixelSize? = nil, fit: Bool = false, wantsSourceFacts: Bool = false) {
+    public init(targetSize: PixelSize? = nil, fit: Bool = false, wantsSourceFacts: Bool = false, wantsMetadata: Bool = false) {
         self.targetSize = targetSize
         self.fit = fit
         self.wantsSourceFacts = wantsSourceFacts
+        self.wantsMetadata = wantsMetadata
     }
 
     /// How many times smaller than `source` the image may be decoded and still reach the target

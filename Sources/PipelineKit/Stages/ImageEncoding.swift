@@ -15,8 +15,34 @@ public protocol ImageEncoding: Sendable {
     func fileExtension(for image: PipelineImage) -> String
     /// Encodes `image`. Runs on the engine's CPU workers.
     func encode(_ image: PipelineImage) throws -> Data
+
+    /// Encodes `image` and says what the encoder chose, for an encoder whose choices depend on the
+    /// image (the quality a visual target needs, the format `auto` picks). The engine calls this
+    /// one. Default: ``encode(_:)`` with ``fileExtension(for:)`` and nothing to report.
+    func encoded(_ image: PipelineImage) throws -> EncodedImage
 }
 
 extension ImageEncoding {
     public func fileExtension(for image: PipelineImage) -> String { fileExtension }
+
+    public func encoded(_ image: PipelineImage) throws -> EncodedImage {
+        EncodedImage(data: try encode(image), fileExtension: fileExtension(for: image))
+    }
+}
+
+/// An encoder's output, with what it chose.
+public struct EncodedImage: Sendable {
+    /// The file's bytes.
+    public var data: Data
+    /// The output's extension (``ImageEncoding/fileExtension(for:)`` for most encoders).
+    public var fileExtension: String
+    /// What the encoder chose, reported per output in the item's facts under `encoding`
+    /// (`format`, `quality`, `ssim`, `encodes` for a quality target). Empty: nothing to report.
+    public var facts: ImageFacts
+
+    public init(data: Data, fileExtension: String, facts: ImageFacts = [:]) {
+        self.data = data
+        self.fileExtension = fileExtension
+        self.facts = facts
+    }
 }

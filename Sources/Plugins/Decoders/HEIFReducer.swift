@@ -82,6 +82,22 @@ enum HEIFReducer {
         }
 
         var premultiplied: Bool { heif_image_handle_is_premultiplied_alpha(handle) != 0 }
+
+        /// The first metadata block of `type` (`Exif`, or `mime` with `contentType`), or `nil`.
+        func metadataBlock(type: String, contentType: String? = nil) -> Data? {
+            let count = Int(heif_image_handle_get_number_of_metadata_blocks(handle, type))
+            guard count > 0, count < 64 else { return nil }
+            var ids = [heif_item_id](repeating: 0, count: count)
+            _ = heif_image_handle_get_list_of_metadata_block_IDs(handle, type, &ids, Int32(count))
+            for id in ids {
+                if let contentType, String(cString: heif_image_handle_get_metadata_content_type(handle, id)) != contentType { continue }
+                let size = heif_image_handle_get_metadata_size(handle, id)
+                guard size > 0, size < 16 << 20 else { continue }
+                var bytes = [UInt8](repeating: 0, count: size)
+                if heif_image_handle_get_metadata(handle, id, &bytes).code == heif_error_Ok { return Data(bytes) }
+            }
+            return nil
+        }
     }
 
     /// Memory at the peak: the codec's planes (up to 16 bits a sample, 4:4:4 at worst), the 8-bit

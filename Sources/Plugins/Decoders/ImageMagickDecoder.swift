@@ -237,6 +237,13 @@ public struct ImageMagickDecoder: ImageDecoding {
         var image = try decode(data, format: format, size: size, heif: heif, hint: hint)
         image.sourceSize = size
         if hint.wantsSourceFacts { image.facts.merge(SourceFacts.read(data, format: format)) { _, new in new } }
+        if hint.wantsMetadata {
+            let file = heif ?? (["HEIC", "AVIF"].contains(format) ? try? HEIFReducer.File(data) : nil)
+            image.metadata = file.map { SourceFacts.metadata($0) }
+                ?? SourceFacts.metadata(data, format: format) { orientation in
+                    autoOrient || !Self.orientedFormats.contains(format) || orientation <= 1
+                }
+        }
         return image
     }
 

@@ -65,7 +65,7 @@ enum JPEGReducer {
                 profile = Data(bytes: icc, count: Int(profileLength))
                 free(icc)
             }
-            let metadata = Self.metadata(reader)
+            let exif = Self.exif(reader)
 
             var outW: Int32 = 0, outH: Int32 = 0
             guard pk_jpeg_start(reader, Int32(plan.denominator), &outW, &outH) != 0 else { throw failure(reader) }
@@ -78,8 +78,7 @@ enum JPEGReducer {
             guard pk_jpeg_finish(reader) != 0 else { throw failure(reader) }
 
             let wand = try Wand.fromPixels(pixels, width: box.outWidth, height: box.outHeight, hasAlpha: false)
-            for (name, bytes) in metadata { try wand.setProfile(name, bytes) }
-            if let exif = metadata["exif"] {
+            if let exif {
                 wand.orientation = exif.dropFirst(6).withUnsafeBytes { ExifOrientation.read($0) }
             }
             if let profile {
@@ -94,29 +93,17 @@ enum JPEGReducer {
         }
     }
 
-    /// The metadata markers as the profiles ImageMagick's JPEG coder makes of them, so that an
-    /// encoder keeping metadata (`strip: false`) writes the same either way: `exif` (the APP1
-    /// block, "Exif\0\0" included), `xmp` (the packet after its namespace), `8bim` (APP13).
-    static func metadata(_ reader: UnsafeMutablePointer<pk_jpeg_reader>) -> [String: Data] {
-        let xmpHeader = Data("http://ns.adobe.com/xap/1.0/\0".utf8), exifHeader = Data("Exif\0\0".utf8)
-        let photoshopHeader = Data("Photoshop 3.0\0".utf8)
-        var found: [String: Data] = [:]
+    /// The EXIF block (APP1, "Exif\0\0" included), for the orientation. The rest of the file's
+    /// metadata is read for the pipeline's `metadata:` policy on its own (`SourceFacts.metadata`).
+    static func exif(_ reader: UnsafeMutablePointer<pk_jpeg_reader>) -> Data? {
+        let exifHeader = Data("Exif\0\0".utf8)
         var index: Int32 = 0, marker: Int32 = 0, length: UInt32 = 0
         while let bytes = pk_jpeg_marker(reader, index, &marker, &length) {
             index += 1
             let data = Data(bytes: bytes, count: Int(length))
-            switch marker {
-            case Int32(JPEG_APP0 + 1) where data.starts(with: exifHeader) && found["exif"] == nil:
-                found["exif"] = data
-            case Int32(JPEG_APP0 + 1) where data.starts(with: xmpHeader) && found["xmp"] == nil:
-                found["xmp"] = data.dropFirst(xmpHeader.count)
-            case Int32(JPEG_APP0 + 13) where data.starts(with: photoshopHeader):
-                found["8bim", default: Data()] += data.dropFirst(photoshopHeader.count)
-            default:
-                break
-            }
+            if marker == Int32(JPEG_APP0 + 1), data.starts(with: exifHeader) { return data }
         }
-        return found
+        return nil
     }
 
     /// libjpeg's reason for the reader's last failure.

@@ -27,6 +27,54 @@ enum SourceFacts {
         if !exif.isEmpty { facts["exif"] = .object(exif) }
         return facts
     }
+
+    /// The metadata of `data` (read as `format`) from ImageMagick's ping: its EXIF (without
+    /// JPEG's `Exif\0\0`), XMP and IPTC, and its orientation; `upright` says, for an orientation,
+    /// whether the decode turns the pixels upright. `nil` when the header cannot be pinged.
+    static func metadata(_ data: Data, format: String, upright: (Int) -> Bool) -> ImageMetadata? {
+        guard !["HEIC", "AVIF", "MSVG"].contains(format) else { return nil }
+        let wand = Wand()
+        guard (try? wand.ping(data, format: format)) != nil else { return nil }
+        var exif = wand.profile("exif")
+        // ImageMagick 6 does not see a PNG's eXIf chunk after the image data, where its own writer puts it.
+        if exif == nil, format == "PNG" { exif = pngChunk("eXIf", in: data) }
+        if let block = exif, block.starts(with: Data("Exif\0\0".utf8)) { exif = block.dropFirst(6) }
+        let orientation = (1...8).contains(wand.orientation) ? wand.orientation : 1
+        return ImageMetadata(exif: exif.map { Data($0) }, xmp: wand.profile("xmp"), iptc: wand.profile("iptc"),
+                             orientation: orientation, upright: upright(orientation))
+    }
+
+    /// The data of the first chunk of `type` in PNG `data`, walking chunk by chunk (lengths checked).
+    static func pngChunk(_ type: String, in data: Data) -> Data? {
+        let bytes = [UInt8](data), wanted = Array(type.utf8)
+        var at = 8
+        while at + 12 <= bytes.count {
+            let length = Int(bytes[at]) << 24 | Int(bytes[at + 1]) << 16 | Int(bytes[at + 2]) << 8 | Int(bytes[at + 3])
+            guard length <= bytes.count - at - 12 else { return nil }
+            let name = Array(bytes[(at + 4)..<(at + 8)])
+            if name == wanted { return Data(bytes[(at + 8)..<(at + 8 + length)]) }
+            if name == Array("IEND".utf8) { return nil }
+            at += 12 + length
+        }
+        return nil
+    }
+
+    /// The metadata of an open HEIF file, from libheif's metadata blocks (EXIF and XMP). Its
+    /// pixels are always upright: libheif applies the file's rotation and mirroring itself.
+    static func metadata(_ file: HEIFReducer.File) -> ImageMetadata {
+        var exif = file.metadataBlock(type: "Exif")
+        // A HEIF EXIF block starts with the offset of the TIFF header after these four bytes.
+        if let block = exif, block.count > 4 {
+            let offset = Int(block[block.startIndex]) << 24 | Int(block[block.startIndex + 1]) << 16
+                | Int(block[block.startIndex + 2]) << 8 | Int(block[block.startIndex + 3])
+            let skip = 4 + offset
+            exif = skip < block.count ? Data(block.dropFirst(skip)) : nil
+        } else {
+            exif = nil
+        }
+        return ImageMetadata(exif: exif, xmp: file.metadataBlock(type: "mime", contentType: "application/rdf+xml"),
+                             orientation: 1, upright: true)
+    }
 }
 
 /// Reads an ICC profile's description tag (`desc`): ASCII in version 2 profiles (`desc` type),

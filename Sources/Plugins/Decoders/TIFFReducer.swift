@@ -64,14 +64,6 @@ enum TIFFReducer {
                 wand = try Wand.fromPixels(rgb, width: box.outWidth, height: box.outHeight, hasAlpha: false)
             }
             if let profile { try wand.setICCProfile(profile) }
-            // As ImageMagick's TIFF coder names them, so that `strip: false` keeps the same metadata.
-            for (tag, name, unit) in [(UInt32(TIFFTAG_XMLPACKET), "xmp", 1), (UInt32(TIFFTAG_PHOTOSHOP), "8bim", 1),
-                                      (UInt32(TIFFTAG_RICHTIFFIPTC), "iptc", 4)] {
-                var count: UInt32 = 0
-                if let bytes = pk_tiff_blob(reader, tag, &count), count > 0 {
-                    try wand.setProfile(name, Data(bytes: bytes, count: Int(count) * unit))
-                }
-            }
             return wand
         }
     }

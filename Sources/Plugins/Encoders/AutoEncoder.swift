@@ -12,20 +12,18 @@ public struct AutoEncoder: ImageEncoding {
             summary: "Keeps the source format where it can (JPEG, PNG, WebP, GIF, AVIF, HEIC); otherwise JPEG, or PNG with transparency.",
             options: [
                 .int("quality", default: 82, range: 1...100, doc: "Quality for the lossy formats (JPEG, WebP, AVIF, HEIC)."),
-                MagickEncoding.stripOption,
                 MagickEncoding.maxBytesOption,
-            ]),
+            ], retired: MagickEncoding.retired),
         make: { options in try AutoEncoder(options: options) })
 
     static let kept = ["JPEG", "PNG", "WEBP", "GIF", "AVIF", "HEIC"]
-    let quality: Int, strip: Bool, maxBytes: Int?
+    let quality: Int, maxBytes: Int?
     public var fileExtension: String { "auto" }
     public let identifier: String
 
     init(options: PluginOptions) throws {
         quality = options.int("quality")!
-        strip = options.bool("strip")!
-        maxBytes = options.int("max_bytes")
+                maxBytes = options.int("max_bytes")
         identifier = "auto(\(options.canonical))"
     }
 
@@ -46,7 +44,7 @@ public struct AutoEncoder: ImageEncoding {
     public func encode(_ image: PipelineImage) throws -> Data {
         let format = format(for: image)
         var encoding = MagickEncoding(format: format, quality: ["JPEG", "WEBP", "AVIF", "HEIC"].contains(format) ? quality : nil,
-                                      strip: strip, maxBytes: maxBytes)
+                                      maxBytes: maxBytes)
         switch format {
         case "JPEG": encoding.flattenOnto = "white"; encoding.coderOptions = ["jpeg:sampling-factor": "2x2,1x1,1x1"]
         case "GIF": encoding.paletteColors = 256; encoding.animates = true

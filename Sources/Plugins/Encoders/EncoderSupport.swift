@@ -3,13 +3,13 @@ import MagickKit
 import PipelineKit
 
 /// What every ImageMagick-backed encoder does: work on a copy, flatten alpha where the format has
-/// none, strip metadata (keeping the ICC profile), write 8 bits per channel with an explicit coder,
+/// none, write only the metadata the pipeline keeps (``PipelineImage/metadata``: by default the ICC
+/// profile and nothing else), write 8 bits per channel with an explicit coder,
 /// write every frame of an animation where the format has them, and step quality down until the
 /// output fits `maxBytes`.
 struct MagickEncoding: Sendable {
     let format: String
     var quality: Int?
-    var strip: Bool = true
     /// The colour alpha is flattened onto, for formats without alpha; `nil` keeps alpha.
     var flattenOnto: String?
     var coderOptions: [String: String] = [:]
@@ -23,19 +23,23 @@ struct MagickEncoding: Sendable {
     /// The largest output accepted; `nil` for no limit.
     var maxBytes: Int?
 
-    /// The encoder options every ImageMagick encoder shares.
-    static let stripOption = OptionSpec.bool("strip", default: true, doc: "Remove metadata (EXIF, XMP, comments), keeping the ICC profile.")
+    /// What replaced the encoders' `strip` option, for pipelines that still set it.
+    static let retired = ["strip": "metadata is now chosen for every output by the pipeline's top-level 'metadata:' section "
+        + "(default: keep the ICC profile only; strip: false is metadata: { keep: [all] })"]
     static let maxBytesOption = OptionSpec.size("max_bytes", min: "1KB", max: "1GB",
                                                 doc: "Largest output: quality is lowered step by step until it fits; fails as too_large when even the lowest does not.")
 
     func encode(_ image: PipelineImage) throws -> Data {
         try image.withCopy { wand in
             if image.frameCount > 1, !animates { try wand.keepFirstFrame() }
+            let metadata = image.metadata ?? ImageMetadata()
             try wand.eachFrame { frame in
                 if let flattenOnto { try frame.flatten(onto: flattenOnto) }
-                if strip { try frame.strip(keepICC: true) }
+                try frame.strip(keepICC: metadata.keepsICC)
+                if format == "PNG" { frame.setArtifact("png:exclude-chunk", Self.excludedPNGChunks(metadata)) }
                 if let paletteColors { try frame.quantize(colors: paletteColors, dither: dither) }
             }
+            try Self.attach(metadata, to: wand)
             wand.setProgressive(progressive)
             var data = try write(wand, quality: quality)
             guard let maxBytes, data.count > maxBytes else { return data }
@@ -52,6 +56,36 @@ struct MagickEncoding: Sendable {
             throw PipelineError(.tooLarge, "the \(format) output is \(Units.formatSize(data.count)) even at quality 10, "
                 + "over max_bytes \(Units.formatSize(maxBytes))")
         }
+    }
+
+    /// Attaches what `metadata` keeps to the first frame, as ImageMagick's writers take it: EXIF
+    /// behind JPEG's `Exif\0\0`, XMP and IPTC as they are. Which formats store which is
+    /// ImageMagick's: JPEG all three, PNG EXIF, XMP and IPTC, WebP EXIF, TIFF XMP and IPTC; AVIF,
+    /// HEIC and GIF none.
+    static func attach(_ metadata: ImageMetadata, to wand: Wand) throws {
+        if let exif = metadata.exif {
+            // ImageMagick rewrites EXIF's resolution from the image's when it writes: give it EXIF's.
+            if let resolution = ExifRewriter.resolution(exif) {
+                wand.setResolution(x: resolution.x, y: resolution.y, unit: resolution.unit)
+            }
+            try wand.setProfile("exif", Data("Exif\0\0".utf8) + exif)
+        }
+        if let xmp = metadata.xmp { try wand.setProfile("xmp", xmp) }
+        if let iptc = metadata.iptc { try wand.setProfile("iptc", iptc) }
+    }
+
+    /// PNG chunks ImageMagick must not write: the colour and text chunks stripping leaves out
+    /// (as `strip` in ImageMagick does), and each metadata chunk the pipeline does not keep. It
+    /// replaces the list `strip()` leaves on the image, which would also drop the ICC profile and
+    /// EXIF a pipeline keeps.
+    static func excludedPNGChunks(_ metadata: ImageMetadata) -> String {
+        var chunks = ["bKGD", "caNv", "cHRM", "gAMA", "pHYs", "sRGB", "tEXt", "iTXt", "tIME", "date"]
+        if !metadata.keepsICC { chunks += ["iCCP", "zCCP"] }
+        if metadata.exif == nil { chunks.append("eXIf") }
+        // ImageMagick writes the ICC profile only when a text chunk is allowed, and XMP and IPTC as
+        // compressed text: zTXt stays for those (no property is left to be written as text).
+        if !metadata.keepsICC, metadata.xmp == nil, metadata.iptc == nil { chunks.append("zTXt") }
+        return chunks.joined(separator: ",")
     }
 
     private func write(_ wand: Wand, quality: Int?) throws -> Data {

@@ -11,8 +11,7 @@ public struct GIFEncoder: ImageEncoding {
             options: [
                 .int("colors", default: 256, range: 2...256, doc: "Palette size."),
                 .bool("dither", default: true, doc: "Dither when reducing to the palette."),
-                MagickEncoding.stripOption,
-            ]),
+            ], retired: MagickEncoding.retired),
         make: { options in try GIFEncoder(options: options) })
 
     let encoding: MagickEncoding
@@ -21,7 +20,7 @@ public struct GIFEncoder: ImageEncoding {
 
     init(options: PluginOptions) throws {
         try MagickEncoding.requireWriter("GIF")
-        encoding = MagickEncoding(format: "GIF", quality: nil, strip: options.bool("strip")!,
+        encoding = MagickEncoding(format: "GIF", quality: nil,
                                   paletteColors: options.int("colors")!, dither: options.bool("dither")!, animates: true)
         identifier = "gif(\(options.canonical))"
     }

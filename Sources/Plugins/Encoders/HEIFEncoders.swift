@@ -13,9 +13,8 @@ public struct HEIFEncoder: ImageEncoding {
             summary: "Writes \(format) (\(name == "avif" ? "AV1" : "HEVC") in a HEIF container) through libheif; keeps transparency.",
             options: [
                 .int("quality", default: quality, range: 1...100, doc: "\(format) quality."),
-                MagickEncoding.stripOption,
                 MagickEncoding.maxBytesOption,
-            ])
+            ], retired: MagickEncoding.retired)
     }
 
     public static let avifPlugin = Plugin.encoder(spec("avif", "AVIF", quality: 50),
@@ -29,7 +28,7 @@ public struct HEIFEncoder: ImageEncoding {
 
     init(format: String, options: PluginOptions) throws {
         try MagickEncoding.requireWriter(format, delegate: "libheif")
-        encoding = MagickEncoding(format: format, quality: options.int("quality")!, strip: options.bool("strip")!,
+        encoding = MagickEncoding(format: format, quality: options.int("quality")!,
                                   maxBytes: options.int("max_bytes"))
         fileExtension = format.lowercased()
         identifier = "\(fileExtension)(\(options.canonical))"

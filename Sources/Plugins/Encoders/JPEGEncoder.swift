@@ -16,9 +16,8 @@ public struct JPEGEncoder: ImageEncoding {
                        doc: "Chroma subsampling: 4:2:0 is smallest; 4:4:4 keeps fine colour detail (text, red edges)."),
                 .bool("optimize", default: true, doc: "Optimised Huffman tables: a few percent smaller, same pixels."),
                 .color("background", default: "white", doc: "Colour under transparent areas."),
-                MagickEncoding.stripOption,
                 MagickEncoding.maxBytesOption,
-            ]),
+            ], retired: MagickEncoding.retired),
         make: { options in try JPEGEncoder(options: options) })
 
     let encoding: MagickEncoding
@@ -28,7 +27,7 @@ public struct JPEGEncoder: ImageEncoding {
     init(options: PluginOptions) throws {
         try MagickEncoding.requireWriter("JPEG")
         encoding = MagickEncoding(
-            format: "JPEG", quality: options.int("quality")!, strip: options.bool("strip")!,
+            format: "JPEG", quality: options.int("quality")!,
             flattenOnto: options.string("background")!,
             coderOptions: ["jpeg:sampling-factor": Self.samplingFactors[options.string("subsampling") ?? "4:2:0"]!,
                            "jpeg:optimize-coding": options.bool("optimize") ?? true ? "true" : "false"],

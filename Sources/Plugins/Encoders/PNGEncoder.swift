@@ -12,9 +12,8 @@ public struct PNGEncoder: ImageEncoding {
                 .bool("palette", default: false, doc: "Quantise to a palette of at most `colors` colours (8-bit indexed PNG)."),
                 .int("colors", default: 256, range: 2...256, doc: "Palette size when `palette` is true."),
                 .bool("dither", default: true, doc: "Dither when quantising to a palette."),
-                MagickEncoding.stripOption,
                 MagickEncoding.maxBytesOption,
-            ]),
+            ], retired: MagickEncoding.retired),
         make: { options in try PNGEncoder(options: options) })
 
     let encoding: MagickEncoding
@@ -26,7 +25,7 @@ public struct PNGEncoder: ImageEncoding {
         let palette = options.bool("palette") ?? false
         var coder = ["png:compression-level": String(options.int("compression")!)]
         if palette { coder["png:format"] = "png8" }
-        encoding = MagickEncoding(format: "PNG", quality: nil, strip: options.bool("strip")!, flattenOnto: nil,
+        encoding = MagickEncoding(format: "PNG", quality: nil, flattenOnto: nil,
                                   coderOptions: coder, paletteColors: palette ? options.int("colors") ?? 256 : nil,
                                   dither: options.bool("dither") ?? true, maxBytes: options.int("max_bytes"))
         identifier = "png(\(options.canonical))"

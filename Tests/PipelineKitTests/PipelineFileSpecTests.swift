@@ -66,6 +66,23 @@ extension ValidationTests {
         #expect(pipeline.metadataPolicy.kept == [.icc, .exif, .orientation, .copyright, .xmp, .iptc, .gps])
     }
 
+    /// An option that is a number or a map of typed fields (`quality`) is written back as it was read.
+    @Test func explainWritesAQualityTargetBackAsItReadsIt() throws {
+        for encoder in ["jpeg: { quality: { target_ssim: 0.975, max: 90 } }", "webp: { quality: 70 }"] {
+            let (parsed, found) = PipelineFile.parse(text: "encoder:\n  \(encoder)\n", file: "q.yaml", registry: registry)
+            #expect(found.isEmpty, "\(found)")
+            let pipeline = try #require(parsed)
+            let text = PipelineExplain.yaml(pipeline)
+            let (again, problems) = PipelineFile.parse(text: text, file: "e.yaml", registry: registry)
+            #expect(problems.isEmpty, "\(problems)\n\(text)")
+            #expect(again?.encoder.options == pipeline.encoder.options, "\(text)")
+        }
+        let (parsed, _) = PipelineFile.parse(text: "encoder:\n  jpeg: { quality: { target_ssim: 0.975, max: 90 } }\n", file: "q.yaml",
+                                             registry: registry)
+        #expect(try #require(parsed).encoder.options.map("quality") == ["target_ssim": .number(0.975), "min": .int(30), "max": .int(90)])
+        #expect(PipelineExplain.yaml(try #require(parsed)).contains("quality: { target_ssim: 0.975, min: 30, max: 90 }"))
+    }
+
     @Test func referenceDocumentsEveryKey() {
         let markdown = PluginReference.markdown(registry)
         for key in PipelineFileSpec.keys { #expect(markdown.contains("| `\(key.name)` |")) }

@@ -35,6 +35,35 @@ enum OptionParsing {
                 values[k] = .string(v)
             }
             return .success(.map(values))
+        case .record(let fields):
+            guard case .mapping(let mapping) = node else {
+                return .failure(OptionProblem("expected a map of \(fields.map(\.name).joined(separator: ", ")) for '\(name)', got \(describe(node))"))
+            }
+            var values: [String: OptionValue] = [:]
+            for (key, value) in mapping {
+                guard let fieldName = key.scalar?.string, let field = fields.first(where: { $0.name == fieldName }) else {
+                    let text = key.scalar?.string ?? describe(key)
+                    return .failure(OptionProblem("unknown field '\(text)' in '\(name)'" + Suggest.hint(for: text, in: fields.map(\.name))))
+                }
+                switch parse(value, kind: field.kind, name: "\(name).\(fieldName)") {
+                case .success(let parsed):
+                    if let problem = checkRange(parsed, spec: field) { return .failure(OptionProblem("\(name): " + problem)) }
+                    values[fieldName] = parsed
+                case .failure(let problem):
+                    return .failure(problem)
+                }
+            }
+            for field in fields where values[field.name] == nil {
+                if let value = field.defaultValue {
+                    values[field.name] = value
+                } else if field.required {
+                    return .failure(OptionProblem("'\(name)' needs '\(field.name)'"))
+                }
+            }
+            return .success(.map(values))
+        case .either(let single, let mapped):
+            if case .mapping = node { return parse(node, kind: mapped, name: name) }
+            return parse(node, kind: single, name: name)
         default:
             break
         }
@@ -69,7 +98,7 @@ enum OptionParsing {
         case .pixels:
             if let pixels = Units.parsePixels(text) { return .success(.int(pixels)) }
             return .failure(OptionProblem("expected a pixel count such as 50MP or 8000x6000 for '\(name)', got '\(text)'"))
-        case .list, .map:
+        case .list, .map, .record, .either:
             fatalError("handled above")
         }
     }

@@ -105,6 +105,9 @@ public enum PipelineExplain {
     static func render(_ value: OptionValue, _ option: OptionSpec) -> String {
         switch (option.kind, value) {
         case (.size, _), (.duration, _), (.pixels, _): return option.format(value)
+        case (.record(let fields), .map(let entries)), (.either(_, .record(let fields)), .map(let entries)):
+            return "{ " + fields.compactMap { field in entries[field.name].map { "\(field.name): \(render($0, field))" } }
+                .joined(separator: ", ") + " }"
         case (_, .string(let text)): return quote(text)
         case (_, .list(let items)): return "[" + items.map { render($0, option) }.joined(separator: ", ") + "]"
         case (_, .map(let entries)):

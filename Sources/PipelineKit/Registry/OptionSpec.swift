@@ -9,7 +9,7 @@ import Foundation
 /// .size("max_bytes", default: "50MB", doc: "Largest body accepted.")
 /// .oneOf("mode", ["fit", "fill", "stretch"], default: "fit", doc: "How the image meets the box.")
 /// ```
-public struct OptionSpec: Sendable {
+public struct OptionSpec: Sendable, Equatable {
     /// The type of an option's value, as written in a pipeline file.
     public indirect enum Kind: Sendable, Equatable {
         case int
@@ -32,11 +32,16 @@ public struct OptionSpec: Sendable {
         case list(Kind)
         /// A map from strings to strings.
         case map
+        /// A map of named fields, each declared by its own spec (kind, default, range, required).
+        case record([OptionSpec])
+        /// A value of the first kind when written as a single value, of the second when written as
+        /// a map: `quality: 80` or `quality: { target_ssim: 0.98 }`.
+        case either(Kind, Kind)
 
         var pluralName: String {
             switch self {
             case .oneOf: return "enum values"
-            case .list, .map: return "\(name)s"
+            case .list, .map, .record, .either: return "\(name)s"
             default: return name + "s"
             }
         }
@@ -56,6 +61,8 @@ public struct OptionSpec: Sendable {
             case .path: return "path"
             case .list(let element): return "list of \(element.pluralName)"
             case .map: return "map"
+            case .record(let fields): return "map of " + fields.map(\.name).joined(separator: ", ")
+            case .either(let first, let second): return "\(first.name) or \(second.name)"
             }
         }
     }
@@ -182,7 +189,7 @@ public struct OptionSpec: Sendable {
     /// A bound of ``range`` as a value of this option's kind (for messages and documentation).
     public func boundaryValue(_ bound: Double) -> OptionValue {
         switch kind {
-        case .int, .size, .pixels: return .int(Int(bound))
+        case .int, .size, .pixels, .either(.int, _): return .int(Int(bound))
         default: return .number(bound)
         }
     }

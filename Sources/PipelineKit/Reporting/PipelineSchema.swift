@@ -93,6 +93,20 @@ public enum PipelineSchema {
                               ["type": "string", "pattern": "^([0-9.]+ *(MP|KP|P|mp|kp|p)?|[0-9]+x[0-9]+)$"]]]
         case .list(let element): return ["type": "array", "items": kindSchema(element, range: nil)]
         case .map: return ["type": "object", "additionalProperties": ["type": "string"]]
+        case .record(let fields):
+            var properties: [String: Any] = [:]
+            for field in fields {
+                var schema = kindSchema(field.kind, range: field.range)
+                schema["description"] = field.doc
+                if let value = defaultJSON(field) { schema["default"] = value }
+                properties[field.name] = schema
+            }
+            var out: [String: Any] = ["type": "object", "properties": properties, "additionalProperties": false]
+            let required = fields.filter(\.required).map(\.name)
+            if !required.isEmpty { out["required"] = required }
+            return out
+        case .either(let single, let mapped):
+            return ["oneOf": [kindSchema(single, range: range), kindSchema(mapped, range: nil)]]
         }
     }
 

@@ -78,7 +78,7 @@ public enum PluginReference {
             return range.upperBound >= 9e17 ? "≥ \(low)" : "\(low) – \(Units.formatSize(Int(range.upperBound)))"
         case .duration:
             return "\(Units.formatDuration(range.lowerBound)) – \(Units.formatDuration(range.upperBound))"
-        case .int:
+        case .int, .either(.int, _):
             return "\(Int(range.lowerBound)) – \(Int(range.upperBound))"
         case .pixels:
             return range.upperBound >= 9e17 ? "≥ \(Int(range.lowerBound))" : "\(Int(range.lowerBound)) – \(Units.formatPixels(Int(range.upperBound)))"

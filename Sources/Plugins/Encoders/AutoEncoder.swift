@@ -5,52 +5,112 @@ import PipelineKit
 /// `auto`: keeps the source's format where it is a web format this build writes (JPEG, PNG, WebP,
 /// GIF, AVIF, HEIC), otherwise JPEG, or PNG when the image has transparency (also when a JPEG
 /// source gained transparency, for example from `circle`). The output's extension follows.
+///
+/// With a quality target (`quality: { target_ssim: ... }`), it picks instead: each of `formats`
+/// (JPEG only for opaque images) is searched for the lowest quality that meets the target, and the
+/// smallest output wins; when none meets it, the one that came closest. Animations keep the
+/// source's format rule, searched when it is WebP.
 public struct AutoEncoder: ImageEncoding {
+    static let targetFormats = ["jpeg", "webp", "avif", "heic"]
+
     public static let plugin = Plugin.encoder(
         PluginSpec(
             name: "auto",
-            summary: "Keeps the source format where it can (JPEG, PNG, WebP, GIF, AVIF, HEIC); otherwise JPEG, or PNG with transparency.",
+            summary: "Keeps the source format where it can (JPEG, PNG, WebP, GIF, AVIF, HEIC), or with a quality target picks the smallest format that meets it.",
             options: [
-                .int("quality", default: 82, range: 1...100, doc: "Quality for the lossy formats (JPEG, WebP, AVIF, HEIC)."),
+                QualityTarget.option(default: 82, doc: "Quality for the lossy formats (JPEG, WebP, AVIF, HEIC)."),
+                .list("formats", of: .oneOf(targetFormats), default: [.string("jpeg"), .string("webp")],
+                      doc: "With a quality target: the formats it chooses from (AVIF and HEIC encode many times slower).")
+                    .example("[jpeg, webp, avif]"),
                 MagickEncoding.maxBytesOption,
             ], retired: MagickEncoding.retired),
         make: { options in try AutoEncoder(options: options) })
 
     static let kept = ["JPEG", "PNG", "WEBP", "GIF", "AVIF", "HEIC"]
-    let quality: Int, maxBytes: Int?
+    let quality: Int?, maxBytes: Int?, target: QualityTarget?
+    /// The ImageMagick formats a target chooses from, in the order given.
+    let candidates: [String]
     public var fileExtension: String { "auto" }
     public let identifier: String
 
     init(options: PluginOptions) throws {
-        quality = options.int("quality")!
-                maxBytes = options.int("max_bytes")
+        quality = options.int("quality")
+        maxBytes = options.int("max_bytes")
+        target = try QualityTarget.from(options)
+        candidates = (options.list("formats") ?? []).map { $0.description.uppercased() }.filter { format in
+            format == "JPEG" || Magick.canWrite(format)
+        }
+        if target != nil, candidates.isEmpty {
+            throw PipelineError(.invalidOption, "auto: none of 'formats' can be written by this ImageMagick build")
+        }
         identifier = "auto(\(options.canonical))"
     }
 
-    /// The format `image` is written in.
+    /// The format `image` is written in without a target.
     func format(for image: PipelineImage) -> String {
         let source = image.sourceFormat
         if Self.kept.contains(source), !(source == "JPEG" && image.hasAlpha), Magick.canWrite(source) { return source }
         return image.hasAlpha ? "PNG" : "JPEG"
     }
 
-    public func fileExtension(for image: PipelineImage) -> String {
-        switch format(for: image) {
-        case "JPEG": return "jpg"
-        case let other: return other.lowercased()
-        }
-    }
+    static func fileExtension(_ format: String) -> String { format == "JPEG" ? "jpg" : format.lowercased() }
 
-    public func encode(_ image: PipelineImage) throws -> Data {
-        let format = format(for: image)
-        var encoding = MagickEncoding(format: format, quality: ["JPEG", "WEBP", "AVIF", "HEIC"].contains(format) ? quality : nil,
-                                      maxBytes: maxBytes)
+    public func fileExtension(for image: PipelineImage) -> String { Self.fileExtension(format(for: image)) }
+
+    /// How `format` is written, at `quality` or searched for `target`.
+    func encoding(_ format: String, target: QualityTarget?) -> MagickEncoding {
+        let lossy = ["JPEG", "WEBP", "AVIF", "HEIC"].contains(format)
+        var encoding = MagickEncoding(format: format, quality: lossy ? quality ?? target?.max : nil, maxBytes: maxBytes,
+                                      target: lossy ? target : nil)
         switch format {
         case "JPEG": encoding.flattenOnto = "white"; encoding.coderOptions = ["jpeg:sampling-factor": "2x2,1x1,1x1"]
         case "GIF": encoding.paletteColors = 256; encoding.animates = true
         case "WEBP": encoding.animates = true
         default: break
         }
-        return try encoding.encode(image)
+        return encoding
+    }
+
+    /// The formats a target chooses from for `image`: no JPEG for transparency, only WebP for an
+    /// animation; empty when the source's format rule applies.
+    func choices(for image: PipelineImage) -> [String] {
+        guard target != nil else { return [] }
+        if image.frameCount > 1 { return candidates.contains("WEBP") ? ["WEBP"] : [] }
+        return candidates.filter { !(image.hasAlpha && $0 == "JPEG") }
+    }
+
+    static func score(_ facts: ImageFacts) -> Double {
+        if case .number(let score) = facts["ssim"] { return score }
+        return 0
+    }
+
+    public func encode(_ image: PipelineImage) throws -> Data { try encoded(image).data }
+
+    public func encoded(_ image: PipelineImage) throws -> EncodedImage {
+        let choices = choices(for: image)
+        guard !choices.isEmpty else {
+            let format = format(for: image)
+            let (data, facts) = try encoding(format, target: format == "WEBP" && image.frameCount > 1 ? nil : target).encoded(image)
+            return EncodedImage(data: data, fileExtension: Self.fileExtension(format), facts: facts)
+        }
+        var best: (format: String, data: Data, facts: ImageFacts)?
+        var tried: [String: FactValue] = [:]
+        for format in choices {
+            let (data, facts) = try encoding(format, target: target).encoded(image)
+            tried[Self.fileExtension(format)] = .int(data.count)
+            let met = facts["target_met"] != .bool(false)
+            if let current = best {
+                let currentMet = current.facts["target_met"] != .bool(false)
+                let better = met != currentMet ? met
+                    : met ? data.count < current.data.count
+                    : Self.score(facts) > Self.score(current.facts)
+                if !better { continue }
+            }
+            best = (format, data, facts)
+        }
+        var facts = best!.facts
+        facts["format"] = .string(Self.fileExtension(best!.format))
+        facts["bytes_by_format"] = .object(tried)
+        return EncodedImage(data: best!.data, fileExtension: Self.fileExtension(best!.format), facts: facts)
     }
 }

@@ -22,6 +22,8 @@ struct MagickEncoding: Sendable {
     var animates: Bool = false
     /// The largest output accepted; `nil` for no limit.
     var maxBytes: Int?
+    /// A visual target the quality is searched for (``QualityTarget``); `quality` is then unused.
+    var target: QualityTarget?
 
     /// What replaced the encoders' `strip` option, for pipelines that still set it.
     static let retired = ["strip": "metadata is now chosen for every output by the pipeline's top-level 'metadata:' section "
@@ -29,7 +31,11 @@ struct MagickEncoding: Sendable {
     static let maxBytesOption = OptionSpec.size("max_bytes", min: "1KB", max: "1GB",
                                                 doc: "Largest output: quality is lowered step by step until it fits; fails as too_large when even the lowest does not.")
 
-    func encode(_ image: PipelineImage) throws -> Data {
+    func encode(_ image: PipelineImage) throws -> Data { try encoded(image).data }
+
+    /// The output, with what was chosen for it: for a quality target, the quality, its SSIM, the
+    /// number of encodes and whether the target was met (``QualityTarget/Found/facts``).
+    func encoded(_ image: PipelineImage) throws -> (data: Data, facts: ImageFacts) {
         try image.withCopy { wand in
             if image.frameCount > 1, !animates { try wand.keepFirstFrame() }
             let metadata = image.metadata ?? ImageMetadata()
@@ -41,9 +47,15 @@ struct MagickEncoding: Sendable {
             }
             try Self.attach(metadata, to: wand)
             wand.setProgressive(progressive)
-            var data = try write(wand, quality: quality)
-            guard let maxBytes, data.count > maxBytes else { return data }
-            guard var current = quality else {
+            var data: Data, facts: ImageFacts = [:], chosen = quality
+            if let target {
+                let found = try target.search(wand, format: format) { try write(wand, quality: $0) }
+                (data, facts, chosen) = (found.data, found.facts, found.quality)
+            } else {
+                data = try write(wand, quality: quality)
+            }
+            guard let maxBytes, data.count > maxBytes else { return (data, facts) }
+            guard var current = chosen else {
                 throw PipelineError(.tooLarge, "the \(format) output is \(Units.formatSize(data.count)), over max_bytes "
                     + "\(Units.formatSize(maxBytes)), and \(format) has no quality to lower")
             }
@@ -51,7 +63,11 @@ struct MagickEncoding: Sendable {
             while current > 10 {
                 current = max(10, current - max(5, current / 10))
                 data = try write(wand, quality: current)
-                if data.count <= maxBytes { return data }
+                if data.count <= maxBytes {
+                    // Below what the target chose: its score no longer describes the output.
+                    if target != nil { facts = ["quality": .int(current), "lowered_for_max_bytes": .bool(true)] }
+                    return (data, facts)
+                }
             }
             throw PipelineError(.tooLarge, "the \(format) output is \(Units.formatSize(data.count)) even at quality 10, "
                 + "over max_bytes \(Units.formatSize(maxBytes))")

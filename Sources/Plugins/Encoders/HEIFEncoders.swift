@@ -12,7 +12,7 @@ public struct HEIFEncoder: ImageEncoding {
             name: name,
             summary: "Writes \(format) (\(name == "avif" ? "AV1" : "HEVC") in a HEIF container) through libheif; keeps transparency.",
             options: [
-                .int("quality", default: quality, range: 1...100, doc: "\(format) quality."),
+                QualityTarget.option(default: quality, doc: "\(format) quality."),
                 MagickEncoding.maxBytesOption,
             ], retired: MagickEncoding.retired)
     }
@@ -28,11 +28,16 @@ public struct HEIFEncoder: ImageEncoding {
 
     init(format: String, options: PluginOptions) throws {
         try MagickEncoding.requireWriter(format, delegate: "libheif")
-        encoding = MagickEncoding(format: format, quality: options.int("quality")!,
-                                  maxBytes: options.int("max_bytes"))
+        encoding = MagickEncoding(format: format, quality: options.int("quality"),
+                                  maxBytes: options.int("max_bytes"), target: try QualityTarget.from(options))
         fileExtension = format.lowercased()
         identifier = "\(fileExtension)(\(options.canonical))"
     }
 
     public func encode(_ image: PipelineImage) throws -> Data { try encoding.encode(image) }
+
+    public func encoded(_ image: PipelineImage) throws -> EncodedImage {
+        let (data, facts) = try encoding.encoded(image)
+        return EncodedImage(data: data, fileExtension: fileExtension, facts: facts)
+    }
 }

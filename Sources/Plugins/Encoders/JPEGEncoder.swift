@@ -10,7 +10,7 @@ public struct JPEGEncoder: ImageEncoding {
             name: "jpeg",
             summary: "Writes JPEG, baseline or progressive; transparent areas are flattened onto a background colour.",
             options: [
-                .int("quality", default: 82, range: 1...100, doc: "JPEG quality."),
+                QualityTarget.option(default: 82, doc: "JPEG quality."),
                 .bool("progressive", default: false, doc: "Progressive (interlaced) JPEG: shows early when loading, often a little smaller."),
                 .oneOf("subsampling", samplingFactors.keys.sorted(), default: "4:2:0",
                        doc: "Chroma subsampling: 4:2:0 is smallest; 4:4:4 keeps fine colour detail (text, red edges)."),
@@ -27,13 +27,19 @@ public struct JPEGEncoder: ImageEncoding {
     init(options: PluginOptions) throws {
         try MagickEncoding.requireWriter("JPEG")
         encoding = MagickEncoding(
-            format: "JPEG", quality: options.int("quality")!,
+            format: "JPEG", quality: options.int("quality"),
             flattenOnto: options.string("background")!,
             coderOptions: ["jpeg:sampling-factor": Self.samplingFactors[options.string("subsampling") ?? "4:2:0"]!,
                            "jpeg:optimize-coding": options.bool("optimize") ?? true ? "true" : "false"],
-            progressive: options.bool("progressive") ?? false, maxBytes: options.int("max_bytes"))
+            progressive: options.bool("progressive") ?? false, maxBytes: options.int("max_bytes"),
+            target: try QualityTarget.from(options))
         identifier = "jpeg(\(options.canonical))"
     }
 
     public func encode(_ image: PipelineImage) throws -> Data { try encoding.encode(image) }
+
+    public func encoded(_ image: PipelineImage) throws -> EncodedImage {
+        let (data, facts) = try encoding.encoded(image)
+        return EncodedImage(data: data, fileExtension: fileExtension, facts: facts)
+    }
 }

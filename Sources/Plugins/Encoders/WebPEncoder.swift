@@ -8,7 +8,7 @@ public struct WebPEncoder: ImageEncoding {
             name: "webp",
             summary: "Writes WebP (lossy or lossless), keeping transparency; animated when the decoder keeps frames.",
             options: [
-                .int("quality", default: 80, range: 1...100, doc: "WebP quality (for lossless: effort)."),
+                QualityTarget.option(default: 80, doc: "WebP quality (for lossless: effort)."),
                 .bool("lossless", default: false, doc: "Lossless compression."),
                 .int("method", default: 4, range: 0...6, doc: "Compression effort: 0 fastest, 6 smallest."),
                 MagickEncoding.maxBytesOption,
@@ -21,13 +21,22 @@ public struct WebPEncoder: ImageEncoding {
 
     init(options: PluginOptions) throws {
         try MagickEncoding.requireWriter("WEBP")
-        encoding = MagickEncoding(format: "WEBP", quality: options.int("quality")!,
+        let target = try QualityTarget.from(options)
+        if target != nil, options.bool("lossless") == true {
+            throw PipelineError(.invalidOption, "a quality target needs lossy WebP: lossless output is always identical")
+        }
+        encoding = MagickEncoding(format: "WEBP", quality: options.int("quality"),
                                   flattenOnto: nil,
                                   coderOptions: ["webp:lossless": options.bool("lossless")! ? "true" : "false",
                                                  "webp:method": String(options.int("method") ?? 4)],
-                                  animates: true, maxBytes: options.int("max_bytes"))
+                                  animates: true, maxBytes: options.int("max_bytes"), target: target)
         identifier = "webp(\(options.canonical))"
     }
 
     public func encode(_ image: PipelineImage) throws -> Data { try encoding.encode(image) }
+
+    public func encoded(_ image: PipelineImage) throws -> EncodedImage {
+        let (data, facts) = try encoding.encoded(image)
+        return EncodedImage(data: data, fileExtension: fileExtension, facts: facts)
+    }
 }

@@ -228,6 +228,34 @@ import TestSupport
         await server.stop()
     }
 
+    /// A quality target's choice is reported per output, and again when a later run reuses the
+    /// stored output without encoding.
+    @Test func theChosenQualityIsReportedAndKeptWithStoredOutputs() async throws {
+        let dir = try Fixtures.temporaryDirectory("target")
+        let photo = dir.appendingPathComponent("photo.png")
+        try Fixtures.image("rose:", format: "PNG").write(to: photo)
+        let list = dir.appendingPathComponent("list.txt")
+        try "\(photo.path)\n".write(to: list, atomically: true, encoding: .utf8)
+        let pipeline = try thumbnailsPipeline(in: dir, named: "target.yaml") {
+            $0.replacingOccurrences(of: "    quality: 82", with: "    quality: { target_ssim: 0.97, min: 40, max: 95 }")
+        }
+        var first: [String: Any]?
+        for run in ["first", "again"] {
+            let reportPath = dir.appendingPathComponent("\(run).json")
+            let result = try await pipelinectl(["run", pipeline.path, list.path, "--report", reportPath.path])
+            #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+            let item = try #require((try report(reportPath)["items"] as? [[String: Any]])?.first)
+            let encoding = try #require(((item["facts"] as? [String: Any])?["encoding"] as? [[String: Any]])?.first, "\(run): \(item)")
+            #expect(encoding["target_met"] as? Bool == true && (encoding["quality"] as? Int).map { (40...95).contains($0) } == true, "\(run)")
+            if run == "again" {
+                #expect((item["cache"] as? [String: Any])?["data"] as? String == "processed_hit")
+                let text = { (facts: [String: Any]) in facts.keys.sorted().map { "\($0)=\(facts[$0]!)" }.joined(separator: ",") }
+                #expect(text(encoding) == text(first ?? [:]))
+            }
+            first = encoding
+        }
+    }
+
     /// on_failure: a 404 is made from its alternative source, one whose alternative also fails from
     /// the fallback image, and a failure of another kind stays failed; the fallback is never kept as
     /// the source, so the next run asks for it again.
@@ -414,6 +442,40 @@ import TestSupport
         #expect(result.status == 1)
         #expect(result.stdout.contains("  ok   right\n  FAIL wrong\n       output: width expected 90, got 100\n       output: format expected JPEG, got PNG\n"))
         #expect(result.stdout.hasSuffix("1 passed, 1 failed\n"))
+    }
+
+    /// `fallback` and `facts` expectations, each failing with what it found.
+    @Test func pipelineTestsCheckFallbackAndFacts() async throws {
+        let dir = try Fixtures.temporaryDirectory("ptest-facts")
+        let placeholder = dir.appendingPathComponent("placeholder.png")
+        try Fixtures.image("xc:#808080", width: 50, height: 50, format: "PNG").write(to: placeholder)
+        try "not an image".write(to: dir.appendingPathComponent("notes.txt"), atomically: true, encoding: .utf8)
+        let pipeline = dir.appendingPathComponent("p.yaml")
+        try """
+            processors:
+              - analyze: { blurhash: none, palette: 1 }
+              - resize: { width: 100, height: 100 }
+            encoder: { jpeg: { quality: { target_ssim: 0.95 } } }
+            on_failure: { fallback: \(placeholder.path) }
+            tests:
+              - name: right
+                input: "xc:#3a7bd5"
+                size: 40x40
+                expect: { fallback: false, facts: { dominant_color: "#3a7bd5", "encoding.0.target_met": true, width: 40 } }
+              - name: wrong
+                input: notes.txt
+                expect: { fallback: false, facts: { dominant_color: "#000000", "encoding.3.quality": 80 } }
+            """.write(to: pipeline, atomically: true, encoding: .utf8)
+        let result = try await pipelinectl(["test", pipeline.path])
+        #expect(result.status == 1)
+        #expect(result.stdout.contains("""
+              ok   right
+              FAIL wrong
+                   expected the source, but the fallback image was used (the content is text, not an image)
+                   fact dominant_color: expected #000000, got #808080
+                   fact encoding.3.quality: expected 80, but the item has none
+
+            """), "\(result.stdout)")
     }
 
     @Test func validateAsJSON() async throws {

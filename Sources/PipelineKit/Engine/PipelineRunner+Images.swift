@@ -44,12 +44,15 @@ extension PipelineRunner {
         let job = try await decodeAndProcess(fallback, pending: Array(variants.indices), tracker: tracker)
         tracker.enter(.encode)
         var outcome = ItemOutcome(planned: plan.planned, timings: StageTimings(decode: job.decode, process: job.process))
+        // The fallback's own facts (analyze ran on it): what the page shows is the fallback.
+        for index in variants.indices { outcome.facts.merge(job.finished[index]!.facts) { first, _ in first } }
         for index in variants.indices {
             let encoded = try await encode(job.finished[index]!, variant: index)
             outcome.timings.encode += encoded.milliseconds
             tracker.enter(.output)
             try await write(encoded, plan, variant: index, into: &outcome)
         }
+        try await writeFactsSidecar(outcome)
         return outcome
     }
 

@@ -59,6 +59,18 @@ public enum PipelineTestRunner {
         }
         if let error = item.error { return ["failed: \(error.stage.rawValue) \(error.kind): \(error.message)"] }
         var problems: [String] = []
+        let fellBack = item.fallback
+        if let fallback = test.expect.fallback, fallback != fellBack {
+            problems.append(fallback ? "expected the fallback image, but the source was used"
+                : "expected the source, but the fallback image was used (\(item.recoveredFrom?.message ?? "failed"))")
+        }
+        for (path, expected) in test.expect.facts.sorted(by: { $0.key < $1.key }) {
+            guard let actual = fact(path, in: item.facts) else {
+                problems.append("fact \(path): expected \(expected), but the item has none")
+                continue
+            }
+            if actual != expected { problems.append("fact \(path): expected \(expected), got \(actual)") }
+        }
         for (index, output) in item.outputs.enumerated() {
             let variant = index < pipeline.variants.count ? pipeline.variants[index].name : nil
             let label = variant.map { "output '\($0)'" } ?? "output"
@@ -93,6 +105,25 @@ public enum PipelineTestRunner {
             }
         }
         return problems
+    }
+
+    /// The fact at `path` (keys and list indices joined by dots) as JSON text without quotes.
+    static func fact(_ path: String, in facts: ImageFacts) -> String? {
+        var current: FactValue = .object(facts)
+        for part in path.split(separator: ".").map(String.init) {
+            switch current {
+            case .object(let object): guard let next = object[part] else { return nil }; current = next
+            case .list(let list): guard let index = Int(part), list.indices.contains(index) else { return nil }; current = list[index]
+            default: return nil
+            }
+        }
+        switch current {
+        case .string(let text): return text
+        case .int(let value): return String(value)
+        case .number(let value): return String(value)
+        case .bool(let value): return String(value)
+        case .list, .object: return (try? JSONEncoder.sorted.encode(current)).map { String(decoding: $0, as: UTF8.self) }
+        }
     }
 
     /// Format (from the magic bytes), size and alpha of a written image; `nil` when it is not one.

@@ -17,6 +17,9 @@ import Yams
 ///   - name: text is refused
 ///     input: notes.txt
 ///     expect: { fails: not_an_image }
+///   - name: a broken file gets the fallback, the photo its placeholder facts
+///     input: notes.txt
+///     expect: { fallback: true, facts: { "encoding.0.target_met": true } }
 /// ```
 public struct PipelineTest: Sendable {
     /// What one output must be; `nil` fields are not checked.
@@ -27,6 +30,11 @@ public struct PipelineTest: Sendable {
         public var maxBytes: Int?
         public var minBytes: Int?
         public var hasAlpha: Bool?
+        /// Whether the outputs must be the `on_failure` fallback's (true) or the source's (false).
+        public var fallback: Bool?
+        /// Facts the item must report, by path (`dominant_color`, `exif.make`, `encoding.0.format`:
+        /// object keys and list indices joined by dots), each as its JSON text without quotes.
+        public var facts: [String: String] = [:]
     }
 
     public let name: String
@@ -40,7 +48,7 @@ public struct PipelineTest: Sendable {
     public let fails: ErrorKind?
     public let position: SourcePosition
 
-    static let expectationKeys = ["width", "height", "format", "max_bytes", "min_bytes", "has_alpha", "fails"]
+    static let expectationKeys = ["width", "height", "format", "max_bytes", "min_bytes", "has_alpha", "fails", "fallback", "facts"]
     static let testKeys = ["name", "input", "size", "expect", "outputs"]
     /// Built-in images and generators a test input may name.
     static let builtIns = ["rose:", "logo:", "wizard:", "granite:", "netscape:", "plasma:", "gradient:", "radial-gradient:",
@@ -150,6 +158,18 @@ public struct PipelineTest: Sendable {
                     guard text == "true" || text == "false" else { error(value, "expected true or false for 'has_alpha', got '\(text)'"); continue }
                     result.hasAlpha = text == "true"
                 case "fails": fails = ErrorKind(text)
+                case "fallback":
+                    guard text == "true" || text == "false" else { error(value, "expected true or false for 'fallback', got '\(text)'"); continue }
+                    result.fallback = text == "true"
+                case "facts":
+                    guard case .mapping(let facts) = value else { error(value, "expected a map from fact paths to values for 'facts'"); continue }
+                    for (path, expected) in facts {
+                        guard let name = path.scalar?.string, let wanted = expected.scalar?.string else {
+                            error(path, "expected a fact path and a single value, such as dominant_color: \"#3a7bd5\"")
+                            continue
+                        }
+                        result.facts[name] = wanted
+                    }
                 default:
                     error(key, "unknown expectation '\(word)'" + Suggest.hint(for: word, in: PipelineTest.expectationKeys))
                 }

@@ -79,8 +79,8 @@ extension ValidationTests {
         }
         let (parsed, _) = PipelineFile.parse(text: "encoder:\n  jpeg: { quality: { target_ssim: 0.975, max: 90 } }\n", file: "q.yaml",
                                              registry: registry)
-        #expect(try #require(parsed).encoder.options.map("quality") == ["target_ssim": .number(0.975), "min": .int(30), "max": .int(90)])
-        #expect(PipelineExplain.yaml(try #require(parsed)).contains("quality: { target_ssim: 0.975, min: 30, max: 90 }"))
+        #expect(try #require(parsed).encoder.options.map("quality") == ["target_ssim": .number(0.975), "min": .int(40), "max": .int(90)])
+        #expect(PipelineExplain.yaml(try #require(parsed)).contains("quality: { target_ssim: 0.975, min: 40, max: 90 }"))
     }
 
     @Test func referenceDocumentsEveryKey() {

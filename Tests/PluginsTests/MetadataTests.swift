@@ -171,6 +171,25 @@ import TestSupport
                          "IFD0:ResolutionUnit": "2", "IFD0:YCbCrPositioning": "1"], "\(tags)")
     }
 
+    /// WebP keeps EXIF in a chunk; a TIFF in its own first directory, among the picture's layout
+    /// tags, which are not copied.
+    @Test(arguments: ["WEBP", "TIFF"])
+    func webPAndTIFFSourcesEXIFIsRead(_ format: String) async throws {
+        let file = try Fixtures.temporaryDirectory("meta-\(format)").appendingPathComponent("photo.\(format.lowercased())")
+        try Fixtures.image("plasma:fractal", width: 200, height: 100, format: format).write(to: file)
+        let written = try await Command.run(Self.exiftool, ["-q", "-overwrite_original", "-Copyright=(c) \(format)", "-Make=Maker",
+                                                            "-DateTimeOriginal=2026:01:02 03:04:05", file.path])
+        try #require(written.status == 0, "exiftool: \(written.stderr)")
+        let (data, _) = try Self.output(try Data(contentsOf: file), policy: try MetadataPolicy(keep: ["copyright", "dates"], drop: []))
+        let tags = try await Self.tags(data, ext: "jpg")
+        #expect(tags["IFD0:Copyright"] == "(c) \(format)" && tags["ExifIFD:DateTimeOriginal"] == "2026:01:02 03:04:05", "\(tags)")
+        #expect(tags["IFD0:Make"] == nil)
+        let (all, _) = try Self.output(try Data(contentsOf: file), policy: try MetadataPolicy(keep: ["exif"], drop: []))
+        let allTags = try await Self.tags(all, ext: "jpg")
+        #expect(allTags["IFD0:Make"] == "Maker", "\(allTags)")
+        #expect(allTags["IFD0:StripOffsets"] == nil && allTags["IFD0:BitsPerSample"] == nil && allTags["IFD0:Compression"] == nil)
+    }
+
     @Test func unknownNamesAreRefusedWithTheirList() throws {
         #expect(throws: PipelineError.self) { try MetadataPolicy(keep: ["gsp"], drop: []) }
         do { _ = try MetadataPolicy(keep: ["icc"], drop: ["exiff"]) } catch let error as PipelineError {

@@ -222,9 +222,22 @@ public enum ExifRewriter {
         }
     }
 
+    /// The metadata tags of a TIFF file's first directory (camera, dates, copyright, orientation)
+    /// and its Exif and GPS directories, as an EXIF block: a TIFF keeps its EXIF in its own
+    /// structure, not in a block of its own. `nil` when there are none or it cannot be read.
+    public static func fromTIFF(_ file: Data) -> Data? {
+        filter(file, keep: { directory, tag in directory != .main || tiffMetadataTags.contains(tag) }, orientation: nil)
+    }
+
+    /// The tags of a TIFF's first directory that are EXIF's rather than the picture's layout:
+    /// description, make, model, orientation, resolution, software, date, artist, copyright and
+    /// Windows' XP tags.
+    static let tiffMetadataTags: Set<UInt16> = [0x010E, 0x010F, 0x0110, 0x0112, 0x011A, 0x011B, 0x0128, 0x0131, 0x0132, 0x013B,
+                                                0x8298, 0x9C9B, 0x9C9C, 0x9C9D, 0x9C9E, 0x9C9F]
+
     /// `exif` with only the tags `keep` accepts, and Orientation set to `orientation` when it is
-    /// kept; `nil` when nothing is kept or the block cannot be read.
-    public static func filter(_ exif: Data, keep: (Directory, UInt16) -> Bool, orientation: Int) -> Data? {
+    /// kept (left as it is for `nil`); `nil` when nothing is kept or the block cannot be read.
+    public static func filter(_ exif: Data, keep: (Directory, UInt16) -> Bool, orientation: Int?) -> Data? {
         guard let reader = Reader(exif) else { return nil }
         let little = reader.little
         let main = reader.directory(at: reader.u32(4))
@@ -233,7 +246,7 @@ public enum ExifRewriter {
         let exifEntries = reader.directory(at: reader.pointer(main, exifPointer)).filter { !pointers.contains($0.tag) && keep(.exif, $0.tag) }
         let gpsEntries = reader.directory(at: reader.pointer(main, gpsPointer)).filter { !pointers.contains($0.tag) && keep(.gps, $0.tag) }
         var mainEntries = main.filter { !pointers.contains($0.tag) && keep(.main, $0.tag) }
-        if let index = mainEntries.firstIndex(where: { $0.tag == orientationTag }) {
+        if let orientation, let index = mainEntries.firstIndex(where: { $0.tag == orientationTag }) {
             mainEntries[index] = Entry(tag: orientationTag, type: 3, count: 1,
                                        value: little ? [UInt8(orientation), 0] : [0, UInt8(orientation)])
         }

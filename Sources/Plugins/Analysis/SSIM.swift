@@ -23,6 +23,18 @@ public enum SSIM {
             self.values = values
         }
 
+        /// The luma (BT.601: 0.299 R + 0.587 G + 0.114 B) of opaque 8-bit RGB pixels.
+        public init(rgb: [UInt8], width: Int, height: Int) {
+            precondition(rgb.count == width * height * 3, "RGB holds 3 bytes per pixel")
+            var values = [Float](repeating: 0, count: width * height)
+            rgb.withUnsafeBufferPointer { p in
+                for i in 0..<(width * height) {
+                    values[i] = 0.299 * Float(p[i * 3]) + 0.587 * Float(p[i * 3 + 1]) + 0.114 * Float(p[i * 3 + 2])
+                }
+            }
+            self.init(width: width, height: height, values: values)
+        }
+
         /// The luma (BT.601: 0.299 R + 0.587 G + 0.114 B) of 8-bit RGBA pixels composited over
         /// white: what a viewer shows of a transparent picture on a white page.
         public init(rgba: [UInt8], width: Int, height: Int) {
@@ -89,65 +101,74 @@ public enum SSIM {
         }()
 
         let width: Int, height: Int
-        /// For each column (row), the indices its window reads, edges mirrored.
-        let columns: [Int], rows: [Int]
+        /// For each position of a row padded by the radius on both sides, the column it copies.
+        let columns: [Int]
+        /// For each row, the rows its window reads, edges mirrored.
+        let rows: [Int]
 
         init(width: Int, height: Int) {
             self.width = width
             self.height = height
-            columns = Self.indices(width)
-            rows = Self.indices(height)
+            columns = (-Self.radius..<(width + Self.radius)).map { Self.mirror($0, width) }
+            rows = (0..<height).flatMap { y in (-Self.radius...Self.radius).map { Self.mirror(y + $0, height) } }
         }
 
         /// scipy's `reflect`: d c b a | a b c d | d c b a, repeated for a window wider than the picture.
-        static func indices(_ count: Int) -> [Int] {
-            var out = [Int]()
-            out.reserveCapacity(count * (2 * radius + 1))
-            for i in 0..<count {
-                for k in -radius...radius {
-                    var j = i + k
-                    while j < 0 || j >= count { j = j < 0 ? -j - 1 : 2 * count - j - 1 }
-                    out.append(j)
-                }
-            }
-            return out
+        static func mirror(_ index: Int, _ count: Int) -> Int {
+            var j = index
+            while j < 0 || j >= count { j = j < 0 ? -j - 1 : 2 * count - j - 1 }
+            return j
         }
 
+        /// `input` filtered: across each row (copied with its mirrored edges), then down each
+        /// column, eight outputs at a time, each summed over the window in registers.
         func apply(_ input: [Float]) -> [Float] {
             let taps = 2 * Self.radius + 1
             var across = [Float](repeating: 0, count: input.count)
             var out = [Float](repeating: 0, count: input.count)
-            Self.weights.withUnsafeBufferPointer { w in
-                input.withUnsafeBufferPointer { source in
-                    across.withUnsafeMutableBufferPointer { target in
-                        columns.withUnsafeBufferPointer { index in
-                            for row in 0..<height {
-                                let base = row * width
-                                for column in 0..<width {
-                                    var acc: Float = 0
-                                    let at = column * taps
-                                    for k in 0..<taps { acc += w[k] * source[base + index[at + k]] }
-                                    target[base + column] = acc
-                                }
-                            }
-                        }
-                    }
-                }
-                across.withUnsafeBufferPointer { source in
-                    out.withUnsafeMutableBufferPointer { target in
-                        rows.withUnsafeBufferPointer { index in
-                            for row in 0..<height {
-                                let base = row * width
-                                for k in 0..<taps {
-                                    let from = index[row * taps + k] * width, weight = w[k]
-                                    for column in 0..<width { target[base + column] += weight * source[from + column] }
-                                }
-                            }
+            var padded = [Float](repeating: 0, count: columns.count + 8)
+            let w = Self.weights
+            input.withUnsafeBufferPointer { source in
+                across.withUnsafeMutableBufferPointer { target in
+                    padded.withUnsafeMutableBufferPointer { row in
+                        for y in 0..<height {
+                            let base = y * width
+                            for k in 0..<columns.count { row[k] = source[base + columns[k]] }
+                            let from = UnsafePointer(row.baseAddress!)
+                            Self.sum(taps: taps, weights: w, count: width, into: target.baseAddress! + base) { k, x in from + x + k }
                         }
                     }
                 }
             }
+            across.withUnsafeBufferPointer { source in
+                out.withUnsafeMutableBufferPointer { target in
+                    let from = source.baseAddress!
+                    for y in 0..<height {
+                        let rowsRead = (0..<taps).map { rows[y * taps + $0] * width }
+                        Self.sum(taps: taps, weights: w, count: width, into: target.baseAddress! + y * width) { k, x in from + rowsRead[k] + x }
+                    }
+                }
+            }
             return out
+        }
+
+        /// `target[x] = Σ weights[k] * at(k, x)[0]` for `x` in `0..<count`, eight at a time.
+        @inline(__always)
+        static func sum(taps: Int, weights: [Float], count: Int, into target: UnsafeMutablePointer<Float>,
+                        _ at: (Int, Int) -> UnsafePointer<Float>) {
+            var x = 0
+            while x + 8 <= count {
+                var acc = SIMD8<Float>(repeating: 0)
+                for k in 0..<taps { acc += weights[k] * UnsafeRawPointer(at(k, x)).loadUnaligned(as: SIMD8<Float>.self) }
+                UnsafeMutableRawPointer(target + x).storeBytes(of: acc, as: SIMD8<Float>.self)
+                x += 8
+            }
+            while x < count {
+                var acc: Float = 0
+                for k in 0..<taps { acc += weights[k] * at(k, x)[0] }
+                target[x] = acc
+                x += 1
+            }
         }
     }
 }

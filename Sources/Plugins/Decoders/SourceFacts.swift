@@ -38,6 +38,8 @@ enum SourceFacts {
         var exif = wand.profile("exif")
         // ImageMagick 6 does not see a PNG's eXIf chunk after the image data, where its own writer puts it.
         if exif == nil, format == "PNG" { exif = pngChunk("eXIf", in: data) }
+        // A TIFF's EXIF is its own first directory.
+        if exif == nil, format == "TIFF" { exif = ExifRewriter.fromTIFF(data) }
         if let block = exif, block.starts(with: Data("Exif\0\0".utf8)) { exif = block.dropFirst(6) }
         let orientation = (1...8).contains(wand.orientation) ? wand.orientation : 1
         return ImageMetadata(exif: exif.map { Data($0) }, xmp: wand.profile("xmp"), iptc: wand.profile("iptc"),

@@ -13,14 +13,14 @@ struct QualityTarget: Sendable, Equatable {
     static let fields: [OptionSpec] = [
         OptionSpec(name: "target_ssim", kind: .number, required: true, range: 0.5...0.9999,
                    doc: "The SSIM (on luma, against the processed image) the output must reach: 0.98 is close to invisible on photos."),
-        .int("min", default: 30, range: 1...100, doc: "The lowest quality tried."),
+        .int("min", default: 40, range: 1...100, doc: "The lowest quality tried: a floor, since SSIM on luma misses some artefacts of very low qualities (banding, colour)."),
         .int("max", default: 95, range: 1...100, doc: "The highest quality tried; used when even it misses the target."),
     ]
 
     /// The `quality` option of a lossy encoder: a number, or a target as a map of ``fields``.
     static func option(default quality: Int, doc: String) -> OptionSpec {
         OptionSpec(name: "quality", kind: .either(.int, .record(fields)), defaultValue: .int(quality), range: 1...100,
-                   doc: doc + " Or a visual target, { target_ssim: 0.98, min: 40, max: 95 }: the lowest quality from min (default 30) "
+                   doc: doc + " Or a visual target, { target_ssim: 0.98, min: 40, max: 95 }: the lowest quality from min (default 40) "
                     + "to max (default 95) whose output's SSIM reaches target_ssim; max when none does.")
             .example("{ target_ssim: 0.98, min: 40, max: 95 }")
     }
@@ -29,7 +29,7 @@ struct QualityTarget: Sendable, Equatable {
     static func from(_ options: PluginOptions) throws -> QualityTarget? {
         guard let map = options.map("quality") else { return nil }
         let fields = PluginOptions(map)
-        let target = QualityTarget(ssim: fields.number("target_ssim") ?? 0.98, min: fields.int("min") ?? 30,
+        let target = QualityTarget(ssim: fields.number("target_ssim") ?? 0.98, min: fields.int("min") ?? 40,
                                    max: fields.int("max") ?? 95)
         guard target.min <= target.max else {
             throw PipelineError(.invalidOption, "quality: min \(target.min) is above max \(target.max)")
@@ -52,43 +52,62 @@ struct QualityTarget: Sendable, Equatable {
         }
     }
 
-    /// The lowest quality in `min...max` whose output reaches the target, by bisection (the score
-    /// grows with quality), each candidate written by `write` and read back by ImageMagick as
-    /// `format`. Measured on the first frame of an animation.
+    /// The lowest quality in `min...max` whose output reaches the target, each candidate written
+    /// by `write` and read back by ImageMagick as `format`; measured on the first frame of an
+    /// animation.
+    ///
+    /// `max` is tried first (when even it misses the target there is nothing to search), then `min`
+    /// (smooth pictures often meet it), then the bracket between the highest quality that missed
+    /// and the lowest that met is narrowed to one step. Each step guesses where the target lies,
+    /// taking 1 − SSIM to fall about exponentially with quality, and a step that does not halve
+    /// the bracket is followed by a plain bisection, so the search never takes more steps than
+    /// twice a bisection's and usually fewer than one.
     func search(_ wand: Wand, format: String, write: (Int) throws -> Data) throws -> Found {
         let alpha = wand.hasAlpha
         let reference = SSIM.Reference(try Self.plane(wand, alpha: alpha))
-        var encodes = 0
+        var tried: [Int: Found] = [:]
         func attempt(_ quality: Int) throws -> Found {
+            if let found = tried[quality] { return found }
             let data = try write(quality)
-            encodes += 1
             let decoded = Wand()
             try decoded.read(data, format: format, maxFrames: 1)
             try decoded.toSRGB()  // ImageMagick 6 reads AVIF and HEIC as YCbCr
             let score = SSIM.score(reference, try Self.plane(decoded, alpha: alpha)) ?? 0
-            return Found(data: data, quality: quality, score: score, encodes: encodes, met: score >= ssim)
+            let found = Found(data: data, quality: quality, score: score, encodes: tried.count + 1, met: score >= ssim)
+            tried[quality] = found
+            return found
         }
-        // The best quality first: when even it misses the target there is nothing to search.
-        var best = try attempt(max)
-        guard best.met else { return best }
-        var low = min, high = max
-        while low < high {
-            let middle = (low + high) / 2
-            let found = try attempt(middle)
-            if found.met { best = found; high = middle } else { low = middle + 1 }
+        func finished(_ found: Found) -> Found {
+            var found = found
+            found.encodes = tried.count
+            return found
         }
-        best.encodes = encodes
-        return best
+        let top = try attempt(max)
+        guard top.met, min < max else { return finished(top) }
+        let bottom = try attempt(min)
+        if bottom.met { return finished(bottom) }
+        var low = min, high = max  // low misses the target, high meets it
+        var bisect = false
+        while high - low > 1 {
+            var next = (low + high) / 2
+            if !bisect, let lowScore = tried[low]?.score, let highScore = tried[high]?.score, highScore > lowScore {
+                func log1m(_ value: Double) -> Double { Foundation.log(Swift.max(1e-6, 1 - value)) }
+                let fraction = (log1m(lowScore) - log1m(ssim)) / (log1m(lowScore) - log1m(highScore))
+                if fraction.isFinite { next = low + Int((fraction * Double(high - low)).rounded(.up)) }
+            }
+            next = Swift.min(high - 1, Swift.max(low + 1, next))
+            let width = high - low
+            if try attempt(next).met { high = next } else { low = next }
+            bisect = !bisect && (high - low) * 2 > width
+        }
+        return finished(tried[high]!)
     }
 
     /// The luma of `wand`'s pixels, composited over white when `alpha` (the original has
     /// transparency); otherwise its alpha is not read (ImageMagick's HEIF reader can report one
     /// that holds nothing).
     static func plane(_ wand: Wand, alpha: Bool) throws -> SSIM.Plane {
-        if alpha { return SSIM.Plane(rgba: try wand.rgbaBytes(), width: wand.width, height: wand.height) }
-        let rgb = try wand.rgbBytes()
-        var rgba = [UInt8](repeating: 255, count: wand.width * wand.height * 4)
-        for i in 0..<(wand.width * wand.height) { rgba[i * 4] = rgb[i * 3]; rgba[i * 4 + 1] = rgb[i * 3 + 1]; rgba[i * 4 + 2] = rgb[i * 3 + 2] }
-        return SSIM.Plane(rgba: rgba, width: wand.width, height: wand.height)
+        alpha ? SSIM.Plane(rgba: try wand.rgbaBytes(), width: wand.width, height: wand.height)
+            : SSIM.Plane(rgb: try wand.rgbBytes(), width: wand.width, height: wand.height)
     }
 }

@@ -4,7 +4,7 @@
 # paths branch on, small enough for libFuzzer's -max_len. Usage: Fuzz/seeds.sh DIR
 set -euo pipefail
 out=$1
-mkdir -p "$out"/{sniffer,header-probe,png,jpeg,webp,heif,tiff,gif,svg,icc}
+mkdir -p "$out"/{sniffer,header-probe,png,jpeg,webp,heif,tiff,gif,svg,icc,exif}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 im() { convert "$@" 2>/dev/null || true; }
 src="$tmp/src.png"; im -size 48x32 plasma:fractal -seed 7 "$src"; im rose: -resize 48x32 "$src"
@@ -57,6 +57,18 @@ printf '<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1
 
 # ICC profiles, version 2 ('desc') and 4 ('mluc'), as Ghostscript ships them.
 cp /usr/share/color/icc/ghostscript/*.icc "$out/icc/" 2>/dev/null || true
+
+# EXIF: blocks as a camera and exiftool write them (camera, dates, GPS, a thumbnail), in both byte
+# orders, and TIFF files, whose first directory is their EXIF.
+if command -v exiftool >/dev/null; then
+  for order in II MM; do
+    im "$src" "$tmp/exif-$order.jpg"
+    exiftool -q -overwrite_original -ExifByteOrder=$order -Make=Canon -Model=R5 -Copyright=c -DateTimeOriginal="2026:01:02 03:04:05" \
+      -GPSLatitude=48.8 -GPSLatitudeRef=N -Orientation#=6 "-ThumbnailImage<=$tmp/exif-$order.jpg" "$tmp/exif-$order.jpg" 2>/dev/null || true
+    exiftool -b -EXIF "$tmp/exif-$order.jpg" > "$out/exif/camera-$order.exif" 2>/dev/null || true
+  done
+fi
+im "$src" -resize 16x16 -compress none "$out/exif/small.tif"
 
 # The sniffer and the header probe: one of everything, opt-in formats and documents too.
 for f in "$out"/{png,jpeg,webp,heif,tiff,gif,svg}/*; do cp "$f" "$out/sniffer/"; cp "$f" "$out/header-probe/"; done

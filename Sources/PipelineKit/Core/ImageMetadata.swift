@@ -165,27 +165,32 @@ public enum ExifRewriter {
         var value: [UInt8]
     }
 
-    /// Reads a TIFF structure's directories, checking every offset against its length.
+    /// Reads a TIFF structure's directories, checking every offset against its length. It reads
+    /// the bytes where they are (a TIFF file may be large): only entries' values are copied.
     struct Reader {
-        let bytes: [UInt8]
+        let data: Data
         let little: Bool
 
         init?(_ data: Data) {
-            bytes = [UInt8](data)
-            guard bytes.count >= 8 else { return nil }
-            switch (bytes[0], bytes[1]) {
+            self.data = data
+            guard data.count >= 8 else { return nil }
+            switch (data[data.startIndex], data[data.startIndex + 1]) {
             case (0x49, 0x49): little = true
             case (0x4D, 0x4D): little = false
             default: return nil
             }
         }
 
-        func u16(_ at: Int) -> UInt16? {
-            guard at >= 0, at + 2 <= bytes.count else { return nil }
-            return little ? UInt16(bytes[at]) | UInt16(bytes[at + 1]) << 8 : UInt16(bytes[at]) << 8 | UInt16(bytes[at + 1])
+        var count: Int { data.count }
+
+        func bytes(_ at: Int, _ length: Int) -> [UInt8]? {
+            guard at >= 0, length >= 0, at <= data.count - length else { return nil }
+            return [UInt8](data[(data.startIndex + at)..<(data.startIndex + at + length)])
         }
 
-        func u32(_ at: Int) -> UInt32? { u32(of: bytes, at) }
+        func u16(_ at: Int) -> UInt16? { bytes(at, 2).flatMap(u16(of:)) }
+
+        func u32(_ at: Int) -> UInt32? { bytes(at, 4).flatMap { u32(of: $0, 0) } }
 
         func u16(of array: [UInt8]) -> UInt16? {
             guard array.count >= 2 else { return nil }
@@ -200,7 +205,7 @@ public enum ExifRewriter {
 
         /// The entries of the directory at `offset` that can be read whole.
         func directory(at offset: UInt32?) -> [Entry] {
-            guard let offset, offset >= 8, let count = u16(Int(offset)), count <= 1000 else { return [] }
+            guard let offset, offset >= 8, let count = u16(Int(offset)), count <= 1024 else { return [] }
             var entries: [Entry] = []
             for index in 0..<Int(count) {
                 let at = Int(offset) + 2 + index * 12
@@ -209,8 +214,8 @@ public enum ExifRewriter {
                 let length = size * Int(count)
                 let start: Int
                 if length <= 4 { start = at + 8 } else if let pointer = u32(at + 8) { start = Int(pointer) } else { continue }
-                guard start >= 0, start + length <= bytes.count else { continue }
-                entries.append(Entry(tag: tag, type: type, count: count, value: Array(bytes[start..<(start + length)])))
+                guard let value = bytes(start, length) else { continue }
+                entries.append(Entry(tag: tag, type: type, count: count, value: value))
             }
             return entries
         }
@@ -251,7 +256,9 @@ public enum ExifRewriter {
                                        value: little ? [UInt8(orientation), 0] : [0, UInt8(orientation)])
         }
         guard !mainEntries.isEmpty || !exifEntries.isEmpty || !gpsEntries.isEmpty else { return nil }
-        return Data(write(main: mainEntries, exif: exifEntries, gps: gpsEntries, little: little))
+        // At most 1,000 entries a directory, so the rebuilt one (with its two pointers) reads again.
+        return Data(write(main: Array(mainEntries.prefix(1000)), exif: Array(exifEntries.prefix(1000)),
+                          gps: Array(gpsEntries.prefix(1000)), little: little))
     }
 
     /// The resolution IFD0 gives (XResolution, YResolution and ResolutionUnit: 2 inches, 3

@@ -12,7 +12,7 @@ enum FuzzTargets {
     /// Every target by the name its harness and its regression fixtures use.
     static let all: [String: @Sendable (Data) -> Void] = [
         "sniffer": sniffer, "header-probe": headerProbe, "png": png, "jpeg": jpeg, "webp": webp,
-        "heif": heif, "tiff": tiff, "gif": gif, "svg": svg, "icc": icc,
+        "heif": heif, "tiff": tiff, "gif": gif, "svg": svg, "icc": icc, "exif": exif,
     ]
 
     static let maxPixels = 16_000_000
@@ -95,6 +95,19 @@ enum FuzzTargets {
     /// The ICC description reader (`analyze`'s `icc` fact), on any bytes as a profile.
     @Sendable static func icc(_ data: Data) {
         _ = ICCProfile.description(data)
+    }
+
+    /// The EXIF rewriter (`metadata:`), on any bytes as an EXIF block and as a TIFF file, keeping
+    /// everything, then reading the rebuilt block again (it must be readable), and the PNG chunk
+    /// walker that finds `eXIf`.
+    @Sendable static func exif(_ data: Data) {
+        let everything: (ExifRewriter.Directory, UInt16) -> Bool = { _, _ in true }
+        if let rebuilt = ExifRewriter.filter(data, keep: everything, orientation: 1 + data.count % 8) {
+            precondition(ExifRewriter.filter(rebuilt, keep: everything, orientation: nil) != nil, "a rebuilt block reads again")
+            _ = ExifRewriter.resolution(rebuilt)
+        }
+        _ = ExifRewriter.fromTIFF(data)
+        _ = SourceFacts.pngChunk("eXIf", in: data)
     }
 
     /// The SVG screen (what an allowed SVG must not contain) and its size reader; the rendering

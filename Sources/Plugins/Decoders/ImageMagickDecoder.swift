@@ -236,13 +236,16 @@ public struct ImageMagickDecoder: ImageDecoding {
         let (size, heif) = try header(data, format: format)
         var image = try decode(data, format: format, size: size, heif: heif, hint: hint)
         image.sourceSize = size
-        if hint.wantsSourceFacts { image.facts.merge(SourceFacts.read(data, format: format)) { _, new in new } }
+        let pinged = hint.wantsSourceFacts || hint.wantsMetadata ? SourceFacts.ping(data, format: format) : nil
+        if hint.wantsSourceFacts, let pinged { image.facts.merge(SourceFacts.read(pinged)) { _, new in new } }
         if hint.wantsMetadata {
-            let file = heif ?? (["HEIC", "AVIF"].contains(format) ? try? HEIFReducer.File(data) : nil)
-            image.metadata = file.map { SourceFacts.metadata($0) }
-                ?? SourceFacts.metadata(data, format: format) { orientation in
+            if let file = heif ?? (["HEIC", "AVIF"].contains(format) ? try? HEIFReducer.File(data) : nil) {
+                image.metadata = SourceFacts.metadata(file)
+            } else if let pinged {
+                image.metadata = SourceFacts.metadata(pinged, data: data, format: format) { orientation in
                     autoOrient || !Self.orientedFormats.contains(format) || orientation <= 1
                 }
+            }
         }
         return image
     }

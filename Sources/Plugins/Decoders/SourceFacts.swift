@@ -6,12 +6,17 @@ import PipelineKit
 /// the ICC profile's description and a few EXIF fields, read by ImageMagick from the header (a
 /// ping: no pixel is decoded), so they are the file's, whatever the decode then converts or drops.
 enum SourceFacts {
-    /// What the header of `data` (read as `format`) says; empty when ImageMagick cannot ping it.
-    /// HEIC, AVIF and SVG are not pinged (ImageMagick 6 would decode or render them to do so).
-    static func read(_ data: Data, format: String) -> ImageFacts {
-        guard !["HEIC", "AVIF", "MSVG"].contains(format) else { return [:] }
+    /// ImageMagick's reading of the header of `data` as `format`, for ``read(_:)`` and
+    /// ``metadata(_:data:format:upright:)`` (one ping for both); `nil` for HEIC, AVIF and SVG, which
+    /// ImageMagick 6 would decode or render to ping, and for a header it cannot read.
+    static func ping(_ data: Data, format: String) -> Wand? {
+        guard !["HEIC", "AVIF", "MSVG"].contains(format) else { return nil }
         let wand = Wand()
-        guard (try? wand.ping(data, format: format)) != nil else { return [:] }
+        return (try? wand.ping(data, format: format)) != nil ? wand : nil
+    }
+
+    /// What the pinged header says (``ping(_:format:)``).
+    static func read(_ wand: Wand) -> ImageFacts {
         var facts: ImageFacts = ["colorspace": .string(wand.colorspaceName)]
         if (1...8).contains(wand.orientation) { facts["orientation"] = .int(wand.orientation) }
         if let profile = wand.iccProfile { facts["icc"] = .string(ICCProfile.description(profile) ?? "unnamed profile") }
@@ -28,13 +33,10 @@ enum SourceFacts {
         return facts
     }
 
-    /// The metadata of `data` (read as `format`) from ImageMagick's ping: its EXIF (without
-    /// JPEG's `Exif\0\0`), XMP and IPTC, and its orientation; `upright` says, for an orientation,
-    /// whether the decode turns the pixels upright. `nil` when the header cannot be pinged.
-    static func metadata(_ data: Data, format: String, upright: (Int) -> Bool) -> ImageMetadata? {
-        guard !["HEIC", "AVIF", "MSVG"].contains(format) else { return nil }
-        let wand = Wand()
-        guard (try? wand.ping(data, format: format)) != nil else { return nil }
+    /// The metadata of `data` (read as `format`) from ImageMagick's ping of it (``ping(_:format:)``):
+    /// its EXIF (without JPEG's `Exif\0\0`), XMP and IPTC, and its orientation; `upright` says, for
+    /// an orientation, whether the decode turns the pixels upright.
+    static func metadata(_ wand: Wand, data: Data, format: String, upright: (Int) -> Bool) -> ImageMetadata {
         var exif = wand.profile("exif")
         // ImageMagick 6 does not see a PNG's eXIf chunk after the image data, where its own writer puts it.
         if exif == nil, format == "PNG" { exif = pngChunk("eXIf", in: data) }
@@ -48,14 +50,14 @@ enum SourceFacts {
 
     /// The data of the first chunk of `type` in PNG `data`, walking chunk by chunk (lengths checked).
     static func pngChunk(_ type: String, in data: Data) -> Data? {
-        let bytes = [UInt8](data), wanted = Array(type.utf8)
-        var at = 8
-        while at + 12 <= bytes.count {
-            let length = Int(bytes[at]) << 24 | Int(bytes[at + 1]) << 16 | Int(bytes[at + 2]) << 8 | Int(bytes[at + 3])
-            guard length <= bytes.count - at - 12 else { return nil }
-            let name = Array(bytes[(at + 4)..<(at + 8)])
-            if name == wanted { return Data(bytes[(at + 8)..<(at + 8 + length)]) }
-            if name == Array("IEND".utf8) { return nil }
+        let wanted = Array(type.utf8), end = Array("IEND".utf8)
+        var at = data.startIndex + 8
+        while at + 12 <= data.endIndex {
+            let length = Int(data[at]) << 24 | Int(data[at + 1]) << 16 | Int(data[at + 2]) << 8 | Int(data[at + 3])
+            guard length <= data.endIndex - at - 12 else { return nil }
+            let name = Array(data[(at + 4)..<(at + 8)])
+            if name == wanted { return Data(data[(at + 8)..<(at + 8 + length)]) }
+            if name == end { return nil }
             at += 12 + length
         }
         return nil

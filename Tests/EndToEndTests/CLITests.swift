@@ -492,7 +492,7 @@ import TestSupport
 
     @Test func describeAndSchemaComeFromTheSpecs() async throws {
         let describe = try await pipelinectl(["plugins", "describe", "jpeg"])
-        #expect(describe.stdout.contains("jpeg (encoder)") && describe.stdout.contains("  quality  (integer, default 82, 1 – 100)"))
+        #expect(describe.stdout.contains("jpeg (encoder)") && describe.stdout.contains("  quality  (integer or map of target_ssim, min, max, default 82, 1 – 100)"))
         let schema = try await pipelinectl(["schema"])
         let object = try JSONSerialization.jsonObject(with: Data(schema.stdout.utf8)) as? [String: Any]
         let properties = object?["properties"] as? [String: Any]

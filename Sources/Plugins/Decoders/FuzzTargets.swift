@@ -98,8 +98,8 @@ enum FuzzTargets {
     }
 
     /// The EXIF rewriter (`metadata:`), on any bytes as an EXIF block and as a TIFF file, keeping
-    /// everything, then reading the rebuilt block again (it must be readable), and the PNG chunk
-    /// walker that finds `eXIf`.
+    /// everything, then reading the rebuilt block again (it must be readable), and the PNG and
+    /// WebP chunk walkers that find EXIF and XMP.
     @Sendable static func exif(_ data: Data) {
         let everything: (ExifRewriter.Directory, UInt16) -> Bool = { _, _ in true }
         if let rebuilt = ExifRewriter.filter(data, keep: everything, orientation: 1 + data.count % 8) {
@@ -108,6 +108,7 @@ enum FuzzTargets {
         }
         _ = ExifRewriter.fromTIFF(data)
         _ = SourceFacts.pngChunk("eXIf", in: data)
+        _ = SourceFacts.webPMetadata(data) { _ in true }
     }
 
     /// The SVG screen (what an allowed SVG must not contain) and its size reader; the rendering

@@ -236,15 +236,18 @@ public struct ImageMagickDecoder: ImageDecoding {
         let (size, heif) = try header(data, format: format)
         var image = try decode(data, format: format, size: size, heif: heif, hint: hint)
         image.sourceSize = size
-        let pinged = hint.wantsSourceFacts || hint.wantsMetadata ? SourceFacts.ping(data, format: format) : nil
+        // WebP's metadata is read from its chunks: ImageMagick decodes the whole picture to ping one.
+        let pings = hint.wantsSourceFacts || (hint.wantsMetadata && format != "WEBP")
+        let pinged = pings ? SourceFacts.ping(data, format: format) : nil
         if hint.wantsSourceFacts, let pinged { image.facts.merge(SourceFacts.read(pinged)) { _, new in new } }
         if hint.wantsMetadata {
+            let upright = { (orientation: Int) in autoOrient || !Self.orientedFormats.contains(format) || orientation <= 1 }
             if let file = heif ?? (["HEIC", "AVIF"].contains(format) ? try? HEIFReducer.File(data) : nil) {
                 image.metadata = SourceFacts.metadata(file)
+            } else if format == "WEBP" {
+                image.metadata = SourceFacts.webPMetadata(data, upright: upright)
             } else if let pinged {
-                image.metadata = SourceFacts.metadata(pinged, data: data, format: format) { orientation in
-                    autoOrient || !Self.orientedFormats.contains(format) || orientation <= 1
-                }
+                image.metadata = SourceFacts.metadata(pinged, data: data, format: format, upright: upright)
             }
         }
         return image

@@ -63,6 +63,28 @@ enum SourceFacts {
         return nil
     }
 
+    /// The metadata of a WebP file, from its container's `EXIF` and `XMP ` chunks: ImageMagick 6
+    /// decodes the whole picture to ping a WebP (25 ms a file on the bench corpus, 119 ms at worst).
+    static func webPMetadata(_ data: Data, upright: (Int) -> Bool) -> ImageMetadata {
+        var exif = riffChunk("EXIF", in: data)
+        if let block = exif, block.starts(with: Data("Exif\0\0".utf8)) { exif = Data(block.dropFirst(6)) }
+        let orientation = exif.map { block in block.withUnsafeBytes { ExifOrientation.read($0) } } ?? 1
+        return ImageMetadata(exif: exif, xmp: riffChunk("XMP ", in: data), orientation: orientation, upright: upright(orientation))
+    }
+
+    /// The payload of the first chunk `fourCC` of a RIFF file (WebP), walking chunk by chunk.
+    static func riffChunk(_ fourCC: String, in data: Data) -> Data? {
+        let wanted = Array(fourCC.utf8)
+        var at = data.startIndex + 12
+        while at + 8 <= data.endIndex {
+            let size = Int(data[at + 4]) | Int(data[at + 5]) << 8 | Int(data[at + 6]) << 16 | Int(data[at + 7]) << 24
+            guard size <= data.endIndex - at - 8 else { return nil }
+            if Array(data[at..<(at + 4)]) == wanted { return Data(data[(at + 8)..<(at + 8 + size)]) }
+            at += 8 + size + size % 2
+        }
+        return nil
+    }
+
     /// The metadata of an open HEIF file, from libheif's metadata blocks (EXIF and XMP). Its
     /// pixels are always upright: libheif applies the file's rotation and mirroring itself.
     static func metadata(_ file: HEIFReducer.File) -> ImageMetadata {

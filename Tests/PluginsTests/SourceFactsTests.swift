@@ -37,6 +37,33 @@ import TestSupport
         #expect(try decoder.decode(LoadedData(data: try Data(contentsOf: file)), hint: DecodeHint()).facts.isEmpty)
     }
 
+    /// WebP's facts come from its chunks (ImageMagick 6 decodes the whole picture to ping one):
+    /// the same facts as the JPEG path gives for the same tags.
+    @Test func webPFactsFromItsChunks() async throws {
+        let dir = try Fixtures.temporaryDirectory("exif-webp")
+        let file = dir.appendingPathComponent("camera.webp")
+        let wand = Wand()
+        try wand.readBuiltIn("plasma:fractal", size: (300, 200))
+        try wand.setICCProfile(try Data(contentsOf: URL(fileURLWithPath: "/usr/share/color/icc/ghostscript/a98.icc")))
+        try wand.encode(format: "WEBP", quality: 80).write(to: file)
+        let written = try await Command.run("/usr/bin/exiftool", [
+            "-q", "-overwrite_original", "-Make=Canon", "-Model=Canon EOS R5", "-LensModel=RF24-105mm F4 L IS USM",
+            "-DateTimeOriginal=2026:05:04 12:34:56", "-GPSLatitude=48.8584", "-GPSLatitudeRef=N", "-Orientation#=6", file.path,
+        ])
+        try #require(written.status == 0, "exiftool: \(written.stderr)")
+        let image = try decoder.decode(LoadedData(data: try Data(contentsOf: file)), hint: wanting)
+        #expect(image.facts["orientation"] == .int(6) && image.facts["colorspace"] == .string("sRGB"))
+        #expect(image.facts["icc"] == .string("Artifex Software A98 ICC Profile"))
+        #expect(image.facts["exif"] == .object([
+            "make": .string("Canon"), "model": .string("Canon EOS R5"), "lens": .string("RF24-105mm F4 L IS USM"),
+            "taken": .string("2026:05:04 12:34:56"), "gps": .bool(true),
+        ]))
+        // Without EXIF: colour space and profile only.
+        try #require(try await Command.run("/usr/bin/exiftool", ["-q", "-overwrite_original", "-exif:all=", file.path]).status == 0)
+        let bare = try decoder.decode(LoadedData(data: try Data(contentsOf: file)), hint: wanting)
+        #expect(bare.facts["exif"] == nil && bare.facts["orientation"] == nil && bare.facts["icc"] != nil)
+    }
+
     @Test(arguments: ["a98", "ps_rgb", "srgb"])
     func iccDescriptionAsExiftoolReadsIt(_ name: String) async throws {
         let path = "/usr/share/color/icc/ghostscript/\(name).icc"

@@ -261,6 +261,26 @@ public enum ExifRewriter {
                           gps: Array(gpsEntries.prefix(1000)), little: little))
     }
 
+    /// The raw value of tag `tag` in `directory` of an EXIF block, or `nil`.
+    public static func value(_ exif: Data, _ directory: Directory, _ tag: UInt16) -> [UInt8]? {
+        guard let reader = Reader(exif) else { return nil }
+        let main = reader.directory(at: reader.u32(4))
+        let entries: [Entry]
+        switch directory {
+        case .main: entries = main
+        case .exif: entries = reader.directory(at: reader.pointer(main, exifPointer))
+        case .gps: entries = reader.directory(at: reader.pointer(main, gpsPointer))
+        }
+        return entries.first { $0.tag == tag }?.value
+    }
+
+    /// An ASCII tag's text (up to its first NUL, spaces trimmed), or `nil` when absent or empty.
+    public static func text(_ exif: Data, _ directory: Directory, _ tag: UInt16) -> String? {
+        guard let value = value(exif, directory, tag) else { return nil }
+        let text = String(decoding: value.prefix { $0 != 0 }, as: UTF8.self).trimmingCharacters(in: .whitespaces)
+        return text.isEmpty ? nil : text
+    }
+
     /// The resolution IFD0 gives (XResolution, YResolution and ResolutionUnit: 2 inches, 3
     /// centimetres), or `nil` without both resolutions. Encoders set it on the image, since
     /// ImageMagick rewrites these tags from the image's own resolution when it writes EXIF.

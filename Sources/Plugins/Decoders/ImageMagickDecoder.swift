@@ -236,10 +236,12 @@ public struct ImageMagickDecoder: ImageDecoding {
         let (size, heif) = try header(data, format: format)
         var image = try decode(data, format: format, size: size, heif: heif, hint: hint)
         image.sourceSize = size
-        // WebP's metadata is read from its chunks: ImageMagick decodes the whole picture to ping one.
-        let pings = hint.wantsSourceFacts || (hint.wantsMetadata && format != "WEBP")
-        let pinged = pings ? SourceFacts.ping(data, format: format) : nil
-        if hint.wantsSourceFacts, let pinged { image.facts.merge(SourceFacts.read(pinged)) { _, new in new } }
+        // WebP's facts and metadata are read from its chunks: ImageMagick decodes the whole picture to ping one.
+        let pinged = (hint.wantsSourceFacts || hint.wantsMetadata) && format != "WEBP" ? SourceFacts.ping(data, format: format) : nil
+        if hint.wantsSourceFacts {
+            let facts = format == "WEBP" ? SourceFacts.webPFacts(data) : pinged.map(SourceFacts.read) ?? [:]
+            image.facts.merge(facts) { _, new in new }
+        }
         if hint.wantsMetadata {
             let upright = { (orientation: Int) in autoOrient || !Self.orientedFormats.contains(format) || orientation <= 1 }
             if let file = heif ?? (["HEIC", "AVIF"].contains(format) ? try? HEIFReducer.File(data) : nil) {

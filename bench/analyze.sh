@@ -23,13 +23,8 @@ encoder: { jpeg: { quality: 82 } }
 output: { dir: $work/out-$variant, name: "{hash8}.{ext}" }
 YAML
 done
-for round in $(seq 1 "$rounds"); do
-  for variant in plain analyze; do
-    rm -rf "$work/out-$variant"
-    /usr/bin/time -f "%e %U %S" -o "$work/$variant-$round.time" "$bin" run "$work/$variant.yaml" "$work/list.txt" \
-      --report "$work/$variant-$round.json" --progress none > /dev/null || true
-  done
-done
+. bench/rounds.sh
+interleaved_rounds "$work" "$bin" "$rounds" plain analyze
 python3 - "$work" "$rounds" "$(wc -l < "$work/list.txt")" <<'PY' | tee bench/results/analyze.md
 import json, statistics, sys
 work, rounds, files = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

@@ -25,13 +25,8 @@ $section
 output: { dir: $work/out-$variant, name: "{hash8}.{ext}" }
 YAML
 done
-for round in $(seq 1 "$rounds"); do
-  for variant in default all; do
-    rm -rf "$work/out-$variant"
-    /usr/bin/time -f "%e %U %S" -o "$work/$variant-$round.time" "$bin" run "$work/$variant.yaml" "$work/list.txt" \
-      --report "$work/$variant-$round.json" --progress none > /dev/null || true
-  done
-done
+. bench/rounds.sh
+interleaved_rounds "$work" "$bin" "$rounds" default all
 python3 - "$work" "$rounds" "$(wc -l < "$work/list.txt")" <<'PY' | tee bench/results/metadata.md
 import json, statistics, sys
 work, rounds, files = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

@@ -9,19 +9,22 @@ struct QualityTarget: Sendable, Equatable {
     let min: Int
     let max: Int
 
+    /// The search's bounds when the map does not give them.
+    static let defaultMin = 40, defaultMax = 95
+
     /// The fields of the map form of `quality`.
     static let fields: [OptionSpec] = [
         OptionSpec(name: "target_ssim", kind: .number, required: true, range: 0.5...0.9999,
                    doc: "The SSIM (on luma, against the processed image) the output must reach: 0.98 is close to invisible on photos."),
-        .int("min", default: 40, range: 1...100, doc: "The lowest quality tried: a floor, since SSIM on luma misses some artefacts of very low qualities (banding, colour)."),
-        .int("max", default: 95, range: 1...100, doc: "The highest quality tried; used when even it misses the target."),
+        .int("min", default: defaultMin, range: 1...100, doc: "The lowest quality tried: a floor, since SSIM on luma misses some artefacts of very low qualities (banding, colour)."),
+        .int("max", default: defaultMax, range: 1...100, doc: "The highest quality tried; used when even it misses the target."),
     ]
 
     /// The `quality` option of a lossy encoder: a number, or a target as a map of ``fields``.
     static func option(default quality: Int, doc: String) -> OptionSpec {
         OptionSpec(name: "quality", kind: .either(.int, .record(fields)), defaultValue: .int(quality), range: 1...100,
-                   doc: doc + " Or a visual target, { target_ssim: 0.98, min: 40, max: 95 }: the lowest quality from min (default 40) "
-                    + "to max (default 95) whose output's SSIM reaches target_ssim; max when none does.")
+                   doc: doc + " Or a visual target, { target_ssim: 0.98, min: 40, max: 95 }: the lowest quality from min (default \(defaultMin)) "
+                    + "to max (default \(defaultMax)) whose output's SSIM reaches target_ssim; max when none does.")
             .example("{ target_ssim: 0.98, min: 40, max: 95 }")
     }
 
@@ -29,8 +32,8 @@ struct QualityTarget: Sendable, Equatable {
     static func from(_ options: PluginOptions) throws -> QualityTarget? {
         guard let map = options.map("quality") else { return nil }
         let fields = PluginOptions(map)
-        let target = QualityTarget(ssim: fields.number("target_ssim") ?? 0.98, min: fields.int("min") ?? 40,
-                                   max: fields.int("max") ?? 95)
+        let target = QualityTarget(ssim: fields.number("target_ssim") ?? 0.98, min: fields.int("min") ?? defaultMin,
+                                   max: fields.int("max") ?? defaultMax)
         guard target.min <= target.max else {
             throw PipelineError(.invalidOption, "quality: min \(target.min) is above max \(target.max)")
         }

@@ -29,6 +29,63 @@ import TestSupport
         return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// Small pictures where sums land on exact halves and every rounding rule shows: three known
+    /// ties, then 120 of random pixels from a fixed seed (the same every run), in six shapes, a
+    /// third of them with only five levels per channel.
+    static func smallPictures() -> [RGBAPixels] {
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func next() -> UInt8 {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return UInt8(truncatingIfNeeded: state >> 56)
+        }
+        // Three where a sum lands exactly on a half (found by comparing the package with itself
+        // rounding halves up, as the JavaScript original does): PyPI's rounds them to even.
+        let ties = [
+            RGBAPixels(width: 1, height: 1, bytes: [255, 85, 255, 255]),
+            RGBAPixels(width: 1, height: 1, bytes: [0, 170, 85, 255]),
+            RGBAPixels(width: 3, height: 2, bytes: [0, 170, 170, 255, 170, 255, 255, 255, 170, 255, 170, 255,
+                                                    85, 255, 85, 255, 85, 170, 0, 255, 255, 0, 170, 255]),
+        ]
+        let shapes = [(3, 2), (2, 3), (4, 1), (1, 4), (5, 5), (7, 3)]
+        return ties + (0..<120).map { index in
+            let (w, h) = shapes[index % shapes.count]
+            let levels: UInt8 = index % 3 == 0 ? 4 : 255  // a third with only a few values: ties
+            var rgba = [UInt8]()
+            for _ in 0..<(w * h) { rgba += [next() / (255 / levels) * (255 / levels), next() / (255 / levels) * (255 / levels), next() / (255 / levels) * (255 / levels), 255] }
+            return RGBAPixels(width: w, height: h, bytes: rgba)
+        }
+    }
+
+    /// The reference's answers for many pictures at once, one line each.
+    func references(_ script: String, _ pictures: [RGBAPixels]) async throws -> [String] {
+        let input = try JSONSerialization.data(withJSONObject: pictures.map { ["w": $0.width, "h": $0.height, "rgba": $0.bytes.map(Int.init)] })
+        let result = try await Command.run("/usr/bin/env", ["python3", "-c", script], stdin: input)
+        try #require(result.status == 0, "python3: \(result.stderr)")
+        return result.stdout.split(separator: "\n").map(String.init)
+    }
+
+    @Test func bothHashesMatchThePyPIPackagesOnSmallPictures() async throws {
+        let pictures = Self.smallPictures()
+        let thumb = try await references("""
+            import json, sys, thumbhash
+            for d in json.load(sys.stdin):
+                print(bytes(thumbhash.rgba_to_thumb_hash(d["w"], d["h"], d["rgba"])).hex())
+            """, pictures)
+        let blur = try await references("""
+            import json, sys, blurhash
+            for d in json.load(sys.stdin):
+                w, h, p = d["w"], d["h"], d["rgba"]
+                rows = [[p[(y * w + x) * 4:(y * w + x) * 4 + 3] for x in range(w)] for y in range(h)]
+                print(" ".join(blurhash.encode(rows, cx, cy) for cx, cy in [(4, 3), (1, 1), (3, 3)]))
+            """, pictures)
+        #expect(thumb.count == pictures.count && blur.count == pictures.count)
+        for (index, pixels) in pictures.enumerated() where index < thumb.count && index < blur.count {
+            #expect(ThumbHash.encode(pixels).map { String(format: "%02x", $0) }.joined() == thumb[index], "ThumbHash, picture \(index)")
+            #expect([(4, 3), (1, 1), (3, 3)].map { BlurHash.encode(pixels, x: $0.0, y: $0.1) }.joined(separator: " ") == blur[index],
+                    "BlurHash, picture \(index)")
+        }
+    }
+
     @Test func blurHashMatchesThePyPIPackage() async throws {
         let script = """
             import json, sys, blurhash

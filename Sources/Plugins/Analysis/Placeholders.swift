@@ -159,7 +159,9 @@ public enum ThumbHash {
         let qChannel = encodeChannel(q, 3, 3)
         let aChannel = hasAlpha ? encodeChannel(a, 5, 5) : (dc: 1.0, ac: [], scale: 1.0)
         let isLandscape = w > h
-        func r(_ value: Double) -> Int { Int(value.rounded(.toNearestOrAwayFromZero)) }
+        // Halves to even, as the reference on PyPI rounds (Python's round); the JavaScript original
+        // rounds halves up. They differ only on exact halves, which small flat pictures reach.
+        func r(_ value: Double) -> Int { Int(value.rounded(.toNearestOrEven)) }
         let header24 = r(63 * lChannel.dc) | (r(31.5 + 31.5 * pChannel.dc) << 6) | (r(31.5 + 31.5 * qChannel.dc) << 12)
             | (r(31 * lChannel.scale) << 18) | ((hasAlpha ? 1 : 0) << 23)
         let header16 = (isLandscape ? ly : lx) | (r(63 * pChannel.scale) << 3) | (r(63 * qChannel.scale) << 9) | ((isLandscape ? 1 : 0) << 15)

@@ -58,19 +58,17 @@ import TestSupport
         return try PipelineImage(taking: wand, sourceFormat: "PNG")
     }
 
-    /// What a fixed `quality` scores against the processed image, measured apart from the search.
+    /// What a fixed `quality` scores against the processed image, measured apart from the search
+    /// (decoded as the search decodes, which a test below compares with ImageMagick's decoding).
     static func score(_ plugin: Plugin, _ options: [String: OptionValue], quality: Int, format: String, of image: PipelineImage) throws -> Double {
         var fixed = options
         fixed["quality"] = .int(quality)
         let data = try plugin.makeEncoder(plugin.options(fixed)).encode(image)
-        let decoded = Wand()
-        try decoded.read(data, format: format)
-        try decoded.toSRGB()
         let reference = try image.withCopy { wand in
             if ["JPEG"].contains(format) { try wand.flatten(onto: "white") }
             return SSIM.Reference(try QualityTarget.plane(wand, alpha: false))
         }
-        return try #require(SSIM.score(reference, try QualityTarget.plane(decoded, alpha: false)))
+        return try #require(SSIM.score(reference, try QualityTarget.decodedPlane(data, format: format, alpha: false)))
     }
 
     /// The chosen quality is the lowest that meets the target: it does, the one below does not.
@@ -90,6 +88,22 @@ import TestSupport
         #expect(atChosen >= ssim && abs(atChosen - reported) < 0.0001, "\(quality): \(atChosen), reported \(reported)")
         #expect(try Self.score(plugin, [:], quality: quality - 1, format: format, of: image) < ssim, "\(quality - 1) would not do")
         #expect(encoded.data == (try plugin.makeEncoder(plugin.options(["quality": .int(quality)])).encode(image)))
+    }
+
+    /// The candidates' own decoders (libjpeg-turbo, libwebp) score as ImageMagick's decoding does,
+    /// within what two JPEG decoders' rounding allows.
+    @Test(arguments: [("JPEG", 70), ("WEBP", 70), ("JPEG", 95)])
+    func ownDecodersScoreAsImageMagicksDoes(_ format: String, _ quality: Int) throws {
+        let image = try Self.photo()
+        let (data, reference) = try image.withCopy { wand in
+            (try wand.encode(format: format, quality: quality), SSIM.Reference(try QualityTarget.plane(wand, alpha: false)))
+        }
+        let ours = try #require(format == "JPEG" ? QualityTarget.jpegPlane(data) : QualityTarget.webPPlane(data, alpha: false))
+        let decoded = Wand()
+        try decoded.read(data, format: format)
+        let theirs = try QualityTarget.plane(decoded, alpha: false)
+        let (a, b) = (try #require(SSIM.score(reference, ours)), try #require(SSIM.score(reference, theirs)))
+        #expect(abs(a - b) < 0.002, "\(format) q\(quality): libjpeg/libwebp \(a), ImageMagick \(b)")
     }
 
     @Test func anUnreachableTargetGivesTheMaximumAndSaysSo() throws {

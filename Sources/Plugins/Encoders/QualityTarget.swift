@@ -1,3 +1,5 @@
+import CJPEG
+import CWebP
 import Foundation
 import MagickKit
 import PipelineKit
@@ -64,7 +66,7 @@ struct QualityTarget: Sendable, Equatable {
     /// and the lowest that met is narrowed to one step. Each step guesses where the target lies,
     /// taking 1 − SSIM to fall about exponentially with quality, and a step that does not halve
     /// the bracket is followed by a plain bisection, so the search never takes more steps than
-    /// twice a bisection's and usually fewer than one.
+    /// twice a bisection's (16 encodes from 30 to 95) and usually fewer than one.
     func search(_ wand: Wand, format: String, write: (Int) throws -> Data) throws -> Found {
         let alpha = wand.hasAlpha
         let reference = SSIM.Reference(try Self.plane(wand, alpha: alpha))
@@ -72,10 +74,7 @@ struct QualityTarget: Sendable, Equatable {
         func attempt(_ quality: Int) throws -> Found {
             if let found = tried[quality] { return found }
             let data = try write(quality)
-            let decoded = Wand()
-            try decoded.read(data, format: format, maxFrames: 1)
-            try decoded.toSRGB()  // ImageMagick 6 reads AVIF and HEIC as YCbCr
-            let score = SSIM.score(reference, try Self.plane(decoded, alpha: alpha)) ?? 0
+            let score = SSIM.score(reference, try Self.decodedPlane(data, format: format, alpha: alpha)) ?? 0
             let found = Found(data: data, quality: quality, score: score, encodes: tried.count + 1, met: score >= ssim)
             tried[quality] = found
             return found
@@ -104,6 +103,51 @@ struct QualityTarget: Sendable, Equatable {
             bisect = !bisect && (high - low) * 2 > width
         }
         return finished(tried[high]!)
+    }
+
+    /// The luma of an encoded candidate, decoded as browsers decode it where we hold the codec:
+    /// libjpeg-turbo for 3-component JPEG, libwebp for still WebP; ImageMagick for the rest (its
+    /// HEIF reader hands back YCbCr, converted first).
+    static func decodedPlane(_ data: Data, format: String, alpha: Bool) throws -> SSIM.Plane {
+        if format == "JPEG", let plane = jpegPlane(data) { return plane }
+        if format == "WEBP", let plane = webPPlane(data, alpha: alpha) { return plane }
+        let decoded = Wand()
+        try decoded.read(data, format: format, maxFrames: 1)
+        try decoded.toSRGB()
+        return try plane(decoded, alpha: alpha)
+    }
+
+    /// A JPEG's luma through libjpeg-turbo (RGB out, accurate DCT), or `nil` to leave it to
+    /// ImageMagick (not three components, or damaged).
+    static func jpegPlane(_ data: Data) -> SSIM.Plane? {
+        data.withUnsafeBytes { raw -> SSIM.Plane? in
+            var ok: Int32 = 0
+            guard let reader = pk_jpeg_open(raw.baseAddress, raw.count, FailOn.warning.failLevel, &ok) else { return nil }
+            defer { pk_jpeg_close(reader) }
+            var width: Int32 = 0, height: Int32 = 0, components: Int32 = 0, space: Int32 = 0, progressive: Int32 = 0
+            pk_jpeg_header(reader, &width, &height, &components, &space, &progressive)
+            guard ok != 0, components == 3, pk_jpeg_start(reader, 1, &width, &height) != 0 else { return nil }
+            let rowBytes = Int(width) * 3
+            var rgb = [UInt8](repeating: 0, count: rowBytes * Int(height))
+            let read = rgb.withUnsafeMutableBufferPointer { pk_jpeg_read_rows(reader, $0.baseAddress, rowBytes, height) }
+            guard read == height, pk_jpeg_finish(reader) != 0 else { return nil }
+            return SSIM.Plane(rgb: rgb, width: Int(width), height: Int(height))
+        }
+    }
+
+    /// A still WebP's luma through libwebp, or `nil` to leave it to ImageMagick (an animation).
+    static func webPPlane(_ data: Data, alpha: Bool) -> SSIM.Plane? {
+        var width: Int32 = 0, height: Int32 = 0
+        let pixels = data.withUnsafeBytes { raw in
+            let bytes = raw.bindMemory(to: UInt8.self).baseAddress
+            return alpha ? WebPDecodeRGBA(bytes, raw.count, &width, &height) : WebPDecodeRGB(bytes, raw.count, &width, &height)
+        }
+        guard let pixels else { return nil }
+        defer { WebPFree(pixels) }
+        let count = Int(width) * Int(height) * (alpha ? 4 : 3)
+        let bytes = Array(UnsafeBufferPointer(start: pixels, count: count))
+        return alpha ? SSIM.Plane(rgba: bytes, width: Int(width), height: Int(height))
+            : SSIM.Plane(rgb: bytes, width: Int(width), height: Int(height))
     }
 
     /// The luma of `wand`'s pixels, composited over white when `alpha` (the original has

@@ -83,6 +83,20 @@ extension ValidationTests {
         #expect(PipelineExplain.yaml(try #require(parsed)).contains("quality: { target_ssim: 0.975, min: 40, max: 90 }"))
     }
 
+    /// Pixels left as stored with the orientation dropped: valid, with a warning at `metadata:`;
+    /// keeping the orientation silences it.
+    @Test func aDroppedOrientationOfPixelsLeftAsStoredIsWarnedAbout() throws {
+        let text = "decoder: { imagemagick: { auto_orient: false } }\nencoder: jpeg\nmetadata: { keep: [copyright] }\n"
+        let (parsed, found) = PipelineFile.parse(text: text, file: "o.yaml", registry: registry)
+        #expect(parsed != nil)
+        #expect(found.map(\.description) == [
+            "o.yaml:3:11: warning: the decoder's auto_orient is false and metadata does not keep orientation: "
+                + "outputs of rotated sources will be shown as stored; add orientation to keep",
+        ])
+        let kept = text.replacingOccurrences(of: "[copyright]", with: "[copyright, orientation]")
+        #expect(PipelineFile.parse(text: kept, file: "o.yaml", registry: registry).1.isEmpty)
+    }
+
     @Test func referenceDocumentsEveryKey() {
         let markdown = PluginReference.markdown(registry)
         for key in PipelineFileSpec.keys { #expect(markdown.contains("| `\(key.name)` |")) }

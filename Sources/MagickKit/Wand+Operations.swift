@@ -227,6 +227,41 @@ extension Wand {
         return (0..<count).compactMap { names[$0].map { String(cString: $0) } }
     }
 
+    /// Row `y` as 16-bit samples in the order of `channels` (`RGB`, `RGBA`) into `buffer`, which
+    /// holds at least `width * channels.count` samples.
+    public func exportRow(_ y: Int, channels: String, into buffer: inout [UInt16]) throws {
+        precondition(buffer.count >= width * channels.count)
+        let w = width
+        let status = buffer.withUnsafeMutableBytes { MagickExportImagePixels(pointer, 0, y, w, 1, channels, ShortPixel, $0.baseAddress) }
+        try check(status, .processFailed, "reading pixels")
+    }
+
+    /// Makes the image `width` x `height` with `pixels` (16-bit samples in the order of
+    /// `channels`, rows back to back), keeping everything else it carries: profiles, properties,
+    /// orientation, the page scaled as a resize scales it.
+    public func replacePixels(width: Int, height: Int, channels: String, pixels: [UInt16]) throws {
+        precondition(pixels.count >= width * height * channels.count)
+        // A clone of the image at the new size carries everything but the pixels (ImageMagick's
+        // own resize starts from the same clone); the given pixels fill it, and it replaces the
+        // wand's image. Point-sampling into the new size instead cost as much as the resampling.
+        guard let image = GetImageFromMagickWand(pointer) else { throw PipelineError(.processFailed, "resize: no image") }
+        let exception = AcquireExceptionInfo()
+        defer { _ = DestroyExceptionInfo(exception) }
+        guard let resized = CloneImage(image, width, height, MagickTrue, exception) else {
+            throw PipelineError(.processFailed, "resize: " + lastError("could not make the image"))
+        }
+        defer { _ = DestroyImage(resized) }
+        guard SetImageStorageClass(resized, DirectClass) != MagickFalse else {
+            throw PipelineError(.processFailed, "resize: could not allocate \(width)x\(height) pixels")
+        }
+        let imported = pixels.withUnsafeBytes { ImportImagePixels(resized, 0, 0, width, height, channels, ShortPixel, $0.baseAddress) }
+        guard imported != MagickFalse else { throw PipelineError(.processFailed, "resize: writing pixels failed") }
+        guard let holder = NewMagickWandFromImage(resized) else { throw PipelineError(.processFailed, "resize: out of memory") }
+        defer { _ = DestroyMagickWand(holder) }
+        let status = MagickSetImage(pointer, holder)
+        try check(status, .processFailed, "writing pixels")
+    }
+
     /// The pixels as 8-bit RGB, row by row (3 bytes per pixel).
     public func rgbBytes() throws -> [UInt8] { try bytes(channels: "RGB") }
 

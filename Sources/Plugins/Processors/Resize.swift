@@ -133,7 +133,12 @@ public struct Resize: ImageProcessing {
                 if preShrink, let block = Self.preShrinkBlock(from: PixelSize(width: image.width, height: image.height), to: scaled) {
                     try wand.scale(width: max(scaled.width, image.width / block), height: max(scaled.height, image.height / block))
                 }
-                try wand.resize(width: scaled.width, height: scaled.height, filter: filterType)
+                // Lanczos (the default) in our own single-precision passes where the image is
+                // RGB or grey; every other filter and colour space in ImageMagick's resize.
+                let resampled = try filter == "lanczos" && Resampler.resize(wand, width: scaled.width, height: scaled.height)
+                if !resampled {
+                    try wand.resize(width: scaled.width, height: scaled.height, filter: filterType)
+                }
             }
             if let crop, crop.width < scaled.width || crop.height < scaled.height {
                 let (x, y) = try gravity.cropOrigin(crop, in: wand)

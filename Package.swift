@@ -43,10 +43,12 @@ let package = Package(
             pkgConfig: "libjpeg",
             providers: [.apt(["libjpeg-dev"])]
         ),
-        .systemLibrary(
+        // libheif is opened with dlopen on the first HEIC or AVIF file, not linked (see
+        // Sources/CHeif/heif_loader.c): a C target of our own calling it through a table, so
+        // libheif and its codecs cost nothing at start-up. Its header is in the default include path.
+        .target(
             name: "CHeif",
-            pkgConfig: "libheif",
-            providers: [.apt(["libheif-dev"])]
+            path: "Sources/CHeif"
         ),
         .systemLibrary(
             name: "CTIFF",

@@ -1,5 +1,6 @@
 import CMagickWand
 import Foundation
+import Synchronization
 
 /// Process-wide ImageMagick facts and set-up.
 ///
@@ -64,7 +65,18 @@ public enum Magick {
     /// Whether this ImageMagick build, under the machine's security policy, can read `format`.
     public static func canRead(_ format: String) -> Bool { supports(format, write: false) }
 
+    /// Answers already given: a format's module is loaded, and its policy read, once.
+    private static let supported = Mutex<[String: Bool]>([:])
+
     private static func supports(_ format: String, write: Bool) -> Bool {
+        let key = (write ? "w:" : "r:") + format
+        if let known = supported.withLock({ $0[key] }) { return known }
+        let answer = askSupports(format, write: write)
+        supported.withLock { $0[key] = answer }
+        return answer
+    }
+
+    private static func askSupports(_ format: String, write: Bool) -> Bool {
         initialize()
         let exception = AcquireExceptionInfo()
         defer { _ = DestroyExceptionInfo(exception) }

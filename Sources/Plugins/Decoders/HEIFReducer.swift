@@ -32,24 +32,26 @@ enum HEIFReducer {
 
         init(_ data: Data) throws {
             if let problem = HEIFReferences.problem(data) { throw PipelineError(.decodeFailed, problem) }
+            // libheif is opened on the first HEIC or AVIF file (Sources/CHeif/shim.h).
+            guard pk_heif_load() != 0 else { throw PipelineError(.unsupportedFormat, String(cString: pk_heif_load_error())) }
             bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, data.count), alignment: 16)
             data.copyBytes(to: bytes)
-            guard let context = heif_context_alloc() else {
+            guard let context = pk_heif_context_alloc() else {
                 bytes.deallocate()
                 throw PipelineError(.tooLarge, "HEIF: out of memory")
             }
             // Grid tiles in the calling thread: with libheif's own tile threads, a crafted grid of
             // many tiles made libheif throw from a failed thread start, which ends the process
             // (fuzzing found it). Decodes run side by side on the workers instead.
-            heif_context_set_max_decoding_threads(context, 0)
-            let read = heif_context_read_from_memory_without_copy(context, bytes.baseAddress, data.count, nil)
+            pk_heif_context_set_max_decoding_threads(context, 0)
+            let read = pk_heif_context_read_from_memory_without_copy(context, bytes.baseAddress, data.count, nil)
             var handle: OpaquePointer?
-            let primary = read.code == heif_error_Ok ? heif_context_get_primary_image_handle(context, &handle) : read
+            let primary = read.code == heif_error_Ok ? pk_heif_context_get_primary_image_handle(context, &handle) : read
             guard primary.code == heif_error_Ok, let handle else {
                 // The message belongs to the context: read it before the context goes (fuzzing found
                 // this use after free on an empty input).
                 let failure = HEIFReducer.failure(primary)
-                heif_context_free(context)
+                pk_heif_context_free(context)
                 bytes.deallocate()
                 throw failure
             }
@@ -58,43 +60,43 @@ enum HEIFReducer {
         }
 
         deinit {
-            heif_image_handle_release(handle)
-            heif_context_free(context)
+            pk_heif_image_handle_release(handle)
+            pk_heif_context_free(context)
             bytes.deallocate()
         }
 
         var size: PixelSize {
-            PixelSize(width: Int(heif_image_handle_get_width(handle)), height: Int(heif_image_handle_get_height(handle)))
+            PixelSize(width: Int(pk_heif_image_handle_get_width(handle)), height: Int(pk_heif_image_handle_get_height(handle)))
         }
 
         var plan: Plan {
             var profile: Data?
-            let type = heif_image_handle_get_color_profile_type(handle)
+            let type = pk_heif_image_handle_get_color_profile_type(handle)
             if type == heif_color_profile_type_prof || type == heif_color_profile_type_rICC {
-                let size = heif_image_handle_get_raw_color_profile_size(handle)
+                let size = pk_heif_image_handle_get_raw_color_profile_size(handle)
                 if size > 0 {
                     var bytes = [UInt8](repeating: 0, count: size)
-                    if heif_image_handle_get_raw_color_profile(handle, &bytes).code == heif_error_Ok { profile = Data(bytes) }
+                    if pk_heif_image_handle_get_raw_color_profile(handle, &bytes).code == heif_error_Ok { profile = Data(bytes) }
                 }
             }
-            return Plan(width: Int(heif_image_handle_get_width(handle)), height: Int(heif_image_handle_get_height(handle)),
-                        alpha: heif_image_handle_has_alpha_channel(handle) != 0, profile: profile)
+            return Plan(width: Int(pk_heif_image_handle_get_width(handle)), height: Int(pk_heif_image_handle_get_height(handle)),
+                        alpha: pk_heif_image_handle_has_alpha_channel(handle) != 0, profile: profile)
         }
 
-        var premultiplied: Bool { heif_image_handle_is_premultiplied_alpha(handle) != 0 }
+        var premultiplied: Bool { pk_heif_image_handle_is_premultiplied_alpha(handle) != 0 }
 
         /// The first metadata block of `type` (`Exif`, or `mime` with `contentType`), or `nil`.
         func metadataBlock(type: String, contentType: String? = nil) -> Data? {
-            let count = Int(heif_image_handle_get_number_of_metadata_blocks(handle, type))
+            let count = Int(pk_heif_image_handle_get_number_of_metadata_blocks(handle, type))
             guard count > 0, count < 64 else { return nil }
             var ids = [heif_item_id](repeating: 0, count: count)
-            _ = heif_image_handle_get_list_of_metadata_block_IDs(handle, type, &ids, Int32(count))
+            _ = pk_heif_image_handle_get_list_of_metadata_block_IDs(handle, type, &ids, Int32(count))
             for id in ids {
-                if let contentType, String(cString: heif_image_handle_get_metadata_content_type(handle, id)) != contentType { continue }
-                let size = heif_image_handle_get_metadata_size(handle, id)
+                if let contentType, String(cString: pk_heif_image_handle_get_metadata_content_type(handle, id)) != contentType { continue }
+                let size = pk_heif_image_handle_get_metadata_size(handle, id)
                 guard size > 0, size < 16 << 20 else { continue }
                 var bytes = [UInt8](repeating: 0, count: size)
-                if heif_image_handle_get_metadata(handle, id, &bytes).code == heif_error_Ok { return Data(bytes) }
+                if pk_heif_image_handle_get_metadata(handle, id, &bytes).code == heif_error_Ok { return Data(bytes) }
             }
             return nil
         }
@@ -117,17 +119,17 @@ enum HEIFReducer {
         let plan = file.plan
         guard !file.premultiplied else { return nil }
         var image: OpaquePointer?
-        let decoded = heif_decode_image(file.handle, &image, heif_colorspace_RGB,
+        let decoded = pk_heif_decode_image(file.handle, &image, heif_colorspace_RGB,
                                         plan.alpha ? heif_chroma_interleaved_RGBA : heif_chroma_interleaved_RGB, nil)
         guard decoded.code == heif_error_Ok, let image else { throw failure(decoded) }
-        defer { heif_image_release(image) }
-        let width = Int(heif_image_get_width(image, heif_channel_interleaved))
-        let height = Int(heif_image_get_height(image, heif_channel_interleaved))
+        defer { pk_heif_image_release(image) }
+        let width = Int(pk_heif_image_get_width(image, heif_channel_interleaved))
+        let height = Int(pk_heif_image_get_height(image, heif_channel_interleaved))
         var stride: Int32 = 0
         let channels = plan.alpha ? 4 : 3
-        guard width > 0, height > 0, let plane = heif_image_get_plane_readonly(image, heif_channel_interleaved, &stride),
+        guard width > 0, height > 0, let plane = pk_heif_image_get_plane_readonly(image, heif_channel_interleaved, &stride),
               Int(stride) >= width * channels,
-              heif_image_get_bits_per_pixel_range(image, heif_channel_interleaved) == 8 else {
+              pk_heif_image_get_bits_per_pixel_range(image, heif_channel_interleaved) == 8 else {
             throw PipelineError(.decodeFailed, "HEIF: unexpected decoded layout")
         }
         if width > limits.width || height > limits.height || width * height > limits.pixels {

@@ -94,13 +94,14 @@ public struct ImageMagickDecoder: ImageDecoding {
     let failOn: FailOn
     /// The ImageMagick coders the `formats` option allows.
     let allowedCoders: Set<String>
-    /// The allowed coders this ImageMagick can read under its policy (asked once, not per item).
-    let readableCoders: Set<String>
+    /// Whether `coder` is allowed and this ImageMagick can read it under its policy. Asked when a
+    /// format is first met, not at start-up: asking loads the coder's module and its libraries
+    /// (HEIC's pulls libheif and its codecs), and the answer is kept for the process.
+    func canRead(_ coder: String) -> Bool { allowedCoders.contains(coder) && Magick.canRead(coder) }
 
     init(options: PluginOptions) {
         let names = options.list("formats")?.map(\.description) ?? Self.defaultFormats
         allowedCoders = Set(names.flatMap { name in Self.formatCoders.first { $0.key == name }?.value ?? [] })
-        readableCoders = allowedCoders.filter { Magick.canRead($0) }
         maxPixels = options.int("max_pixels")!
         maxWidth = options.int("max_width")!
         maxHeight = options.int("max_height")!
@@ -157,7 +158,7 @@ public struct ImageMagickDecoder: ImageDecoding {
     /// not parse (the opt-in formats), so that its decode counts in the memory budget; `nil` for
     /// a format not allowed or a header ImageMagick cannot read.
     func pingedSize(_ data: Data, format: String) -> PixelSize? {
-        guard readableCoders.contains(format) else { return nil }
+        guard canRead(format) else { return nil }
         let wand = Wand()
         guard (try? wand.ping(data, format: format)) != nil else { return nil }
         return PixelSize(width: wand.width, height: wand.height)
@@ -192,7 +193,7 @@ public struct ImageMagickDecoder: ImageDecoding {
                 throw PipelineError(.unsupportedFormat, "the content is \(coder), an image format this decoder does not accept"
                     + served + "; add \(name) to the decoder's 'formats' to accept it")
             }
-            guard readableCoders.contains(coder) else {
+            guard canRead(coder) else {
                 throw PipelineError(.unsupportedFormat, "the content is \(coder); 'formats' allows \(name), but this "
                     + "ImageMagick cannot read it (its policy.xml refuses the coder, or the delegate library is missing)")
             }

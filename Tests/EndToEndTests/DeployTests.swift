@@ -142,6 +142,41 @@ extension ObjectStorageTests {
         #expect(text.components(separatedBy: "\nFROM ").count - 1 == 2)  // multi-stage
     }
 
+    /// The image's build stage installs the Debian packages the Makefile builds with, and its
+    /// runtime stage a package for every shared library the binary needs, and libheif, which the
+    /// binary opens itself on the first HEIC or AVIF file. (No Docker here: the lists are checked.)
+    @Test func theDockerfileInstallsEveryLibraryTheBinaryNeeds() async throws {
+        let text = try String(contentsOf: Self.deploy.appendingPathComponent("Dockerfile"), encoding: .utf8)
+        let stages = text.components(separatedBy: "\nFROM ")
+        try #require(stages.count == 3)
+        func words(_ stage: String) -> Set<String> {
+            Set(stage.split { $0 == " " || $0 == "\n" || $0 == "\\" }.map(String.init))
+        }
+        let build = words(stages[1]), runtime = words(stages[2])
+        let makefile = try String(contentsOf: Fixtures.packageRoot.appendingPathComponent("Makefile"), encoding: .utf8)
+        let apt = try #require(makefile.split(separator: "\n").first { $0.hasPrefix("APT_PACKAGES = ") })
+        let buildPackages = apt.dropFirst("APT_PACKAGES = ".count).split(separator: " ").map(String.init)
+            .filter { $0.hasSuffix("-dev") || $0 == "pkg-config" }
+        #expect(buildPackages.count >= 9)
+        for package in buildPackages { #expect(build.contains(package), "the build stage lacks \(package)") }
+
+        let readelf = try await Command.run("/usr/bin/readelf", ["-d", ObjectStorageTests.binary])
+        let needed = readelf.stdout.split(separator: "\n").filter { $0.contains("(NEEDED)") }
+            .compactMap { line in line.split(separator: "[").last?.split(separator: "]").first.map(String.init) }
+        // The Swift runtime is linked into the image's binary (--static-swift-stdlib); the C and C++
+        // runtimes are in every Debian image.
+        let base: Set<String> = ["libc6", "libgcc-s1", "libstdc++6"]
+        let libraries = needed.filter { !$0.hasPrefix("libswift") && !$0.hasPrefix("libFoundation") && !$0.hasPrefix("libdispatch")
+            && !$0.hasPrefix("libBlocksRuntime") } + ["libheif.so.1"]
+        #expect(libraries.contains("libMagickWand-6.Q16.so.6") && libraries.contains("libjpeg.so.62"))
+        for library in libraries {
+            let owner = try await Command.run("/usr/bin/dpkg", ["-S", "*/" + library])
+            let package = try #require(owner.stdout.split(separator: ":").first.map(String.init), "\(library): \(owner.stderr)")
+            if base.contains(package) { continue }
+            #expect(runtime.contains(package), "the runtime stage lacks \(package) (for \(library))")
+        }
+    }
+
     @Test func theBatchJobDefinitionMatchesTheAPIAndOurExitCodes() async throws {
         let file = Self.deploy.appendingPathComponent("aws-batch/job-definition.json").path
         let result = try await Command.run("/usr/bin/env", ["python3", "-c", """

@@ -95,114 +95,151 @@ enum Resampler {
     /// The resampling itself, on 16-bit samples (`channels` 3 or 4, alpha last and not
     /// premultiplied): `row(y, buffer)` fills `buffer` with source row `y`, each row asked for
     /// once, in order. Returns the target's samples, rows back to back.
+    ///
+    /// The loops are written on plain floats through pointers, four per pixel, not on `SIMD4`:
+    /// the optimiser turns both into the same vector code, but a debug build (the tests') runs
+    /// generic SIMD operators as calls, 150 times slower, and plain float arithmetic inline.
     static func resample(width sourceWidth: Int, height sourceHeight: Int, to width: Int, _ height: Int, channels: Int,
                          row: (Int, inout [UInt16]) throws -> Void) rethrows -> [UInt16] {
         let horizontal = Axis(source: sourceWidth, target: width)
         let vertical = Axis(source: sourceHeight, target: height)
         let alpha = channels == 4
         let ringRows = vertical.maxCount
-        var ring = [SIMD4<Float>](repeating: .zero, count: ringRows * width)
+        let ring = UnsafeMutablePointer<Float>.allocate(capacity: ringRows * width * 4)
+        let converted = UnsafeMutablePointer<Float>.allocate(capacity: sourceWidth * 4)
+        let sum = UnsafeMutablePointer<Float>.allocate(capacity: width * 4)
+        let rows = UnsafeMutablePointer<UnsafeMutablePointer<Float>>.allocate(capacity: ringRows)
+        defer { ring.deallocate(); converted.deallocate(); sum.deallocate(); rows.deallocate() }
         var sourceRow = [UInt16](repeating: 0, count: sourceWidth * channels)
-        var converted = [SIMD4<Float>](repeating: .zero, count: sourceWidth)
         var output = [UInt16](repeating: 0, count: width * height * channels)
-        var accumulator = [SIMD4<Float>](repeating: .zero, count: width)
-        var rows = [Int](repeating: 0, count: ringRows)
         var next = 0
         let scale: Float = 1 / 65535
 
-        for y in 0..<height {
-            let start = vertical.starts[y], count = vertical.counts[y]
-            if next < start { next = start }
-            while next < start + count {
-                try row(next, &sourceRow)
-                sourceRow.withUnsafeBufferPointer { samples in
-                    converted.withUnsafeMutableBufferPointer { pixels in
-                        if alpha {
-                            for x in 0..<sourceWidth {
-                                let i = x * 4
-                                let a = Float(samples[i + 3]) * scale
-                                pixels[x] = SIMD4(Float(samples[i]) * scale * a, Float(samples[i + 1]) * scale * a,
-                                                  Float(samples[i + 2]) * scale * a, a)
-                            }
-                        } else {
-                            for x in 0..<sourceWidth {
-                                let i = x * 3
-                                pixels[x] = SIMD4(Float(samples[i]), Float(samples[i + 1]), Float(samples[i + 2]), 65535) * scale
-                            }
+        try horizontal.weights.withUnsafeBufferPointer { hWeights in
+            try vertical.weights.withUnsafeBufferPointer { vWeights in
+                for y in 0..<height {
+                    let start = vertical.starts[y], count = vertical.counts[y]
+                    if next < start { next = start }
+                    while next < start + count {
+                        try row(next, &sourceRow)
+                        sourceRow.withUnsafeBufferPointer { samples in
+                            convert(samples.baseAddress!, width: sourceWidth, alpha: alpha, scale: scale, into: converted)
                         }
+                        filter(converted, axis: horizontal, weights: hWeights.baseAddress!, into: ring + (next % ringRows) * width * 4,
+                               width: width)
+                        next += 1
                     }
-                }
-                let slot = (next % ringRows) * width
-                converted.withUnsafeBufferPointer { pixels in
-                    ring.withUnsafeMutableBufferPointer { ring in
-                        horizontal.weights.withUnsafeBufferPointer { weights in
-                            for x in 0..<width {
-                                let first = horizontal.starts[x], taps = horizontal.counts[x]
-                                let w = x * horizontal.maxCount
-                                // Four running sums: one would wait on each addition's latency.
-                                var s0 = SIMD4<Float>.zero, s1 = s0, s2 = s0, s3 = s0
-                                var k = 0
-                                while k + 4 <= taps {
-                                    s0 += weights[w + k] * pixels[first + k]
-                                    s1 += weights[w + k + 1] * pixels[first + k + 1]
-                                    s2 += weights[w + k + 2] * pixels[first + k + 2]
-                                    s3 += weights[w + k + 3] * pixels[first + k + 3]
-                                    k += 4
-                                }
-                                while k < taps {
-                                    s0 += weights[w + k] * pixels[first + k]
-                                    k += 1
-                                }
-                                ring[slot + x] = (s0 + s1) + (s2 + s3)
-                            }
-                        }
-                    }
-                }
-                next += 1
-            }
-
-            for k in 0..<count { rows[k] = ((start + k) % ringRows) * width }
-            accumulator.withUnsafeMutableBufferPointer { sum in
-                ring.withUnsafeBufferPointer { ring in
-                    rows.withUnsafeBufferPointer { rows in
-                        vertical.weights.withUnsafeBufferPointer { weights in
-                            let w = y * vertical.maxCount
-                            for x in 0..<width {
-                                var s0 = SIMD4<Float>.zero, s1 = s0, s2 = s0, s3 = s0
-                                var k = 0
-                                while k + 4 <= count {
-                                    s0 += weights[w + k] * ring[rows[k] + x]
-                                    s1 += weights[w + k + 1] * ring[rows[k + 1] + x]
-                                    s2 += weights[w + k + 2] * ring[rows[k + 2] + x]
-                                    s3 += weights[w + k + 3] * ring[rows[k + 3] + x]
-                                    k += 4
-                                }
-                                while k < count {
-                                    s0 += weights[w + k] * ring[rows[k] + x]
-                                    k += 1
-                                }
-                                sum[x] = (s0 + s1) + (s2 + s3)
-                            }
-                        }
-                    }
-                }
-                output.withUnsafeMutableBufferPointer { out in
-                    let base = y * width * channels
-                    for x in 0..<width {
-                        var v = sum[x]
-                        if alpha {
-                            let a = min(max(v.w, 0), 1)
-                            v = a > 0 ? v / a : .zero
-                            v.w = a
-                        }
-                        v = v.clamped(lowerBound: .zero, upperBound: SIMD4(repeating: 1)) * 65535 + 0.5
-                        let i = base + x * channels
-                        out[i] = UInt16(v.x); out[i + 1] = UInt16(v.y); out[i + 2] = UInt16(v.z)
-                        if alpha { out[i + 3] = UInt16(v.w) }
+                    for k in 0..<count { rows[k] = ring + ((start + k) % ringRows) * width * 4 }
+                    combine(rows, weights: vWeights.baseAddress! + y * vertical.maxCount, count: count, width: width, into: sum)
+                    output.withUnsafeMutableBufferPointer { out in
+                        store(sum, width: width, alpha: alpha, into: out.baseAddress! + y * width * channels)
                     }
                 }
             }
         }
         return output
+    }
+
+    /// One source row as four floats a pixel in 0...1, colour premultiplied by alpha (alpha 1
+    /// for RGB).
+    static func convert(_ samples: UnsafePointer<UInt16>, width: Int, alpha: Bool, scale: Float,
+                        into pixels: UnsafeMutablePointer<Float>) {
+        var x = 0
+        if alpha {
+            while x < width {
+                let s = samples + x * 4, p = pixels + x * 4
+                let a = Float(s[3]) * scale
+                let f = a * scale
+                p[0] = Float(s[0]) * f; p[1] = Float(s[1]) * f; p[2] = Float(s[2]) * f; p[3] = a
+                x += 1
+            }
+        } else {
+            while x < width {
+                let s = samples + x * 3, p = pixels + x * 4
+                p[0] = Float(s[0]) * scale; p[1] = Float(s[1]) * scale; p[2] = Float(s[2]) * scale; p[3] = 1
+                x += 1
+            }
+        }
+    }
+
+    /// The horizontal pass over one row: each output pixel the weighted sum of its taps, with two
+    /// sets of running sums (one would wait on each addition's latency).
+    static func filter(_ pixels: UnsafeMutablePointer<Float>, axis: Axis, weights: UnsafePointer<Float>,
+                       into out: UnsafeMutablePointer<Float>, width: Int) {
+        axis.starts.withUnsafeBufferPointer { starts in
+            axis.counts.withUnsafeBufferPointer { counts in
+                var x = 0
+                while x < width {
+                    let taps = counts[x]
+                    let w = weights + x * axis.maxCount
+                    var q = UnsafePointer(pixels + starts[x] * 4)
+                    var r0: Float = 0, g0: Float = 0, b0: Float = 0, a0: Float = 0
+                    var r1: Float = 0, g1: Float = 0, b1: Float = 0, a1: Float = 0
+                    var k = 0
+                    while k + 2 <= taps {
+                        let w0 = w[k], w1 = w[k + 1]
+                        r0 += w0 * q[0]; g0 += w0 * q[1]; b0 += w0 * q[2]; a0 += w0 * q[3]
+                        r1 += w1 * q[4]; g1 += w1 * q[5]; b1 += w1 * q[6]; a1 += w1 * q[7]
+                        q += 8
+                        k += 2
+                    }
+                    if k < taps {
+                        let w0 = w[k]
+                        r0 += w0 * q[0]; g0 += w0 * q[1]; b0 += w0 * q[2]; a0 += w0 * q[3]
+                    }
+                    let o = out + x * 4
+                    o[0] = r0 + r1; o[1] = g0 + g1; o[2] = b0 + b1; o[3] = a0 + a1
+                    x += 1
+                }
+            }
+        }
+    }
+
+    /// The vertical pass for one output row: the weighted sum of `count` filtered rows.
+    static func combine(_ rows: UnsafeMutablePointer<UnsafeMutablePointer<Float>>, weights: UnsafePointer<Float>, count: Int,
+                        width: Int, into sum: UnsafeMutablePointer<Float>) {
+        var x = 0
+        let n = width * 4
+        while x < n {
+            var s0: Float = 0, s1: Float = 0, s2: Float = 0, s3: Float = 0
+            var t0: Float = 0, t1: Float = 0, t2: Float = 0, t3: Float = 0
+            var k = 0
+            while k + 2 <= count {
+                let w0 = weights[k], w1 = weights[k + 1]
+                let p = rows[k] + x, q = rows[k + 1] + x
+                s0 += w0 * p[0]; s1 += w0 * p[1]; s2 += w0 * p[2]; s3 += w0 * p[3]
+                t0 += w1 * q[0]; t1 += w1 * q[1]; t2 += w1 * q[2]; t3 += w1 * q[3]
+                k += 2
+            }
+            if k < count {
+                let w0 = weights[k], p = rows[k] + x
+                s0 += w0 * p[0]; s1 += w0 * p[1]; s2 += w0 * p[2]; s3 += w0 * p[3]
+            }
+            sum[x] = s0 + t0; sum[x + 1] = s1 + t1; sum[x + 2] = s2 + t2; sum[x + 3] = s3 + t3
+            x += 4
+        }
+    }
+
+    /// One output row as 16-bit samples: alpha divided out again, clamped to 0...1, rounded.
+    static func store(_ sum: UnsafeMutablePointer<Float>, width: Int, alpha: Bool, into out: UnsafeMutablePointer<UInt16>) {
+        @inline(__always) func sample(_ value: Float) -> UInt16 {
+            UInt16(min(max(value, 0), 1) * 65535 + 0.5)
+        }
+        var x = 0
+        if alpha {
+            while x < width {
+                let p = sum + x * 4, o = out + x * 4
+                let a = min(max(p[3], 0), 1)
+                let inverse: Float = a > 0 ? 1 / a : 0
+                o[0] = sample(p[0] * inverse); o[1] = sample(p[1] * inverse); o[2] = sample(p[2] * inverse); o[3] = sample(a)
+                x += 1
+            }
+        } else {
+            while x < width {
+                let p = sum + x * 4, o = out + x * 3
+                o[0] = sample(p[0]); o[1] = sample(p[1]); o[2] = sample(p[2])
+                x += 1
+            }
+        }
     }
 }

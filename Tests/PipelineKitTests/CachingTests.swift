@@ -255,13 +255,13 @@ final class TestClock: Sendable {
 
     static let variants = """
         processors:
-          - count: { tag: shared }
+          - count: { tag: caching.shared }
         variants:
           small:
-            processors: [ { count: { tag: small } }, { resize: { width: 50 } } ]
+            processors: [ { count: { tag: caching.small } }, { resize: { width: 50 } } ]
             encoder: png
           large:
-            processors: [ { count: { tag: large } }, { resize: { width: WIDTH } } ]
+            processors: [ { count: { tag: caching.large } }, { resize: { width: WIDTH } } ]
             encoder: jpeg
         """
 
@@ -275,7 +275,7 @@ final class TestClock: Sendable {
     }
 
     @Test func processedCacheReRunDoesNoRequestNoDecodeNoEncode() async throws {
-        CountingProcessor.runs.withLock { $0 = [:] }
+        CountingProcessor.reset("caching.")
         let server = try await TestServer.start()
         let photo = CacheableResource(body: try Fixtures.jpeg(400, 300), headers: ["Cache-Control": "max-age=3600"])
         server.serve("/a.jpg", photo)
@@ -285,11 +285,11 @@ final class TestClock: Sendable {
         #expect(first[1].status == .ok && first[1].cacheData == .miss)
         let firstBytes = try first[1].outputs.map { try Data(contentsOf: URL(fileURLWithPath: $0)) }
         for path in first[1].outputs { try FileManager.default.removeItem(atPath: path) }
-        CountingProcessor.runs.withLock { $0 = [:] }
+        CountingProcessor.reset("caching.")
         let second = try await run(yaml, lines: [server.url("/a.jpg")], output: out)
         #expect(second[1].status == .ok && second[1].cacheData == .processedHit)
         #expect(second[1].timings.decode == 0 && second[1].timings.encode == 0 && second[1].timings.process == 0)
-        #expect(CountingProcessor.runs.withLock { $0 }.isEmpty)
+        #expect(CountingProcessor.counts("caching.").isEmpty)
         #expect(photo.fullResponses == 1 && photo.conditionalHeaders.count == 1)
         #expect(second[1].width == 50 && second[1].height == 38)
         // The outputs are rewritten, byte for byte.
@@ -298,17 +298,17 @@ final class TestClock: Sendable {
     }
 
     @Test func changingOneOptionInvalidatesOnlyWhatItAffects() async throws {
-        CountingProcessor.runs.withLock { $0 = [:] }
+        CountingProcessor.reset("caching.")
         let server = try await TestServer.start()
         let photo = CacheableResource(body: try Fixtures.jpeg(400, 300), headers: ["Cache-Control": "max-age=3600"])
         server.serve("/a.jpg", photo)
         let cache = try Fixtures.temporaryDirectory("cache"), out = try Fixtures.temporaryDirectory("out")
         _ = try await run(variantsPipeline(cache: cache, largeWidth: 200), lines: [server.url("/a.jpg")], output: out)
-        CountingProcessor.runs.withLock { $0 = [:] }
+        CountingProcessor.reset("caching.")
         let changed = try await run(variantsPipeline(cache: cache, largeWidth: 120), lines: [server.url("/a.jpg")], output: out)
         #expect(changed[1].status == .ok)
         // The large variant's chain ran again; the small one's did not, and its stored output was used.
-        #expect(CountingProcessor.runs.withLock { $0 } == ["shared": 1, "large": 1])
+        #expect(CountingProcessor.counts("caching.") == ["caching.shared": 1, "caching.large": 1])
         #expect(changed[1].cacheData == .hit)  // its source bytes came from the cache (store: all)
         let large = try await Identified.file(try #require(changed[1].outputs.first { $0.hasSuffix(".jpg") }))
         #expect(large.width == 120)

@@ -15,6 +15,11 @@ struct CountingProcessor: ImageProcessing {
 
     let tag: String
     var identifier: String { "count(\(tag))" }
+    /// The counts of the tags that start with `prefix`. Suites that count run side by side, so each
+    /// uses tags of its own prefix, and reads and resets only those.
+    static func counts(_ prefix: String) -> [String: Int] { runs.withLock { $0.filter { $0.key.hasPrefix(prefix) } } }
+    static func reset(_ prefix: String) { runs.withLock { $0 = $0.filter { !$0.key.hasPrefix(prefix) } } }
+
     func process(_ image: PipelineImage) throws -> PipelineImage {
         Self.runs.withLock { $0[tag, default: 0] += 1 }
         return image
@@ -37,14 +42,14 @@ struct CountingProcessor: ImageProcessing {
         loader:
           http: { allow_loopback: true }
         processors:
-          - count: { tag: shared }
+          - count: { tag: variants.shared }
         image_cache: memory
         variants:
           small:
             processors: [ { resize: { width: 100 } } ]
             encoder: { webp: { quality: 70 } }
           medium:
-            processors: [ { count: { tag: medium } }, { resize: { width: 300 } } ]
+            processors: [ { count: { tag: variants.medium } }, { resize: { width: 300 } } ]
             encoder: jpeg
           large:
             processors: [ { resize: { width: 600 } } ]
@@ -52,7 +57,7 @@ struct CountingProcessor: ImageProcessing {
         """
 
     @Test func threeVariantsFromOneDownloadAndOneDecode() async throws {
-        CountingProcessor.runs.withLock { $0 = [:] }
+        CountingProcessor.reset("variants.")
         let server = try await TestServer.start()
         server.serve("/photo.jpg", try Fixtures.jpeg(1200, 800))
         let (pipeline, diagnostics) = parse(Self.responsive)
@@ -70,13 +75,13 @@ struct CountingProcessor: ImageProcessing {
                          Identified(format: "PNG", width: 600, height: 400)])
         #expect(item.outputs[0].hasSuffix("-small.webp") && item.outputs[1].hasSuffix("-medium.jpg"))
         // The shared processor ran once for three variants; the medium one once.
-        #expect(CountingProcessor.runs.withLock { $0 } == ["shared": 1, "medium": 1])
+        #expect(CountingProcessor.counts("variants.") == ["variants.shared": 1, "variants.medium": 1])
         #expect(item.bytesIn > 0 && item.cacheImage == .miss)
         // The same source again: every variant comes from the image cache, nothing runs.
         let again = await runner.runItem(Source(text: server.url("/photo.jpg"), index: 2))
         #expect(again.cacheImage == .hit && again.outputs == item.outputs)
         #expect(server.requests("/photo.jpg") == 1)
-        #expect(CountingProcessor.runs.withLock { $0 } == ["shared": 1, "medium": 1])
+        #expect(CountingProcessor.counts("variants.") == ["variants.shared": 1, "variants.medium": 1])
         await server.stop()
     }
 

@@ -248,7 +248,8 @@ extension Wand {
         let exception = AcquireExceptionInfo()
         defer { _ = DestroyExceptionInfo(exception) }
         guard let resized = CloneImage(image, width, height, MagickTrue, exception) else {
-            throw PipelineError(.processFailed, "resize: " + lastError("could not make the image"))
+            let reason = exception?.pointee.reason.map { String(cString: $0) } ?? "out of memory"
+            throw PipelineError(.processFailed, "resize: could not make a \(width)x\(height) image: \(reason)")
         }
         defer { _ = DestroyImage(resized) }
         guard SetImageStorageClass(resized, DirectClass) != MagickFalse else {

@@ -72,7 +72,7 @@ void pk_heif_context_set_max_decoding_threads(struct heif_context *c, int n) {
     api.heif_context_set_max_decoding_threads(c, n);
 }
 struct heif_error pk_heif_context_read_from_memory_without_copy(struct heif_context *c, const void *bytes, size_t size,
-                                                                              const struct heif_reading_options *options) {
+        const struct heif_reading_options *options) {
     return api.heif_context_read_from_memory_without_copy(c, bytes, size, options);
 }
 struct heif_error pk_heif_context_get_primary_image_handle(struct heif_context *c, struct heif_image_handle **h) {
@@ -100,7 +100,7 @@ int pk_heif_image_handle_get_number_of_metadata_blocks(const struct heif_image_h
     return api.heif_image_handle_get_number_of_metadata_blocks(h, type);
 }
 int pk_heif_image_handle_get_list_of_metadata_block_IDs(const struct heif_image_handle *h, const char *type,
-                                                                      heif_item_id *ids, int count) {
+        heif_item_id *ids, int count) {
     return api.heif_image_handle_get_list_of_metadata_block_IDs(h, type, ids, count);
 }
 const char *pk_heif_image_handle_get_metadata_content_type(const struct heif_image_handle *h, heif_item_id id) {
@@ -113,8 +113,8 @@ struct heif_error pk_heif_image_handle_get_metadata(const struct heif_image_hand
     return api.heif_image_handle_get_metadata(h, id, out);
 }
 struct heif_error pk_heif_decode_image(const struct heif_image_handle *h, struct heif_image **image,
-                                                     enum heif_colorspace space, enum heif_chroma chroma,
-                                                     const struct heif_decoding_options *options) {
+        enum heif_colorspace space, enum heif_chroma chroma,
+        const struct heif_decoding_options *options) {
     return api.heif_decode_image(h, image, space, chroma, options);
 }
 void pk_heif_image_release(const struct heif_image *image) { api.heif_image_release(image); }

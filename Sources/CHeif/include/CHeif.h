@@ -22,7 +22,7 @@ struct heif_context *pk_heif_context_alloc(void);
 void pk_heif_context_free(struct heif_context *c);
 void pk_heif_context_set_max_decoding_threads(struct heif_context *c, int n);
 struct heif_error pk_heif_context_read_from_memory_without_copy(struct heif_context *c, const void *bytes, size_t size,
-                                                                              const struct heif_reading_options *options);
+        const struct heif_reading_options *options);
 struct heif_error pk_heif_context_get_primary_image_handle(struct heif_context *c, struct heif_image_handle **h);
 void pk_heif_image_handle_release(const struct heif_image_handle *h);
 int pk_heif_image_handle_get_width(const struct heif_image_handle *h);
@@ -34,13 +34,13 @@ int pk_heif_image_handle_has_alpha_channel(const struct heif_image_handle *h);
 int pk_heif_image_handle_is_premultiplied_alpha(const struct heif_image_handle *h);
 int pk_heif_image_handle_get_number_of_metadata_blocks(const struct heif_image_handle *h, const char *type);
 int pk_heif_image_handle_get_list_of_metadata_block_IDs(const struct heif_image_handle *h, const char *type,
-                                                                      heif_item_id *ids, int count);
+        heif_item_id *ids, int count);
 const char *pk_heif_image_handle_get_metadata_content_type(const struct heif_image_handle *h, heif_item_id id);
 size_t pk_heif_image_handle_get_metadata_size(const struct heif_image_handle *h, heif_item_id id);
 struct heif_error pk_heif_image_handle_get_metadata(const struct heif_image_handle *h, heif_item_id id, void *out);
 struct heif_error pk_heif_decode_image(const struct heif_image_handle *h, struct heif_image **image,
-                                                     enum heif_colorspace space, enum heif_chroma chroma,
-                                                     const struct heif_decoding_options *options);
+        enum heif_colorspace space, enum heif_chroma chroma,
+        const struct heif_decoding_options *options);
 void pk_heif_image_release(const struct heif_image *image);
 int pk_heif_image_get_width(const struct heif_image *image, enum heif_channel channel);
 int pk_heif_image_get_height(const struct heif_image *image, enum heif_channel channel);

@@ -32,7 +32,7 @@ enum HEIFReducer {
 
         init(_ data: Data) throws {
             if let problem = HEIFReferences.problem(data) { throw PipelineError(.decodeFailed, problem) }
-            // libheif is opened on the first HEIC or AVIF file (Sources/CHeif/shim.h).
+            // libheif is opened on the first HEIC or AVIF file (Sources/CHeif/include/CHeif.h).
             guard pk_heif_load() != 0 else { throw PipelineError(.unsupportedFormat, String(cString: pk_heif_load_error())) }
             bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, data.count), alignment: 16)
             data.copyBytes(to: bytes)

@@ -255,6 +255,13 @@ extension Wand {
         guard SetImageStorageClass(resized, DirectClass) != MagickFalse else {
             throw PipelineError(.processFailed, "resize: could not allocate \(width)x\(height) pixels")
         }
+        // ImageMagick 6 keeps an opacity sample for every pixel, alpha channel or not, and
+        // importing samples without 'A' leaves it as the new, uninitialised pixel memory held:
+        // recycled memory made opaque pixels read as transparent (exported as RGBA, or once an
+        // alpha channel is activated). Reset them first; a cheap pass over the small target.
+        if !channels.contains("A"), ResetImagePixels(resized, exception) == MagickFalse {
+            throw PipelineError(.processFailed, "resize: could not initialise \(width)x\(height) pixels")
+        }
         let imported = pixels.withUnsafeBytes { ImportImagePixels(resized, 0, 0, width, height, channels, ShortPixel, $0.baseAddress) }
         guard imported != MagickFalse else { throw PipelineError(.processFailed, "resize: writing pixels failed") }
         guard let holder = NewMagickWandFromImage(resized) else { throw PipelineError(.processFailed, "resize: out of memory") }

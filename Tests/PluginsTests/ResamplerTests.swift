@@ -31,6 +31,29 @@ import TestSupport
 
     static let detailed = ["logo:", "-resize", "640x480!"]
 
+    /// An opaque image stays opaque, whatever the memory its new pixels land in held before.
+    /// ImageMagick 6 keeps an opacity sample for every pixel even without an alpha channel, and
+    /// importing RGB samples leaves it as it was: a run of items side by side recycles memory, so
+    /// before the fix some pixels of a resized photo read as transparent when exported as RGBA
+    /// (a south-gravity crop test failed 2 runs in 3; ThumbHash placeholders read them too).
+    /// Freed memory is filled with 0xFF here, which is an opacity of "fully transparent".
+    @Test func anOpaqueImageStaysOpaqueWhateverTheMemoryHeld() throws {
+        for _ in 0..<20 {
+            let source = try Wand.canvas(width: 60, height: 180, color: "blue")
+            for size in [30 * 90 * 8, 30 * 90 * 8 + 64, 32_768] {
+                let block = malloc(size)!
+                memset(block, 0xFF, size)
+                free(block)
+            }
+            #expect(try Resampler.resize(source, width: 30, height: 90))
+            #expect(!source.hasAlpha)
+            let rgba = try source.rgbaBytes()
+            let clear = stride(from: 3, to: rgba.count, by: 4).filter { rgba[$0] != 255 }.count
+            #expect(clear == 0, "\(clear) of \(rgba.count / 4) pixels read as not opaque")
+        }
+    }
+
+
     /// ImageMagick stores its first pass in 16-bit pixels, clipping the ringing at the logo's hard
     /// black-and-white edges that we keep in floats: 47.8 dB at the worst size here. A different
     /// kernel is far off: Lanczos-2 or Catrom instead of Lanczos-3 score 41 dB, Mitchell 34 dB.

@@ -196,37 +196,6 @@ import TestSupport
         await server.stop()
     }
 
-    /// The case: 20 sources behind a server that never answers, then 16 good ones, two load
-    /// slots and a 2-second time limit. Each hung transfer is cancelled (its connection closed) when
-    /// its item times out, so the good ones get the slots and succeed, and the run ends soon after
-    /// the last timeout.
-    @Test func hungSourcesTimeOutAloneAndLetGoOfTheirConnections() async throws {
-        let jpeg = try Fixtures.jpeg(64, 48)
-        let closed = EventLog()
-        let server = try ScriptedServer { request, connection in
-            if request.path.hasPrefix("/hung") {
-                connection.waitForClose()
-                closed.record("closed")
-                return
-            }
-            connection.write("HTTP/1.1 200 OK\r\nContent-Type: image/jpeg\r\nContent-Length: \(jpeg.count)\r\nConnection: close\r\n\r\n")
-            connection.write(jpeg)
-        }
-        defer { server.stop() }
-        let yaml = Self.thumbnails.replacingOccurrences(of: "timeout: 10s", with: "timeout: 60s, max_concurrent: 2")
-        let lines = (0..<20).map { "http://127.0.0.1:\(server.port)/hung/\($0).jpg" }
-            + (0..<16).map { "http://127.0.0.1:\(server.port)/good/\($0).jpg" }
-        let started = ContinuousClock.now
-        let run = try await run(yaml, lines: lines) { $0.itemTimeout = 2 }
-        let wall = ContinuousClock.now - started
-        #expect(run.items[0..<20].allSatisfy { $0.error?.kind == .timeout && $0.error?.stage == .load })
-        #expect(run.items[20...].allSatisfy { $0.status == .ok })
-        #expect(await closed.wait(atMost: 30) { $0.count == 20 })
-        // 10 rounds of two 2-second limits (the figures): about 20 s, not 20 x 2 s per slot
-        // wait; the bound leaves room for a busy machine.
-        #expect(wall < .seconds(60))
-    }
-
     @Test func signedURLsDifferingInAStrippedParameterShareOneCacheEntry() async throws {
         let server = try await TestServer.start()
         server.serve("/p/1.jpg", try Fixtures.jpeg(80, 60))

@@ -28,7 +28,10 @@ public final class TestServer: Sendable {
         let server = HTTPServer(address: try .inet(ip4: "127.0.0.1", port: 0), timeout: 30, logger: .disabled)
         await server.appendRoute("*") { request in try await box.handle(request) }
         let task = Task { try await server.run() }
-        try await server.waitUntilListening()
+        // An event, not a clock: FlyingFox's default 5 s ran out in `make test` while suites doing
+        // synchronous ImageMagick work held both of Swift's cooperative threads. The bound only
+        // catches a server that never starts.
+        try await server.waitUntilListening(timeout: 300)
         guard case .ip4(_, let port)? = await server.listeningAddress else {
             throw URLError(.cannotConnectToHost)
         }

@@ -59,6 +59,8 @@ let package = Package(
             name: "CGIF",
             providers: [.apt(["libgif-dev"])]
         ),
+        // Extended attributes, for the fingerprint the local destination records on each output.
+        .systemLibrary(name: "CXattr"),
         .systemLibrary(
             name: "CWebP",
             pkgConfig: "libwebpdemux",
@@ -83,7 +85,7 @@ let package = Package(
         // Every built-in stage, registered through PipelineKit's public API.
         .target(
             name: "Plugins",
-            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF", "CGIF",
+            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF", "CGIF", "CXattr",
                            .product(name: "Crypto", package: "swift-crypto")]
         ),
         // The controller: every subcommand, callable by custom builds with their own plugins.

@@ -138,7 +138,7 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
         Foundation.exit(128 + signal)
     }
     if outcome.failures.contains(where: \.failedOnOurSide) { throw Exit.infrastructure }
-    if outcome.summary.failed > 0 { throw Exit.itemsFailed }
+    if outcome.summary.failed > 0 || outcome.summary.outputsStale > 0 { throw Exit.itemsFailed }
 }
 
 func bootstrapLogging(_ output: RunOutputOptions) {
@@ -158,7 +158,7 @@ func bootstrapLogging(_ output: RunOutputOptions) {
 /// Checks the run's machine facts (output directory, list) and makes the runner and the URL list
 /// (a file, `-` for standard input, or an object in a bucket: `s3://bucket/key`); prints why not.
 func makeRunner(_ pipeline: Pipeline, urls: String, options: RunOptions) throws -> (PipelineRunner, SourceList) {
-    if let dir = options.outputDirectory, DestinationMaker.scheme(of: dir) == nil,
+    if let dir = options.outputDirectory, Source.urlScheme(of: dir) == nil,
        let problem = MachineCheck.writableDirectoryProblem(dir) {
         printError("error: --output '\(dir)' \(problem)")
         throw Exit.invalid
@@ -191,11 +191,7 @@ struct RemoteReport {
     let name: String
 
     init?(url: String, pipeline: Pipeline) throws {
-        guard let scheme = DestinationMaker.scheme(of: url) else { return nil }
-        guard let maker = PipelineCtl.registry.destination(forScheme: scheme) else {
-            printError("error: --report: cannot write a report to \(scheme):// URLs ('\(url)')")
-            throw Exit.invalid
-        }
+        guard Source.urlScheme(of: url) != nil else { return nil }
         let slash = url.range(of: "/", options: .backwards)!
         name = String(url[slash.upperBound...])
         guard !name.isEmpty, !url[..<slash.lowerBound].hasSuffix(":/") else {
@@ -203,10 +199,10 @@ struct RemoteReport {
             throw Exit.invalid
         }
         var options = pipeline.output.options.values
-        options["if_absent"] = .bool(false)
+        options["existing"] = .string(ExistingOutputs.replace.rawValue)
         options["cache_control"] = nil
         options["metadata"] = nil
-        do { destination = try maker.make(String(url[..<slash.lowerBound]), PluginOptions(options)) } catch {
+        do { destination = try PipelineCtl.registry.makeDestination(String(url[..<slash.lowerBound]), options: PluginOptions(options)) } catch {
             printError("error: --report \(url): \((error as? PipelineError)?.message ?? "\(error)")")
             throw Exit.invalid
         }
@@ -217,7 +213,9 @@ struct RemoteReport {
     }
 
     func upload() async throws {
-        try await destination.write(try Data(contentsOf: URL(fileURLWithPath: localPath)), to: name)
+        let data = try Data(contentsOf: URL(fileURLWithPath: localPath))
+        try await destination.write(OutputFile(relative: name, data: data, fingerprint: OutputFingerprint(
+            recipe: OutputFingerprint.recipe("report"), source: "d" + Hashing.sha256Hex(data).prefix(32))))
     }
 
     func removeLocal() {

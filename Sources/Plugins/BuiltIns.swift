@@ -16,15 +16,13 @@ public enum BuiltIns: PluginBundle {
         MemoryImageCache.plugin,
         JPEGEncoder.plugin, PNGEncoder.plugin, WebPEncoder.plugin, HEIFEncoder.avifPlugin, HEIFEncoder.heicPlugin,
         GIFEncoder.plugin, TIFFEncoder.plugin, AutoEncoder.plugin,
+        LocalDirectory.plugin, S3Destination.plugin,
     ]
 
     /// Adds every built-in to `registry`.
     public static func register(into registry: inout PluginRegistry) throws {
         for plugin in plugins { try registry.register(plugin, origin: bundleName) }
     }
-
-    /// Outputs to `s3://bucket/prefix`.
-    public static let destinations: [DestinationMaker] = [S3Destination.maker]
 
     /// URL lists at `s3://bucket/key`.
     public static let lists: [ListMaker] = [S3List.maker]

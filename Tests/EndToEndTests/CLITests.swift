@@ -48,7 +48,65 @@ import TestSupport
         let failing = try await pipelinectl(["run", pipeline, list.path, "--quiet", "--log-level", "critical"])
         #expect(failing.status == 1)
         #expect(failing.stdout.isEmpty)
-        #expect(failing.stderr.contains("1 ok, 1 failed") && failing.stderr.contains("missing.jpg"))
+        #expect(failing.stderr.contains("0 ok, 1 kept, 1 failed") && failing.stderr.contains("missing.jpg"))
+    }
+
+    /// A local directory behaves as a bucket does: a changed pipeline replaces its outputs, an
+    /// unchanged one keeps them (`kept`), `existing: keep` reports a changed one stale and exits 1,
+    /// and `--resume` does not skip outputs another pipeline wrote under the same names.
+    @Test func changedPipelinesReplaceTheirFilesAndIdenticalOnesKeepThem() async throws {
+        let dir = try Fixtures.temporaryDirectory("stale")
+        var sources: [String] = []
+        for (i, spec) in ["plasma:", "gradient:navy-gold"].enumerated() {
+            let file = dir.appendingPathComponent("photo\(i).png")
+            try Fixtures.image(spec, width: 600, height: 400, format: "PNG").write(to: file)
+            sources.append(file.path)
+        }
+        let list = dir.appendingPathComponent("urls.txt")
+        try sources.joined(separator: "\n").write(to: list, atomically: true, encoding: .utf8)
+        let out = dir.appendingPathComponent("out")
+        let pipeline = dir.appendingPathComponent("web.yaml")
+        func configure(quality: Int, existing: String = "replace_if_changed") throws {
+            try """
+                processors:
+                  - resize: { width: 300 }
+                encoder: { jpeg: { quality: \(quality) } }
+                output: { dir: \(out.path), name: "{stem}.{ext}", existing: \(existing) }
+                """.write(to: pipeline, atomically: true, encoding: .utf8)
+        }
+        func files() throws -> [String: Data] {
+            Dictionary(uniqueKeysWithValues: try ["photo0.jpg", "photo1.jpg"].map { ($0, try Data(contentsOf: out.appendingPathComponent($0))) })
+        }
+        try configure(quality: 85)
+        #expect(try await pipelinectl(["run", pipeline.path, list.path, "--progress", "none"]).status == 0)
+        let at85 = try files()
+        try configure(quality: 40)
+        let second = try await pipelinectl(["run", pipeline.path, list.path, "--progress", "none"])
+        #expect(second.status == 0 && second.stdout.contains("2 items: 2 ok, 0 failed"), "\(second.stdout)\(second.stderr)")
+        let at40 = try files()
+        #expect(at40.allSatisfy { $0.value.count < at85[$0.key]!.count })
+        let third = try await pipelinectl(["run", pipeline.path, list.path, "--progress", "none", "--report", dir.appendingPathComponent("r.json").path])
+        #expect(third.status == 0 && third.stdout.contains("2 items: 0 ok, 2 kept, 0 failed"), "\(third.stdout)\(third.stderr)")
+        #expect(try files() == at40)
+        let items = try report(dir.appendingPathComponent("r.json"))["items"] as? [[String: Any]] ?? []
+        #expect(items.allSatisfy { $0["status"] as? String == "kept" && ($0["kept"] as? [String]) == ($0["outputs"] as? [String]) })
+
+        try configure(quality: 85, existing: "keep")
+        let kept = try await pipelinectl(["run", pipeline.path, list.path, "--progress", "none"])
+        #expect(kept.status == 1 && kept.stdout.contains("2 outputs were already there with another fingerprint"), "\(kept.stdout)\(kept.stderr)")
+        #expect(try files() == at40)
+
+        // Resume: the quality-40 run recorded these names complete; a quality-85 run with --resume
+        // finds their fingerprints name another recipe and makes them again.
+        try configure(quality: 40)
+        let resumed40 = try await pipelinectl(["run", pipeline.path, list.path, "--resume", "--progress", "none"])
+        #expect(resumed40.stdout.contains("2 items: 0 ok, 0 failed, 2 skipped"), "\(resumed40.stdout)")
+        try configure(quality: 85)
+        #expect(try await pipelinectl(["run", pipeline.path, list.path, "--progress", "none"]).status == 0)
+        try configure(quality: 40)
+        let resumedAgain = try await pipelinectl(["run", pipeline.path, list.path, "--resume", "--progress", "none"])
+        #expect(resumedAgain.stdout.contains("2 items: 2 ok, 0 failed, 0 skipped"), "\(resumedAgain.stdout)")
+        #expect(try files() == at40)
     }
 
     func report(_ path: URL) throws -> [String: Any] {
@@ -143,7 +201,7 @@ import TestSupport
         let reportPath = dir.appendingPathComponent("lenient.json")
         let lenient = try await pipelinectl(["run", pipeline.path, list.path, "--report", reportPath.path])
         #expect(lenient.status == 0, "\(lenient.stdout)\n\(lenient.stderr)")
-        #expect(lenient.stdout.contains("3 items: 3 ok (2 degraded: decoded despite damage, as fail_on allows), 0 failed"), "\(lenient.stdout)")
+        #expect(lenient.stdout.contains("3 items: 3 ok, 0 failed, 0 skipped (2 degraded: decoded despite damage, as fail_on allows)"), "\(lenient.stdout)")
         let report = try report(reportPath)
         let items = try #require(report["items"] as? [[String: Any]])
         #expect(items.map { $0["degraded"] as? String } == ["JPEG: Premature end of JPEG file", nil, "JPEG: Premature end of JPEG file"])
@@ -182,9 +240,12 @@ import TestSupport
                 #expect((facts["thumbhash"] as? String).flatMap { Data(base64Encoded: $0) }?.count ?? 0 >= 5, "\(run)")
             }
             if run == "again" { #expect((items.first?["cache"] as? [String: Any])?["data"] as? String == "processed_hit") }
-            // The sidecar beside the output holds the same facts.
-            let output = try #require((items.first?["outputs"] as? [String])?.first)
-            let sidecar = URL(fileURLWithPath: (output as NSString).deletingPathExtension + ".json")
+            // The sidecar, named after the source ({stem}-{hash8}.json) and listed last in the
+            // item's outputs, holds the same facts.
+            let outputs = try #require(items.first?["outputs"] as? [String])
+            #expect(outputs.count == 2 && outputs[1].hasSuffix(".json"), "\(run): \(outputs)")
+            #expect(((outputs[1] as NSString).lastPathComponent).range(of: "^flat-[0-9a-f]{8}\\.json$", options: .regularExpression) != nil)
+            let sidecar = URL(fileURLWithPath: outputs[1])
             let written = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: sidecar)) as? [String: Any], "\(run)")
             #expect(written["blurhash"] as? String == "B36wUFp1fQpMfkfQ" && written["dominant_color"] as? String == "#3a7bd5", "\(run)")
             try FileManager.default.removeItem(at: sidecar)
@@ -285,7 +346,7 @@ import TestSupport
         let reportPath = dir.appendingPathComponent("r.json")
         let result = try await pipelinectl(["run", pipeline.path, list.path, "--report", reportPath.path])
         #expect(result.status == 1, "\(result.stdout)\n\(result.stderr)")
-        #expect(result.stdout.contains("3 items: 2 ok (1 from an alternative source; 1 from the fallback image), 1 failed"), "\(result.stdout)")
+        #expect(result.stdout.contains("3 items: 2 ok, 1 failed, 0 skipped (1 from an alternative source; 1 from the fallback image)"), "\(result.stdout)")
         let report = try report(reportPath)
         let items = try #require(report["items"] as? [[String: Any]])
         try #require(items.count == 3)
@@ -304,7 +365,7 @@ import TestSupport
         // Again: the alternative's bytes are cached, the fallback is not, so the source is asked again.
         let missingBefore = server.requests("/missing.jpg")
         let again = try await pipelinectl(["run", pipeline.path, list.path, "--report", reportPath.path])
-        #expect(again.stdout.contains("2 ok (1 from an alternative source; 1 from the fallback image)"), "\(again.stdout)")
+        #expect(again.stdout.contains("0 ok, 2 kept, 1 failed, 0 skipped (1 from an alternative source; 1 from the fallback image)"), "\(again.stdout)")
         #expect(server.requests("/missing.jpg") == missingBefore + 1)
         #expect(server.requests("/backup/gone.jpg") == 1)
         await server.stop()

@@ -24,7 +24,8 @@ import TestSupport
                 body = got["Body"].read()
                 fmt = subprocess.run(["identify", "-format", "%m %wx%h", "-"], input=body, capture_output=True).stdout.decode()
                 out[item["Key"]] = {"type": got.get("ContentType", ""), "cache": got.get("CacheControl", ""),
-                                    "meta": json.dumps(got.get("Metadata", {}), sort_keys=True), "image": fmt}
+                                    "meta": json.dumps(got.get("Metadata", {}), sort_keys=True), "image": fmt,
+                                    "size": str(len(body))}
             print(json.dumps(out))
             """
         let result = try await Command.run("/usr/bin/env", ["python3", "-c", script, moto.endpoint, moto.accessKey, moto.secretKey, bucket])
@@ -82,7 +83,9 @@ import TestSupport
             #expect(key.hasPrefix("t/") && key.hasSuffix("-64.jpg"), "\(key)")
             #expect(facts["type"] == "image/jpeg")
             #expect(facts["cache"] == "public, max-age=31536000, immutable")
-            #expect(facts["meta"] == "{\"pipeline\": \"thumbs\"}")
+            // The user's metadata, and the fingerprint of what made the object.
+            #expect(facts["meta"]?.range(of: #"^\{"pipeline": "thumbs", "pipelinectl-fingerprint": "[0-9a-f]{32}\.v[0-9a-f]{32}"\}$"#,
+                                         options: .regularExpression) != nil, "\(facts)")
             #expect(facts["image"]?.hasPrefix("JPEG ") == true, "\(facts)")
         }
         let saved = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any]
@@ -93,10 +96,11 @@ import TestSupport
         let again = try await run(["run", thumbs.path, list.path, "--resume", "--progress", "none"], moto.environment)
         #expect(again.stdout.contains("\(originals.count) items: 0 ok, 0 failed, \(originals.count) skipped"), "\(again.stdout)\(again.stderr)")
 
-        // Without --resume every output is written again with If-None-Match: *: an object that is
-        // already there (412 where the store supports it) is kept, and the item is ok.
+        // Without --resume every output is offered with If-None-Match: *: an object already there
+        // (412) with the same fingerprint is kept, and the report says so.
         let rewritten = try await run(["run", thumbs.path, list.path, "--progress", "none"], moto.environment)
         #expect(rewritten.status == 0, "\(rewritten.stdout)\(rewritten.stderr)")
+        #expect(rewritten.stdout.contains("\(originals.count) items: 0 ok, \(originals.count) kept, 0 failed"), "\(rewritten.stdout)")
         #expect(try await objects(moto, "thumbs").count == originals.count)
 
         // A missing object is the item's failure, named; the others are not affected.
@@ -106,6 +110,77 @@ import TestSupport
         #expect(missing.status == 1)
         #expect(missing.stdout.contains("not_found 1"), "\(missing.stdout)")
         #expect(missing.stdout.contains("s3://sources/originals/nope.png: no such object"), "\(missing.stdout)")
+    }
+
+    /// The issue's case: outputs in a bucket, then the encoder's quality changed from 85 to 40.
+    /// The second run must replace the three objects (their fingerprint differs), say `written`,
+    /// and count the new bytes; a third, unchanged run keeps them and says `kept`. With
+    /// `existing: keep`, a changed pipeline leaves the objects, reports them stale and exits 1.
+    @Test func changedPipelinesReplaceTheirObjectsAndIdenticalOnesKeepThem() async throws {
+        let moto = try await MotoServer.start(buckets: ["web"])
+        defer { moto.stop() }
+        let dir = try Fixtures.temporaryDirectory("s3-stale")
+        var sources: [String] = []
+        for (i, spec) in ["plasma:", "gradient:navy-gold", "plasma:red-blue"].enumerated() {
+            let file = dir.appendingPathComponent("photo\(i).png")
+            try Fixtures.image(spec, width: 600, height: 400, format: "PNG").write(to: file)
+            sources.append(file.path)
+        }
+        let list = dir.appendingPathComponent("urls.txt")
+        try sources.joined(separator: "\n").write(to: list, atomically: true, encoding: .utf8)
+        let pipeline = dir.appendingPathComponent("web.yaml")
+        func configure(quality: Int, existing: String? = nil) throws {
+            try """
+                processors:
+                  - resize: { width: 300 }
+                encoder: { jpeg: { quality: \(quality) } }
+                output:
+                  dir: s3://web/web
+                  name: "{stem}.{ext}"
+                \(existing.map { "  existing: \($0)" } ?? "")
+                """.write(to: pipeline, atomically: true, encoding: .utf8)
+        }
+        func sizes() async throws -> [String: Int] {
+            try await objects(moto, "web").mapValues { Int($0["size"] ?? "") ?? -1 }
+        }
+        func report(_ name: String) throws -> [[String: Any]] {
+            let saved = try JSONSerialization.jsonObject(with: Data(contentsOf: dir.appendingPathComponent(name))) as? [String: Any]
+            return saved?["items"] as? [[String: Any]] ?? []
+        }
+        try configure(quality: 85)
+        let first = try await run(["run", pipeline.path, list.path, "--report", dir.appendingPathComponent("1.json").path,
+                                   "--progress", "none"], moto.environment)
+        #expect(first.status == 0, "\(first.stdout)\(first.stderr)")
+        let before = try await sizes()
+        #expect(before.count == 3)
+
+        try configure(quality: 40)
+        let second = try await run(["run", pipeline.path, list.path, "--report", dir.appendingPathComponent("2.json").path,
+                                    "--progress", "none"], moto.environment)
+        #expect(second.status == 0, "\(second.stdout)\(second.stderr)")
+        #expect(second.stdout.contains("3 items: 3 ok, 0 failed"), "\(second.stdout)")
+        let after = try await sizes()
+        for (key, size) in after { #expect(size < before[key]!, "\(key): \(size) bytes at quality 40, \(before[key]!) at 85") }
+        let items = try report("2.json")
+        #expect(items.allSatisfy { $0["status"] as? String == "ok" && $0["kept"] == nil })
+        #expect(items.map { $0["bytes_out"] as? Int ?? 0 }.reduce(0, +) == after.values.reduce(0, +))
+
+        let third = try await run(["run", pipeline.path, list.path, "--report", dir.appendingPathComponent("3.json").path,
+                                   "--progress", "none"], moto.environment)
+        #expect(third.status == 0 && third.stdout.contains("3 items: 0 ok, 3 kept, 0 failed"), "\(third.stdout)\(third.stderr)")
+        #expect(third.stdout.contains("outputs: 0 written, 3 kept (already there with the same fingerprint)"), "\(third.stdout)")
+        #expect(try report("3.json").allSatisfy { $0["status"] as? String == "kept" && ($0["kept"] as? [String])?.count == 1
+            && $0["bytes_out"] as? Int == 0 })
+        #expect(try await sizes() == after)
+
+        try configure(quality: 85, existing: "keep")
+        let kept = try await run(["run", pipeline.path, list.path, "--report", dir.appendingPathComponent("4.json").path,
+                                  "--progress", "none"], moto.environment)
+        #expect(kept.status == 1, "\(kept.stdout)\(kept.stderr)")
+        #expect(kept.stdout.contains("3 items: 0 ok, 3 kept, 0 failed") && kept.stdout.contains("3 outputs were already there with another fingerprint"),
+                "\(kept.stdout)")
+        #expect(try report("4.json").allSatisfy { $0["status"] as? String == "kept" && ($0["stale"] as? [String])?.count == 1 })
+        #expect(try await sizes() == after)
     }
 
     @Test func aWrongSecretIsAClearAuthErrorBeforeAnythingRuns() async throws {
@@ -333,7 +408,7 @@ extension ObjectStorageTests {
                 "\(noBucket.stderr)")
         for (report, message) in [("s3://lists", "--report 's3://lists' names no object (write s3://bucket/reports/run.json)"),
                                   ("s3://lists/reports/", "--report 's3://lists/reports/' names no object"),
-                                  ("gs://lists/run.json", "--report: cannot write a report to gs:// URLs ('gs://lists/run.json')")] {
+                                  ("gs://lists/run.json", "--report gs://lists/run.json: no output destination for gs:// URLs")] {
             let bad = try await run(["run", pipeline.path, "s3://lists/runs/urls.txt", "--report", report, "--progress", "none"],
                                     moto.environment)
             #expect(bad.status == 2 && bad.stderr.contains(message), "\(report): \(bad.stderr)")

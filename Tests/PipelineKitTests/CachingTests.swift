@@ -78,7 +78,7 @@ final class TestClock: Sendable {
         clock.advance(3000)
         let second = try await run(pipeline(cache: cache), lines: [server.url("/a.jpg")], output: out)
         #expect(first[1].cacheData == .miss)
-        #expect(second[1].status == .ok && second[1].cacheData == .hit)
+        #expect(second[1].status == .kept && second[1].cacheData == .hit)
         #expect(photo.fullResponses == 1 && photo.notModifiedResponses == 0)
         await server.stop()
     }
@@ -91,7 +91,7 @@ final class TestClock: Sendable {
         _ = try await run(pipeline(cache: cache), lines: [server.url("/a.jpg")], output: out)
         clock.advance(120)
         let second = try await run(pipeline(cache: cache), lines: [server.url("/a.jpg")], output: out)
-        #expect(second[1].status == .ok && second[1].cacheData == .revalidated && second[1].width == 64)
+        #expect(second[1].status == .kept && second[1].cacheData == .revalidated && second[1].width == 64)
         #expect(photo.fullResponses == 1 && photo.notModifiedResponses == 1)
         #expect(photo.conditionalHeaders.last == ["If-None-Match": "\"v1\""])
         // The 304 renewed the entry's freshness: within the next 60 s, no request at all.
@@ -141,7 +141,7 @@ final class TestClock: Sendable {
         let cache = try Fixtures.temporaryDirectory("cache"), out = try Fixtures.temporaryDirectory("out")
         let first = try await run(pipeline(cache: cache, options: "store: all"), lines: [server.url("/a.jpg")], output: out)
         let second = try await run(pipeline(cache: cache, options: "store: all"), lines: [server.url("/a.jpg")], output: out)
-        #expect(first[1].status == .ok && second[1].status == .ok)
+        #expect(first[1].status == .ok && second[1].status == .kept)
         #expect(first[1].cacheData == .miss && second[1].cacheData == .miss)
         #expect(try entryFiles(cache).isEmpty)
         #expect(photo.fullResponses == 2 && photo.conditionalHeaders.allSatisfy(\.isEmpty))
@@ -205,13 +205,13 @@ final class TestClock: Sendable {
         bytes[bytes.count - 500] ^= 0x55
         try Data(bytes).write(to: entry)
         let afterFlip = try await run(yaml, lines: [server.url("/a.jpg")], output: out)
-        #expect(afterFlip[1].status == .ok && afterFlip[1].cacheData == .miss && afterFlip[1].height == 43)
+        #expect(afterFlip[1].status == .kept && afterFlip[1].cacheData == .miss && afterFlip[1].height == 43)
         #expect(photo.fullResponses == 2)
         // Cut short, as by a full disk.
         let whole = try Data(contentsOf: entry)
         try whole.prefix(whole.count / 2).write(to: entry)
         let afterCut = try await run(yaml, lines: [server.url("/a.jpg")], output: out)
-        #expect(afterCut[1].status == .ok && afterCut[1].cacheData == .miss)
+        #expect(afterCut[1].status == .kept && afterCut[1].cacheData == .miss)
         #expect(photo.fullResponses == 3)
         // And the refetched entry is whole again.
         #expect(try await run(yaml, lines: [server.url("/a.jpg")], output: out)[1].cacheData == .hit)

@@ -106,7 +106,8 @@ import TestSupport
                           "processor/pad", "processor/resize", "processor/rotate", "processor/rounded_corners", "processor/sepia",
                           "processor/sharpen", "processor/strip", "processor/tint", "processor/trim", "processor/unsharp",
                           "processor/watermark", "image_cache/memory", "encoder/auto", "encoder/avif", "encoder/gif",
-                          "encoder/heic", "encoder/jpeg", "encoder/png", "encoder/tiff", "encoder/webp"])
+                          "encoder/heic", "encoder/jpeg", "encoder/png", "encoder/tiff", "encoder/webp",
+                          "destination/local", "destination/s3"])
         #expect(registry.origin(of: "resize", in: .processor) == "BuiltIns")
     }
 

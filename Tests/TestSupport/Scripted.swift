@@ -173,6 +173,8 @@ public enum ScriptedStages {
         try! registry.register(.decoder(PluginSpec(name: "fake", summary: "Sizes from text.")) { _ in FakeDecoder(log: log) })
         try! registry.register(.processor(PluginSpec(name: "fake_half", summary: "Halves the size.")) { _ in FakeHalf() })
         try! registry.register(.encoder(PluginSpec(name: "fake", summary: "Writes the size.")) { _ in FakeEncoder(log: log) })
+        try! registry.register(.destination(PluginSpec(name: "files", summary: "Outputs as plain files."),
+                                            schemes: [""]) { options in ScriptedDirectory(path: options.string("dir") ?? "out", log: log) })
         return registry
     }
 
@@ -214,4 +216,37 @@ struct FakeEncoder: ImageEncoding {
         log.record("encoded \(image.width)x\(image.height)")
         return Data("fake \(image.width)x\(image.height)".utf8)
     }
+}
+
+/// Outputs as plain files in the output directory, for engine tests: every store is logged
+/// (`wrote PATH`), and fingerprints are kept in this process's memory (by absolute path), so a
+/// second run in the same test sees them.
+public final class ScriptedDirectory: OutputDestination, Sendable {
+    let log: EventLog
+    let path: String
+    private static let fingerprints = Mutex<[String: OutputFingerprint]>([:])
+
+    public init(path: String, log: EventLog) {
+        self.path = path
+        self.log = log
+    }
+
+    public var localDirectory: String? { path }
+
+    public func location(_ relative: String) -> String { path + "/" + relative }
+
+    public func write(_ output: OutputFile) async throws {
+        let target = location(output.relative)
+        try AtomicFile.write(output.data, to: target)
+        Self.fingerprints.withLock { $0[target] = output.fingerprint }
+        log.record("wrote \(output.relative)")
+    }
+
+    public func stored(_ relative: String) async throws -> ExistingOutput? {
+        let target = location(relative)
+        guard FileManager.default.fileExists(atPath: target) else { return nil }
+        return ExistingOutput(fingerprint: Self.fingerprints.withLock { $0[target] })
+    }
+
+    public func read(_ relative: String) async throws -> Data? { FileManager.default.contents(atPath: location(relative)) }
 }

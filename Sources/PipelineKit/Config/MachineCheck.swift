@@ -10,7 +10,7 @@ public enum MachineCheck {
             let at = at ?? SourcePosition(line: 1, column: 1)
             found.append(Diagnostic(file: pipeline.file, line: at.line, column: at.column, message: message))
         }
-        if DestinationMaker.scheme(of: pipeline.output.dir) == nil, let problem = writableDirectoryProblem(pipeline.output.dir) {
+        if Source.urlScheme(of: pipeline.output.dir) == nil, let problem = writableDirectoryProblem(pipeline.output.dir) {
             report(pipeline.output.dirPosition, "output directory '\(pipeline.output.dir)' \(problem)")
         }
         let stages = [pipeline.loader, pipeline.dataCache, pipeline.decoder, pipeline.imageCache].compactMap { $0 }

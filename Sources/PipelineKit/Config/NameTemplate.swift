@@ -23,6 +23,8 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
     public static let defaultText = "{stem}-{hash}.{ext}"
     /// The default when the pipeline has variants.
     public static let defaultVariantText = "{stem}-{hash}-{variant}.{ext}"
+    /// The default name of an item's facts sidecar (`output.facts_sidecar`).
+    public static let defaultFactsText = "{stem}-{hash8}.json"
     /// Placeholder names a template may use.
     public static let placeholders = ["stem", "hash", "hash8", "index", "ext", "variant"]
 
@@ -85,6 +87,11 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
         if components.contains(where: { $0 == ".." || $0 == "." || $0.isEmpty }) {
             throw PipelineError(.invalidTemplate, "the name template may not contain empty, '.' or '..' path components")
         }
+    }
+
+    /// The placeholders this template uses.
+    public var placeholdersUsed: [String] {
+        parts.compactMap { if case .placeholder(let name) = $0 { return name } else { return nil } }
     }
 
     /// The relative output path for one item.

@@ -30,15 +30,28 @@ public struct StageConfig: Sendable {
 
 /// Where and under which names outputs are written.
 public struct OutputConfig: Sendable {
-    /// The output directory (relative paths are relative to the working directory).
+    /// The output directory (relative paths are relative to the working directory), or a URL of
+    /// the destination's scheme (`s3://bucket/prefix`).
     public var dir: String
     /// The file name template.
     public var name: NameTemplate
-    /// Every option of `output:` (``PipelineFileSpec/output``), with defaults filled in.
+    /// Every option of `output:` (``PipelineFileSpec/output`` and the destination's own), with
+    /// defaults filled in.
     public var options: PluginOptions
     /// Where `dir` and `name` were written, when they were.
     public var dirPosition: SourcePosition?
     public var namePosition: SourcePosition?
+
+    /// What happens to an output already at its path (`existing`).
+    public var existing: ExistingOutputs {
+        options.string("existing").flatMap(ExistingOutputs.init(rawValue:)) ?? .replaceIfChanged
+    }
+
+    /// The facts sidecar's name template, when `facts_sidecar` is on.
+    public var factsName: NameTemplate? {
+        guard options.bool("facts_sidecar") == true else { return nil }
+        return try? NameTemplate(options.string("facts_name") ?? NameTemplate.defaultFactsText)
+    }
 }
 
 /// One output per source: a processor chain, an encoder and a name template.

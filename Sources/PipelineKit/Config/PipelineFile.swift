@@ -321,7 +321,8 @@ struct PipelineParser {
     /// A map of options declared by `specs` (a plugin's, or a section of the file such as `output`):
     /// every value parsed and range-checked, defaults filled in; `nil` when anything was wrong (reported).
     private mutating func parseOptions(_ node: Node?, options specs: [OptionSpec], exclusive: [[String]], label: String,
-                                       at position: SourcePosition, retired: [String: String] = [:]) -> PluginOptions? {
+                                       at position: SourcePosition, retired: [String: String] = [:],
+                                       elsewhere: [String: String] = [:]) -> PluginOptions? {
         var values: [String: OptionValue] = [:]
         lastOptionPositions = [:]
         var ok = true
@@ -341,8 +342,8 @@ struct PipelineParser {
                     }
                     guard let option = specs.first(where: { $0.name == optionName }) else {
                         let names = specs.map(\.name)
-                        let hint = names.isEmpty ? "; it takes no options"
-                            : Suggest.hint(for: optionName, in: names)
+                        let hint = elsewhere[optionName].map { "; \($0)" } ?? (names.isEmpty ? "; it takes no options"
+                            : Suggest.hint(for: optionName, in: names))
                         error(key, "unknown option '\(optionName)' for \(label)\(hint)")
                         ok = false
                         continue
@@ -418,10 +419,23 @@ struct PipelineParser {
         return options
     }
 
-    /// `output:`, its options declared by ``PipelineFileSpec/output``.
+    /// `output:`, its options declared by ``PipelineFileSpec/output`` and by the destination plugin
+    /// that `dir`'s scheme names (a local directory, `s3://`...).
     private mutating func outputConfig(_ node: Node?, pipelineName: String, hasVariants: Bool) -> OutputConfig? {
         let at = node?.mark.map { SourcePosition(line: $0.line, column: $0.column) } ?? SourcePosition(line: 1, column: 1)
-        guard let options = parseOptions(node, options: PipelineFileSpec.output, exclusive: [], label: "'output'", at: at) else {
+        var dirNode: Node?
+        if case .mapping(let mapping)? = node { dirNode = mapping.first { $0.key.scalar?.string == "dir" }?.value }
+        let written = dirNode?.scalar?.string
+        let destination: Plugin
+        do { destination = try registry.destinationPlugin(for: written ?? "out") } catch let failure as PipelineError {
+            error(dirNode ?? node, "output.dir: " + failure.message)
+            return nil
+        } catch { return nil }
+        let label = Source.urlScheme(of: written ?? "") == nil ? "'output'" : "'output' (destination '\(destination.spec.name)')"
+        guard let options = parseOptions(node, options: PipelineFileSpec.output + destination.spec.options,
+                                         exclusive: destination.spec.exclusive, label: label, at: at,
+                                         retired: PipelineFileSpec.retiredOutputOptions,
+                                         elsewhere: otherDestinationOptions(than: destination)) else {
             return nil
         }
         let positions = lastOptionPositions
@@ -431,6 +445,16 @@ struct PipelineParser {
             dir = "out/" + NameTemplate.safe(pipelineName)
         }
         let templateText = options.string("name") ?? (hasVariants ? NameTemplate.defaultVariantText : NameTemplate.defaultText)
+        if let factsText = options.string("facts_name") {
+            do {
+                let facts = try NameTemplate(factsText)
+                if let bad = facts.placeholdersUsed.first(where: { $0 == "ext" || $0 == "variant" }) {
+                    error(at: positions["facts_name"] ?? at, "output.facts_name: {\(bad)} has no value for the facts sidecar (one per item, always .json)")
+                }
+            } catch let failure as PipelineError {
+                error(at: positions["facts_name"] ?? at, "output.facts_name: " + failure.message)
+            } catch {}
+        }
         do {
             let template = try NameTemplate(templateText)
             if template.mayCollide, let at = positions["name"] {
@@ -448,6 +472,19 @@ struct PipelineParser {
         } catch {
             return nil
         }
+    }
+
+    /// Options of the other destinations, by name: the plugin they belong to, to say where an
+    /// option set for another kind of `dir` belongs.
+    private func otherDestinationOptions(than destination: Plugin) -> [String: String] {
+        var owners: [String: String] = [:]
+        for plugin in registry.plugins(in: .destination) where plugin.spec.name != destination.spec.name {
+            for option in plugin.spec.options where !destination.spec.options.contains(where: { $0.name == option.name }) {
+                let schemes = plugin.schemes.map { $0.isEmpty ? "a local directory" : "\($0)://" }.joined(separator: " or ")
+                owners[option.name] = "'\(option.name)' is an option of the \(plugin.spec.name) destination, for a dir of \(schemes)"
+            }
+        }
+        return owners
     }
 
     private mutating func reportYAML(_ yamlError: YamlError) {
@@ -536,6 +573,7 @@ extension Plugin {
         case .processor(let make): return try make(options)
         case .imageCache(let make): return try make(options)
         case .encoder(let make): return try make(options)
+        case .destination(_, let make): return try make(options)
         }
     }
 }

@@ -56,23 +56,32 @@ public enum PipelineFileSpec {
         .string("session_token", doc: "Session token of temporary S3 credentials (default: AWS_SESSION_TOKEN)."),
     ]
 
-    /// The options of `output:`.
+    /// The options of `output:` that every destination takes. The destination (chosen by the
+    /// scheme of `dir`: a local directory, `s3://`...) adds its own, declared in its plugin's spec.
     public static let output: [OptionSpec] = [
-        .string("dir", doc: "Where outputs are written (default `out/NAME`, NAME being the pipeline's name).")
+        .string("dir", doc: "Where outputs are written: a directory, or a URL of a destination such as s3://bucket/prefix (default `out/NAME`, NAME being the pipeline's name).")
             .example("out/thumbnails"),
         .string("name", doc: "File name template: {stem} {hash} {hash8} {index} {ext} {variant} "
                 + "(default `\(NameTemplate.defaultText)`, with variants `\(NameTemplate.defaultVariantText)`).")
             .example("\"{stem}-{hash8}.{ext}\""),
-        .string("cache_control", doc: "For s3:// outputs: the objects' Cache-Control header.")
-            .example("\"public, max-age=31536000, immutable\""),
-        .map("metadata", doc: "For s3:// outputs: user metadata on every object (x-amz-meta-NAME).")
-            .example("{ pipeline: thumbnails }"),
+        .oneOf("existing", ExistingOutputs.allCases.map(\.rawValue), default: ExistingOutputs.replaceIfChanged.rawValue,
+               doc: "An output already at its path: replace_if_changed keeps it only when its fingerprint (what made it: "
+                + "the pipeline's stages and options, and the source's validator) is the one this run would write, and "
+                + "replaces it otherwise; keep never replaces (a kept output that differs is reported stale and the run exits 1); "
+                + "replace always writes."),
         .bool("facts_sidecar", default: false,
-              doc: "Write each item's facts (from analyze) as JSON next to its first output, under the same name with .json.")
+              doc: "Write each item's facts (from analyze) as JSON beside its outputs, named by facts_name; listed last in the item's outputs.")
             .example("true"),
-        .bool("if_absent", default: true, doc: "For s3:// outputs: write with If-None-Match: * where the store supports it, "
-              + "so an object another machine already wrote is kept, not replaced."),
-    ] + objectStorage
+        .string("facts_name", doc: "File name template of the facts sidecar: {stem} {hash} {hash8} {index} "
+                + "(default `\(NameTemplate.defaultFactsText)`).")
+            .example("\"facts/{stem}-{hash8}.json\""),
+    ]
+
+    /// Options `output:` once took, and what replaces them.
+    public static let retiredOutputOptions: [String: String] = [
+        "if_absent": "use 'existing': replace_if_changed (the default) keeps an output that is already there only when "
+            + "its fingerprint matches, keep never replaces one",
+    ]
 
     /// The options of `on_failure:` (see ``FailurePolicy``).
     public static let onFailure: [OptionSpec] = [
@@ -129,7 +138,8 @@ public enum PipelineFileSpec {
                         doc: "Where processed pixels are kept between runs (default: none)."),
         PipelineFileKey("encoder", .stage(.encoder, allowsNone: false),
                         doc: "Turns pixels into the output file; required unless every variant has its own."),
-        PipelineFileKey("output", .section(output), doc: "Where and under which names outputs are written."),
+        PipelineFileKey("output", .section(output),
+                        doc: "Where and under which names outputs are written; also takes the options of the destination `dir` names."),
         PipelineFileKey("metadata", .section(metadata),
                         doc: "Which of the source's metadata (ICC, EXIF, GPS, XMP, IPTC) the outputs keep; default: the ICC profile only."),
         PipelineFileKey("on_failure", .section(onFailure),
@@ -152,7 +162,7 @@ public enum PipelineFileSpec {
         for key in keys { out += "| `\(key.name)` | \(shapeText(key.shape)) | \(key.doc) |\n" }
         out += "\nEach entry of `variants` takes:\n\n| key | value | description |\n|---|---|---|\n"
         for key in variant { out += "| `\(key.name)` | \(shapeText(key.shape)) | \(key.doc) |\n" }
-        out += "\n`output` takes:\n\n| option | type | default | description |\n|---|---|---|---|\n"
+        out += "\n`output` takes these, and the options of the destination its `dir` names (see destination below):\n\n| option | type | default | description |\n|---|---|---|---|\n"
         for option in output {
             let example = option.example.map { " Example: `\($0)`." } ?? ""
             out += "| `\(option.name)` | \(PluginReference.typeText(option.kind)) | \(option.defaultText.map { "`\($0)`" } ?? "") | \(option.doc)\(example) |\n"

@@ -43,6 +43,9 @@ public struct PipelineImage: Sendable {
     /// The source's metadata (EXIF, XMP, IPTC), set by a decoder asked for it
     /// (``DecodeHint/wantsMetadata``); just before encoding, what the pipeline's `metadata:` keeps.
     public var metadata: ImageMetadata?
+    /// Identifies the source bytes this image was made from (``OutputFingerprint/source``): set by
+    /// the engine when it decodes, kept by processors, recorded in the fingerprint of every output.
+    public var sourceIdentity: String?
 
     /// A processed image of this one: `storage` as the pixels, with this image's source, damage
     /// and facts.
@@ -52,6 +55,7 @@ public struct PipelineImage: Sendable {
         image.sourceSize = sourceSize
         image.facts = facts
         image.metadata = metadata
+        image.sourceIdentity = sourceIdentity
         return image
     }
 

@@ -23,6 +23,8 @@ struct RunnableVariant: Sendable {
     let prefixIDs: [String]
     let encoder: any ImageEncoding
     let template: NameTemplate
+    /// The recipe part of its outputs' fingerprints (``OutputFingerprint/recipe``).
+    let recipe: String
 }
 
 /// What one line of the list will make: its loader, its key, and its outputs.
@@ -34,6 +36,8 @@ struct ItemPlan: Sendable {
     /// Output paths relative to the output directory, by variant, named with each encoder's
     /// declared extension (an encoder that picks it from the image may change it).
     let planned: [String]
+    /// The facts sidecar's path, when the pipeline writes one.
+    var sidecar: String? = nil
 }
 
 /// Step "load": the source's bytes and where they came from.
@@ -63,6 +67,8 @@ struct ProcessedImages: Sendable {
     var timings = StageTimings()
     /// Why the decode was degraded (see ``PipelineImage/degraded``), when it was.
     var degraded: String?
+    /// Identifies the source bytes (``OutputFingerprint/source``).
+    var sourceIdentity: String
 }
 
 /// Step "encode": one variant's bytes.
@@ -80,8 +86,16 @@ struct EncodedOutput: Sendable {
 struct ItemOutcome: Sendable {
     /// Planned output paths (relative), as in ``ItemPlan/planned``.
     var planned: [String] = []
-    /// Paths written (relative), by variant.
+    /// Output paths (relative), by variant: written now, or kept as they were.
     var written: [String] = []
+    /// What happened to each output, by variant.
+    var states: [OutputState] = []
+    /// What made each output, by variant.
+    var fingerprints: [OutputFingerprint] = []
+    /// The facts sidecar, when one was stored: its path, what happened to it, and what made it.
+    var sidecar: (path: String, state: OutputState, fingerprint: OutputFingerprint)?
+    /// Identifies the source bytes the outputs were made from (``OutputFingerprint/source``).
+    var sourceIdentity = ""
     /// The extension each encoder chose, when it differs from the declared one.
     var chosenExtensions: [String?] = []
     /// What each output's encoder chose (``EncodedImage/facts``), by variant; also in ``facts``

@@ -123,6 +123,12 @@ enum OutcomeCoding {
         [outcome.timings.load, outcome.timings.decode, outcome.timings.process, outcome.timings.encode].forEach(number)
         if let degraded = outcome.degraded { word(1); text(degraded) } else { word(0) }
         text(outcome.facts.jsonText)
+        word(outcome.states.count); outcome.states.forEach { text($0.rawValue) }
+        word(outcome.fingerprints.count); outcome.fingerprints.forEach { text($0.description) }
+        if let sidecar = outcome.sidecar {
+            word(1); text(sidecar.path); text(sidecar.state.rawValue); text(sidecar.fingerprint.description)
+        } else { word(0) }
+        text(outcome.sourceIdentity)
     }
 
     static func decode(_ bytes: ArraySlice<UInt8>) -> ItemOutcome {
@@ -152,6 +158,13 @@ enum OutcomeCoding {
         outcome.degraded = word() == 1 ? text() : nil
         let facts = text()
         outcome.facts = facts.isEmpty ? [:] : ImageFacts(jsonText: facts)
+        outcome.states = (0..<word()).map { _ in OutputState(rawValue: text()) ?? .written }
+        outcome.fingerprints = (0..<word()).compactMap { _ in OutputFingerprint(stored: text()) }
+        if word() == 1 {
+            let path = text(), state = OutputState(rawValue: text()) ?? .written
+            if let fingerprint = OutputFingerprint(stored: text()) { outcome.sidecar = (path, state, fingerprint) }
+        }
+        outcome.sourceIdentity = text()
         return outcome
     }
 }

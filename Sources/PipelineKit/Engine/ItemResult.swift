@@ -2,7 +2,13 @@ import Foundation
 
 /// How one item ended.
 public enum ItemStatus: String, Sendable, Codable {
-    case ok, failed, skipped
+    /// Its outputs were made, and at least one was written by this run.
+    case ok
+    /// Every output was already at its path and left there (see ``ItemResult/kept`` and ``ItemResult/stale``).
+    case kept
+    case failed
+    /// `--resume` found its outputs complete and did not load the source.
+    case skipped
 }
 
 /// Whether a cache answered for an item: `hit`, `miss`, or `off` (no cache in that slot, or not
@@ -61,8 +67,15 @@ public struct ItemResult: Sendable, Codable {
     /// 1-based line number in the list.
     public var index: Int
     public var status: ItemStatus
-    /// Paths of the files written (relative to the working directory when the output dir is).
+    /// Every output of the item, by variant, then the facts sidecar when there is one: paths
+    /// (relative to the working directory when the output dir is) or URLs (`s3://bucket/key`).
     public var outputs: [String] = []
+    /// The outputs that were already there with the fingerprint this run would write, and were left
+    /// as they were (not written again).
+    public var kept: [String] = []
+    /// The outputs that were already there with another fingerprint (or none), and were kept
+    /// because the pipeline says `existing: keep`: they are not what this pipeline makes.
+    public var stale: [String] = []
     public var error: ItemError?
     /// Dimensions of the final image.
     public var width: Int?
@@ -100,7 +113,7 @@ public struct ItemResult: Sendable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case source, index, status, outputs, error, width, height
+        case source, index, status, outputs, kept, stale, error, width, height
         case bytesIn = "bytes_in", bytesOut = "bytes_out", timings = "timings_ms", cache, degraded, facts
         case alternative, fallback, recoveredFrom = "recovered_from"
     }
@@ -112,6 +125,8 @@ public struct ItemResult: Sendable, Codable {
         try c.encode(index, forKey: .index)
         try c.encode(status, forKey: .status)
         try c.encode(outputs, forKey: .outputs)
+        if !kept.isEmpty { try c.encode(kept, forKey: .kept) }
+        if !stale.isEmpty { try c.encode(stale, forKey: .stale) }
         try c.encode(error, forKey: .error)  // null when absent, as the report format says
         try c.encode(width, forKey: .width)
         try c.encode(height, forKey: .height)
@@ -132,6 +147,8 @@ public struct ItemResult: Sendable, Codable {
         index = try c.decodeIfPresent(Int.self, forKey: .index) ?? 0
         status = try c.decode(ItemStatus.self, forKey: .status)
         outputs = try c.decodeIfPresent([String].self, forKey: .outputs) ?? []
+        kept = try c.decodeIfPresent([String].self, forKey: .kept) ?? []
+        stale = try c.decodeIfPresent([String].self, forKey: .stale) ?? []
         error = try c.decodeIfPresent(ItemError.self, forKey: .error)
         width = try c.decodeIfPresent(Int.self, forKey: .width)
         height = try c.decodeIfPresent(Int.self, forKey: .height)
@@ -153,8 +170,16 @@ public struct ItemResult: Sendable, Codable {
 public struct RunSummary: Sendable, Codable {
     public var total = 0
     public var ok = 0
+    /// Items whose every output was already there and left as it was.
+    public var kept = 0
     public var failed = 0
     public var skipped = 0
+    /// Outputs written by this run.
+    public var outputsWritten = 0
+    /// Outputs already there with the fingerprint this run would write, left as they were.
+    public var outputsKept = 0
+    /// Outputs already there with another fingerprint, kept because of `existing: keep`.
+    public var outputsStale = 0
     /// Items decoded despite damage (`ok`, with ``ItemResult/degraded`` set).
     public var degraded = 0
     /// Items made from an alternative source (`on_failure`).
@@ -181,6 +206,10 @@ public struct RunSummary: Sendable, Codable {
         ok = try c.decode(Int.self, forKey: .ok)
         failed = try c.decode(Int.self, forKey: .failed)
         skipped = try c.decode(Int.self, forKey: .skipped)
+        kept = try c.decodeIfPresent(Int.self, forKey: .kept) ?? 0
+        outputsWritten = try c.decodeIfPresent(Int.self, forKey: .outputsWritten) ?? 0
+        outputsKept = try c.decodeIfPresent(Int.self, forKey: .outputsKept) ?? 0
+        outputsStale = try c.decodeIfPresent(Int.self, forKey: .outputsStale) ?? 0
         degraded = try c.decodeIfPresent(Int.self, forKey: .degraded) ?? 0  // reports before fail_on have none
         alternatives = try c.decodeIfPresent(Int.self, forKey: .alternatives) ?? 0
         fallbacks = try c.decodeIfPresent(Int.self, forKey: .fallbacks) ?? 0
@@ -194,7 +223,8 @@ public struct RunSummary: Sendable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case total, ok, failed, skipped, degraded, alternatives, fallbacks
+        case total, ok, kept, failed, skipped, degraded, alternatives, fallbacks
+        case outputsWritten = "outputs_written", outputsKept = "outputs_kept", outputsStale = "outputs_stale"
         case wallSeconds = "wall_seconds", bytesIn = "bytes_in", bytesOut = "bytes_out"
         case imageCacheEvictions = "image_cache_evictions", notStarted = "not_started"
         case shard, otherShards = "other_shards"
@@ -208,6 +238,10 @@ public struct RunSummary: Sendable, Codable {
             all.ok += part.ok
             all.failed += part.failed
             all.skipped += part.skipped
+            all.kept += part.kept
+            all.outputsWritten += part.outputsWritten
+            all.outputsKept += part.outputsKept
+            all.outputsStale += part.outputsStale
             all.degraded += part.degraded
             all.alternatives += part.alternatives
             all.fallbacks += part.fallbacks
@@ -225,8 +259,14 @@ public struct RunSummary: Sendable, Codable {
         total += 1
         switch item.status {
         case .ok: ok += 1
+        case .kept: kept += 1
         case .failed: failed += 1
         case .skipped: skipped += 1
+        }
+        if item.status == .ok || item.status == .kept {
+            outputsKept += item.kept.count
+            outputsStale += item.stale.count
+            outputsWritten += item.outputs.count - item.kept.count - item.stale.count
         }
         if item.degraded != nil { degraded += 1 }
         if item.alternative != nil { alternatives += 1 }

@@ -9,11 +9,12 @@ extension PipelineRunner {
         let stored = try await storedOutputs(plan)
         if stored.entries.count == variants.count { return try await writeStored(stored, plan, tracker: tracker) }
         let needed = variants.indices.filter { stored.entries[$0] == nil }
-        let made = try await images(plan, needed: needed, preloaded: stored.loaded, tracker: tracker)
+        let made = try await images(plan, needed: needed, preloaded: stored.loaded, digest: stored.digest, tracker: tracker)
         tracker.enter(.encode)
         var outcome = ItemOutcome(planned: plan.planned, bytesIn: made.loaded?.data.data.count ?? 0,
                                   cacheData: made.loaded?.cache ?? .off, cacheImage: made.cacheImage, timings: made.timings,
                                   degraded: made.degraded)
+        outcome.sourceIdentity = made.sourceIdentity
         // Facts of the variants made now, and of those whose stored outputs recorded them.
         for index in variants.indices {
             let facts = made.images[index]?.facts ?? Self.storedEncoding(stored.entries[index]?.output?.facts).facts
@@ -34,16 +35,18 @@ extension PipelineRunner {
             tracker.enter(.output)
             try await write(encoded, plan, variant: index, into: &outcome)
         }
-        try await writeFactsSidecar(outcome)
+        try await writeFactsSidecar(plan, into: &outcome)
         return outcome
     }
 
     /// The fallback image (`on_failure`) through every variant's processors and encoder, written
     /// under `plan`'s names. Never stored in a cache: the next run tries the source again.
     func produceFallback(_ fallback: LoadedData, _ plan: ItemPlan, tracker: StageTracker) async throws -> ItemOutcome {
-        let job = try await decodeAndProcess(fallback, pending: Array(variants.indices), tracker: tracker)
+        let identity = OutputFingerprint.fallback(fallback.data)
+        let job = try await decodeAndProcess(fallback, identity: identity, pending: Array(variants.indices), tracker: tracker)
         tracker.enter(.encode)
         var outcome = ItemOutcome(planned: plan.planned, timings: StageTimings(decode: job.decode, process: job.process))
+        outcome.sourceIdentity = identity
         // The fallback's own facts (analyze ran on it): what the page shows is the fallback.
         for index in variants.indices { outcome.facts.merge(job.finished[index]!.facts) { first, _ in first } }
         for index in variants.indices {
@@ -52,22 +55,25 @@ extension PipelineRunner {
             tracker.enter(.output)
             try await write(encoded, plan, variant: index, into: &outcome)
         }
-        try await writeFactsSidecar(outcome)
+        try await writeFactsSidecar(plan, into: &outcome)
         return outcome
     }
 
     /// The images of the `needed` variants: from the image cache, or decoded and processed.
-    func images(_ plan: ItemPlan, needed: [Int], preloaded: LoadedSource?, tracker: StageTracker) async throws -> ProcessedImages {
+    func images(_ plan: ItemPlan, needed: [Int], preloaded: LoadedSource?, digest: String?,
+                tracker: StageTracker) async throws -> ProcessedImages {
         let base = plan.key + "#" + decoderIdentifier
         var images: [Int: PipelineImage] = [:]
         for index in needed { images[index] = imageCache?.image(for: base + variants[index].prefixIDs.last!) }
-        if images.count == needed.count {
+        if images.count == needed.count, let identity = preloaded.map({ OutputFingerprint.source($0.data, digest: digest) })
+            ?? images.values.first?.sourceIdentity {
             return ProcessedImages(images: images, loaded: preloaded, cacheImage: imageCache == nil ? .off : .hit,
-                                   timings: StageTimings(load: preloaded?.milliseconds ?? 0))
+                                   timings: StageTimings(load: preloaded?.milliseconds ?? 0), sourceIdentity: identity)
         }
         let loaded = if let preloaded { preloaded } else { try await load(plan) }
+        let identity = OutputFingerprint.source(loaded.data, digest: digest)
         let pending = needed.filter { images[$0] == nil }
-        let job = try await decodeAndProcess(loaded.data, pending: pending, tracker: tracker)
+        let job = try await decodeAndProcess(loaded.data, identity: identity, pending: pending, tracker: tracker)
         for (index, image) in job.finished {
             images[index] = image
             if job.degraded == nil { imageCache?.store(image, for: base + variants[index].prefixIDs.last!) }
@@ -80,7 +86,7 @@ extension PipelineRunner {
         }
         return ProcessedImages(images: images, loaded: loaded, cacheImage: imageCache == nil ? .off : .miss,
                                timings: StageTimings(load: loaded.milliseconds, decode: job.decode, process: job.process),
-                               degraded: job.degraded)
+                               degraded: job.degraded, sourceIdentity: identity)
     }
 
     /// What one decode-and-process job made.
@@ -97,7 +103,8 @@ extension PipelineRunner {
     /// Decodes `data` and runs the `pending` variants' chains in one job on one worker, holding the
     /// decode's share of the memory budget: a full-size decoded image never waits in a queue, so
     /// pixel memory is bounded by the number of workers, not of items in flight.
-    func decodeAndProcess(_ data: LoadedData, pending: [Int], tracker: StageTracker) async throws -> ChainsJob {
+    /// `identity` (``OutputFingerprint/source``) is set on the decoded image, and so on every image made from it.
+    func decodeAndProcess(_ data: LoadedData, identity: String, pending: [Int], tracker: StageTracker) async throws -> ChainsJob {
         let budget = decoder.estimatedMemory(data, hint: decodeHint) ?? 0
         try await waitingTurn { try await decodeBudget.acquire(budget) }
         defer { decodeBudget.release(budget) }
@@ -105,10 +112,11 @@ extension PipelineRunner {
         return try await onWorker(priority: JobPriority.decode(data)) { [self] in
             tracker.enter(.decode)  // here, not when queued: waiting for a worker is not decoding
             let start = ContinuousClock.now
-            let decoded: PipelineImage
+            var decoded: PipelineImage
             do { decoded = try decoder.decode(data, hint: hint) } catch {
                 throw Self.classify(error, stage: .decode, kind: .decodeFailed, plugin: decoderName)
             }
+            decoded.sourceIdentity = identity
             var job = ChainsJob(decode: (ContinuousClock.now - start).milliseconds, degraded: decoded.degraded)
             tracker.enter(.process)
             let processStart = ContinuousClock.now

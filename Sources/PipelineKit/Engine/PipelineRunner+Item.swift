@@ -82,7 +82,13 @@ extension PipelineRunner {
         let key = slot.loader.cacheKey(for: source)
         let planned = fetchOnly ? [] : variants.map { relativeOutputPath($0, source: source, key: key, fileExtension: nil) }
         for path in planned { try claim(path, key: key, source: source) }
-        return ItemPlan(source: source, slot: slot, key: key, planned: planned)
+        var plan = ItemPlan(source: source, slot: slot, key: key, planned: planned)
+        if !fetchOnly, let factsName {
+            let sidecar = factsName.render(source: source, cacheKey: key, fileExtension: "json")
+            try claim(sidecar, key: key, source: source)
+            plan.sidecar = sidecar
+        }
+        return plan
     }
 
     /// The item's outcome under its time limit, with the item's stage context set for every stage.
@@ -135,24 +141,52 @@ extension PipelineRunner {
             let variant = variants[index]
             let target = outputPath(plan.planned[index], variant, source: plan.source, key: plan.key,
                                     fileExtension: made.chosenExtensions[index])
-            do { try await destination.copy(made.written[index], to: target) } catch {
+            do { own.states[index] = try await copy(made.written[index], to: target, fingerprint: made.fingerprints[index]) } catch {
                 throw Self.named(classify(error, stage: .output, kind: .writeFailed), variant)
             }
             own.written[index] = target
+        }
+        if let sidecar = made.sidecar, let target = plan.sidecar, target != sidecar.path {
+            do { own.sidecar = (target, try await copy(sidecar.path, to: target, fingerprint: sidecar.fingerprint), sidecar.fingerprint) } catch {
+                throw classify(error, stage: .output, kind: .writeFailed)
+            }
         }
         own.planned = plan.planned
         return own
     }
 
-    /// For `--resume`: the item's outputs when every one is already written (by the local record,
-    /// or as the store answers), `nil` otherwise.
+    /// Stores a copy of the output at `from` (made for the same source earlier in this run) as `to`.
+    func copy(_ from: String, to: String, fingerprint: OutputFingerprint) async throws -> OutputState {
+        guard let data = try await destination.read(from) else {
+            throw PipelineError(.notFound, "the output '\(destination.location(from))' made for the same source earlier in this run is gone")
+        }
+        return try await store(OutputFile(relative: to, data: data, fingerprint: fingerprint))
+    }
+
+    /// For `--resume`: the item's outputs when every one is already there, made by the same recipe
+    /// (what the pipeline would make; the source is not loaded again), `nil` otherwise. In a local
+    /// directory the run record says which outputs a run completed (and under which names); an
+    /// output whose recorded fingerprint has another recipe is made again.
     func alreadyWritten(_ plan: ItemPlan) async throws -> [String]? {
         if fetchOnly { return nil }
-        switch try await destination.existing(plan.planned) {
-        case nil: return manifest.completed(plan.planned, in: outputDirectory)
-        case true?: return plan.planned
-        case false?: return nil
+        let paths: [String]
+        if let directory = destination.localDirectory {
+            guard let done = manifest.completed(plan.planned, in: directory) else { return nil }
+            paths = done
+        } else {
+            paths = plan.planned
         }
+        for (index, path) in paths.enumerated() {
+            guard let there = try await destination.stored(path) else { return nil }
+            // Without a recorded fingerprint only the local record vouches for the output.
+            if let fingerprint = there.fingerprint {
+                guard fingerprint.recipe == variants[index].recipe else { return nil }
+            } else if destination.localDirectory == nil {
+                return nil
+            }
+        }
+        if let sidecar = plan.sidecar, try await destination.stored(sidecar) != nil { return paths + [sidecar] }
+        return paths
     }
 
     /// Records the item's outputs as complete, for `--resume`.
@@ -165,8 +199,15 @@ extension PipelineRunner {
     /// An item's result from its outcome. A reused outcome loaded nothing and spent no time: its
     /// data came from this run (a hit, or `off` without a data cache) and its image too.
     func fill(_ result: inout ItemResult, with outcome: ItemOutcome, reused: Bool) {
-        result.status = .ok
-        result.outputs = outcome.written.map(destination.location)
+        var paths = outcome.written, states = outcome.states
+        if let sidecar = outcome.sidecar {
+            paths.append(sidecar.path)
+            states.append(sidecar.state)
+        }
+        result.outputs = paths.map(destination.location)
+        result.kept = zip(paths, states).filter { $0.1 == .kept }.map { destination.location($0.0) }
+        result.stale = zip(paths, states).filter { $0.1 == .stale }.map { destination.location($0.0) }
+        result.status = !fetchOnly && !states.isEmpty && !states.contains(.written) ? .kept : .ok
         result.width = fetchOnly ? nil : outcome.size.width
         result.height = fetchOnly ? nil : outcome.size.height
         result.bytesOut = outcome.bytesOut

@@ -48,34 +48,60 @@ extension PipelineRunner {
         return (facts, encoding)
     }
 
-    /// With `output.facts_sidecar`, the item's facts as JSON next to its first output (the same
-    /// name with `.json`), written as outputs are (atomically, or to the object store).
-    func writeFactsSidecar(_ outcome: ItemOutcome) async throws {
-        guard factsSidecar, !outcome.facts.isEmpty, let first = outcome.written.first else { return }
-        let path = (first as NSString).deletingPathExtension + ".json"
+    /// With `output.facts_sidecar`, the item's facts as JSON under the sidecar's own name (by
+    /// default `{stem}-{hash8}.json`), stored as outputs are.
+    func writeFactsSidecar(_ plan: ItemPlan, into outcome: inout ItemOutcome) async throws {
+        guard let path = plan.sidecar, !outcome.facts.isEmpty else { return }
         let json = JSONEncoder.sorted
         json.outputFormatting.insert(.prettyPrinted)
-        do { try await destination.write(try json.encode(outcome.facts), to: path) } catch {
+        let file = OutputFile(relative: path, data: try json.encode(outcome.facts),
+                              fingerprint: OutputFingerprint(recipe: factsRecipe, source: outcome.sourceIdentity))
+        do { outcome.sidecar = (path, try await store(file), file.fingerprint) } catch {
             throw classify(error, stage: .output, kind: .writeFailed)
         }
     }
 
     /// Writes variant `index`'s bytes under its planned name (with the extension the encoder
-    /// chose) and adds it to `outcome`. A failure names the variant.
+    /// chose) and adds it to `outcome`, whose ``ItemOutcome/sourceIdentity`` is set. A failure
+    /// names the variant.
     func write(_ encoded: EncodedOutput, _ plan: ItemPlan, variant index: Int, into outcome: inout ItemOutcome) async throws {
         let variant = variants[index]
         let path = outputPath(plan.planned[index], variant, source: plan.source, key: plan.key,
                               fileExtension: encoded.chosenExtension)
-        do { try await destination.write(encoded.data, to: path) } catch {
+        let file = OutputFile(relative: path, data: encoded.data,
+                              fingerprint: OutputFingerprint(recipe: variant.recipe, source: outcome.sourceIdentity))
+        let state: OutputState
+        do { state = try await store(file) } catch {
             throw Self.named(classify(error, stage: .output, kind: .writeFailed), variant)
         }
         if outcome.written.isEmpty { outcome.size = encoded.size }
         outcome.written.append(path)
+        outcome.states.append(state)
+        outcome.fingerprints.append(file.fingerprint)
         outcome.encodings.append(encoded.encoding)
         if outcome.encodings.contains(where: { !$0.isEmpty }) {
             outcome.facts[Self.encodingFact] = .list(outcome.encodings.map { .object($0) })
         }
         outcome.chosenExtensions.append(encoded.chosenExtension)
-        outcome.bytesOut += encoded.data.count
+        if state == .written { outcome.bytesOut += encoded.data.count }
+    }
+
+    /// Stores one output as `output.existing` says: an output already at its path is kept when
+    /// its fingerprint is this one (`replace_if_changed`, `keep`), replaced otherwise
+    /// (`replace_if_changed`, `replace`) or kept and reported stale (`keep`).
+    func store(_ file: OutputFile) async throws -> OutputState {
+        switch existing {
+        case .replace:
+            try await destination.write(file)
+            return .written
+        case .replaceIfChanged:
+            guard let there = try await destination.create(file) else { return .written }
+            if there.fingerprint == file.fingerprint { return .kept }
+            try await destination.write(file)
+            return .written
+        case .keep:
+            guard let there = try await destination.create(file) else { return .written }
+            return there.fingerprint == file.fingerprint ? .kept : .stale
+        }
     }
 }

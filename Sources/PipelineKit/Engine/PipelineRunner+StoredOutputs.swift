@@ -88,12 +88,15 @@ extension PipelineRunner {
     func writeStored(_ stored: StoredOutputs, _ plan: ItemPlan, tracker: StageTracker) async throws -> ItemOutcome {
         tracker.enter(.output)
         var outcome = ItemOutcome(planned: plan.planned, cacheData: .processedHit)
+        // The source as the entries recorded it: the validator it had, else the digest of its bytes.
+        let first = stored.entries[0]!
+        outcome.sourceIdentity = OutputFingerprint.source(first.data, digest: first.output?.sourceDigest ?? stored.digest)
         for index in variants.indices {
             let entry = stored.entries[index]!
             outcome.facts.merge(Self.storedEncoding(entry.output?.facts).facts) { first, _ in first }
             try await write(Self.storedOutput(entry), plan, variant: index, into: &outcome)
         }
-        try await writeFactsSidecar(outcome)
+        try await writeFactsSidecar(plan, into: &outcome)
         outcome.timings.load = stored.milliseconds
         return outcome
     }

@@ -51,11 +51,15 @@ public struct RunOptions: Sendable {
 /// process), `+Outputs` (encode and write).
 public final class PipelineRunner: Sendable {
     public let pipeline: Pipeline
-    /// The directory outputs are written to.
+    /// Where outputs are written: a directory, or a destination's URL (`s3://bucket/prefix`).
     public let outputDirectory: String
     let destination: any OutputDestination
-    /// Whether an item's facts are written as JSON next to its first output (`output.facts_sidecar`).
-    let factsSidecar: Bool
+    /// What happens to an output already at its path (`output.existing`).
+    let existing: ExistingOutputs
+    /// The facts sidecar's name (`output.facts_sidecar`, `output.facts_name`), when there is one.
+    let factsName: NameTemplate?
+    /// The recipe part of the facts sidecar's fingerprint: the recipes of every variant.
+    let factsRecipe: String
     /// `on_failure:`, when the pipeline has it.
     let failurePolicy: FailurePolicy?
     /// What outputs keep of the sources' metadata (`metadata:`).
@@ -102,14 +106,15 @@ public final class PipelineRunner: Sendable {
         decoder = try pipeline.decoder.makeDecoder()
         decoderName = pipeline.decoder.plugin.spec.name
         imageCache = try pipeline.imageCache?.makeImageCache()
-        variants = try pipeline.variants.map(Self.runnable)
         metadataPolicy = pipeline.metadataPolicy
+        // What the decoder reads of the source's metadata and what outputs keep of it are part of
+        // what a cached image or output is.
+        let decoderIdentifier = decoderName + "(" + pipeline.decoder.options.canonical + ")" + metadataPolicy.keySuffix
+        self.decoderIdentifier = decoderIdentifier
+        variants = try pipeline.variants.map { try Self.runnable($0, decoderIdentifier: decoderIdentifier) }
         var hint = Self.decodeHint(variants)
         hint.wantsMetadata = metadataPolicy.needsSource
         decodeHint = hint
-        // What the decoder reads of the source's metadata and what outputs keep of it are part of
-        // what a cached image or output is.
-        decoderIdentifier = decoderName + "(" + pipeline.decoder.options.canonical + ")" + metadataPolicy.keySuffix
         cpu = WorkerPool.cpu(threads: max(1, options.workers))
         decodeBudget = MemoryBudget(bytes: options.decodeMemory)
         // Items in flight: enough to keep every load slot and every worker busy, no more. A decoded
@@ -117,8 +122,10 @@ public final class PipelineRunner: Sendable {
         let loadLimit = loaders.values.map(\.loader.maxConcurrentLoads).max() ?? 8
         maxInFlight = options.maxInFlight ?? (loadLimit + 2 * max(1, options.workers))
         outputDirectory = options.outputDirectory ?? pipeline.output.dir
-        destination = try Self.destination(outputDirectory, options: pipeline.output.options, registry: registry)
-        factsSidecar = pipeline.output.options.bool("facts_sidecar") ?? false
+        destination = try registry.makeDestination(outputDirectory, options: pipeline.output.options)
+        existing = pipeline.output.existing
+        factsName = pipeline.output.factsName
+        factsRecipe = OutputFingerprint.recipe("facts:" + variants.map(\.recipe).joined(separator: ","))
         failurePolicy = try pipeline.onFailure.map { try FailurePolicy(options: $0) }
         logger = options.logger
         fetchOnly = options.fetchOnly
@@ -128,18 +135,9 @@ public final class PipelineRunner: Sendable {
         finished = FinishedSources(capacity: options.dedupeWindow)
         let chains = decoderIdentifier + variants.map { $0.prefixIDs.last! + ">" + $0.encoder.identifier }.joined(separator: ";")
         fingerprint = Hashing.sha256Hex(chains + "\n" + variants.map(\.template.text).joined(separator: "\n"))
-        manifest = CompletionManifest(outputDirectory: outputDirectory, fingerprint: fingerprint,
+        manifest = CompletionManifest(outputDirectory: destination.localDirectory ?? outputDirectory, fingerprint: fingerprint,
                                       suffix: options.shard?.fileSuffix ?? "", load: options.resume,
-                                      enabled: destination is LocalDirectory && !options.fetchOnly)
-    }
-
-    /// A local directory, or the registered destination for an output directory written as a URL.
-    static func destination(_ directory: String, options: PluginOptions, registry: PluginRegistry) throws -> any OutputDestination {
-        guard let scheme = DestinationMaker.scheme(of: directory) else { return LocalDirectory(path: directory) }
-        guard let maker = registry.destination(forScheme: scheme) else {
-            throw PipelineError(.invalidOption, "no output destination for \(scheme):// URLs (output.dir '\(directory)')")
-        }
-        return try maker.make(directory, options)
+                                      enabled: destination.localDirectory != nil && !options.fetchOnly)
     }
 
     /// Checks that outputs can be written and the data cache used before the run starts (a
@@ -171,14 +169,16 @@ public final class PipelineRunner: Sendable {
         return loaders
     }
 
-    static func runnable(_ variant: Variant) throws -> RunnableVariant {
+    static func runnable(_ variant: Variant, decoderIdentifier: String) throws -> RunnableVariant {
         let processors = try variant.processors.map { try $0.makeProcessor() }
         var ids = [""]
         for processor in processors { ids.append(ids.last! + "|" + processor.identifier) }
+        let encoder = try variant.encoder.makeEncoder()
         return RunnableVariant(name: variant.name, processors: processors,
                                processorNames: variant.processors.map(\.plugin.spec.name),
                                encoderName: variant.encoder.plugin.spec.name, prefixIDs: ids,
-                               encoder: try variant.encoder.makeEncoder(), template: variant.template)
+                               encoder: encoder, template: variant.template,
+                               recipe: OutputFingerprint.recipe(decoderIdentifier + ids.last! + ">" + encoder.identifier))
     }
 
     /// Shrink-on-load only when every variant's first processor sets the size (a processor before

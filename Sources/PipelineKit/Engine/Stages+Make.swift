@@ -25,6 +25,10 @@ extension StageConfig {
         guard case .encoder(let make) = plugin.maker else { throw wrongSlot(.encoder) }
         return try make(options)
     }
+    func makeDestination() throws -> any OutputDestination {
+        guard case .destination(_, let make) = plugin.maker else { throw wrongSlot(.destination) }
+        return try make(options)
+    }
     private func wrongSlot(_ slot: Slot) -> PipelineError {
         PipelineError(.wrongSlot, "'\(plugin.spec.name)' is \(plugin.slot.article), not \(slot.article)")
     }
@@ -40,6 +44,11 @@ extension Plugin {
     /// The encoder this plugin makes with `options`.
     public func makeEncoder(_ options: PluginOptions) throws -> any ImageEncoding {
         try StageConfig(plugin: self, options: options, position: SourcePosition(line: 1, column: 1)).makeEncoder()
+    }
+
+    /// The output destination this plugin makes with `options` (every `output:` option, `dir` included).
+    public func makeDestination(_ options: PluginOptions) throws -> any OutputDestination {
+        try StageConfig(plugin: self, options: options, position: SourcePosition(line: 1, column: 1)).makeDestination()
     }
 
     /// The decoder this plugin makes with `options`.

@@ -76,7 +76,7 @@ public struct OptionSpec: Sendable, Equatable {
     /// Inclusive bounds for numbers, sizes and durations (in bytes and seconds).
     public let range: ClosedRange<Double>?
     /// One line of documentation.
-    public let doc: String
+    public private(set) var doc: String
     /// For paths: what validation checks on this machine before a run.
     public let access: PathAccess
     /// An example value as a pipeline file would write it, for documentation.
@@ -140,6 +140,13 @@ public struct OptionSpec: Sendable, Equatable {
     public func example(_ text: String) -> OptionSpec {
         var copy = self
         copy.example = text
+        return copy
+    }
+
+    /// The same option with `prefix` before its documentation.
+    public func documented(_ prefix: String) -> OptionSpec {
+        var copy = self
+        copy.doc = prefix + doc
         return copy
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 
-/// The six slots of a pipeline, in the order data flows through them.
+/// The slots of a pipeline, in the order data flows through them: the six stages, then where
+/// outputs go.
 public enum Slot: String, Sendable, CaseIterable, Codable {
     case loader
     case dataCache = "data_cache"
@@ -8,6 +9,8 @@ public enum Slot: String, Sendable, CaseIterable, Codable {
     case processor
     case imageCache = "image_cache"
     case encoder
+    /// Where outputs are stored, chosen by the scheme of `output.dir`.
+    case destination
 
     /// How the slot is named in messages (`a processor`, `an encoder`).
     public var article: String {
@@ -18,8 +21,12 @@ public enum Slot: String, Sendable, CaseIterable, Codable {
         case .processor: return "a processor"
         case .imageCache: return "an image cache"
         case .encoder: return "an encoder"
+        case .destination: return "an output destination"
         }
     }
+
+    /// Whether its plugins are chosen by URL scheme (`http://`, `s3://`, a plain path).
+    public var isChosenByScheme: Bool { self == .loader || self == .destination }
 }
 
 /// A registrable stage: a spec plus a factory that makes the stage from validated options.
@@ -43,6 +50,7 @@ public struct Plugin: Sendable {
         case processor(Factory<any ImageProcessing>)
         case imageCache(Factory<any ImageCaching>)
         case encoder(Factory<any ImageEncoding>)
+        case destination(schemes: [String], Factory<any OutputDestination>)
     }
 
     public let spec: PluginSpec
@@ -57,13 +65,16 @@ public struct Plugin: Sendable {
         case .processor: return .processor
         case .imageCache: return .imageCache
         case .encoder: return .encoder
+        case .destination: return .destination
         }
     }
 
-    /// For loaders: the URL schemes served; `""` stands for plain paths without a scheme.
+    /// For loaders and destinations: the URL schemes served; `""` stands for plain paths without a scheme.
     public var schemes: [String] {
-        if case .loader(let schemes, _) = maker { return schemes }
-        return []
+        switch maker {
+        case .loader(let schemes, _), .destination(let schemes, _): return schemes
+        default: return []
+        }
     }
 
     /// A loader for the given URL schemes (lower case; `""` for plain paths).
@@ -85,6 +96,13 @@ public struct Plugin: Sendable {
     }
     public static func encoder(_ spec: PluginSpec, make: @escaping Factory<any ImageEncoding>) -> Plugin {
         Plugin(spec: spec, maker: .encoder(make))
+    }
+    /// An output destination for `output.dir` values of the given URL schemes (lower case; `""`
+    /// for plain paths). The factory gets every `output:` option: `dir` (the URL or path), `name`,
+    /// and the destination's own options from its spec.
+    public static func destination(_ spec: PluginSpec, schemes: [String],
+                                   make: @escaping Factory<any OutputDestination>) -> Plugin {
+        Plugin(spec: spec, maker: .destination(schemes: schemes.map { $0.lowercased() }, make))
     }
 
     /// The defaults of every option, as the factory would receive them when nothing is set.
@@ -108,15 +126,12 @@ public protocol PluginBundle {
     static var bundleName: String { get }
     /// The bundle's plugins.
     static var plugins: [Plugin] { get }
-    /// Output destinations for output directories written as URLs (`s3://`); none by default.
-    static var destinations: [DestinationMaker] { get }
     /// Readers of URL lists written as URLs (`pipelinectl run P s3://bucket/urls.txt`); none by default.
     static var lists: [ListMaker] { get }
 }
 
 extension PluginBundle {
     public static var bundleName: String { String(describing: self) }
-    public static var destinations: [DestinationMaker] { [] }
     public static var lists: [ListMaker] { [] }
 }
 
@@ -138,7 +153,6 @@ public struct ListMaker: Sendable {
 /// a value, so a finished registry can be shared freely.
 public struct PluginRegistry: Sendable {
     private var bySlot: [Slot: [String: (plugin: Plugin, origin: String)]] = [:]
-    private var destinationsByScheme: [String: DestinationMaker] = [:]
     private var listsByScheme: [String: ListMaker] = [:]
 
     public init() {}
@@ -149,7 +163,6 @@ public struct PluginRegistry: Sendable {
     public init(bundles: [any PluginBundle.Type]) throws {
         for bundle in bundles {
             for plugin in bundle.plugins { try register(plugin, origin: bundle.bundleName) }
-            for maker in bundle.destinations { register(maker) }
             for maker in bundle.lists { register(maker) }
         }
     }
@@ -160,18 +173,38 @@ public struct PluginRegistry: Sendable {
     /// The URL list `path` names: a file, `-` (standard input), or a list written as a URL of a
     /// registered scheme (`s3://bucket/urls.txt`).
     public func sourceList(_ path: String) throws -> SourceList {
-        guard let scheme = DestinationMaker.scheme(of: path) else { return SourceList(path: path) }
+        guard let scheme = Source.urlScheme(of: path) else { return SourceList(path: path) }
         guard let maker = listsByScheme[scheme] else {
             throw PipelineError(.invalidSource, "cannot read a URL list from \(scheme):// URLs ('\(path)')")
         }
         return try maker.make(path)
     }
 
-    /// Adds an output destination for its scheme (a later one replaces an earlier one).
-    public mutating func register(_ destination: DestinationMaker) { destinationsByScheme[destination.scheme] = destination }
+    /// The destination plugin for `output.dir` values of `scheme` (`""` for plain paths).
+    public func destination(forScheme scheme: String) -> Plugin? {
+        plugins(in: .destination).first { $0.schemes.contains(scheme) }
+    }
 
-    /// The destination maker for output directories of `scheme`.
-    public func destination(forScheme scheme: String) -> DestinationMaker? { destinationsByScheme[scheme] }
+    /// The destination plugin for `dir`, a path or a URL; throws naming the scheme when none serves it.
+    public func destinationPlugin(for dir: String) throws -> Plugin {
+        let scheme = Source.urlScheme(of: dir) ?? ""
+        guard let plugin = destination(forScheme: scheme) else {
+            let served = plugins(in: .destination).flatMap(\.schemes).map { $0.isEmpty ? "local paths" : "\($0)://" }
+            throw PipelineError(.invalidOption, scheme.isEmpty ? "no output destination serves local paths"
+                : "no output destination for \(scheme):// URLs ('\(dir)'); this build writes to: " + served.joined(separator: ", "))
+        }
+        return plugin
+    }
+
+    /// Makes the destination for `dir` (a path or URL) from `options` (every `output:` option;
+    /// `dir` is set to `dir`).
+    public func makeDestination(_ dir: String, options: PluginOptions) throws -> any OutputDestination {
+        let plugin = try destinationPlugin(for: dir)
+        var values = options.values
+        values["dir"] = .string(dir)
+        for option in plugin.spec.options where values[option.name] == nil { values[option.name] = option.defaultValue }
+        return try plugin.makeDestination(PluginOptions(values))
+    }
 
     /// Adds `plugin`, remembering where it came from. Throws when its slot already has a plugin of
     /// that name.

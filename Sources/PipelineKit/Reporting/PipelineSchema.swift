@@ -26,6 +26,15 @@ public enum PipelineSchema {
                 if key.name == "version" { schema["enum"] = PipelineFileSpec.supportedVersions }
             case .stage(let slot, let allowsNone): schema = slotSchema(slot, nullable: allowsNone)
             case .stages(let slot): schema = ["type": "array", "items": slotSchema(slot, nullable: false)]
+            case .section(let options) where key.name == "output":
+                // Which destination options apply depends on `dir`; every destination's are allowed here.
+                var all = options
+                for plugin in registry.plugins(in: .destination) {
+                    for option in plugin.spec.options where !all.contains(where: { $0.name == option.name }) {
+                        all.append(option.documented("For \(plugin.spec.name) outputs (\(plugin.schemes.map { $0.isEmpty ? "a path" : "\($0)://" }.joined(separator: ", "))): "))
+                    }
+                }
+                schema = sectionSchema(all)
             case .section(let options): schema = sectionSchema(options)
             case .variants:
                 schema = [

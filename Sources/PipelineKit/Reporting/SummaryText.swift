@@ -23,9 +23,18 @@ public enum SummaryText {
             summary.fallbacks > 0 ? "\(summary.fallbacks) from the fallback image" : nil,
         ].compactMap { $0 }
         let degraded = notes.isEmpty ? "" : " (" + notes.joined(separator: "; ") + ")"
-        lines.append("\(pipeline): \(summary.total) items: \(summary.ok) ok\(degraded), \(summary.failed) failed, "
-            + "\(summary.skipped) skipped in \(String(format: "%.2f", summary.wallSeconds))s "
+        let kept = summary.kept > 0 ? ", \(summary.kept) kept" : ""
+        lines.append("\(pipeline): \(summary.total) items: \(summary.ok) ok\(kept), \(summary.failed) failed, "
+            + "\(summary.skipped) skipped\(degraded) in \(String(format: "%.2f", summary.wallSeconds))s "
             + "(\(String(format: "%.1f", rate)) items/s)")
+        if summary.outputsKept + summary.outputsStale > 0 {
+            lines.append("outputs: \(summary.outputsWritten) written, \(summary.outputsKept) kept (already there with the same fingerprint)"
+                + (summary.outputsStale > 0 ? ", \(summary.outputsStale) stale" : ""))
+        }
+        if summary.outputsStale > 0 {
+            lines.append("stale: \(summary.outputsStale) output\(summary.outputsStale == 1 ? " was" : "s were") already there with another "
+                + "fingerprint and kept (existing: keep): they are not what this pipeline makes")
+        }
         if let shard = summary.shard {
             lines.append("shard \(shard): \(summary.otherShards ?? 0) lines of the list belong to other shards")
         }
@@ -33,7 +42,7 @@ public enum SummaryText {
             lines.append("stopped early: \(notStarted) line\(notStarted == 1 ? "" : "s") of the list not started (run again with --resume)")
         }
         lines.append("bytes in \(bytes(summary.bytesIn)), out \(bytes(summary.bytesOut))")
-        if let outputDirectory, summary.ok > 0 { lines.append("outputs in \(outputDirectory)") }
+        if let outputDirectory, summary.ok + summary.kept > 0 { lines.append("outputs in \(outputDirectory)") }
 
         let rows = ["load", "decode", "process", "encode"].compactMap { name -> String? in
             guard let t = stats.stagesMs[name] else { return nil }

@@ -35,6 +35,16 @@ public struct Source: Sendable, Hashable {
         }
     }
 
+    /// The scheme of a directory, list or report written as a URL (`s3` for `s3://bucket/prefix`),
+    /// in lower case; `nil` for a path.
+    public static func urlScheme(of text: String) -> String? {
+        guard let range = text.range(of: "://") else { return nil }
+        let scheme = text[..<range.lowerBound]
+        guard let first = scheme.first, first.isLetter,
+              scheme.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == "." }) else { return nil }
+        return scheme.lowercased()
+    }
+
     /// The scheme of `text` when it starts with `letters:` followed by `//` or when it is a
     /// known scheme-only URL (`data:`); `nil` for plain paths (including Windows-like `C:`).
     static func scheme(of text: String) -> String? {

@@ -71,7 +71,8 @@ public enum PipelineTestRunner {
             }
             if actual != expected { problems.append("fact \(path): expected \(expected), got \(actual)") }
         }
-        for (index, output) in item.outputs.enumerated() {
+        // One output per variant; a facts sidecar, when there is one, comes after them.
+        for (index, output) in item.outputs.prefix(pipeline.variants.count).enumerated() {
             let variant = index < pipeline.variants.count ? pipeline.variants[index].name : nil
             let label = variant.map { "output '\($0)'" } ?? "output"
             guard let bytes = (try? FileManager.default.attributesOfItem(atPath: output))?[.size] as? Int else {

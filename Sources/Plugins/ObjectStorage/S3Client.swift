@@ -71,6 +71,8 @@ struct S3Object: Sendable {
     var etag: String?
     /// The object's whole size (`Content-Length` of a HEAD).
     var size: Int?
+    /// User metadata (`x-amz-meta-NAME`), by lower-case NAME.
+    var metadata: [String: String] = [:]
 }
 
 /// How a PUT with `If-None-Match: *` ended.
@@ -78,6 +80,8 @@ enum S3PutOutcome: Sendable {
     case written
     /// The object already existed (412): another writer got there first, and its object is kept.
     case alreadyThere
+    /// The store does not support conditional writes (501): nothing was written.
+    case notSupported
 }
 
 /// The few S3 calls we need (GET, HEAD, PUT, DELETE, ListObjectsV2), signed with our SigV4 and
@@ -120,8 +124,8 @@ final class S3Client: Sendable {
     }
 
     /// Writes the object whole (S3 makes a PUT visible only when complete). With `ifAbsent`, sends
-    /// `If-None-Match: *` so that an existing object is kept; a store that does not support it
-    /// (501) is written to without it.
+    /// `If-None-Match: *` so that an existing object is kept: `.alreadyThere` when one was, and
+    /// `.notSupported` (nothing written) from a store without conditional writes (501).
     @discardableResult
     func put(_ object: S3Location, _ data: Data, contentType: String, headers: [String: String] = [:],
              ifAbsent: Bool = false) async throws -> S3PutOutcome {
@@ -130,9 +134,7 @@ final class S3Client: Sendable {
         if ifAbsent {
             all["If-None-Match"] = "*"
             let response = try await send("PUT", object, headers: all, body: data, answered: [412, 501])
-            if response.status == 412 { return .alreadyThere }
-            guard response.status == 501 else { return .written }
-            all["If-None-Match"] = nil
+            return response.status == 412 ? .alreadyThere : response.status == 501 ? .notSupported : .written
         }
         _ = try await send("PUT", object, headers: all, body: data)
         return .written
@@ -183,8 +185,10 @@ final class S3Client: Sendable {
 
 extension S3Object {
     init(_ response: S3Client.Response) {
+        var metadata: [String: String] = [:]
+        for (name, value) in response.headers where name.hasPrefix("x-amz-meta-") { metadata[String(name.dropFirst(11))] = value }
         self.init(data: response.body, contentType: response.headers["content-type"], etag: response.headers["etag"],
-                  size: response.headers["content-length"].flatMap { Int($0) })
+                  size: response.headers["content-length"].flatMap { Int($0) }, metadata: metadata)
     }
 }
 

@@ -16,6 +16,9 @@ import PipelineKit
 /// It gets `validate`, `explain`, `run`, `fetch`, `test`, `plugins` and `schema`, with its plugins
 /// validated, described and documented exactly like the built-ins.
 public enum PipelineCtl {
+    /// This build's version.
+    public static let version = "0.3.0"
+
     /// The registry the commands use; set once by ``main(plugins:)`` before any command runs.
     nonisolated(unsafe) static var registry = PluginRegistry()
 

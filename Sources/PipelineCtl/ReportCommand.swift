@@ -6,65 +6,154 @@ struct Report: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Summarise saved run reports (JSON or JSONL), or list their failures.",
         discussion: """
-            Several reports (the shards of one list) are merged: one summary, one list of failures,
-            one contact sheet.
+            Several reports are merged: the shards of one list, or a first run and its retries. Each
+            source counts once, with its newest result; a missing shard, a report given twice and
+            reports of different pipelines are warned about on standard error. Reports may be read
+            from a bucket: one key, or every report under a prefix ending in '/'.
 
             Examples:
               pipelinectl report run.json
-              pipelinectl report reports/run-shard-*.json --failed --sources-only > retry.txt
-              pipelinectl report run.jsonl --failed
+              pipelinectl report reports/run-shard-*.json
+              pipelinectl report s3://my-bucket/reports/
+              pipelinectl report run.json --failed
               pipelinectl report run.json --failed --sources-only > retry.txt
+              pipelinectl run thumbnails retry.txt --report retry.json
+              pipelinectl report run.json retry.json
               pipelinectl report run.json --html out/sheet.html
-              pipelinectl run thumbnails retry.txt
+              pipelinectl report s3://my-bucket/reports/run.json --html sheet.html --presign 1d
             """)
 
-    @Argument(help: "Reports written by run --report (JSON or JSONL; a killed run's JSONL is fine); several are merged.")
+    @Argument(help: "Reports written by run --report: files, or s3:// keys and prefixes (ending in '/'); several are merged.")
     var files: [String]
 
     @Flag(help: "List every failed item with its stage, kind and message.")
     var failed = false
 
-    @Flag(help: "With --failed: print only the sources, one per line (a URL list to retry).")
+    @Flag(help: "With --failed: print only the sources, one per line, local paths made absolute (a URL list to retry from anywhere).")
     var sourcesOnly = false
 
-    @Option(help: "Write a self-contained HTML contact sheet here (images linked relative to it).")
+    @Option(help: "Write a self-contained HTML contact sheet here (local images linked relative to it, objects by their URL).")
     var html: String?
+
+    @Option(help: "With --html: link objects in a bucket by presigned URLs valid this long (e.g. 1h, 7d; at most 7d), for private buckets.")
+    var presign: String?
 
     func validate() throws {
         if files.isEmpty { throw ValidationError("give at least one report") }
         if sourcesOnly && !failed { throw ValidationError("--sources-only goes with --failed") }
+        if let presign {
+            guard html != nil else { throw ValidationError("--presign goes with --html") }
+            guard let seconds = Units.parseDuration(presign), seconds >= 1, seconds <= 604_800 else {
+                throw ValidationError("--presign expects a duration from 1s to 7d, got '\(presign)'")
+            }
+        }
     }
 
     func run() async throws {
-        var reports: [RunReport] = []
+        var inputs: [ReportMerge.Input] = []
         for file in files {
-            guard let data = FileManager.default.contents(atPath: file) else {
-                printError("error: cannot read the report '\(file)'")
-                throw Exit.invalid
-            }
-            do { reports.append(try RunReport.read(data)) } catch {
-                printError("error: '\(file)' is not a pipelinectl report: \(error)")
-                throw Exit.invalid
+            for (name, data, directory) in try await Self.read(file) {
+                do { inputs.append(ReportMerge.Input(name: name, report: try RunReport.read(data), fallbackBase: directory)) } catch {
+                    printError("error: '\(name)' is not a pipelinectl report: \((error as? PipelineError)?.message ?? "\(error)")")
+                    throw Exit.invalid
+                }
             }
         }
-        let report = RunReport.merged(reports)
+        let merged = ReportMerge(inputs)
+        for warning in merged.warnings { printError("warning: " + warning) }
+        let report = merged.report
         if let html {
-            let cwd = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
-            let target = html.hasPrefix("/") ? URL(fileURLWithPath: html) : cwd.appendingPathComponent(html)
-            let page = ContactSheet.html(report, sheetDirectory: target.deletingLastPathComponent(), workingDirectory: cwd)
-            do { try AtomicFile.write(Data(page.utf8), to: target.path) } catch {
-                printError("error: cannot write \(html): \(error)")
-                throw Exit.invalid
-            }
-            print("contact sheet in \(html)")
+            try await writeSheet(merged, to: html)
             return
         }
         if failed {
-            for item in report.items where item.status == .failed {
-                print(sourcesOnly ? item.source : SummaryText.failureLine(item))
+            for (index, item) in report.items.enumerated() where item.status == .failed {
+                print(sourcesOnly ? ReportMerge.absoluteSource(item.source, base: merged.bases[index]) : SummaryText.failureLine(item))
             }
             return
         }
         print(SummaryText.render(pipeline: report.pipeline, summary: report.summary, items: report.items, outputDirectory: nil))
+        if inputs.count > 1 { print("\(inputs.count) reports merged: each source counted once, with its newest result") }
+    }
+
+    /// The report or reports `file` names: a local file, one object, or every `.json`/`.jsonl`
+    /// object under a prefix; each with its name and the directory relative sources of a version 1
+    /// report resolve against (a local report's own).
+    static func read(_ file: String) async throws -> [(String, Data, String?)] {
+        guard Source.urlScheme(of: file) != nil else {
+            guard let data = FileManager.default.contents(atPath: file) else {
+                let reason = FileManager.default.fileExists(atPath: file) ? "it cannot be read" : "no such file"
+                printError("error: cannot read the report '\(file)': \(reason)")
+                throw Exit.invalid
+            }
+            let absolute = file.hasPrefix("/") ? file : FileManager.default.currentDirectoryPath + "/" + file
+            return [(file, data, URL(fileURLWithPath: absolute).deletingLastPathComponent().path)]
+        }
+        let slash = file.range(of: "/", options: .backwards)!
+        let directory = String(file[..<slash.lowerBound]), name = String(file[slash.upperBound...])
+        do {
+            let destination = try PipelineCtl.registry.makeDestination(directory, options: PluginOptions())
+            if !name.isEmpty {
+                guard let data = try await destination.read(name) else {
+                    throw PipelineError(.notFound, "no such object")
+                }
+                return [(file, data, nil)]
+            }
+            let keys = try await destination.list(under: "").filter { $0.hasSuffix(".json") || $0.hasSuffix(".jsonl") }
+            guard !keys.isEmpty else { throw PipelineError(.notFound, "no .json or .jsonl report under it") }
+            var found: [(String, Data, String?)] = []
+            for key in keys.sorted() {
+                guard let data = try await destination.read(key) else { continue }
+                found.append((destination.location(key), data, nil))
+            }
+            return found
+        } catch let error as PipelineError {
+            printError("error: cannot read the report '\(file)': \(error.message)")
+            throw Exit.invalid
+        }
+    }
+
+    /// The contact sheet: local outputs linked relative to the sheet, objects by their HTTP URL as
+    /// the run addressed the store (or presigned, with `--presign`).
+    func writeSheet(_ merged: ReportMerge, to html: String) async throws {
+        let cwd = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
+        let target = html.hasPrefix("/") ? URL(fileURLWithPath: html) : cwd.appendingPathComponent(html)
+        let seconds = presign.flatMap(Units.parseDuration).map { Int($0) }
+        var destinations: [String: any OutputDestination] = [:]
+        var links: [String?] = []
+        for (index, item) in merged.report.items.enumerated() {
+            guard let output = item.outputs.first else { links.append(nil); continue }
+            let header = merged.headers[index]
+            guard Source.urlScheme(of: output) != nil else {
+                let base = header?.workingDirectory.map { URL(fileURLWithPath: $0) } ?? cwd
+                let absolute = output.hasPrefix("/") ? URL(fileURLWithPath: output) : base.appendingPathComponent(output)
+                links.append(ContactSheet.relative(absolute, to: target.deletingLastPathComponent()))
+                continue
+            }
+            guard let dir = header?.output, output.hasPrefix(dir) else { links.append(nil); continue }
+            let relative = String(output.dropFirst(dir.count)).drop { $0 == "/" }
+            if let seconds {
+                if destinations[dir] == nil {
+                    do { destinations[dir] = try PipelineCtl.registry.makeDestination(dir, options: PluginOptions()) } catch {
+                        printError("error: --presign: \(dir): \((error as? PipelineError)?.message ?? "\(error)")")
+                        throw Exit.invalid
+                    }
+                }
+                links.append(destinations[dir]?.presignedURL(String(relative), expires: seconds))
+            } else if let base = header?.outputURL {
+                let path = relative.split(separator: "/", omittingEmptySubsequences: false).map {
+                    String($0).addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? String($0)
+                }.joined(separator: "/")
+                links.append((base.hasSuffix("/") ? base : base + "/") + path)
+            } else {
+                links.append(nil)
+            }
+        }
+        let page = ContactSheet.html(merged.report, links: links)
+        do { try AtomicFile.write(Data(page.utf8), to: target.path) } catch {
+            printError("error: cannot write \(html): \(error)")
+            throw Exit.invalid
+        }
+        print("contact sheet in \(html)")
     }
 }

@@ -8,8 +8,8 @@ struct RunOutputOptions: ParsableArguments {
     @Option(help: "Write a report of every item to this file, or to s3://bucket/key (uploaded when the run ends).")
     var report: String?
 
-    @Option(help: "Report format: json (written at the end) or jsonl (one line per item, as items finish).")
-    var reportFormat: ReportFormat = .json
+    @Option(help: "Report format: json (one document, complete when the run ends) or jsonl (one line per item, readable while the run goes); `plugins` lists the formats of this build.")
+    var reportFormat: String = "json"
 
     @Option(help: "Write Prometheus metrics here at the end (for node_exporter's textfile collector).")
     var metrics: String?

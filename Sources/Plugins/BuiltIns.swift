@@ -17,6 +17,7 @@ public enum BuiltIns: PluginBundle {
         JPEGEncoder.plugin, PNGEncoder.plugin, WebPEncoder.plugin, HEIFEncoder.avifPlugin, HEIFEncoder.heicPlugin,
         GIFEncoder.plugin, TIFFEncoder.plugin, AutoEncoder.plugin,
         LocalDirectory.plugin, S3Destination.plugin,
+        JSONReport.plugin, JSONLinesReport.plugin,
     ]
 
     /// Adds every built-in to `registry`.

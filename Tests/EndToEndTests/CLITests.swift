@@ -110,7 +110,7 @@ import TestSupport
     }
 
     func report(_ path: URL) throws -> [String: Any] {
-        try JSONSerialization.jsonObject(with: Data(contentsOf: path)) as! [String: Any]
+        try Reports.read(path)
     }
 
     @Test(.enabled(if: FileManager.default.fileExists(atPath: corpusScript), "needs ../shared/bench/corpus.sh"),
@@ -613,7 +613,7 @@ import TestSupport
         _ = try await pipelinectl(["run", try thumbnailsPipeline(in: dir), list.path, "--report", report.path, "--report-format", "jsonl"])
         let lines = try String(contentsOf: report, encoding: .utf8).split(separator: "\n")
         #expect(lines.count == 11)  // run, 9 items, summary
-        #expect(lines.first?.contains("\"report_version\":1") == true && lines.first?.contains("\"type\":\"run\"") == true)
+        #expect(lines.first?.contains("\"report_version\":2") == true && lines.first?.contains("\"type\":\"run\"") == true)
         #expect(lines.last?.contains("\"type\":\"summary\"") == true)
         // A killed run leaves the lines written so far; `report` still reads them.
         let killed = dir.appendingPathComponent("killed.jsonl")
@@ -639,7 +639,7 @@ import TestSupport
             let parts = line.split(separator: " ")
             if parts.count == 2, let value = Double(parts[1]) { values[String(parts[0])] = value }
         }
-        let saved = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: report)) as? [String: Any])
+        let saved = try Reports.read(report)
         let summary = try #require(saved["summary"] as? [String: Any])
         let stats = try #require(saved["stats"] as? [String: Any])
         #expect(((stats["stages_ms"] as? [String: Any])?["decode"] as? [String: Any])?["count"] as? Int == 8)
@@ -789,7 +789,7 @@ import TestSupport
         #expect(result.status == 130)
         #expect(result.stdout.contains("stopped early: "))
         #expect(result.stderr.contains("stopping: no new items"))
-        let saved = try JSONSerialization.jsonObject(with: Data(contentsOf: report)) as? [String: Any]
+        let saved: [String: Any]? = try Reports.read(report)
         let summary = try #require(saved?["summary"] as? [String: Any])
         let notStarted = try #require(summary["not_started"] as? Int)
         #expect(notStarted > 0 && (summary["total"] as? Int ?? 0) + notStarted == 30)
@@ -816,7 +816,7 @@ import TestSupport
         let resumed = try await Command.run(Self.binary, ["run", pipeline, list.path, "--resume", "--report", report.path, "--progress", "none"],
                                             environment: environment, directory: Fixtures.packageRoot)
         #expect(resumed.status == 0, "\(resumed.stdout)\(resumed.stderr)")
-        let summary = try #require((try JSONSerialization.jsonObject(with: Data(contentsOf: report)) as? [String: Any])?["summary"] as? [String: Any])
+        let summary = try #require(try Reports.read(report)["summary"] as? [String: Any])
         let skipped = try #require(summary["skipped"] as? Int)
         // Every output recorded before the kill is skipped (one may have been renamed but not yet recorded).
         #expect(skipped >= done - 1 && skipped <= done)

@@ -63,7 +63,7 @@ import TestSupport
         let result = try await Command.run(Self.binary, ["run", pipeline.path, list.path, "--report", report.path, "--progress", "none"],
                                            environment: environment, directory: sandbox)
         #expect(result.status == 1, "\(result.stdout)\(result.stderr)")
-        let json = try JSONSerialization.jsonObject(with: Data(contentsOf: report)) as! [String: Any]
+        let json = try Reports.read(report)
         let items = try #require(json["items"] as? [[String: Any]])
         try #require(items.count == files.count)
         for (item, (name, _, expected)) in zip(items, files) {

@@ -88,7 +88,7 @@ import TestSupport
                                          options: .regularExpression) != nil, "\(facts)")
             #expect(facts["image"]?.hasPrefix("JPEG ") == true, "\(facts)")
         }
-        let saved = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any]
+        let saved: [String: Any]? = try Reports.read(URL(fileURLWithPath: report))
         let items = saved?["items"] as? [[String: Any]] ?? []
         #expect(items.allSatisfy { (($0["outputs"] as? [String])?.first ?? "").hasPrefix("s3://thumbs/t/") })
 
@@ -144,7 +144,7 @@ import TestSupport
             try await objects(moto, "web").mapValues { Int($0["size"] ?? "") ?? -1 }
         }
         func report(_ name: String) throws -> [[String: Any]] {
-            let saved = try JSONSerialization.jsonObject(with: Data(contentsOf: dir.appendingPathComponent(name))) as? [String: Any]
+            let saved: [String: Any]? = try Reports.read(dir.appendingPathComponent(name))
             return saved?["items"] as? [[String: Any]] ?? []
         }
         try configure(quality: 85)
@@ -181,6 +181,60 @@ import TestSupport
                 "\(kept.stdout)")
         #expect(try report("4.json").allSatisfy { $0["status"] as? String == "kept" && ($0["stale"] as? [String])?.count == 1 })
         #expect(try await sizes() == after)
+    }
+
+    /// Reports kept in a bucket are read back by key or by prefix, with the store's own reason when
+    /// they cannot be; the contact sheet links objects by their URL as the run addressed the
+    /// store, or by presigned URLs that a plain HTTP client can fetch.
+    @Test func reportsInABucketAndContactSheetsOfObjects() async throws {
+        let moto = try await MotoServer.start(buckets: ["web", "reports"])
+        defer { moto.stop() }
+        let dir = try Fixtures.temporaryDirectory("s3-reports")
+        var sources: [String] = []
+        for i in 0..<3 {
+            let file = dir.appendingPathComponent("photo \(i).png")
+            try Fixtures.image("plasma:", width: 200, height: 100, format: "PNG").write(to: file)
+            sources.append(file.path)
+        }
+        let list = dir.appendingPathComponent("urls.txt")
+        try sources.joined(separator: "\n").write(to: list, atomically: true, encoding: .utf8)
+        let pipeline = dir.appendingPathComponent("web.yaml")
+        try "encoder: jpeg\noutput:\n  dir: s3://web/thumbs\n  name: \"big pics/{stem}.{ext}\"\n".write(to: pipeline, atomically: true, encoding: .utf8)
+        let made = try await run(["run", pipeline.path, list.path, "--report", "s3://reports/runs/run.json", "--progress", "none"], moto.environment)
+        #expect(made.status == 0, "\(made.stdout)\(made.stderr)")
+
+        for name in ["s3://reports/runs/run.json", "s3://reports/runs/"] {
+            let read = try await run(["report", name], moto.environment)
+            #expect(read.status == 0 && read.stdout.contains("web: 3 items: 3 ok"), "\(name): \(read.stdout)\(read.stderr)")
+        }
+        let missing = try await run(["report", "s3://reports/runs/nope.json"], moto.environment)
+        #expect(missing.status == 2 && missing.stderr.contains("error: cannot read the report 's3://reports/runs/nope.json': no such object"),
+                "\(missing.stderr)")
+        let noBucket = try await run(["report", "s3://nosuchbucket/run.json"], moto.environment)
+        #expect(noBucket.status == 2 && noBucket.stderr.contains("error: cannot read the report 's3://nosuchbucket/run.json': GET s3://nosuchbucket/run.json: HTTP 404 NoSuchBucket"),
+                "\(noBucket.stderr)")
+
+        // Links by URL, path-style as the run addressed moto, the key's space percent-encoded.
+        let sheet = dir.appendingPathComponent("sheet.html")
+        let plain = try await run(["report", "s3://reports/runs/run.json", "--html", sheet.path], moto.environment)
+        #expect(plain.status == 0, "\(plain.stderr)")
+        let html = try String(contentsOf: sheet, encoding: .utf8)
+        #expect(html.contains("src=\"\(moto.endpoint)/web/thumbs/big%20pics/photo_0.jpg\""), "\(html.prefix(200))")
+        #expect(!html.contains("s3:/"))
+
+        // Presigned, for a private bucket: each link carries its signature, made with the run's
+        // credentials for an hour (the signature itself is held against botocore's in SigV4Tests:
+        // moto answers 500 to any presigned URL when it checks signatures).
+        let presigned = try await run(["report", "s3://reports/runs/run.json", "--html", sheet.path, "--presign", "1h"], moto.environment)
+        #expect(presigned.status == 0, "\(presigned.stderr)")
+        let page = try String(contentsOf: sheet, encoding: .utf8)
+        let links = page.matches(of: /src="([^"]+)"/).map { String($0.1).replacingOccurrences(of: "&amp;", with: "&") }
+        #expect(links.count == 3)
+        for link in links {
+            #expect(link.hasPrefix("\(moto.endpoint)/web/thumbs/big%20pics/photo_"), "\(link)")
+            #expect(link.contains("X-Amz-Credential=\(moto.accessKey)%2F") && link.contains("X-Amz-Expires=3600&"), "\(link)")
+            #expect(link.range(of: "X-Amz-Signature=[0-9a-f]{64}$", options: .regularExpression) != nil, "\(link)")
+        }
     }
 
     @Test func aWrongSecretIsAClearAuthErrorBeforeAnythingRuns() async throws {

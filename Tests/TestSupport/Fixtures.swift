@@ -216,3 +216,16 @@ extension Sequence {
         return out
     }
 }
+
+/// Run reports as tests read them.
+public enum Reports {
+    /// The JSON report at `url` as a dictionary, its `items` in list order (a report lists them in
+    /// the order they finished, each with its line number in `index`).
+    public static func read(_ url: URL) throws -> [String: Any] {
+        var report = try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any] ?? [:]
+        if let items = report["items"] as? [[String: Any]] {
+            report["items"] = items.sorted { ($0["index"] as? Int ?? 0) < ($1["index"] as? Int ?? 0) }
+        }
+        return report
+    }
+}

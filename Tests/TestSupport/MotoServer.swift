@@ -45,7 +45,7 @@ public final class MotoServer: @unchecked Sendable {
         try process.run()
         // Ready when it accepts a connection (moto takes a second or two to import).
         var ready = false
-        for _ in 0..<300 where !ready {
+        for _ in 0..<2400 where !ready {  // up to 2 minutes: python imports slowly on a loaded machine
             ready = canConnect(port)
             if !ready { try await Task.sleep(for: .milliseconds(50)) }
         }

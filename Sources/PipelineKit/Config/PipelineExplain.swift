@@ -73,7 +73,7 @@ public enum PipelineExplain {
         case .decoder: return pipeline.decoder
         case .imageCache: return pipeline.imageCache
         case .encoder: return pipeline.encoder
-        case .processor, .destination: return nil
+        case .processor, .destination, .report: return nil
         }
     }
 

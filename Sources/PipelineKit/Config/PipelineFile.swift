@@ -574,6 +574,7 @@ extension Plugin {
         case .imageCache(let make): return try make(options)
         case .encoder(let make): return try make(options)
         case .destination(_, let make): return try make(options)
+        case .report(let make): return try make(options)
         }
     }
 }

@@ -196,6 +196,15 @@ public final class PipelineRunner: Sendable {
         }, fit: firsts.allSatisfy { $0?.decodeHintFits == true }, wantsSourceFacts: wantsFacts)
     }
 
+    /// Where outputs go, as reports show it (a directory, or the destination's URL).
+    public var outputLocation: String { outputDirectory }
+
+    /// The HTTP address of the output directory, when outputs are objects a browser may open.
+    public var outputBrowserURL: String? { destination.browserURL("") }
+
+    /// Whether the run only loads (`pipelinectl fetch`).
+    public var isFetchOnly: Bool { fetchOnly }
+
     /// The pipeline's data cache, when it has one (for `pipelinectl cache`).
     public var dataCacheStage: (any DataCaching)? { dataCache }
 
@@ -252,7 +261,7 @@ public final class PipelineRunner: Sendable {
             }
             // Reading ahead is for a list in a file; lines on standard input or from another sequence
             // may come slowly, and each starts as soon as it comes.
-            let readAhead = (sources as? SourceList).map { $0.path != "-" } ?? false
+            let readAhead = (sources as? SourceList).map { $0.path != "-" } ?? (sources as? SourceList.Reader)?.isFile ?? false
             var iterator = OwnedSources<S.AsyncIterator>(sources.makeAsyncIterator(), owns: ownership, readAhead: readAhead)
             while let source = try await iterator.next() {
                 if stopRequested.withLock({ $0 }) {

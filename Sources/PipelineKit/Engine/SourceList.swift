@@ -50,24 +50,39 @@ public struct SourceList: AsyncSequence, Sendable {
             close(fd)
             throw PipelineError(.io, "the URL list '\(path)' is a directory")
         }
-        return Reader(fd: fd, base: baseDirectory)
+        let reader = Reader(fd: fd, base: baseDirectory)
+        reader.markStandardInput(path == "-")
+        return reader
     }
 
+    /// Opens the list when iteration starts; a list that cannot be opened throws from the first
+    /// `next()` (open it with ``open()`` first to report that before a run starts).
     public func makeAsyncIterator() -> Iterator {
-        Iterator(reader: try? open())
+        do { return Iterator(reader: try open(), failure: nil) } catch { return Iterator(reader: nil, failure: error) }
     }
 
     public struct Iterator: AsyncIteratorProtocol {
         let reader: Reader?
+        var failure: (any Error)?
         public mutating func next() async throws -> Source? {
+            if let failure {
+                self.failure = nil
+                throw failure
+            }
             guard let reader else { return nil }
             return try await reader.next()
         }
     }
 
     /// Reads lines in 64 KiB chunks on the I/O pool (standard input may block), or a remote list's
-    /// chunks with the next one fetched while the current one is read.
-    public final class Reader: @unchecked Sendable {
+    /// chunks with the next one fetched while the current one is read. An open list: iterate it
+    /// once (it is its own iterator).
+    public final class Reader: AsyncSequence, AsyncIteratorProtocol, @unchecked Sendable {
+        public typealias Element = Source
+        public func makeAsyncIterator() -> Reader { self }
+        /// Whether the list is a file (read ahead), not standard input or a remote list.
+        public var isFile: Bool { fd >= 0 && !isStandardInput }
+        private var isStandardInput = false
         // Used by one iterating task at a time.
         private let fd: Int32
         private let remote: (any RemoteList)?
@@ -91,6 +106,8 @@ public struct SourceList: AsyncSequence, Sendable {
             self.remote = remote
             self.base = base
         }
+
+        func markStandardInput(_ value: Bool) { isStandardInput = value }
 
         deinit {
             if fd >= 0 { close(fd) }

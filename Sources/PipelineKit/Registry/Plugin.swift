@@ -11,6 +11,8 @@ public enum Slot: String, Sendable, CaseIterable, Codable {
     case encoder
     /// Where outputs are stored, chosen by the scheme of `output.dir`.
     case destination
+    /// How a run's report is written (`--report-format`).
+    case report
 
     /// How the slot is named in messages (`a processor`, `an encoder`).
     public var article: String {
@@ -22,6 +24,7 @@ public enum Slot: String, Sendable, CaseIterable, Codable {
         case .imageCache: return "an image cache"
         case .encoder: return "an encoder"
         case .destination: return "an output destination"
+        case .report: return "a report format"
         }
     }
 
@@ -51,6 +54,7 @@ public struct Plugin: Sendable {
         case imageCache(Factory<any ImageCaching>)
         case encoder(Factory<any ImageEncoding>)
         case destination(schemes: [String], Factory<any OutputDestination>)
+        case report(Factory<any ReportWriting>)
     }
 
     public let spec: PluginSpec
@@ -66,6 +70,7 @@ public struct Plugin: Sendable {
         case .imageCache: return .imageCache
         case .encoder: return .encoder
         case .destination: return .destination
+        case .report: return .report
         }
     }
 
@@ -103,6 +108,11 @@ public struct Plugin: Sendable {
     public static func destination(_ spec: PluginSpec, schemes: [String],
                                    make: @escaping Factory<any OutputDestination>) -> Plugin {
         Plugin(spec: spec, maker: .destination(schemes: schemes.map { $0.lowercased() }, make))
+    }
+    /// A report format, chosen by `--report-format NAME`. The factory gets `path` (the local file
+    /// to write) and the format's own options.
+    public static func report(_ spec: PluginSpec, make: @escaping Factory<any ReportWriting>) -> Plugin {
+        Plugin(spec: spec, maker: .report(make))
     }
 
     /// The defaults of every option, as the factory would receive them when nothing is set.
@@ -194,6 +204,17 @@ public struct PluginRegistry: Sendable {
                 : "no output destination for \(scheme):// URLs ('\(dir)'); this build writes to: " + served.joined(separator: ", "))
         }
         return plugin
+    }
+
+    /// Makes the report writer of format `name` writing to `path`; throws naming the formats there are.
+    public func makeReport(_ name: String, path: String) throws -> any ReportWriting {
+        guard let plugin = plugin(name, in: .report) else {
+            throw PipelineError(.invalidOption, "unknown report format '\(name)'" + Suggest.hint(for: name, in: plugins(in: .report).map(\.spec.name)))
+        }
+        var values = plugin.defaultOptions.values
+        values["path"] = .string(path)
+        guard case .report(let make) = plugin.maker else { throw PipelineError(.wrongSlot, "'\(name)' is not a report format") }
+        return try make(PluginOptions(values))
     }
 
     /// Makes the destination for `dir` (a path or URL) from `options` (every `output:` option;

@@ -1,19 +1,20 @@
 import Foundation
 
 /// A self-contained HTML contact sheet of a run: the summary, then one tile per item (the output
-/// image, or the failure's kind and message), with filters by status and failure kind. No network
-/// resources; images are linked relative to the sheet, so the sheet works beside the outputs.
+/// image, or the failure's kind and message), with filters by status and failure kind. No
+/// resources of its own; local images are linked relative to the sheet (so it works beside the
+/// outputs), objects by their URL.
 public enum ContactSheet {
     /// - Parameters:
-    ///   - sheetDirectory: where the HTML file will be, to make image links relative to it.
-    ///   - workingDirectory: what relative output paths in the report are relative to.
-    public static func html(_ report: RunReport, sheetDirectory: URL, workingDirectory: URL) -> String {
+    ///   - links: the address of each item's first output, by position in `report.items`
+    ///     (`nil`: no picture to show).
+    public static func html(_ report: RunReport, links: [String?]) -> String {
         let summary = report.summary
         let rate = summary.wallSeconds > 0 ? Double(summary.total) / summary.wallSeconds : 0
         let kinds = Set(report.items.compactMap { $0.error?.kind.rawValue }).sorted()
         var tiles = ""
-        for item in report.items {
-            tiles += tile(item, sheetDirectory: sheetDirectory, workingDirectory: workingDirectory)
+        for (index, item) in report.items.enumerated() {
+            tiles += tile(item, link: index < links.count ? links[index] : nil)
         }
         let kindOptions = kinds.map { "<option value=\"\(escape($0))\">\(escape($0))</option>" }.joined()
         return """
@@ -63,6 +64,7 @@ public enum ContactSheet {
             <h1>\(escape(report.pipeline)) — \(summary.total) items</h1>
             <div class="stats">
             <div class="stat"><b>\(summary.ok)</b><span>ok</span></div>
+            <div class="stat"><b>\(summary.kept)</b><span>kept</span></div>
             <div class="stat\(summary.failed > 0 ? " bad" : "")"><b>\(summary.failed)</b><span>failed</span></div>
             <div class="stat"><b>\(summary.skipped)</b><span>skipped</span></div>
             <div class="stat"><b>\(String(format: "%.2f", summary.wallSeconds))s</b><span>wall time</span></div>
@@ -74,6 +76,7 @@ public enum ContactSheet {
             <nav>
             <button data-status="all" class="on">All</button>
             <button data-status="ok">ok</button>
+            <button data-status="kept">kept</button>
             <button data-status="failed">failed</button>
             <button data-status="skipped">skipped</button>
             <select id="kind"><option value="">every failure kind</option>\(kindOptions)</select>
@@ -116,7 +119,7 @@ public enum ContactSheet {
             """
     }
 
-    static func tile(_ item: ItemResult, sheetDirectory: URL, workingDirectory: URL) -> String {
+    static func tile(_ item: ItemResult, link: String?) -> String {
         let t = item.timings
         let times = "load \(ms(t.load)) · decode \(ms(t.decode)) · process \(ms(t.process)) · encode \(ms(t.encode)) ms"
         let source = escape(item.source)
@@ -129,10 +132,7 @@ public enum ContactSheet {
 
                 """
         }
-        let image = item.outputs.first.map { output -> String in
-            let absolute = output.hasPrefix("/") ? URL(fileURLWithPath: output) : workingDirectory.appendingPathComponent(output)
-            return "<img loading=\"lazy\" src=\"\(escape(relative(absolute, to: sheetDirectory)))\" alt=\"\(source)\">"
-        } ?? ""
+        let image = link.map { "<img loading=\"lazy\" src=\"\(escape($0))\" alt=\"\(source)\">" } ?? ""
         let size = item.width.flatMap { w in item.height.map { "\(w)×\($0)" } } ?? ""
         let facts = [size, SummaryText.bytes(item.bytesOut), item.outputs.count > 1 ? "\(item.outputs.count) outputs" : "",
                      item.degraded.map { "degraded: \($0)" } ?? "", item.fallback ? "fallback image" : "",
@@ -153,7 +153,7 @@ public enum ContactSheet {
     }
 
     /// `target`'s path relative to `directory`, percent-encoded for an `src` attribute.
-    static func relative(_ target: URL, to directory: URL) -> String {
+    public static func relative(_ target: URL, to directory: URL) -> String {
         let from = directory.standardizedFileURL.pathComponents, to = target.standardizedFileURL.pathComponents
         var common = 0
         while common < min(from.count, to.count), from[common] == to[common] { common += 1 }

@@ -7,14 +7,16 @@ public enum SummaryText {
     ///   - examples: example sources shown per failure kind.
     public static func render(pipeline: String, summary: RunSummary, items: [ItemResult], outputDirectory: String?,
                               examples: Int = 3) -> String {
-        render(pipeline: pipeline, summary: summary, statistics: RunStatistics(items),
-               failures: items.filter { $0.status == .failed }, outputDirectory: outputDirectory, examples: examples)
+        var failures = FailureDigest(examples: examples)
+        for item in items { failures.add(item) }
+        return render(pipeline: pipeline, summary: summary, statistics: RunStatistics(items), failures: failures,
+                      outputDirectory: outputDirectory)
     }
 
-    /// The same from figures collected during the run (``RunStatistics/Builder``) and the failed
-    /// items only, so a long run need not keep every item.
-    public static func render(pipeline: String, summary: RunSummary, statistics stats: RunStatistics, failures: [ItemResult],
-                              outputDirectory: String?, examples: Int = 3) -> String {
+    /// The same from figures collected during the run (``RunStatistics/Builder``) and a digest of
+    /// the failures, so a long run need not keep any item.
+    public static func render(pipeline: String, summary: RunSummary, statistics stats: RunStatistics, failures: FailureDigest,
+                              outputDirectory: String?) -> String {
         var lines: [String] = []
         let rate = summary.wallSeconds > 0 ? Double(summary.total) / summary.wallSeconds : 0
         let notes = [
@@ -66,14 +68,13 @@ public enum SummaryText {
         }
         if !cache.isEmpty { lines.append("cache: " + cache.joined(separator: "; ")) }
 
-        if !failures.isEmpty {
-            var byKind: [String: [ItemResult]] = [:]
-            for item in failures { byKind[item.error?.kind.rawValue ?? "unknown", default: []].append(item) }
-            let ordered = byKind.sorted { $0.value.count > $1.value.count || ($0.value.count == $1.value.count && $0.key < $1.key) }
-            lines.append("failures by kind: " + ordered.map { "\($0.key) \($0.value.count)" }.joined(separator: ", "))
-            for (_, group) in ordered {
-                for item in group.prefix(examples) { lines.append("  " + failureLine(item)) }
-                if group.count > examples { lines.append("    ... \(group.count - examples) more of this kind") }
+        if failures.total > 0 {
+            let ordered = failures.counts.sorted { $0.value > $1.value || ($0.value == $1.value && $0.key < $1.key) }
+            lines.append("failures by kind: " + ordered.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+            for (kind, count) in ordered {
+                let shown = failures.examples[kind] ?? []
+                for item in shown { lines.append("  " + failureLine(item)) }
+                if count > shown.count { lines.append("    ... \(count - shown.count) more of this kind") }
             }
         }
         return lines.joined(separator: "\n")
@@ -100,5 +101,32 @@ public enum SummaryText {
         if value >= 1e6 { return String(format: "%.1f MB", value / 1e6) }
         if value >= 1e3 { return String(format: "%.1f KB", value / 1e3) }
         return "\(count) B"
+    }
+}
+
+/// The failures of a run in fixed memory: a count per error kind, the first few items of each
+/// kind, and whether any failed on our side (an output that could not be written).
+public struct FailureDigest: Sendable {
+    /// Failed items by kind.
+    public private(set) var counts: [String: Int] = [:]
+    /// The first items of each kind, in the order they were added.
+    public private(set) var examples: [String: [ItemResult]] = [:]
+    /// Whether an item failed because its outputs could not be written (``ItemResult/failedOnOurSide``).
+    public private(set) var anyOnOurSide = false
+    /// Items kept per kind.
+    public let limit: Int
+
+    public init(examples: Int = 3) { limit = examples }
+
+    /// Every failed item counted.
+    public var total: Int { counts.values.reduce(0, +) }
+
+    /// Counts `item` when it failed.
+    public mutating func add(_ item: ItemResult) {
+        guard item.status == .failed else { return }
+        let kind = item.error?.kind.rawValue ?? "unknown"
+        counts[kind, default: 0] += 1
+        if examples[kind, default: []].count < limit { examples[kind, default: []].append(item) }
+        if item.failedOnOurSide { anyOnOurSide = true }
     }
 }

@@ -39,6 +39,14 @@ public protocol OutputDestination: Sendable {
     /// An address a browser can open for the output at `relative` (the object's HTTP URL), when
     /// there is one other than a file path; reports and contact sheets link it. Default `nil`.
     func browserURL(_ relative: String) -> String?
+
+    /// A URL that lets anyone holding it read the output at `relative` for `seconds`, where the
+    /// destination can make one (a presigned S3 URL). Default `nil`.
+    func presignedURL(_ relative: String, expires seconds: Int) -> String?
+
+    /// The paths, relative to the destination, of every output under `prefix` (a relative path
+    /// ending in `/`, or empty for all). The default says the destination cannot list.
+    func list(under prefix: String) async throws -> [String]
 }
 
 extension OutputDestination {
@@ -50,6 +58,10 @@ extension OutputDestination {
     public func preflight() async -> PipelineError? { nil }
     public var localDirectory: String? { nil }
     public func browserURL(_ relative: String) -> String? { nil }
+    public func presignedURL(_ relative: String, expires seconds: Int) -> String? { nil }
+    public func list(under prefix: String) async throws -> [String] {
+        throw PipelineError(.invalidOption, "\(location(prefix)): this destination cannot list what it holds")
+    }
 }
 
 /// One output to store: its bytes, its name relative to the destination, and what made it.

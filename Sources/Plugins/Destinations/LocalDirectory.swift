@@ -84,6 +84,25 @@ public struct LocalDirectory: OutputDestination {
         return try await WorkerPool.io.run { FileManager.default.contents(atPath: target) }
     }
 
+    public func list(under prefix: String) async throws -> [String] {
+        let root = URL(fileURLWithPath: location(prefix))
+        return try await WorkerPool.io.run {
+            guard let walker = FileManager.default.enumerator(atPath: root.path) else {
+                throw PipelineError(.notFound, "\(root.path): no such directory")
+            }
+            var found: [String] = []
+            while let name = walker.nextObject() as? String {
+                var isDirectory: ObjCBool = false
+                let full = root.appendingPathComponent(name).path
+                if FileManager.default.fileExists(atPath: full, isDirectory: &isDirectory), !isDirectory.boolValue,
+                   !(name as NSString).lastPathComponent.hasPrefix(".") {
+                    found.append(prefix + name)
+                }
+            }
+            return found.sorted()
+        }
+    }
+
     /// What is at `path`: `nil` when nothing, else its recorded fingerprint if it has one.
     static func existing(at path: String) -> ExistingOutput? {
         var info = stat()

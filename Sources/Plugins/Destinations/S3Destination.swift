@@ -56,6 +56,22 @@ struct S3Destination: OutputDestination {
     /// browser when the object is public.
     func browserURL(_ relative: String) -> String? { client.address(object(relative), query: []).url }
 
+    func presignedURL(_ relative: String, expires seconds: Int) -> String? {
+        client.presignedURL(object(relative), expires: seconds)
+    }
+
+    func list(under relativePrefix: String) async throws -> [String] {
+        let start = object(relativePrefix).key
+        let base = object("").key
+        var keys: [String] = [], token: String?
+        repeat {
+            let page = try await client.list(bucket: prefix.bucket, prefix: start, after: token)
+            keys += page.keys.map { String($0.key.dropFirst(base.count)) }
+            token = page.next
+        } while token != nil
+        return keys
+    }
+
     func headers(for output: OutputFile) -> [String: String] {
         var all = headers
         all["x-amz-meta-" + Self.fingerprintKey] = output.fingerprint.description

@@ -106,9 +106,20 @@ final class S3Client: Sendable {
         engine = HTTPLoader.LazyEngine(maxPerHost: 0)
     }
 
+    /// The object; `nil` when there is no such key (a missing bucket is an error that says so).
     func get(_ object: S3Location) async throws -> S3Object? {
         let response = try await send("GET", object, answered: [404])
+        if response.status == 404 { try Self.checkBucket(response, method: "GET", object: object) }
         return response.status == 404 ? nil : S3Object(response)
+    }
+
+    /// Throws for a 404 whose body says the bucket, not the key, is missing.
+    static func checkBucket(_ response: Response, method: String, object: S3Location) throws {
+        let body = String(decoding: response.body, as: UTF8.self)
+        if ListingParser.element("Code", in: body[...]) == "NoSuchBucket" {
+            throw describe(TransferFailure(error: PipelineError(.notFound, "no such bucket"), status: 404, partial: response.body,
+                                           validator: nil, retryAfter: nil, retryable: false), method: method, object: object)
+        }
     }
 
     /// `length` bytes of the object from `offset` (fewer at its end); `nil` when there is no object.
@@ -220,6 +231,14 @@ extension S3Client {
                 try await Task.sleep(for: .seconds(min(8, 0.2 * pow(2, Double(attempt - 1))) * Double.random(in: 0.5...1)))
             }
         }
+    }
+
+    /// A URL anyone may GET `object` with until `expires` seconds from now (at most 7 days).
+    func presignedURL(_ object: S3Location, expires: Int, date: Date = Date()) -> String {
+        let (url, host, path) = address(object, query: [])
+        let query = SigV4.presign(method: "GET", host: host, path: path, credentials: settings.credentials,
+                                  region: settings.region, date: date, expires: expires)
+        return url + "?" + query.map { SigV4.encode($0.0) + "=" + SigV4.encode($0.1) }.joined(separator: "&")
     }
 
     /// The request URL, its Host header and its path as signed.

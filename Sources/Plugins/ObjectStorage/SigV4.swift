@@ -54,18 +54,45 @@ enum SigV4 {
         let canonicalRequest: String = [method, path.isEmpty ? "/" : path, canonicalQuery, canonicalHeaders,
                                         signedNames, payloadHash].joined(separator: "\n")
         let scope = "\(day)/\(region)/\(service)/aws4_request"
-        let stringToSign = ["AWS4-HMAC-SHA256", stamp, scope, hex(SHA256.hash(data: Data(canonicalRequest.utf8)))]
-            .joined(separator: "\n")
-        var key = SymmetricKey(data: Data(("AWS4" + credentials.secretKey).utf8))
-        for part in [day, region, service, "aws4_request"] {
-            key = SymmetricKey(data: Data(HMAC<SHA256>.authenticationCode(for: Data(part.utf8), using: key)))
-        }
-        let signature = hex(HMAC<SHA256>.authenticationCode(for: Data(stringToSign.utf8), using: key))
+        let signature = signature(canonicalRequest, stamp: stamp, scope: scope, secret: credentials.secretKey,
+                                  parts: [day, region, service, "aws4_request"])
         var added = ["x-amz-date": stamp, "x-amz-content-sha256": payloadHash]
         if let token = credentials.sessionToken { added["x-amz-security-token"] = token }
         added["authorization"] = "AWS4-HMAC-SHA256 Credential=\(credentials.accessKey)/\(scope), "
             + "SignedHeaders=\(signedNames), Signature=\(signature)"
         return added
+    }
+
+    /// The hex signature of `canonicalRequest`: its hash signed with the key derived from `secret`
+    /// through the scope's `parts` (day, region, service, `aws4_request`).
+    static func signature(_ canonicalRequest: String, stamp: String, scope: String, secret: String, parts: [String]) -> String {
+        let stringToSign = ["AWS4-HMAC-SHA256", stamp, scope, hex(SHA256.hash(data: Data(canonicalRequest.utf8)))]
+            .joined(separator: "\n")
+        var key = SymmetricKey(data: Data(("AWS4" + secret).utf8))
+        for part in parts {
+            key = SymmetricKey(data: Data(HMAC<SHA256>.authenticationCode(for: Data(part.utf8), using: key)))
+        }
+        return hex(HMAC<SHA256>.authenticationCode(for: Data(stringToSign.utf8), using: key))
+    }
+
+    /// The query of a presigned URL (query-string authentication): anyone holding the URL may send
+    /// `method` to it until `expires` seconds after `date` (at most 7 days, as S3 allows). Only
+    /// `host` is signed, and the payload is `UNSIGNED-PAYLOAD`.
+    static func presign(method: String, host: String, path: String, credentials: S3Credentials, region: String,
+                        date: Date, expires: Int, service: String = "s3") -> [(String, String)] {
+        let stamp = timestamp(date)
+        let day = String(stamp.prefix(8))
+        let scope = "\(day)/\(region)/\(service)/aws4_request"
+        var query = [("X-Amz-Algorithm", "AWS4-HMAC-SHA256"), ("X-Amz-Credential", "\(credentials.accessKey)/\(scope)"),
+                     ("X-Amz-Date", stamp), ("X-Amz-Expires", String(min(max(1, expires), 604_800))), ("X-Amz-SignedHeaders", "host")]
+        if let token = credentials.sessionToken { query.append(("X-Amz-Security-Token", token)) }
+        let canonicalQuery = query.map { (encode($0.0), encode($0.1)) }.sorted { $0.0 < $1.0 }.map { $0.0 + "=" + $0.1 }
+            .joined(separator: "&")
+        let canonicalRequest = [method, path.isEmpty ? "/" : path, canonicalQuery, "host:\(host)\n", "host", "UNSIGNED-PAYLOAD"]
+            .joined(separator: "\n")
+        query.append(("X-Amz-Signature", signature(canonicalRequest, stamp: stamp, scope: scope, secret: credentials.secretKey,
+                                                   parts: [day, region, service, "aws4_request"])))
+        return query
     }
 
     /// `20261122T083005Z`.

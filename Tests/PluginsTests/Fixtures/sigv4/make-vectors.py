@@ -60,4 +60,23 @@ for case in CASES:
                   if k.lower() in ("authorization", "x-amz-date", "x-amz-content-sha256", "x-amz-security-token")},
         canonical_request=canonical,
     ))
-print(json.dumps({"botocore": botocore.__version__, "vectors": vectors}, indent=2, ensure_ascii=False))
+# Presigned GET URLs (query-string authentication), as `pipelinectl report --html --presign` links objects.
+PRESIGNED = [
+    dict(name="presigned-path-style", url="http://127.0.0.1:9000/web/thumbs/big%20pics/photo_0.jpg", expires=3600),
+    dict(name="presigned-virtual-host", url="https://web.s3.eu-west-1.amazonaws.com/t/a%2Bb.webp", expires=604800,
+         region="eu-west-1"),
+    dict(name="presigned-session-token", url="http://localhost:4566/bucket/k.png", expires=60,
+         token="IQoJb3JpZ2luX2VjEXAMPLETOKEN//////////wEaCXVzLWVhc3QtMSJHMEUCIQ=="),
+]
+presigned = []
+for case in PRESIGNED:
+    region = case.get("region", "us-east-1")
+    creds = Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", case.get("token"))
+    request = AWSRequest(method="GET", url=case["url"], headers={})
+    signer = botocore.auth.S3SigV4QueryAuth(creds, "s3", region, expires=case["expires"])
+    with mock.patch("botocore.auth.get_current_datetime", return_value=WHEN):
+        signer.add_auth(request)
+    presigned.append(dict(name=case["name"], url=case["url"], region=region, expires=case["expires"],
+                          access_key=creds.access_key, secret_key=creds.secret_key, session_token=case.get("token"),
+                          time=WHEN.strftime("%Y%m%dT%H%M%SZ"), expected=request.url))
+print(json.dumps({"botocore": botocore.__version__, "vectors": vectors, "presigned": presigned}, indent=2, ensure_ascii=False))

@@ -1,0 +1,232 @@
+import ArgumentParser
+import Foundation
+import Logging
+import PipelineKit
+import Synchronization
+
+/// What `run` and `fetch` share: validate, open the list, run, print the summary, write the
+/// report and metrics. Exits 128+N after a stop by signal N, 3 when outputs could not be
+/// written, 1 when items failed (or an output kept by `existing: keep` is stale), 2 when the
+/// pipeline or the list cannot be used.
+func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunOutputOptions, stopGrace: Double) async throws {
+    var output = output
+    if let shard = options.shard {
+        output.report = output.report.map(shard.name)
+        output.metrics = output.metrics.map(shard.name)
+    }
+    bootstrapLogging(output)
+    guard let pipeline = loadPipeline(name) else { throw Exit.invalid }
+    let (runner, list) = try makeRunner(pipeline, urls: urls, options: options)
+    var problem = await runner.preflight()
+    if problem == nil, let remote = list.remote {
+        do { try await remote.check() } catch {
+            problem = error as? PipelineError ?? PipelineError(.io, "\(error)")
+        }
+    }
+    // A report for a store is written to a local file first and uploaded when the run ends; its
+    // bucket is checked now, with the outputs', not found missing after the work is done.
+    let remoteReport = try output.report.flatMap { try RemoteReport(url: $0, pipeline: pipeline) }
+    defer { remoteReport?.removeLocal() }
+    if problem == nil, let remoteReport, let refused = await remoteReport.destination.preflight() {
+        problem = PipelineError(refused.kind, "cannot write the report to \(remoteReport.url): \(refused.message)")
+    }
+    if let problem {
+        // Refused credentials or a missing bucket or list will not fix themselves; an unreachable store may.
+        printError("error: \(problem.message)")
+        throw [ErrorKind.auth, .notFound, .invalidOption, .invalidSource].contains(problem.kind) ? Exit.invalid : Exit.infrastructure
+    }
+    let reader: SourceList.Reader
+    do { reader = try list.open() } catch {
+        printError("error: \((error as? PipelineError)?.message ?? "\(error)")")
+        throw Exit.invalid
+    }
+    let header = runHeader(pipeline, runner: runner, list: list, shard: options.shard)
+    let report = try openReport(output, localPath: remoteReport?.localPath, header: header)
+    let signals = StopSignals(runner: runner, grace: stopGrace)
+    defer { signals.cancel() }
+    let outcome = try await execute(runner, lines: reader, listName: list.remote == nil ? list.path : "-", output: output, report: report)
+    try finish(outcome, pipeline: pipeline, runner: runner, output: output, fetchOnly: options.fetchOnly,
+               shownReport: remoteReport?.url)
+    if let remoteReport {
+        do { try await remoteReport.upload() } catch {
+            printError("error: cannot write the report to \(remoteReport.url): \((error as? PipelineError)?.message ?? "\(error)")")
+            throw Exit.infrastructure
+        }
+    }
+    if let signal = signals.received {
+        remoteReport?.removeLocal()  // exit() runs no defer
+        Foundation.exit(128 + signal)
+    }
+    if outcome.failures.anyOnOurSide { throw Exit.infrastructure }
+    if outcome.summary.failed > 0 || outcome.summary.outputsStale > 0 { throw Exit.itemsFailed }
+}
+
+/// What identifies this run in its report.
+func runHeader(_ pipeline: Pipeline, runner: PipelineRunner, list: SourceList, shard: Shard?) -> RunHeader {
+    var header = RunHeader(pipeline: pipeline.name, fingerprint: runner.fingerprint)
+    header.shard = shard?.description
+    header.version = PipelineCtl.version
+    header.list = list.path
+    header.listBase = list.baseDirectory
+    header.workingDirectory = FileManager.default.currentDirectoryPath
+    if !runner.isFetchOnly {
+        header.output = runner.outputLocation
+        header.outputURL = runner.outputBrowserURL
+    }
+    return header
+}
+
+func bootstrapLogging(_ output: RunOutputOptions) {
+    let logLevel = output.logLevel, logFormat = output.logFormat.format
+    LoggingSystem.bootstrap { label in
+        switch logFormat {
+        case .json:
+            return JSONLogHandler(label: label, logLevel: logLevel)
+        case .text:
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = logLevel
+            return handler
+        }
+    }
+}
+
+/// Checks the run's machine facts (output directory, list) and makes the runner and the URL list
+/// (a file, `-` for standard input, or an object in a bucket: `s3://bucket/key`); prints why not.
+func makeRunner(_ pipeline: Pipeline, urls: String, options: RunOptions) throws -> (PipelineRunner, SourceList) {
+    if let dir = options.outputDirectory, Source.urlScheme(of: dir) == nil,
+       let problem = MachineCheck.writableDirectoryProblem(dir) {
+        printError("error: --output '\(dir)' \(problem)")
+        throw Exit.invalid
+    }
+    let list: SourceList
+    do { list = try PipelineCtl.registry.sourceList(urls) } catch {
+        printError("error: \((error as? PipelineError)?.message ?? "\(error)")")
+        throw Exit.invalid
+    }
+    var options = options
+    options.logger = Logger(label: "pipelinectl")
+    do {
+        return (try PipelineRunner(pipeline: pipeline, registry: PipelineCtl.registry, options: options), list)
+    } catch {
+        printError("error: \(pipeline.file): \((error as? PipelineError)?.message ?? "\(error)")")
+        throw Exit.invalid
+    }
+}
+
+/// `--report s3://bucket/key`: the report is written to a local temporary file, then put whole
+/// (replacing an earlier run's report) through the output destination of the URL's scheme, with
+/// the pipeline's `output:` options for the store's endpoint and credentials.
+struct RemoteReport {
+    let url: String
+    let localPath: String
+    let destination: any OutputDestination
+    let name: String
+
+    init?(url: String, pipeline: Pipeline) throws {
+        guard Source.urlScheme(of: url) != nil else { return nil }
+        let slash = url.range(of: "/", options: .backwards)!
+        name = String(url[slash.upperBound...])
+        guard !name.isEmpty, !url[..<slash.lowerBound].hasSuffix(":/") else {
+            printError("error: --report '\(url)' names no object (write s3://bucket/reports/run.json)")
+            throw Exit.invalid
+        }
+        var options = pipeline.output.options.values
+        options["cache_control"] = nil
+        options["metadata"] = nil
+        do { destination = try PipelineCtl.registry.makeDestination(String(url[..<slash.lowerBound]), options: PluginOptions(options)) } catch {
+            printError("error: --report \(url): \((error as? PipelineError)?.message ?? "\(error)")")
+            throw Exit.invalid
+        }
+        self.url = url
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("pipelinectl-report-\(getpid())")
+        try? FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        localPath = dir.appendingPathComponent(name).path
+    }
+
+    func upload() async throws {
+        let data = try Data(contentsOf: URL(fileURLWithPath: localPath))
+        try await destination.write(OutputFile(relative: name, data: data, fingerprint: OutputFingerprint(
+            recipe: OutputFingerprint.recipe("report"), source: "d" + Hashing.sha256Hex(data).prefix(32))))
+    }
+
+    func removeLocal() {
+        try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: localPath).deletingLastPathComponent().path)
+    }
+}
+
+/// The report writer of `--report-format`, begun with the run's header; `nil` without `--report`.
+func openReport(_ output: RunOutputOptions, localPath: String?, header: RunHeader) throws -> (any ReportWriting)? {
+    guard let path = localPath ?? output.report else { return nil }
+    do {
+        let writer = try PipelineCtl.registry.makeReport(output.reportFormat, path: path)
+        try writer.begin(header)
+        return writer
+    } catch {
+        printError("error: cannot write the report to \(output.report ?? path): \((error as? PipelineError)?.message ?? "\(error)")")
+        throw Exit.invalid
+    }
+}
+
+/// What a run leaves for the summary, the report and the metrics: figures, never the items.
+struct RunOutcome {
+    let summary: RunSummary
+    let failures: FailureDigest
+    let statistics: RunStatistics
+    let metrics: RunMetrics?
+}
+
+/// Runs the list, showing progress and writing the report as items finish. Memory does not grow
+/// with the list: each item is written and counted, then dropped.
+func execute(_ runner: PipelineRunner, lines: SourceList.Reader, listName: String, output: RunOutputOptions,
+             report: (any ReportWriting)?) async throws -> RunOutcome {
+    let collected = Mutex<(failures: FailureDigest, statistics: RunStatistics.Builder)>((FailureDigest(), RunStatistics.Builder()))
+    let display = ProgressDisplay(mode: output.quiet ? .none : output.progress.mode, list: listName)
+    defer { display?.finish() }
+    let metrics = output.metrics.map { _ in RunMetrics(pipeline: runner.pipeline.name) }
+    let reportFailed = Mutex(false)
+    let summary: RunSummary
+    do {
+        summary = try await runner.run(lines) { item in
+            collected.withLock {
+                $0.failures.add(item)
+                $0.statistics.add(item)
+            }
+            display?.record(item)
+            metrics?.record(item)
+            do { try report?.item(item) } catch {
+                let first = reportFailed.withLock { failed -> Bool in
+                    let first = !failed
+                    failed = true
+                    return first
+                }
+                if first { printError("warning: writing the report: \(error)") }
+            }
+        }
+    } catch {
+        // The list was readable when the run began: reading it broke off.
+        printError("error: \((error as? PipelineError)?.message ?? "\(error)")")
+        throw Exit.infrastructure
+    }
+    let (failures, statistics) = collected.withLock { ($0.failures, $0.statistics.statistics) }
+    do { try report?.finish(summary: summary, statistics: statistics) } catch {
+        printError("error: cannot write the report to \(output.report ?? "?"): \((error as? PipelineError)?.message ?? "\(error)")")
+        throw Exit.infrastructure
+    }
+    return RunOutcome(summary: summary, failures: failures, statistics: statistics, metrics: metrics)
+}
+
+/// The summary (with `--quiet`: only when something failed, on standard error) and the metrics file.
+func finish(_ outcome: RunOutcome, pipeline: Pipeline, runner: PipelineRunner, output: RunOutputOptions, fetchOnly: Bool,
+            shownReport: String? = nil) throws {
+    let text = SummaryText.render(pipeline: pipeline.name, summary: outcome.summary, statistics: outcome.statistics,
+                                  failures: outcome.failures, outputDirectory: fetchOnly ? nil : runner.outputDirectory)
+    if !output.quiet { print(text) } else if outcome.summary.failed > 0 || outcome.summary.outputsStale > 0 { printError(text) }
+    if let report = shownReport ?? output.report, !output.quiet { print("report in \(report)") }
+    if let path = output.metrics, let metrics = outcome.metrics {
+        do { try metrics.write(to: path, summary: outcome.summary) } catch {
+            printError("error: cannot write metrics to \(path): \(error)")
+            throw Exit.invalid
+        }
+        if !output.quiet { print("metrics in \(path)") }
+    }
+}

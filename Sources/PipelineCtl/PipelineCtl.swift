@@ -79,7 +79,7 @@ enum Exit {
     /// report records them: retrying the whole shard would not help.
     static let itemsFailed = ExitCode(1)
     /// The pipeline, the list or an option is wrong: never retry. (Usage errors caught by the
-    /// argument parser exit 64.)
+    /// argument parser exit 2 too, not its default 64; see ``RootCommand/main()``.)
     static let invalid = ExitCode(2)
     /// Infrastructure trouble: an output or cache store could not be written, or the list could
     /// not be read to its end. Retry (with `--resume`, only what is missing is done again).

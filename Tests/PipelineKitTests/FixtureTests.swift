@@ -21,7 +21,7 @@ import Testing
                                   encoding: .utf8).split(separator: "\n").map(String.init)
         var found: [String] = []
         do {
-            _ = try PipelineFile.load(path: path, registry: BuiltIns.registry(), environment: ["PK_FIXTURE_TIMEOUT": "later"])
+            _ = try PipelineFile.load(path: path, registry: BuiltIns.registry(), environment: ["PK_FIXTURE_TIMEOUT": "later", "PK_FIXTURE_EMPTY": ""])
         } catch let error as PipelineValidationError {
             found = error.diagnostics.map { $0.description.replacingOccurrences(of: Self.directory.path + "/", with: "") }
         }

@@ -1,7 +1,9 @@
 import Foundation
 import Yams
 
-/// `${VAR}`, `${VAR:-default}` and `$${` (a literal `${`) in pipeline values.
+/// `${VAR}`, `${VAR:-default}` and `$${` (a literal `${`) in pipeline values. `${VAR}` needs VAR
+/// set and not empty; `${VAR:-default}` takes the default when VAR is unset or empty (`${VAR:-}`
+/// allows an empty value).
 ///
 /// Runs once over the YAML tree before validation and rewrites scalar values, keeping their
 /// positions, so values that come from the environment are validated like literal ones. Keys are
@@ -53,10 +55,15 @@ struct Interpolator {
                     problems.append((mark(scalar, at: i), "invalid variable name '\(name)' in '${\(inner)}'"))
                     return failing(scalar)
                 }
-                if let value = environment[name], !(fallback != nil && value.isEmpty) {
+                if let value = environment[name], !value.isEmpty {
                     out += value
                 } else if let fallback {
                     out += fallback
+                } else if environment[name] != nil {
+                    // Set but empty: `dir: ${BUCKET}/web` would silently become `/web`.
+                    problems.append((mark(scalar, at: i),
+                                     "environment variable '\(name)' is empty; set it, or write ${\(name):-} where an empty value is meant"))
+                    return failing(scalar)
                 } else {
                     problems.append((mark(scalar, at: i),
                                      "environment variable '\(name)' is not set; set it or write ${\(name):-default}"))

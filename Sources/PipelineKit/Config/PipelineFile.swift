@@ -218,13 +218,16 @@ struct PipelineParser {
             let at = key.mark.map { SourcePosition(line: $0.line, column: $0.column) }
             var own: [StageConfig] = []
             var variantEncoder = encoder
+            var namesEncoder = false
             var template = output.name
             var templateNode: Node?
             if case .mapping(let fields) = value {
                 for (fieldKey, fieldValue) in fields {
                     switch fieldKey.scalar?.string ?? "" {
                     case "processors": own = processorList(fieldValue) ?? []
-                    case "encoder": variantEncoder = stage(fieldValue, slot: .encoder)
+                    case "encoder":
+                        namesEncoder = true
+                        variantEncoder = stage(fieldValue, slot: .encoder)
                     case "name":
                         templateNode = fieldValue
                         do { template = try NameTemplate(fieldValue.scalar?.string ?? "") } catch let failure as PipelineError {
@@ -241,7 +244,8 @@ struct PipelineParser {
                 continue
             }
             guard let finalEncoder = variantEncoder else {
-                if encoderMissing { error(key, "variant '\(name)' has no 'encoder', and there is no top-level 'encoder'") }
+                // One mistake, one error: an encoder that was named but is invalid was reported already.
+                if encoderMissing, !namesEncoder { error(key, "variant '\(name)' has no 'encoder', and there is no top-level 'encoder'") }
                 continue
             }
             if mapping.count > 1, !template.parts.contains(.placeholder("variant")) {

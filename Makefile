@@ -12,7 +12,7 @@ TEST_PACKAGES = chromium libheif-examples libavif-bin libimage-exiftool-perl
 SLURM_PACKAGES = slurmctld slurmd slurm-client munge
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps install install-services build release run test stress samples docs bench bench-loader fuzz clean
+.PHONY: deps test-deps install install-services build release run test stress samples docs bench bench-loader bench-reports fuzz clean
 
 deps:
 	@$(MAKE) -s install PACKAGES="$(APT_PACKAGES)"
@@ -93,6 +93,10 @@ bench: release
 
 bench-loader: release
 	bench/loader.sh
+
+# Peak memory of a 200,000-item run with and without a report (docs/PERFORMANCE.md).
+bench-reports: release
+	bench/report-memory.py
 
 # libFuzzer on every parser of untrusted bytes we own, FUZZ_SECONDS (default 60) each (Fuzz/run.sh).
 fuzz: deps

@@ -60,8 +60,9 @@ let package = Package(
             name: "CGIF",
             providers: [.apt(["libgif-dev"])]
         ),
-        // Extended attributes, for the fingerprint the local destination records on each output.
-        .systemLibrary(name: "CXattr"),
+        // Linux calls Glibc's Swift module leaves out: extended attributes (output fingerprints)
+        // and mallinfo2 (heap counts in tests).
+        .systemLibrary(name: "CLinux"),
         .systemLibrary(
             name: "CWebP",
             pkgConfig: "libwebpdemux",
@@ -87,7 +88,7 @@ let package = Package(
         // Every built-in stage, registered through PipelineKit's public API.
         .target(
             name: "Plugins",
-            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF", "CGIF", "CXattr",
+            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF", "CGIF", "CLinux",
                            .product(name: "Crypto", package: "swift-crypto")]
         ),
         // The controller: every subcommand, callable by custom builds with their own plugins.
@@ -125,7 +126,7 @@ let package = Package(
         .testTarget(
             name: "PluginsTests",
             dependencies: [
-                "PipelineKit", "MagickKit", "Plugins", "TestSupport",
+                "PipelineKit", "MagickKit", "Plugins", "TestSupport", "CLinux",
                 .product(name: "FlyingFox", package: "FlyingFox"),
             ],
             exclude: ["Fixtures"]  // SigV4 golden vectors and fuzz findings, read as files

@@ -250,6 +250,7 @@ extension PipelineRunner {
 
     /// Records that `path` is the output of `key`; two different sources may not share an output.
     private func claim(_ path: String, key: String, source: Source) throws {
+        guard claimsNames else { return }
         let other = outputClaims.withLock { claims -> Int? in
             if let existing = claims[path.hashValue] { return existing.key == key.hashValue ? nil : existing.line }
             claims[path.hashValue] = (key.hashValue, source.index)

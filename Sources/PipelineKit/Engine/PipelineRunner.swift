@@ -93,8 +93,13 @@ public final class PipelineRunner: Sendable {
     /// What this run already made, by source key.
     let finished: FinishedSources
     /// Output path hash -> (cache key hash, line number): small per item, so a list of millions
-    /// of lines is checked for collisions without holding its text.
+    /// of lines is checked for collisions without holding its text. Only names that two sources
+    /// could share are recorded (``claimsNames``).
     let outputClaims = Mutex<[Int: (key: Int, line: Int)]>([:])
+    /// Whether output names are recorded to find two sources writing one name: not when every name
+    /// template has `{hash}` or `{index}`, which give distinct sources distinct names (the default
+    /// does), so that memory does not grow with the list.
+    let claimsNames: Bool
 
     /// Instantiates every stage of `pipeline`. Loaders the pipeline does not configure are made with
     /// their defaults, so a list may mix URLs and paths.
@@ -125,6 +130,7 @@ public final class PipelineRunner: Sendable {
         destination = try registry.makeDestination(outputDirectory, options: pipeline.output.options)
         existing = pipeline.output.existing
         factsName = pipeline.output.factsName
+        claimsNames = !pipeline.variants.allSatisfy(\.template.isCollisionFree) || factsName.map { !$0.isCollisionFree } == true
         factsRecipe = OutputFingerprint.recipe("facts:" + variants.map(\.recipe).joined(separator: ","))
         failurePolicy = try pipeline.onFailure.map { try FailurePolicy(options: $0) }
         logger = options.logger

@@ -1,4 +1,4 @@
-import CXattr
+import CLinux
 import Foundation
 import PipelineKit
 

@@ -18,8 +18,8 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
     guard let pipeline = loadPipeline(name) else { throw Exit.invalid }
     let (runner, list) = try makeRunner(pipeline, urls: urls, options: options)
     var problem = await runner.preflight()
-    if problem == nil, let remote = list.remote {
-        do { try await remote.check() } catch {
+    if problem == nil {
+        do { try await list.check() } catch {
             problem = error as? PipelineError ?? PipelineError(.io, "\(error)")
         }
     }
@@ -35,8 +35,9 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
         printError("error: \(problem.message)")
         throw [ErrorKind.auth, .notFound, .invalidOption, .invalidSource].contains(problem.kind) ? Exit.invalid : Exit.infrastructure
     }
-    let reader: SourceList.Reader
-    do { reader = try list.open() } catch {
+    // The list is opened once, here: one that cannot be read is said before anything runs.
+    let cursor: any SourceCursor
+    do { cursor = try await list.open() } catch {
         printError("error: \((error as? PipelineError)?.message ?? "\(error)")")
         throw Exit.invalid
     }
@@ -44,7 +45,7 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
     let report = try openReport(output, localPath: remoteReport?.localPath, header: header)
     let signals = StopSignals(runner: runner, grace: stopGrace)
     defer { signals.cancel() }
-    let outcome = try await execute(runner, lines: reader, listName: list.remote == nil ? list.path : "-", output: output, report: report)
+    let outcome = try await execute(runner, list: list, cursor: cursor, output: output, report: report)
     try finish(outcome, pipeline: pipeline, runner: runner, output: output, fetchOnly: options.fetchOnly,
                shownReport: remoteReport?.url)
     if let remoteReport {
@@ -62,11 +63,11 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
 }
 
 /// What identifies this run in its report.
-func runHeader(_ pipeline: Pipeline, runner: PipelineRunner, list: SourceList, shard: Shard?) -> RunHeader {
+func runHeader(_ pipeline: Pipeline, runner: PipelineRunner, list: any SourceListing, shard: Shard?) -> RunHeader {
     var header = RunHeader(pipeline: pipeline.name, fingerprint: runner.fingerprint)
     header.shard = shard?.description
     header.version = PipelineCtl.version
-    header.list = list.path
+    header.list = list.name
     header.listBase = list.baseDirectory
     header.workingDirectory = FileManager.default.currentDirectoryPath
     if !runner.isFetchOnly {
@@ -90,16 +91,17 @@ func bootstrapLogging(_ output: RunOutputOptions) {
     }
 }
 
-/// Checks the run's machine facts (output directory, list) and makes the runner and the URL list
-/// (a file, `-` for standard input, or an object in a bucket: `s3://bucket/key`); prints why not.
-func makeRunner(_ pipeline: Pipeline, urls: String, options: RunOptions) throws -> (PipelineRunner, SourceList) {
+/// Checks the run's machine facts (output directory) and makes the runner and the source list of
+/// the list plugin `urls` names (a file, `-` for standard input, an object in a bucket:
+/// `s3://bucket/key`); prints why not.
+func makeRunner(_ pipeline: Pipeline, urls: String, options: RunOptions) throws -> (PipelineRunner, any SourceListing) {
     if let dir = options.outputDirectory, Source.urlScheme(of: dir) == nil,
        let problem = MachineCheck.writableDirectoryProblem(dir) {
         printError("error: --output '\(dir)' \(problem)")
         throw Exit.invalid
     }
-    let list: SourceList
-    do { list = try PipelineCtl.registry.sourceList(urls) } catch {
+    let list: any SourceListing
+    do { list = try PipelineCtl.registry.makeList(urls) } catch {
         printError("error: \((error as? PipelineError)?.message ?? "\(error)")")
         throw Exit.invalid
     }
@@ -177,16 +179,17 @@ struct RunOutcome {
 
 /// Runs the list, showing progress and writing the report as items finish. Memory does not grow
 /// with the list: each item is written and counted, then dropped.
-func execute(_ runner: PipelineRunner, lines: SourceList.Reader, listName: String, output: RunOutputOptions,
+func execute(_ runner: PipelineRunner, list: any SourceListing, cursor: any SourceCursor, output: RunOutputOptions,
              report: (any ReportWriting)?) async throws -> RunOutcome {
     let collected = Mutex<(failures: FailureDigest, statistics: RunStatistics.Builder)>((FailureDigest(), RunStatistics.Builder()))
-    let display = ProgressDisplay(mode: output.quiet ? .none : output.progress.mode, list: listName)
+    let display = ProgressDisplay(mode: output.quiet ? .none : output.progress.mode, list: list.readsAhead ? list.name : "-")
     defer { display?.finish() }
     let metrics = output.metrics.map { _ in RunMetrics(pipeline: runner.pipeline.name) }
     let reportFailed = Mutex(false)
     let summary: RunSummary
     do {
-        summary = try await runner.run(lines) { item in
+        summary = try await runner.run(SourceCursorSequence(cursor, readsAhead: list.readsAhead),
+                                       settle: { source, result in await list.settle(source, as: result) }) { item in
             collected.withLock {
                 $0.failures.add(item)
                 $0.statistics.add(item)

@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 import PipelineKit
 import Synchronization
@@ -8,45 +7,71 @@ import Synchronization
 /// items still in flight after the grace period are cancelled, so that the report is written
 /// before a batch engine's SIGKILL; a second signal exits at once. Outputs are never half-written
 /// either way: each is renamed into place only when complete.
-// `sources` is set once in init; DispatchSource methods are thread-safe.
-final class StopSignals: @unchecked Sendable {
-    private let sources: [any DispatchSourceSignal]
-    private let state = SignalState()
-
-    private final class SignalState: Sendable {
-        let first = Mutex<Int32?>(nil)
-    }
+///
+/// The handlers are installed with `sigaction` before `init` returns, and only write the signal's
+/// number to a pipe that a thread of this type reads. (A dispatch signal source was registered
+/// asynchronously, after the signal had been set to be ignored: a SIGTERM sent in between, which a
+/// loaded machine made likely, was dropped, and the run went on to its end.)
+final class StopSignals: Sendable {
+    private let state = Mutex<Int32?>(nil)
+    private let stopped = Mutex(false)
+    private let pipe: (read: Int32, write: Int32)
 
     init(runner: PipelineRunner, grace: Double) {
-        var made: [any DispatchSourceSignal] = []
-        let state = self.state
+        var fds: [Int32] = [-1, -1]
+        _ = fds.withUnsafeMutableBufferPointer { Foundation.pipe($0.baseAddress!) }
+        pipe = (fds[0], fds[1])
+        signalPipeWriteFD = fds[1]
         for number in [SIGINT, SIGTERM] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler {
-                let again = state.first.withLock { seen -> Bool in
-                    if seen != nil { return true }
-                    seen = number
-                    return false
-                }
-                if again { Foundation.exit(128 + number) }
-                FileHandle.standardError.write(Data(
-                    "\nstopping: no new items; finishing those in flight for up to \(Units.formatDuration(grace)) (signal again to quit now)\n".utf8))
-                runner.stop()
-                DispatchQueue.global().asyncAfter(deadline: .now() + grace) { runner.abort() }
-            }
-            source.resume()
-            made.append(source)
+            var action = sigaction()
+            action.__sigaction_handler.sa_handler = stopSignalHandler
+            sigemptyset(&action.sa_mask)
+            action.sa_flags = SA_RESTART
+            sigaction(number, &action, nil)
         }
-        sources = made
+        let thread = Thread { [self] in
+            var byte: UInt8 = 0
+            while read(pipe.read, &byte, 1) == 1 {
+                if stopped.withLock({ $0 }) { return }
+                handle(Int32(byte), runner: runner, grace: grace)
+            }
+        }
+        thread.name = "pipelinectl-signals"
+        thread.start()
+    }
+
+    private func handle(_ number: Int32, runner: PipelineRunner, grace: Double) {
+        let again = state.withLock { seen -> Bool in
+            if seen != nil { return true }
+            seen = number
+            return false
+        }
+        if again { Foundation.exit(128 + number) }
+        FileHandle.standardError.write(Data(
+            "\nstopping: no new items; finishing those in flight for up to \(Units.formatDuration(grace)) (signal again to quit now)\n".utf8))
+        runner.stop()
+        DispatchQueue.global().asyncAfter(deadline: .now() + grace) { runner.abort() }
     }
 
     /// The first signal received, if any.
-    var received: Int32? { state.first.withLock { $0 } }
+    var received: Int32? { state.withLock { $0 } }
 
+    /// Gives SIGINT and SIGTERM their default actions back and ends the reading thread.
     func cancel() {
-        for source in sources { source.cancel() }
         signal(SIGINT, SIG_DFL)
         signal(SIGTERM, SIG_DFL)
+        stopped.withLock { $0 = true }
+        var byte: UInt8 = 0
+        _ = write(pipe.write, &byte, 1)
     }
+}
+
+/// The pipe the signal handler writes to (read by a ``StopSignals`` thread): set before the
+/// handlers are installed, read only by them.
+nonisolated(unsafe) private var signalPipeWriteFD: Int32 = -1
+
+/// Only async-signal-safe work: one `write` of the signal's number.
+private let stopSignalHandler: @convention(c) (Int32) -> Void = { number in
+    var byte = UInt8(truncatingIfNeeded: number)
+    _ = write(signalPipeWriteFD, &byte, 1)
 }

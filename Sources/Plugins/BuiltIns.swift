@@ -17,6 +17,7 @@ public enum BuiltIns: PluginBundle {
         JPEGEncoder.plugin, PNGEncoder.plugin, WebPEncoder.plugin, HEIFEncoder.avifPlugin, HEIFEncoder.heicPlugin,
         GIFEncoder.plugin, TIFFEncoder.plugin, AutoEncoder.plugin,
         LocalDirectory.plugin, S3Destination.plugin,
+        FileList.plugin, S3List.plugin,
         JSONReport.plugin, JSONLinesReport.plugin,
     ]
 
@@ -24,9 +25,6 @@ public enum BuiltIns: PluginBundle {
     public static func register(into registry: inout PluginRegistry) throws {
         for plugin in plugins { try registry.register(plugin, origin: bundleName) }
     }
-
-    /// URL lists at `s3://bucket/key`.
-    public static let lists: [ListMaker] = [S3List.maker]
 
     /// A registry holding the built-ins only.
     public static func registry() -> PluginRegistry {

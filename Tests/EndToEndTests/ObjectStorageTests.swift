@@ -266,7 +266,7 @@ import TestSupport
         for name in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"] { environment[name] = nil }
         let unset = try await run(["run", local.path, list.path, "--progress", "none"], environment)
         #expect(unset.status == 1)
-        #expect(unset.stdout.contains("invalid_option: S3 needs credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"), "\(unset.stdout)")
+        #expect(unset.stdout.contains("invalid_option: loader 's3': S3 needs credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"), "\(unset.stdout)")
     }
 }
 

@@ -88,7 +88,8 @@ import TestSupport
         #expect(two.stderr.contains("warning: shard 1/3 of 3 is missing (given: 0/3, 2/3): the totals cover only part of the list"),
                 "\(two.stderr)")
         let counted = try #require(two.stdout.firstMatch(of: /small: (\d+) items/).flatMap { Int($0.1) })
-        #expect(counted < 12)
+        let sizes = names.map { "\($0): \((try? String(contentsOf: dir.appendingPathComponent($0), encoding: .utf8))?.count ?? -1) bytes" }
+        #expect(counted < 12, "\(two.stdout)\(two.stderr) \(sizes)")
 
         let twice = try await pipelinectl(["report", names[0], names[0], names[1], names[2]], in: dir)
         #expect(twice.stdout.contains("12 items: 12 ok"), "\(twice.stdout)")

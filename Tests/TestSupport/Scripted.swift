@@ -188,9 +188,11 @@ public enum ScriptedStages {
         """
 }
 
-struct FakeDecoder: ImageDecoding {
+/// Decodes the text `WxH` into a fake image of that size.
+public struct FakeDecoder: ImageDecoding {
     let log: EventLog
-    func decode(_ data: LoadedData, hint: DecodeHint) throws -> PipelineImage {
+    public init(log: EventLog) { self.log = log }
+    public func decode(_ data: LoadedData, hint: DecodeHint) throws -> PipelineImage {
         let text = String(decoding: data.data, as: UTF8.self)
         let parts = text.split(separator: "x").compactMap { Int($0) }
         guard parts.count == 2 else { throw PipelineError(.decodeFailed, "not a fake image: '\(text.prefix(20))'") }
@@ -200,19 +202,23 @@ struct FakeDecoder: ImageDecoding {
     }
 }
 
-struct FakeHalf: ImageProcessing {
-    var identifier: String { "fake_half" }
-    func process(_ image: PipelineImage) throws -> PipelineImage {
+/// Halves a fake image's size.
+public struct FakeHalf: ImageProcessing {
+    public init() {}
+    public var identifier: String { "fake_half" }
+    public func process(_ image: PipelineImage) throws -> PipelineImage {
         PipelineImage(width: max(1, image.width / 2), height: max(1, image.height / 2), hasAlpha: false,
                       sourceFormat: image.sourceFormat, storage: FakePixels(width: image.width / 2, height: image.height / 2))
     }
 }
 
-struct FakeEncoder: ImageEncoding {
+/// Writes a fake image's size as text.
+public struct FakeEncoder: ImageEncoding {
     let log: EventLog
-    var fileExtension: String { "fake" }
-    var identifier: String { "fake" }
-    func encode(_ image: PipelineImage) throws -> Data {
+    public init(log: EventLog) { self.log = log }
+    public var fileExtension: String { "fake" }
+    public var identifier: String { "fake" }
+    public func encode(_ image: PipelineImage) throws -> Data {
         log.record("encoded \(image.width)x\(image.height)")
         return Data("fake \(image.width)x\(image.height)".utf8)
     }

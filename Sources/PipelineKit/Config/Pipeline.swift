@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Where in a pipeline file something was written.
 public struct SourcePosition: Sendable, Hashable {
@@ -11,6 +12,11 @@ public struct SourcePosition: Sendable, Hashable {
 }
 
 /// One configured stage: the plugin, its validated options, and where it was written.
+///
+/// A stage is built once: validation makes it (its factory is what rejects option combinations)
+/// and the stage keeps what was made, which every run and every variant that shares it then uses.
+/// Stages whose building has effects or needs the environment (loaders, destinations) are only
+/// checked at validation and built by the run, when first needed.
 public struct StageConfig: Sendable {
     public let plugin: Plugin
     public let options: PluginOptions
@@ -18,6 +24,8 @@ public struct StageConfig: Sendable {
     public let position: SourcePosition
     /// Where each option set in the file was written (options left at their default are absent).
     public let optionPositions: [String: SourcePosition]
+    /// What the factory made, once made; shared by the copies of this value.
+    let built = BuiltStage()
 
     public init(plugin: Plugin, options: PluginOptions, position: SourcePosition,
                 optionPositions: [String: SourcePosition] = [:]) {
@@ -25,6 +33,22 @@ public struct StageConfig: Sendable {
         self.options = options
         self.position = position
         self.optionPositions = optionPositions
+    }
+}
+
+/// The one instance of a configured stage, made on first use.
+final class BuiltStage: Sendable {
+    // Only ever holds a stage: every stage protocol refines Sendable.
+    private let instance = Mutex<Any?>(nil)
+
+    /// The instance, made by `make` the first time.
+    func get<T>(_ make: () throws -> T) throws -> T {
+        try instance.withLock { instance in
+            if let made = instance as? T { return made }
+            let made = try make()
+            instance = made
+            return made
+        }
     }
 }
 

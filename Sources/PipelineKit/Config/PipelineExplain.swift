@@ -73,7 +73,7 @@ public enum PipelineExplain {
         case .decoder: return pipeline.decoder
         case .imageCache: return pipeline.imageCache
         case .encoder: return pipeline.encoder
-        case .processor, .destination, .report: return nil
+        case .processor, .destination, .list, .report: return nil
         }
     }
 

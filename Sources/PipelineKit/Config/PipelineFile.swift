@@ -304,8 +304,9 @@ struct PipelineParser {
             return nil
         }
         guard let options = parseOptions(optionsNode, plugin: plugin, at: position) else { return nil }
+        let config = StageConfig(plugin: plugin, options: options, position: position, optionPositions: lastOptionPositions)
         do {
-            _ = try plugin.instantiateForValidation(options)
+            try config.validate()
         } catch let failure as PipelineError {
             error(at: position, "\(plugin.slot.rawValue.replacingOccurrences(of: "_", with: " ")) '\(name)': \(failure.message)")
             return nil
@@ -313,7 +314,7 @@ struct PipelineParser {
             self.error(at: position, "\(slot.rawValue) '\(name)': \(error)")
             return nil
         }
-        return StageConfig(plugin: plugin, options: options, position: position, optionPositions: lastOptionPositions)
+        return config
     }
 
     private mutating func parseOptions(_ node: Node?, plugin: Plugin, at position: SourcePosition) -> PluginOptions? {
@@ -443,6 +444,10 @@ struct PipelineParser {
             return nil
         }
         let positions = lastOptionPositions
+        do { try destination.check?(options) } catch let failure as PipelineError {
+            error(at: at, "output (destination '\(destination.spec.name)'): " + failure.message)
+            return nil
+        } catch {}
         var dir = options.string("dir") ?? "out/" + NameTemplate.safe(pipelineName)
         if dir.isEmpty {
             error(at: positions["dir"] ?? at, "'dir' may not be empty")
@@ -564,22 +569,6 @@ struct PipelineParser {
             lineNumber += 1
         }
         return (first.line, first.column)
-    }
-}
-
-extension Plugin {
-    /// Calls the factory to let it reject option combinations; the instance is dropped.
-    func instantiateForValidation(_ options: PluginOptions) throws -> Any {
-        switch maker {
-        case .loader(_, let make): return try make(options)
-        case .dataCache(let make): return try make(options)
-        case .decoder(let make): return try make(options)
-        case .processor(let make): return try make(options)
-        case .imageCache(let make): return try make(options)
-        case .encoder(let make): return try make(options)
-        case .destination(_, let make): return try make(options)
-        case .report(let make): return try make(options)
-        }
     }
 }
 

@@ -43,7 +43,7 @@ extension PipelineRunner {
         for template in policy.alternatives {
             let text = FailurePolicy.render(template, source: plan.source.text)
             let alternative = Source(text: text, index: plan.source.index, base: plan.source.base)
-            guard let slot = loader(for: alternative) else { continue }
+            guard let slot = try? loader(for: alternative) else { continue }
             let altPlan = ItemPlan(source: alternative, slot: slot, key: slot.loader.cacheKey(for: alternative), planned: plan.planned)
             do {
                 let (outcome, reused) = try await withinTimeLimit(altPlan)
@@ -74,10 +74,10 @@ extension PipelineRunner {
 
     /// The loader, key and planned outputs of `source`; claims the outputs for it.
     func makePlan(_ source: Source) throws -> ItemPlan {
-        guard let slot = loader(for: source) else {
+        guard let slot = try loader(for: source) else {
             throw PipelineError(.blockedProtocol,
                                 "no loader serves '\(source.scheme ?? "")' sources; this run loads: "
-                                    + schemesServed.joined(separator: ", "), stage: .load)
+                                    + loaders.schemesServed.joined(separator: ", "), stage: .load)
         }
         let key = slot.loader.cacheKey(for: source)
         let planned = fetchOnly ? [] : variants.map { relativeOutputPath($0, source: source, key: key, fileExtension: nil) }

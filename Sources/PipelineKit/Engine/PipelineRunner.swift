@@ -64,8 +64,8 @@ public final class PipelineRunner: Sendable {
     let failurePolicy: FailurePolicy?
     /// What outputs keep of the sources' metadata (`metadata:`).
     let metadataPolicy: MetadataPolicy
-    let loaders: [String: LoaderSlot]
-    let schemesServed: [String]
+    /// Loaders by scheme, built when first needed.
+    let loaders: LoaderSlots
     let dataCache: (any DataCaching)?
     let decoder: any ImageDecoding
     let decoderName: String
@@ -76,7 +76,9 @@ public final class PipelineRunner: Sendable {
     let decoderIdentifier: String
     let cpu: WorkerPool
     let decodeBudget: MemoryBudget
-    let maxInFlight: Int
+    /// `--max-in-flight`, when set; else enough for every load slot and two jobs per worker.
+    let fixedMaxInFlight: Int?
+    let workers: Int
     let logger: Logger
     let fetchOnly: Bool
     let itemTimeout: Double?
@@ -105,8 +107,7 @@ public final class PipelineRunner: Sendable {
     /// their defaults, so a list may mix URLs and paths.
     public init(pipeline: Pipeline, registry: PluginRegistry, options: RunOptions = RunOptions()) throws {
         self.pipeline = pipeline
-        loaders = try Self.loaderSlots(pipeline, registry)
-        schemesServed = loaders.keys.sorted().map { $0.isEmpty ? "paths" : $0 }
+        loaders = LoaderSlots(pipeline, registry)
         dataCache = try pipeline.dataCache?.makeDataCache()
         decoder = try pipeline.decoder.makeDecoder()
         decoderName = pipeline.decoder.plugin.spec.name
@@ -122,10 +123,8 @@ public final class PipelineRunner: Sendable {
         decodeHint = hint
         cpu = WorkerPool.cpu(threads: max(1, options.workers))
         decodeBudget = MemoryBudget(bytes: options.decodeMemory)
-        // Items in flight: enough to keep every load slot and every worker busy, no more. A decoded
-        // image exists only inside a worker's job, so this bounds compressed bytes, not pixels.
-        let loadLimit = loaders.values.map(\.loader.maxConcurrentLoads).max() ?? 8
-        maxInFlight = options.maxInFlight ?? (loadLimit + 2 * max(1, options.workers))
+        fixedMaxInFlight = options.maxInFlight
+        workers = max(1, options.workers)
         outputDirectory = options.outputDirectory ?? pipeline.output.dir
         destination = try registry.makeDestination(outputDirectory, options: pipeline.output.options)
         existing = pipeline.output.existing
@@ -154,25 +153,6 @@ public final class PipelineRunner: Sendable {
             return PipelineError(problem.kind, "cannot write outputs to \(outputDirectory): \(problem.message)")
         }
         return await dataCache?.preflight()
-    }
-
-    /// One loader slot per scheme: the pipeline's loader for its schemes, every other loader with
-    /// its defaults for the rest.
-    static func loaderSlots(_ pipeline: Pipeline, _ registry: PluginRegistry) throws -> [String: LoaderSlot] {
-        var loaders: [String: LoaderSlot] = [:]
-        let configured = pipeline.loader?.plugin.spec.name
-        for plugin in registry.plugins(in: .loader) {
-            let config = configured == plugin.spec.name
-                ? pipeline.loader!
-                : StageConfig(plugin: plugin, options: plugin.defaultOptions, position: SourcePosition(line: 1, column: 1))
-            let loader = try config.makeLoader()
-            let slot = LoaderSlot(name: plugin.spec.name, loader: loader,
-                                  limit: AsyncSemaphore(permits: loader.maxConcurrentLoads, order: loader.loadOrder))
-            for scheme in plugin.schemes where loaders[scheme] == nil || configured == plugin.spec.name {
-                loaders[scheme] = slot
-            }
-        }
-        return loaders
     }
 
     static func runnable(_ variant: Variant, decoderIdentifier: String) throws -> RunnableVariant {
@@ -218,7 +198,7 @@ public final class PipelineRunner: Sendable {
     /// each variant's encoded output key. Relative paths resolve against the working directory.
     public func dataCacheKeys(for line: String) -> [String] {
         let source = Source(text: line, index: 1)
-        guard let slot = loader(for: source) else { return [] }
+        guard let slot = try? loader(for: source) else { return [] }
         let key = slot.loader.cacheKey(for: source)
         return [key] + variants.map { outputKey(key, $0) }
     }
@@ -234,10 +214,12 @@ public final class PipelineRunner: Sendable {
         aborted.fire()
     }
 
-    /// Runs every source of `sources`, calling `onItem` as each item finishes (in completion order).
-    /// Returns the counts. Throws only when the list itself cannot be read.
+    /// Runs every source of `sources`, calling `settle` with each item's source and result when it
+    /// is finished (its outputs stored, or failed: a queue acknowledges it then), then `onItem` (in
+    /// completion order). Returns the counts. Throws only when the list itself cannot be read.
     public func run<S: AsyncSequence>(
-        _ sources: S, onItem: @escaping @Sendable (ItemResult) async -> Void
+        _ sources: S, settle: (@Sendable (Source, ItemResult) async -> Void)? = nil,
+        onItem: @escaping @Sendable (ItemResult) async -> Void
     ) async throws -> RunSummary where S.Element == Source {
         let start = ContinuousClock.now
         var tally = Tally(onItem: onItem)
@@ -267,7 +249,8 @@ public final class PipelineRunner: Sendable {
             }
             // Reading ahead is for a list in a file; lines on standard input or from another sequence
             // may come slowly, and each starts as soon as it comes.
-            let readAhead = (sources as? SourceList).map { $0.path != "-" } ?? (sources as? SourceList.Reader)?.isFile ?? false
+            let readAhead = (sources as? SourceList)?.readsAhead ?? (sources as? SourceCursorSequence)?.readsAhead
+                ?? (sources as? SourceList.Reader)?.isFile ?? false
             var iterator = OwnedSources<S.AsyncIterator>(sources.makeAsyncIterator(), owns: ownership, readAhead: readAhead)
             while let source = try await iterator.next() {
                 if stopRequested.withLock({ $0 }) {
@@ -275,8 +258,12 @@ public final class PipelineRunner: Sendable {
                     while let _ = try await iterator.next() { tally.summary.notStarted! += 1 }
                     break
                 }
-                while inFlight >= maxInFlight { await take(try await group.next()) }
-                group.addTask { await self.runItem(source) }
+                while inFlight >= maxInFlight { await take(try await group.next()) }  // grows as loaders are built
+                group.addTask {
+                    let result = await self.runItem(source)
+                    await settle?(source, result)
+                    return result
+                }
                 inFlight += 1
             }
             if shard != nil { tally.summary.otherShards = iterator.skipped }
@@ -302,7 +289,12 @@ public final class PipelineRunner: Sendable {
         }
     }
 
-    func loader(for source: Source) -> LoaderSlot? { loaders[source.scheme ?? ""] }
+    /// The loader serving `source`, built now if needed; `nil` when none serves its scheme.
+    func loader(for source: Source) throws -> LoaderSlot? { try loaders.slot(for: source) }
+
+    /// Items in flight: enough to keep every load slot and every worker busy, no more. A decoded
+    /// image exists only inside a worker's job, so this bounds compressed bytes, not pixels.
+    var maxInFlight: Int { fixedMaxInFlight ?? (loaders.largestLimit + 2 * workers) }
 
     /// The sources a shard owns. With `readAhead`, in batches: while one batch is hashed on another
     /// thread, the next is read, so that skipping other shards' lines uses both cores. Without a
@@ -364,7 +356,7 @@ public final class PipelineRunner: Sendable {
     /// when no loader serves it, so that the failure is reported by exactly one shard).
     func owns(_ source: Source) -> Bool {
         guard let shard else { return true }
-        return shard.owns(key: loader(for: source)?.loader.cacheKey(for: source) ?? source.text)
+        return shard.owns(key: (try? loader(for: source))??.loader.cacheKey(for: source) ?? source.text)
     }
 
     /// A ``PipelineError`` with its stage set; other errors get `kind`.

@@ -13,7 +13,7 @@ public protocol RemoteList: Sendable {
 ///
 /// Relative paths in the list are resolved against the list file's directory (the working
 /// directory for standard input and remote lists).
-public struct SourceList: AsyncSequence, Sendable {
+public struct SourceList: AsyncSequence, SourceListing, Sendable {
     public typealias Element = Source
     /// The list's path, `-`, or a remote list's URL.
     public let path: String
@@ -38,8 +38,19 @@ public struct SourceList: AsyncSequence, Sendable {
         return URL(fileURLWithPath: absolute).deletingLastPathComponent().path
     }
 
+    public var name: String { path }
+
+    /// A file is read ahead in batches; standard input and a remote list as lines come.
+    public var readsAhead: Bool { path != "-" && remote == nil }
+
+    /// For a remote list: whether it can be read (it exists, the store accepts the credentials).
+    public func check() async throws { try await remote?.check() }
+
+    /// Opens the list once (``SourceListing``).
+    public func open() async throws -> any SourceCursor { try openReader() }
+
     /// Opens the list; throws when it cannot be read.
-    public func open() throws -> Reader {
+    public func openReader() throws -> Reader {
         if let remote { return Reader(remote: remote, base: baseDirectory) }
         let fd: Int32 = path == "-" ? dup(0) : Foundation.open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
@@ -58,7 +69,7 @@ public struct SourceList: AsyncSequence, Sendable {
     /// Opens the list when iteration starts; a list that cannot be opened throws from the first
     /// `next()` (open it with ``open()`` first to report that before a run starts).
     public func makeAsyncIterator() -> Iterator {
-        do { return Iterator(reader: try open(), failure: nil) } catch { return Iterator(reader: nil, failure: error) }
+        do { return Iterator(reader: try openReader(), failure: nil) } catch { return Iterator(reader: nil, failure: error) }
     }
 
     public struct Iterator: AsyncIteratorProtocol {
@@ -77,7 +88,7 @@ public struct SourceList: AsyncSequence, Sendable {
     /// Reads lines in 64 KiB chunks on the I/O pool (standard input may block), or a remote list's
     /// chunks with the next one fetched while the current one is read. An open list: iterate it
     /// once (it is its own iterator).
-    public final class Reader: AsyncSequence, AsyncIteratorProtocol, @unchecked Sendable {
+    public final class Reader: AsyncSequence, AsyncIteratorProtocol, SourceCursor, @unchecked Sendable {
         public typealias Element = Source
         public func makeAsyncIterator() -> Reader { self }
         /// Whether the list is a file (read ahead), not standard input or a remote list.

@@ -1,33 +1,47 @@
 import Foundation
 
+/// The stage a configuration names: made once (``BuiltStage``), then the same instance each time.
 extension StageConfig {
     func makeLoader() throws -> any DataLoading {
         guard case .loader(_, let make) = plugin.maker else { throw wrongSlot(.loader) }
-        return try make(options)
+        return try built.get { try make(options) }
     }
     func makeDataCache() throws -> any DataCaching {
         guard case .dataCache(let make) = plugin.maker else { throw wrongSlot(.dataCache) }
-        return try make(options)
+        return try built.get { try make(options) }
     }
     func makeDecoder() throws -> any ImageDecoding {
         guard case .decoder(let make) = plugin.maker else { throw wrongSlot(.decoder) }
-        return try make(options)
+        return try built.get { try make(options) }
     }
     func makeProcessor() throws -> any ImageProcessing {
         guard case .processor(let make) = plugin.maker else { throw wrongSlot(.processor) }
-        return try make(options)
+        return try built.get { try make(options) }
     }
     func makeImageCache() throws -> any ImageCaching {
         guard case .imageCache(let make) = plugin.maker else { throw wrongSlot(.imageCache) }
-        return try make(options)
+        return try built.get { try make(options) }
     }
     func makeEncoder() throws -> any ImageEncoding {
         guard case .encoder(let make) = plugin.maker else { throw wrongSlot(.encoder) }
-        return try make(options)
+        return try built.get { try make(options) }
     }
     func makeDestination() throws -> any OutputDestination {
         guard case .destination(_, let make) = plugin.maker else { throw wrongSlot(.destination) }
-        return try make(options)
+        return try built.get { try make(options) }
+    }
+
+    /// Validation's part: builds the stage (and keeps it) where building only computes; for a
+    /// loader, a destination, a list or a report format, runs the plugin's `check` instead.
+    func validate() throws {
+        switch plugin.maker {
+        case .loader, .destination, .list, .report: try plugin.check?(options)
+        case .dataCache: _ = try makeDataCache()
+        case .decoder: _ = try makeDecoder()
+        case .processor: _ = try makeProcessor()
+        case .imageCache: _ = try makeImageCache()
+        case .encoder: _ = try makeEncoder()
+        }
     }
     private func wrongSlot(_ slot: Slot) -> PipelineError {
         PipelineError(.wrongSlot, "'\(plugin.spec.name)' is \(plugin.slot.article), not \(slot.article)")

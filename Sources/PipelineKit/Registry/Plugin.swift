@@ -11,6 +11,8 @@ public enum Slot: String, Sendable, CaseIterable, Codable {
     case encoder
     /// Where outputs are stored, chosen by the scheme of `output.dir`.
     case destination
+    /// Where a run's sources come from: a list file, standard input, an object, a queue.
+    case list
     /// How a run's report is written (`--report-format`).
     case report
 
@@ -24,12 +26,13 @@ public enum Slot: String, Sendable, CaseIterable, Codable {
         case .imageCache: return "an image cache"
         case .encoder: return "an encoder"
         case .destination: return "an output destination"
+        case .list: return "a source list"
         case .report: return "a report format"
         }
     }
 
     /// Whether its plugins are chosen by URL scheme (`http://`, `s3://`, a plain path).
-    public var isChosenByScheme: Bool { self == .loader || self == .destination }
+    public var isChosenByScheme: Bool { self == .loader || self == .destination || self == .list }
 }
 
 /// A registrable stage: a spec plus a factory that makes the stage from validated options.
@@ -54,11 +57,22 @@ public struct Plugin: Sendable {
         case imageCache(Factory<any ImageCaching>)
         case encoder(Factory<any ImageEncoding>)
         case destination(schemes: [String], Factory<any OutputDestination>)
+        case list(schemes: [String], Factory<any SourceListing>)
         case report(Factory<any ReportWriting>)
     }
 
     public let spec: PluginSpec
     let maker: Maker
+    /// For plugins built by the run rather than at validation (loaders, destinations, report
+    /// formats): what validation runs instead of the factory, to reject option combinations
+    /// without building anything (no thread, no connection, no credentials needed).
+    public let check: (@Sendable (PluginOptions) throws -> Void)?
+
+    init(spec: PluginSpec, maker: Maker, check: (@Sendable (PluginOptions) throws -> Void)? = nil) {
+        self.spec = spec
+        self.maker = maker
+        self.check = check
+    }
 
     /// The slot this plugin fills.
     public var slot: Slot {
@@ -70,6 +84,7 @@ public struct Plugin: Sendable {
         case .imageCache: return .imageCache
         case .encoder: return .encoder
         case .destination: return .destination
+        case .list: return .list
         case .report: return .report
         }
     }
@@ -77,15 +92,16 @@ public struct Plugin: Sendable {
     /// For loaders and destinations: the URL schemes served; `""` stands for plain paths without a scheme.
     public var schemes: [String] {
         switch maker {
-        case .loader(let schemes, _), .destination(let schemes, _): return schemes
+        case .loader(let schemes, _), .destination(let schemes, _), .list(let schemes, _): return schemes
         default: return []
         }
     }
 
-    /// A loader for the given URL schemes (lower case; `""` for plain paths).
-    public static func loader(_ spec: PluginSpec, schemes: [String],
+    /// A loader for the given URL schemes (lower case; `""` for plain paths). A run builds it
+    /// when the first source of its schemes comes, not before; validation runs `check`.
+    public static func loader(_ spec: PluginSpec, schemes: [String], check: (@Sendable (PluginOptions) throws -> Void)? = nil,
                               make: @escaping Factory<any DataLoading>) -> Plugin {
-        Plugin(spec: spec, maker: .loader(schemes: schemes.map { $0.lowercased() }, make))
+        Plugin(spec: spec, maker: .loader(schemes: schemes.map { $0.lowercased() }, make), check: check)
     }
     public static func dataCache(_ spec: PluginSpec, make: @escaping Factory<any DataCaching>) -> Plugin {
         Plugin(spec: spec, maker: .dataCache(make))
@@ -105,9 +121,15 @@ public struct Plugin: Sendable {
     /// An output destination for `output.dir` values of the given URL schemes (lower case; `""`
     /// for plain paths). The factory gets every `output:` option: `dir` (the URL or path), `name`,
     /// and the destination's own options from its spec.
-    public static func destination(_ spec: PluginSpec, schemes: [String],
+    public static func destination(_ spec: PluginSpec, schemes: [String], check: (@Sendable (PluginOptions) throws -> Void)? = nil,
                                    make: @escaping Factory<any OutputDestination>) -> Plugin {
-        Plugin(spec: spec, maker: .destination(schemes: schemes.map { $0.lowercased() }, make))
+        Plugin(spec: spec, maker: .destination(schemes: schemes.map { $0.lowercased() }, make), check: check)
+    }
+    /// A source list for lists named by URLs of the given schemes (`""`: paths and `-`). The
+    /// factory gets `url` (what the command line named) and the list's own options.
+    public static func list(_ spec: PluginSpec, schemes: [String], check: (@Sendable (PluginOptions) throws -> Void)? = nil,
+                            make: @escaping Factory<any SourceListing>) -> Plugin {
+        Plugin(spec: spec, maker: .list(schemes: schemes.map { $0.lowercased() }, make), check: check)
     }
     /// A report format, chosen by `--report-format NAME`. The factory gets `path` (the local file
     /// to write) and the format's own options.
@@ -136,25 +158,10 @@ public protocol PluginBundle {
     static var bundleName: String { get }
     /// The bundle's plugins.
     static var plugins: [Plugin] { get }
-    /// Readers of URL lists written as URLs (`pipelinectl run P s3://bucket/urls.txt`); none by default.
-    static var lists: [ListMaker] { get }
 }
 
 extension PluginBundle {
     public static var bundleName: String { String(describing: self) }
-    public static var lists: [ListMaker] { [] }
-}
-
-/// Makes the ``SourceList`` of a URL list written as a URL of `scheme`.
-public struct ListMaker: Sendable {
-    public let scheme: String
-    /// From the list's URL.
-    public let make: @Sendable (_ url: String) throws -> SourceList
-
-    public init(scheme: String, make: @escaping @Sendable (_ url: String) throws -> SourceList) {
-        self.scheme = scheme
-        self.make = make
-    }
 }
 
 /// The plugins a program knows, by slot and name.
@@ -163,7 +170,6 @@ public struct ListMaker: Sendable {
 /// a value, so a finished registry can be shared freely.
 public struct PluginRegistry: Sendable {
     private var bySlot: [Slot: [String: (plugin: Plugin, origin: String)]] = [:]
-    private var listsByScheme: [String: ListMaker] = [:]
 
     public init() {}
 
@@ -173,21 +179,21 @@ public struct PluginRegistry: Sendable {
     public init(bundles: [any PluginBundle.Type]) throws {
         for bundle in bundles {
             for plugin in bundle.plugins { try register(plugin, origin: bundle.bundleName) }
-            for maker in bundle.lists { register(maker) }
         }
     }
 
-    /// Adds a URL list reader for its scheme (a later one replaces an earlier one).
-    public mutating func register(_ list: ListMaker) { listsByScheme[list.scheme] = list }
-
-    /// The URL list `path` names: a file, `-` (standard input), or a list written as a URL of a
-    /// registered scheme (`s3://bucket/urls.txt`).
-    public func sourceList(_ path: String) throws -> SourceList {
-        guard let scheme = Source.urlScheme(of: path) else { return SourceList(path: path) }
-        guard let maker = listsByScheme[scheme] else {
-            throw PipelineError(.invalidSource, "cannot read a URL list from \(scheme):// URLs ('\(path)')")
+    /// The source list `name` names: a path, `-` (standard input), or a URL of a list plugin's
+    /// scheme (`s3://bucket/urls.txt`); made, not opened. Throws naming the scheme when no list
+    /// plugin reads it.
+    public func makeList(_ name: String) throws -> any SourceListing {
+        let scheme = Source.urlScheme(of: name) ?? ""
+        guard let plugin = plugins(in: .list).first(where: { $0.schemes.contains(scheme) }),
+              case .list(_, let make) = plugin.maker else {
+            throw PipelineError(.invalidSource, "cannot read a URL list from \(scheme):// URLs ('\(name)')")
         }
-        return try maker.make(path)
+        var values = plugin.defaultOptions.values
+        values["url"] = .string(name)
+        return try make(PluginOptions(values))
     }
 
     /// The destination plugin for `output.dir` values of `scheme` (`""` for plain paths).

@@ -18,7 +18,11 @@ struct S3Destination: OutputDestination {
                 .map("metadata", doc: "User metadata on every object (x-amz-meta-NAME).")
                     .example("{ pipeline: thumbnails }"),
             ] + PipelineFileSpec.objectStorage),
-        schemes: ["s3"]
+        schemes: ["s3"],
+        check: { options in
+            _ = try S3Location(options.string("dir") ?? "")
+            _ = try S3Destination.headers(options)
+        }
     ) { options in try S3Destination(options: options, environment: ProcessInfo.processInfo.environment) }
 
     /// The metadata key (after `x-amz-meta-`) holding an output's fingerprint.
@@ -31,18 +35,24 @@ struct S3Destination: OutputDestination {
     init(options: PluginOptions, environment: [String: String]) throws {
         prefix = try S3Location(options.string("dir") ?? "")
         client = S3Client(settings: try S3Settings(options: options, environment: environment))
+        headers = try Self.headers(options)
+    }
+
+    /// The headers every PUT carries: `Cache-Control` and the user's metadata. Throws for a
+    /// metadata name S3 would refuse or that pipelinectl uses itself.
+    static func headers(_ options: PluginOptions) throws -> [String: String] {
         var headers: [String: String] = [:]
         if let cacheControl = options.string("cache_control"), !cacheControl.isEmpty { headers["Cache-Control"] = cacheControl }
         for (name, value) in options.map("metadata") ?? [:] {
             guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
                 throw PipelineError(.invalidOption, "metadata name '\(name)' may use letters, digits, '-' and '_' only")
             }
-            guard name.lowercased() != Self.fingerprintKey else {
+            guard name.lowercased() != fingerprintKey else {
                 throw PipelineError(.invalidOption, "metadata name '\(name)' is the one pipelinectl records fingerprints under")
             }
             headers["x-amz-meta-" + name.lowercased()] = value.description
         }
-        self.headers = headers
+        return headers
     }
 
     func object(_ relative: String) -> S3Location {

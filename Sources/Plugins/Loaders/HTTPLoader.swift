@@ -54,7 +54,11 @@ public struct HTTPLoader: DataLoading {
                 .list("allow_hosts", of: .string, default: [], doc: "Only these hosts (`*.example.com` for subdomains), also for redirects; empty: any."),
                 .list("deny_hosts", of: .string, default: [], doc: "Never these hosts, also for redirects."),
             ]),
-        schemes: ["http", "https"]
+        schemes: ["http", "https"],
+        check: { options in
+            _ = try HTTPLoader.policy(options, environment: ProcessInfo.processInfo.environment)
+            try HTTPLoader.checkCacheKey(options.string("cache_key"))
+        }
     ) { options in try HTTPLoader(options: options, environment: ProcessInfo.processInfo.environment) }
 
     let policy: TransferPolicy
@@ -65,7 +69,7 @@ public struct HTTPLoader: DataLoading {
     let stripQuery: Set<String>
     let cacheKeyTemplate: String?
     let rateLimiter: RateLimiter?
-    private let engine: LazyEngine
+    private let engine: CurlTransferEngine
 
     struct RetryPolicy: Sendable {
         var attempts: Int
@@ -74,6 +78,23 @@ public struct HTTPLoader: DataLoading {
     }
 
     init(options: PluginOptions, environment: [String: String]) throws {
+        policy = try Self.policy(options, environment: environment)
+        maxConcurrentLoads = options.int("max_concurrent")!
+        loadOrder = LoadOrder(rawValue: options.string("order")!)!
+        retry = RetryPolicy(attempts: options.int("retry_attempts")!, backoff: options.seconds("retry_backoff")!,
+                            maxDelay: options.seconds("retry_max_delay")!)
+        accept = (options.list("accept") ?? []).map { $0.description.lowercased() }
+        stripQuery = Set((options.list("strip_query") ?? []).map(\.description))
+        cacheKeyTemplate = options.string("cache_key")
+        try Self.checkCacheKey(cacheKeyTemplate)
+        let rate = options.number("rate_limit")!
+        rateLimiter = rate > 0 ? RateLimiter(rate: rate, burst: options.int("rate_burst")!) : nil
+        engine = CurlTransferEngine(name: "pipelinekit-curl", maxPerHost: options.int("max_per_host")!)
+    }
+
+    /// What every transfer is allowed and sent: limits, headers, credentials from the environment,
+    /// address and host rules. Throws for a header that cannot be sent or credentials that are not set.
+    static func policy(_ options: PluginOptions, environment: [String: String]) throws -> TransferPolicy {
         var policy = TransferPolicy()
         policy.timeout = options.seconds("timeout")!
         policy.connectTimeout = options.seconds("connect_timeout")!
@@ -111,25 +132,16 @@ public struct HTTPLoader: DataLoading {
                                              allowPrivate: options.bool("allow_private")!)
         policy.hostPolicy = HostPolicy(allow: (options.list("allow_hosts") ?? []).map(\.description),
                                        deny: (options.list("deny_hosts") ?? []).map(\.description))
-        self.policy = policy
-        maxConcurrentLoads = options.int("max_concurrent")!
-        loadOrder = LoadOrder(rawValue: options.string("order")!)!
-        retry = RetryPolicy(attempts: options.int("retry_attempts")!, backoff: options.seconds("retry_backoff")!,
-                            maxDelay: options.seconds("retry_max_delay")!)
-        accept = (options.list("accept") ?? []).map { $0.description.lowercased() }
-        stripQuery = Set((options.list("strip_query") ?? []).map(\.description))
-        cacheKeyTemplate = options.string("cache_key")
-        if let template = cacheKeyTemplate {
-            let unknown = template.matches(of: /\{([a-z]*)\}/).map { String($0.1) }
-                .filter { !["scheme", "host", "port", "path", "query"].contains($0) }
-            if let first = unknown.first {
-                throw PipelineError(.invalidOption, "unknown placeholder '{\(first)}' in cache_key"
-                    + Suggest.hint(for: first, in: ["scheme", "host", "port", "path", "query"]))
-            }
+        return policy
+    }
+
+    /// Throws for a `cache_key` template with a placeholder it does not know.
+    static func checkCacheKey(_ template: String?) throws {
+        guard let template else { return }
+        let known = ["scheme", "host", "port", "path", "query"]
+        if let first = template.matches(of: /\{([a-z]*)\}/).map({ String($0.1) }).first(where: { !known.contains($0) }) {
+            throw PipelineError(.invalidOption, "unknown placeholder '{\(first)}' in cache_key" + Suggest.hint(for: first, in: known))
         }
-        let rate = options.number("rate_limit")!
-        rateLimiter = rate > 0 ? RateLimiter(rate: rate, burst: options.int("rate_burst")!) : nil
-        engine = LazyEngine(maxPerHost: options.int("max_per_host")!)
     }
 
     public func cacheKey(for source: Source) -> String {
@@ -217,7 +229,7 @@ public struct HTTPLoader: DataLoading {
         return masks
     }()
 
-    public func progress() -> [TransferProgress] { engine.existing()?.progress() ?? [] }
+    public func progress() -> [TransferProgress] { engine.progress() }
 
     public func load(_ source: Source) async throws -> LoadedData {
         switch try await fetch(source, conditional: nil) {
@@ -248,7 +260,7 @@ public struct HTTPLoader: DataLoading {
             let transfer = CurlTransfer(url: source.text, policy: policy, resume: resume,
                                         conditional: resume == nil ? conditional : nil)
             do {
-                let response = try await engine.get().perform(transfer)
+                let response = try await engine.perform(transfer)
                 if response.notModified, let conditional {
                     return .notModified(conditional.updated(by: response.directives))
                 }
@@ -298,19 +310,4 @@ public struct HTTPLoader: DataLoading {
         }
     }
 
-    /// Starts the transfer thread on first use, so validating a pipeline starts nothing.
-    final class LazyEngine: Sendable {
-        private let engine = Mutex<CurlTransferEngine?>(nil)
-        let maxPerHost: Int
-        init(maxPerHost: Int) { self.maxPerHost = maxPerHost }
-        func get() -> CurlTransferEngine {
-            engine.withLock { engine in
-                if let engine { return engine }
-                let made = CurlTransferEngine(name: "pipelinekit-curl", maxPerHost: maxPerHost)
-                engine = made
-                return made
-            }
-        }
-        func existing() -> CurlTransferEngine? { engine.withLock { $0 } }
-    }
 }

@@ -16,19 +16,15 @@ public struct S3Loader: DataLoading {
         schemes: ["s3"]
     ) { options in try S3Loader(options: options, environment: ProcessInfo.processInfo.environment) }
 
-    /// The client, or why there is none (no credentials): every run makes each loader, and a run
-    /// without s3:// sources must not need S3 credentials, so the problem is the item's.
-    let client: Result<S3Client, PipelineError>
+    /// A run builds the loader when its first s3:// source comes, so a run without one needs no
+    /// S3 credentials; without them, every s3:// item fails saying so.
+    let client: S3Client
     public let maxConcurrentLoads: Int
 
     init(options: PluginOptions, environment: [String: String]) throws {
-        do {
-            client = .success(S3Client(settings: try S3Settings(options: options, environment: environment),
-                                       maxBytes: options.bytes("max_bytes")!, timeout: options.seconds("timeout")!,
-                                       attempts: options.int("retry_attempts")!))
-        } catch let error as PipelineError {
-            client = .failure(error)
-        }
+        client = S3Client(settings: try S3Settings(options: options, environment: environment),
+                          maxBytes: options.bytes("max_bytes")!, timeout: options.seconds("timeout")!,
+                          attempts: options.int("retry_attempts")!)
         maxConcurrentLoads = options.int("max_concurrent")!
     }
 
@@ -37,7 +33,7 @@ public struct S3Loader: DataLoading {
     public func load(_ source: Source) async throws -> LoadedData {
         let location = try S3Location(source.text)
         guard !location.key.isEmpty else { throw PipelineError(.invalidSource, "no object key in \(source.text)") }
-        guard let object = try await client.get().get(location) else {
+        guard let object = try await client.get(location) else {
             throw PipelineError(.notFound, "\(source.text): no such object")
         }
         return LoadedData(data: object.data, contentType: object.contentType,

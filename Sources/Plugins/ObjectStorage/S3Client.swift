@@ -91,7 +91,7 @@ final class S3Client: Sendable {
     let settings: S3Settings
     let policy: TransferPolicy
     let attempts: Int
-    private let engine: HTTPLoader.LazyEngine
+    private let engine: CurlTransferEngine
 
     init(settings: S3Settings, maxBytes: Int = 1 << 30, timeout: Double = 120, attempts: Int = 4) {
         self.settings = settings
@@ -103,7 +103,7 @@ final class S3Client: Sendable {
         policy.addressPolicy = AddressPolicy(allowLoopback: true, allowLinkLocal: false, allowPrivate: true)
         self.policy = policy
         self.attempts = attempts
-        engine = HTTPLoader.LazyEngine(maxPerHost: 0)
+        engine = CurlTransferEngine(name: "pipelinekit-s3", maxPerHost: 0)
     }
 
     /// The object; `nil` when there is no such key (a missing bucket is an error that says so).
@@ -220,7 +220,7 @@ extension S3Client {
             for (name, value) in signed { all[name] = value }
             let transfer = CurlTransfer(url: url, policy: policy, request: RequestSpec(method: method, headers: all, body: body))
             do {
-                let response = try await engine.get().perform(transfer)
+                let response = try await engine.perform(transfer)
                 return Response(status: response.status, body: response.body, headers: transfer.responseHeaders)
             } catch let failure as TransferFailure {
                 if answered.contains(failure.status) {

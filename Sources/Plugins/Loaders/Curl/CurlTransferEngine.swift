@@ -21,12 +21,25 @@ final class CurlTransferEngine: @unchecked Sendable {
 
     private let multi: UnsafeMutableRawPointer
     private let shared = Mutex(Shared())
+    private let name: String
+    private let started = Mutex(false)
 
-    /// Starts the engine's thread. `maxPerHost` caps connections to one host (0: no cap).
+    /// An engine whose thread starts with its first transfer: a client that never sends starts
+    /// nothing. `maxPerHost` caps connections to one host (0: no cap).
     init(name: String, maxPerHost: Int) {
         _ = CurlTransferEngine.globalInit
         multi = curl_multi_init()!
         if maxPerHost > 0 { _ = pk_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, maxPerHost) }
+        self.name = name
+    }
+
+    /// Starts the thread that drives the transfers, once.
+    private func start() {
+        let first = started.withLock { started -> Bool in
+            defer { started = true }
+            return !started
+        }
+        guard first else { return }
         let thread = Thread { [self] in self.loop() }
         thread.name = name
         thread.start()
@@ -36,6 +49,7 @@ final class CurlTransferEngine: @unchecked Sendable {
     /// Runs one transfer to completion. Cancelling the calling task stops the transfer and
     /// throws a `cancelled` failure.
     func perform(_ transfer: CurlTransfer) async throws -> TransferResponse {
+        start()
         let serial = transfer.serial
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in

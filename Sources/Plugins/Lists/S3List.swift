@@ -21,8 +21,13 @@ public final class S3List: RemoteList {
         return SourceList(url: url, remote: S3List(location: location, client: S3Client(settings: settings), chunkSize: chunkSize))
     }
 
-    /// Lists at `s3://bucket/key`.
-    public static let maker = ListMaker(scheme: "s3") { url in try sourceList(url) }
+    /// `s3`: lists at `s3://bucket/key`.
+    public static let plugin = Plugin.list(
+        PluginSpec(name: "s3",
+                   summary: "Reads sources from an object in S3 or an S3-compatible store, streamed in ranged GETs of 8 MiB (credentials and endpoint from the AWS environment).",
+                   options: []),
+        schemes: ["s3"]
+    ) { options in try sourceList(options.string("url") ?? "") }
 
     init(location: S3Location, client: S3Client, chunkSize: Int) {
         self.location = location

@@ -45,4 +45,24 @@ r, g, b = map(int, out)
 assert abs(r - 0xff) <= 8 and abs(g - 0xcc) <= 8 and abs(b - 0x66) <= 8, (r, g, b)
 PY
 "$bin" test catalog.yaml
+
+# A custom destination: every output appended to one tar archive, with its fingerprint.
+sed 's|dir: out/catalog|dir: tar://out/catalog.tar|' catalog.yaml > "$work/archive.yaml"
+listed=$("$bin" plugins)
+grep -qE "tar +Appends every output to one tar archive" <<< "$listed" || fail "plugins lists the tar destination"
+"$bin" run "$work/archive.yaml" skus.txt > "$work/run" 2>&1 || { cat "$work/run"; fail "run into a tar archive"; }
+grep -qF "catalog: 3 items: 3 ok, 0 failed" "$work/run" || { cat "$work/run"; fail "archive run summary"; }
+[ "$(tar -tf out/catalog.tar | grep -v PaxHeaders | sort | tr '\n' ' ')" = "SKU-1001-facts.json SKU-1001-image.jpg SKU-1002-facts.json SKU-1002-image.jpg SKU-1003-facts.json SKU-1003-image.jpg " ] \
+  || { tar -tvf out/catalog.tar; fail "archive entries"; }
+mkdir -p "$work/x" && tar -xf out/catalog.tar -C "$work/x"
+[ "$(identify -format '%m %wx%h' "$work/x/SKU-1001-image.jpg")" = "JPEG 400x300" ] || fail "image from the archive"
+# The same run again keeps every entry (the archive records fingerprints); another quality replaces them.
+"$bin" run "$work/archive.yaml" skus.txt > "$work/run" 2>&1 || { cat "$work/run"; fail "second archive run"; }
+grep -qF "catalog: 3 items: 0 ok, 3 kept, 0 failed" "$work/run" || { cat "$work/run"; fail "kept from the archive"; }
+sed -i 's/quality: 85/quality: 40/' "$work/archive.yaml"
+"$bin" run "$work/archive.yaml" skus.txt > "$work/run" 2>&1 || { cat "$work/run"; fail "third archive run"; }
+grep -qF "catalog: 3 items: 3 ok, 0 failed" "$work/run" || { cat "$work/run"; fail "a changed pipeline writes again"; }
+[ "$(tar -tf out/catalog.tar | grep -c 'SKU-1001-image.jpg$')" = 2 ] || fail "the new entry appended"
+rm -rf "$work/x" && mkdir -p "$work/x" && tar -xf out/catalog.tar -C "$work/x"
+[ "$(identify -format '%Q' "$work/x/SKU-1001-image.jpg")" = 40 ] || fail "the newest entry wins on extraction"
 echo "custom plugins example: ok"

@@ -79,11 +79,15 @@ CODEC_SUITES = (WebP|HEIF|TIFF|GIF|JPEG)DecodeTests|MetadataTests|QualityTargetT
 # waiting for one ran out of time. The plugin suites follow, then the codec suites.
 ENGINE_SUITES = PipelineKitTests|EndToEndTests
 
+# ProcessCountTests counts the whole process (format sniffs, header reads, heap bytes): it runs alone.
+ALONE_SUITES = ProcessCountTests
+
 test: test-deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --filter '$(ENGINE_SUITES)'
-	$(SWIFT) test --skip-build --filter PluginsTests --skip '$(CODEC_SUITES)'
+	$(SWIFT) test --skip-build --filter PluginsTests --skip '$(CODEC_SUITES)|$(ALONE_SUITES)'
 	$(SWIFT) test --skip-build --filter '$(CODEC_SUITES)'
+	$(SWIFT) test --skip-build --filter '$(ALONE_SUITES)'
 	.build/debug/pipelinectl test pipelines/*.yaml
 	examples/CustomPlugins/check.sh
 
@@ -120,8 +124,9 @@ stress: test-deps
 	trap '[ -n "$$busy" ] && kill $$busy 2>/dev/null' EXIT; \
 	pass=0; for i in $$(seq 1 $(STRESS_RUNS)); do \
 	  if { $(SWIFT) test --skip-build --filter '$(ENGINE_SUITES)' && \
-	       $(SWIFT) test --skip-build --filter PluginsTests --skip '$(CODEC_SUITES)' && \
-	       $(SWIFT) test --skip-build --filter '$(CODEC_SUITES)'; } > .build/stress-$$i.log 2>&1; then \
+	       $(SWIFT) test --skip-build --filter PluginsTests --skip '$(CODEC_SUITES)|$(ALONE_SUITES)' && \
+	       $(SWIFT) test --skip-build --filter '$(CODEC_SUITES)' && \
+	       $(SWIFT) test --skip-build --filter '$(ALONE_SUITES)'; } > .build/stress-$$i.log 2>&1; then \
 	    pass=$$((pass+1)); echo "stress run $$i: passed"; \
 	  else echo "stress run $$i: FAILED (.build/stress-$$i.log)"; grep -E '✘' .build/stress-$$i.log | head -5; fi; \
 	done; echo "stress: $$pass of $(STRESS_RUNS) passed ($(STRESS_BUSY) cores kept busy)"; [ $$pass -eq $(STRESS_RUNS) ]

@@ -56,14 +56,7 @@ import TestSupport
     /// and `--resume` does not skip outputs another pipeline wrote under the same names.
     @Test func changedPipelinesReplaceTheirFilesAndIdenticalOnesKeepThem() async throws {
         let dir = try Fixtures.temporaryDirectory("stale")
-        var sources: [String] = []
-        for (i, spec) in ["plasma:", "gradient:navy-gold"].enumerated() {
-            let file = dir.appendingPathComponent("photo\(i).png")
-            try Fixtures.image(spec, width: 600, height: 400, format: "PNG").write(to: file)
-            sources.append(file.path)
-        }
-        let list = dir.appendingPathComponent("urls.txt")
-        try sources.joined(separator: "\n").write(to: list, atomically: true, encoding: .utf8)
+        let (list, _) = try Fixtures.imageList(in: dir, ["plasma:", "gradient:navy-gold"])
         let out = dir.appendingPathComponent("out")
         let pipeline = dir.appendingPathComponent("web.yaml")
         func configure(quality: Int, existing: String = "replace_if_changed") throws {

@@ -120,14 +120,7 @@ import TestSupport
         let moto = try await MotoServer.start(buckets: ["web"])
         defer { moto.stop() }
         let dir = try Fixtures.temporaryDirectory("s3-stale")
-        var sources: [String] = []
-        for (i, spec) in ["plasma:", "gradient:navy-gold", "plasma:red-blue"].enumerated() {
-            let file = dir.appendingPathComponent("photo\(i).png")
-            try Fixtures.image(spec, width: 600, height: 400, format: "PNG").write(to: file)
-            sources.append(file.path)
-        }
-        let list = dir.appendingPathComponent("urls.txt")
-        try sources.joined(separator: "\n").write(to: list, atomically: true, encoding: .utf8)
+        let (list, _) = try Fixtures.imageList(in: dir, ["plasma:", "gradient:navy-gold", "plasma:red-blue"])
         let pipeline = dir.appendingPathComponent("web.yaml")
         func configure(quality: Int, existing: String? = nil) throws {
             try """

@@ -69,8 +69,8 @@ import TestSupport
         let expected = ["logo.png", "photo.jpg", "scan.jpg"].map { out.path + "/" + $0 }
         let first = try await run(yaml, lines: ["logo.png", "photo.jpg", "scan.bmp"], base: files, output: out)
         #expect(first.items.map(\.outputs) == expected.map { [$0] })
-        #expect(FormatSniffer.sniff(try Data(contentsOf: URL(fileURLWithPath: expected[0]))) == .image("PNG"))
-        #expect(FormatSniffer.sniff(try Data(contentsOf: URL(fileURLWithPath: expected[2]))) == .image("JPEG"))
+        #expect(FormatSniffer.sniff(try Data(contentsOf: URL(fileURLWithPath: expected[0]))) == .image(ImageFormat(rawValue: "PNG")!))
+        #expect(FormatSniffer.sniff(try Data(contentsOf: URL(fileURLWithPath: expected[2]))) == .image(ImageFormat(rawValue: "JPEG")!))
         // From the processed-output cache, the same names.
         for path in expected { try FileManager.default.removeItem(atPath: path) }
         let second = try await run(yaml, lines: ["logo.png", "photo.jpg", "scan.bmp"], base: files, output: out)

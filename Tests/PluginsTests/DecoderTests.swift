@@ -143,9 +143,11 @@ struct SplitMix64: RandomNumberGenerator {
     }
 
     @Test func theScaleIsOneOverTwoFourOrEightAndNeverLessThanTwiceTheTarget() throws {
-        let decoder = ImageMagickDecoder(options: ImageMagickDecoder.plugin.defaultOptions)
-        func scaled(_ w: Int, _ h: Int, _ tw: Int, _ th: Int) -> PixelSize? {
-            decoder.jpegScaled(PixelSize(width: w, height: h), hint: DecodeHint(targetSize: PixelSize(width: tw, height: th)))?.decoded
+        // The DCT scale the JPEG reader plans, and the size libjpeg decodes at with it.
+        func scaled(_ w: Int, _ h: Int, _ tw: Int, _ th: Int, fit: Bool = false) -> PixelSize? {
+            guard let d = JPEGReducer.plan(PixelSize(width: w, height: h), hint: DecodeHint(targetSize: PixelSize(width: tw, height: th), fit: fit),
+                                           headroom: 2)?.denominator else { return nil }
+            return PixelSize(width: (w + d - 1) / d, height: (h + d - 1) / d)
         }
         #expect(scaled(1680, 1050, 256, 160) == PixelSize(width: 840, height: 525))
         #expect(scaled(1680, 1050, 420, 263) == nil)  // under 4x: decoded whole

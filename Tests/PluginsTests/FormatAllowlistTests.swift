@@ -57,10 +57,10 @@ import TestSupport
 
     @Test func eachOptInFormatIsRecognisedByContent() throws {
         for (label, data, coder, _) in try Self.fixtures() {
-            #expect(FormatSniffer.sniff(data) == .image(coder), "\(label)")
+            #expect(FormatSniffer.sniff(data) == .image(ImageFormat(rawValue: coder)!), "\(label)")
         }
         // BigTIFF, as ImageMagick writes it.
-        #expect(FormatSniffer.sniff(try Self.rose("TIFF64")) == .image("TIFF"))
+        #expect(FormatSniffer.sniff(try Self.rose("TIFF64")) == .image(ImageFormat(rawValue: "TIFF")!))
     }
 
     @Test func refusedByDefaultNamingTheOption() throws {
@@ -106,7 +106,7 @@ import TestSupport
     @Test func tgaWithoutFooterOnlyWhenAllowed() throws {
         let tga = try Self.rose("TGA")
         #expect(FormatSniffer.sniff(tga) == .unknown)
-        #expect(FormatSniffer.sniff(tga, tga: true) == .image("TGA"))
+        #expect(FormatSniffer.sniff(tga, tga: true) == .image(ImageFormat(rawValue: "TGA")!))
         #expect(failure(tga, try decoder())?.kind == .notAnImage)
         let image = try decoder(["tga"]).decode(LoadedData(data: tga), hint: DecodeHint())
         #expect(image.width == 70 && image.height == 46 && image.sourceFormat == "TGA")
@@ -145,7 +145,7 @@ import TestSupport
         let ico = [UInt8](try Self.rose("ICO"))
         var cur = ico
         cur[2] = 2
-        #expect(FormatSniffer.sniff(Data(cur)) == .image("CUR"))
+        #expect(FormatSniffer.sniff(Data(cur)) == .image(ImageFormat(rawValue: "CUR")!))
         let image = try decoder().decode(LoadedData(data: Data(cur)), hint: DecodeHint())
         #expect(image.width == 70 && image.height == 46 && image.sourceFormat == "CUR")
     }

@@ -43,8 +43,8 @@ import TestSupport
             #expect(try await identify(data, "%m %w %h") == "\(format) 120 80", "\(plugin.spec.name)")
         }
         // AVIF and HEIC differ by their brand, which our sniffer reads back.
-        #expect(try FormatSniffer.sniff(encode(HEIFEncoder.avifPlugin, [:], image)) == .image("AVIF"))
-        #expect(try FormatSniffer.sniff(encode(HEIFEncoder.heicPlugin, [:], image)) == .image("HEIC"))
+        #expect(try FormatSniffer.sniff(encode(HEIFEncoder.avifPlugin, [:], image)) == .image(ImageFormat(rawValue: "AVIF")!))
+        #expect(try FormatSniffer.sniff(encode(HEIFEncoder.heicPlugin, [:], image)) == .image(ImageFormat(rawValue: "HEIC")!))
     }
 
     @Test func everyAcceptedFormatDecodes() throws {
@@ -102,16 +102,16 @@ import TestSupport
     @Test func autoKeepsTheSourceFormatOrFallsBack() throws {
         let auto = try AutoEncoder.plugin.makeEncoder(AutoEncoder.plugin.options())
         let jpeg = try decode(try Fixtures.jpeg(60, 40))
-        #expect(try auto.fileExtension(for: jpeg) == "jpg" && FormatSniffer.sniff(auto.encode(jpeg)) == .image("JPEG"))
+        #expect(try auto.fileExtension(for: jpeg) == "jpg" && FormatSniffer.sniff(auto.encode(jpeg)) == .image(ImageFormat(rawValue: "JPEG")!))
         let png = try decode(try Fixtures.alphaPNG(60, 40))
-        #expect(try auto.fileExtension(for: png) == "png" && FormatSniffer.sniff(auto.encode(png)) == .image("PNG"))
+        #expect(try auto.fileExtension(for: png) == "png" && FormatSniffer.sniff(auto.encode(png)) == .image(ImageFormat(rawValue: "PNG")!))
         let webp = try decode(try encode(WebPEncoder.plugin, [:], png))
         #expect(auto.fileExtension(for: webp) == "webp")
         // A JPEG that gained transparency becomes PNG; a BMP becomes JPEG.
         let round = try Circle.plugin.makeProcessor(Circle.plugin.options()).process(jpeg)
-        #expect(try auto.fileExtension(for: round) == "png" && FormatSniffer.sniff(auto.encode(round)) == .image("PNG"))
+        #expect(try auto.fileExtension(for: round) == "png" && FormatSniffer.sniff(auto.encode(round)) == .image(ImageFormat(rawValue: "PNG")!))
         let bmp = try decode(try Fixtures.image("plasma:", width: 30, height: 20, format: "BMP"))
-        #expect(try auto.fileExtension(for: bmp) == "jpg" && FormatSniffer.sniff(auto.encode(bmp)) == .image("JPEG"))
+        #expect(try auto.fileExtension(for: bmp) == "jpg" && FormatSniffer.sniff(auto.encode(bmp)) == .image(ImageFormat(rawValue: "JPEG")!))
     }
 
     /// A three-frame GIF animation, 60x40, red, green, blue.

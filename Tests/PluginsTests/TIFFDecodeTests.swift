@@ -109,7 +109,7 @@ import TestSupport
             let made = try await Command.run("/usr/bin/convert", ["-size", "1200x800", "plasma:", "-compress", "zip"] + options + [prefix + path])
             try #require(made.status == 0, "\(made.stderr)")
             let data = try Data(contentsOf: URL(fileURLWithPath: path))
-            #expect(FormatSniffer.sniff(data) == .image("TIFF"), "\(name)")
+            #expect(FormatSniffer.sniff(data) == .image(ImageFormat(rawValue: "TIFF")!), "\(name)")
             #expect(HeaderProbe.tiffDimensions(data) == PixelSize(width: 1200, height: 800), "\(name)")
             // And decoded, reduced on load like any TIFF.
             let image = try decoder.decode(LoadedData(data: data), hint: hint)

@@ -217,6 +217,22 @@ extension Sequence {
     }
 }
 
+extension Fixtures {
+    /// PNGs of ImageMagick's built-in `specs` at `width` x `height` in `dir` (`photo0.png`...), and
+    /// a list of their paths (`dir/urls.txt`).
+    public static func imageList(in dir: URL, _ specs: [String], width: Int = 600, height: Int = 400) throws -> (list: URL, paths: [String]) {
+        var paths: [String] = []
+        for (i, spec) in specs.enumerated() {
+            let file = dir.appendingPathComponent("photo\(i).png")
+            try image(spec, width: width, height: height, format: "PNG").write(to: file)
+            paths.append(file.path)
+        }
+        let list = dir.appendingPathComponent("urls.txt")
+        try paths.joined(separator: "\n").write(to: list, atomically: true, encoding: .utf8)
+        return (list, paths)
+    }
+}
+
 /// Run reports as tests read them.
 public enum Reports {
     /// The JSON report at `url` as a dictionary, its `items` in list order (a report lists them in

@@ -1,11 +1,15 @@
 import Foundation
+import Synchronization
 
 /// Identifies a format from its first bytes, so ImageMagick never guesses from content.
 public enum FormatSniffer {
+    /// Sniffs so far in this process (for the test that counts one per decoded item).
+    package static let count = Atomic<Int>(0)
+
     /// What the first bytes say.
     public enum Sniffed: Equatable, Sendable {
-        /// An image format, by ImageMagick coder name (`JPEG`, `PNG`, ...).
-        case image(String)
+        /// An image format (SVG included: what allows it is the decoder's business).
+        case image(ImageFormat)
         /// Something recognisably not a raster image (HTML, SVG, PostScript, ...), with a name.
         case other(String)
         case unknown
@@ -28,55 +32,56 @@ public enum FormatSniffer {
     ///   applied only when the caller accepts TGA (`formats: [tga]`); otherwise such a file is
     ///   ``Sniffed/unknown``.
     public static func sniff(_ data: Data, tga: Bool = false) -> Sniffed {
+        count.add(1, ordering: .relaxed)
         let b = [UInt8](data.prefix(64))
         func starts(_ bytes: [UInt8], at offset: Int = 0) -> Bool {
             b.count >= offset + bytes.count && Array(b[offset..<offset + bytes.count]) == bytes
         }
         func isSpace(_ byte: UInt8) -> Bool { [0x20, 0x09, 0x0A, 0x0D, 0x0B, 0x0C].contains(byte) }
-        if starts([0xFF, 0xD8, 0xFF]) { return .image("JPEG") }
-        if starts([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) { return .image("PNG") }
-        if starts(Array("GIF87a".utf8)) || starts(Array("GIF89a".utf8)) { return .image("GIF") }
-        if starts(Array("RIFF".utf8)), starts(Array("WEBP".utf8), at: 8) { return .image("WEBP") }
-        if starts([0x49, 0x49, 0x2A, 0x00]) || starts([0x4D, 0x4D, 0x00, 0x2A]) { return .image("TIFF") }
+        if starts([0xFF, 0xD8, 0xFF]) { return .image(.jpeg) }
+        if starts([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) { return .image(.png) }
+        if starts(Array("GIF87a".utf8)) || starts(Array("GIF89a".utf8)) { return .image(.gif) }
+        if starts(Array("RIFF".utf8)), starts(Array("WEBP".utf8), at: 8) { return .image(.webp) }
+        if starts([0x49, 0x49, 0x2A, 0x00]) || starts([0x4D, 0x4D, 0x00, 0x2A]) { return .image(.tiff) }
         // BigTIFF: version 43, offsets of 8 bytes; libtiff (and ImageMagick's TIFF coder) read it.
-        if starts([0x49, 0x49, 0x2B, 0x00, 0x08, 0x00]) || starts([0x4D, 0x4D, 0x00, 0x2B, 0x00, 0x08]) { return .image("TIFF") }
-        if starts(Array("BM".utf8)), b.count >= 14 { return .image("BMP") }
-        if starts([0x00, 0x00, 0x01, 0x00]), b.count >= 6, b[4] != 0 || b[5] != 0 { return .image("ICO") }
-        if starts([0x00, 0x00, 0x02, 0x00]), b.count >= 6, b[4] != 0 || b[5] != 0 { return .image("CUR") }
+        if starts([0x49, 0x49, 0x2B, 0x00, 0x08, 0x00]) || starts([0x4D, 0x4D, 0x00, 0x2B, 0x00, 0x08]) { return .image(.tiff) }
+        if starts(Array("BM".utf8)), b.count >= 14 { return .image(.bmp) }
+        if starts([0x00, 0x00, 0x01, 0x00]), b.count >= 6, b[4] != 0 || b[5] != 0 { return .image(.ico) }
+        if starts([0x00, 0x00, 0x02, 0x00]), b.count >= 6, b[4] != 0 || b[5] != 0 { return .image(.cur) }
         if starts(Array("ftyp".utf8), at: 4), b.count >= 12 {
             let brand = String(decoding: b[8..<12], as: UTF8.self)
-            if ["avif", "avis"].contains(brand) { return .image("AVIF") }
-            if ["heic", "heix", "hevc", "heim", "heis", "mif1", "msf1"].contains(brand) { return .image("HEIC") }
+            if ["avif", "avis"].contains(brand) { return .image(.avif) }
+            if ["heic", "heix", "hevc", "heim", "heis", "mif1", "msf1"].contains(brand) { return .image(.heic) }
         }
         // JPEG 2000: the JP2 signature box, or a bare codestream (SOC then SIZ).
-        if starts([0x00, 0x00, 0x00, 0x0C, 0x6A, 0x50, 0x20, 0x20, 0x0D, 0x0A, 0x87, 0x0A]) { return .image("JP2") }
-        if starts([0xFF, 0x4F, 0xFF, 0x51]) { return .image("J2K") }
+        if starts([0x00, 0x00, 0x00, 0x0C, 0x6A, 0x50, 0x20, 0x20, 0x0D, 0x0A, 0x87, 0x0A]) { return .image(.jp2) }
+        if starts([0xFF, 0x4F, 0xFF, 0x51]) { return .image(.j2k) }
         // Photoshop: version 1 (PSD) or 2 (large document, PSB).
-        if starts(Array("8BPS".utf8) + [0x00, 0x01]) { return .image("PSD") }
-        if starts(Array("8BPS".utf8) + [0x00, 0x02]) { return .image("PSB") }
+        if starts(Array("8BPS".utf8) + [0x00, 0x01]) { return .image(.psd) }
+        if starts(Array("8BPS".utf8) + [0x00, 0x02]) { return .image(.psb) }
         // netpbm: P1-P7 (bitmap, greymap, pixmap in text or binary; PAM) and PF/Pf (PFM), then whitespace.
         if b.count >= 3, b[0] == UInt8(ascii: "P"), (UInt8(ascii: "1")...UInt8(ascii: "7")).contains(b[1])
             || b[1] == UInt8(ascii: "F") || b[1] == UInt8(ascii: "f"), isSpace(b[2]) {
-            return .image("PNM")
+            return .image(.pnm)
         }
         // PCX: manufacturer 10, a known version, RLE or none, 1/2/4/8 bits, a window that is not inverted.
         if data.count >= 128, b.count >= 12, b[0] == 0x0A, [0, 2, 3, 4, 5].contains(b[1]), b[2] <= 1, [1, 2, 4, 8].contains(b[3]) {
             let le = { (i: Int) in Int(b[i]) | Int(b[i + 1]) << 8 }
-            if le(4) <= le(8), le(6) <= le(10) { return .image("PCX") }
+            if le(4) <= le(8), le(6) <= le(10) { return .image(.pcx) }
         }
         // SGI: magic 474, RLE or verbatim storage, 1 or 2 bytes per channel, 1 to 3 dimensions.
         if starts([0x01, 0xDA]), b.count >= 6, b[2] <= 1, [1, 2].contains(b[3]), b[4] == 0, (1...3).contains(b[5]) {
-            return .image("SGI")
+            return .image(.sgi)
         }
-        if starts([0x59, 0xA6, 0x6A, 0x95]) { return .image("SUN") }
+        if starts([0x59, 0xA6, 0x6A, 0x95]) { return .image(.sun) }
         // DirectDraw Surface: magic and a 124-byte header. DCX: a directory of PCX pages. FITS: its
         // first header card.
-        if starts(Array("DDS ".utf8) + [0x7C, 0x00, 0x00, 0x00]) { return .image("DDS") }
-        if starts([0xB1, 0x68, 0xDE, 0x3A]) { return .image("DCX") }
-        if starts(Array("SIMPLE  =".utf8)) { return .image("FITS") }
+        if starts(Array("DDS ".utf8) + [0x7C, 0x00, 0x00, 0x00]) { return .image(.dds) }
+        if starts([0xB1, 0x68, 0xDE, 0x3A]) { return .image(.dcx) }
+        if starts(Array("SIMPLE  =".utf8)) { return .image(.fits) }
         // TGA 2.0 ends with its footer's signature; earlier TGA files only by their header rules.
         if data.count >= 44, data.suffix(18).elementsEqual(Array("TRUEVISION-XFILE.".utf8) + [0]), isTGAHeader(b) {
-            return .image("TGA")
+            return .image(.tga)
         }
         if starts(Array("%PDF".utf8)) { return .other("PDF") }
         // Image formats recognised but read by nothing here, so that they are named as such.
@@ -95,7 +100,7 @@ public enum FormatSniffer {
         var text = String(decoding: data.prefix(512), as: UTF8.self)
         if text.hasPrefix("\u{FEFF}") { text.removeFirst() }
         let lower = text.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
-        if lower.hasPrefix("<svg") || (lower.hasPrefix("<?xml") && lower.contains("<svg")) { return .other("SVG") }
+        if lower.hasPrefix("<svg") || (lower.hasPrefix("<?xml") && lower.contains("<svg")) { return .image(.svg) }
         if lower.hasPrefix("<!doctype html") || lower.hasPrefix("<html") || lower.hasPrefix("<head") || lower.hasPrefix("<body") {
             return .other("HTML")
         }
@@ -104,13 +109,13 @@ public enum FormatSniffer {
         }
         if lower.hasPrefix("<?xml") { return .other("XML") }
         // X bitmaps and pixmaps: C source text.
-        if lower.hasPrefix("/* xpm */") { return .image("XPM") }
-        if lower.hasPrefix("#define "), lower.contains("_width ") { return .image("XBM") }
+        if lower.hasPrefix("/* xpm */") { return .image(.xpm) }
+        if lower.hasPrefix("#define "), lower.contains("_width ") { return .image(.xbm) }
         if lower.hasPrefix("push graphic-context") || lower.hasPrefix("viewbox") { return .other("MVG") }
         if lower.hasPrefix("{") || lower.hasPrefix("[") { return .other("JSON") }
         // Printable text (ImageMagick's TXT/TEXT coders, or a `text:`/`label:` pseudo-file name).
         if isText(data.prefix(512)) { return .other("text") }
-        if tga, isTGAHeader(b) { return .image("TGA") }
+        if tga, isTGAHeader(b) { return .image(.tga) }
         return .unknown
     }
 

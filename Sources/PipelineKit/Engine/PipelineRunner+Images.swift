@@ -105,15 +105,21 @@ extension PipelineRunner {
     /// pixel memory is bounded by the number of workers, not of items in flight.
     /// `identity` (``OutputFingerprint/source``) is set on the decoded image, and so on every image made from it.
     func decodeAndProcess(_ data: LoadedData, identity: String, pending: [Int], tracker: StageTracker) async throws -> ChainsJob {
-        let budget = decoder.estimatedMemory(data, hint: decodeHint) ?? 0
+        // The format and header are read once; the memory asked for and the decode both follow.
+        let prepared: PreparedDecode
+        do { prepared = try decoder.prepare(data, hint: decodeHint) } catch {
+            tracker.enter(.decode)
+            throw Self.classify(error, stage: .decode, kind: .decodeFailed, plugin: decoderName)
+        }
+        let budget = prepared.estimatedMemory ?? 0
         try await waitingTurn { try await decodeBudget.acquire(budget) }
         defer { decodeBudget.release(budget) }
-        let (decoder, hint, decoderName) = (self.decoder, decodeHint, self.decoderName)
+        let decoderName = self.decoderName
         return try await onWorker(priority: JobPriority.decode(data)) { [self] in
             tracker.enter(.decode)  // here, not when queued: waiting for a worker is not decoding
             let start = ContinuousClock.now
             var decoded: PipelineImage
-            do { decoded = try decoder.decode(data, hint: hint) } catch {
+            do { decoded = try prepared.decode() } catch {
                 throw Self.classify(error, stage: .decode, kind: .decodeFailed, plugin: decoderName)
             }
             decoded.sourceIdentity = identity

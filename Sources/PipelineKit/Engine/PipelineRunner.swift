@@ -247,11 +247,7 @@ public final class PipelineRunner: Sendable {
                     group.cancelAll()
                 }
             }
-            // Reading ahead is for a list in a file; lines on standard input or from another sequence
-            // may come slowly, and each starts as soon as it comes.
-            let readAhead = (sources as? SourceList)?.readsAhead ?? (sources as? SourceCursorSequence)?.readsAhead
-                ?? (sources as? SourceList.Reader)?.isFile ?? false
-            var iterator = OwnedSources<S.AsyncIterator>(sources.makeAsyncIterator(), owns: ownership, readAhead: readAhead)
+            var iterator = OwnedSources<S.AsyncIterator>(sources.makeAsyncIterator(), owns: ownership, readAhead: Self.readsAhead(sources))
             while let source = try await iterator.next() {
                 if stopRequested.withLock({ $0 }) {
                     tally.summary.notStarted = 1
@@ -259,11 +255,7 @@ public final class PipelineRunner: Sendable {
                     break
                 }
                 while inFlight >= maxInFlight { await take(try await group.next()) }  // grows as loaders are built
-                group.addTask {
-                    let result = await self.runItem(source)
-                    await settle?(source, result)
-                    return result
-                }
+                group.addTask { await self.runItem(source, settle: settle) }
                 inFlight += 1
             }
             if shard != nil { tally.summary.otherShards = iterator.skipped }
@@ -274,6 +266,20 @@ public final class PipelineRunner: Sendable {
         tally.summary.imageCacheEvictions = imageCache?.evictionCount
         await dataCache?.recordRun(CacheUsage(counts: tally.dataCache))
         return tally.summary
+    }
+
+    /// Reading ahead is for a list in a file; lines on standard input or from a queue may come
+    /// slowly, and each starts as soon as it comes.
+    static func readsAhead<S: AsyncSequence>(_ sources: S) -> Bool {
+        (sources as? SourceList)?.readsAhead ?? (sources as? SourceCursorSequence)?.readsAhead
+            ?? (sources as? SourceList.Reader)?.isFile ?? false
+    }
+
+    /// One item, then its settling with the list it came from (a queue's acknowledgement).
+    func runItem(_ source: Source, settle: (@Sendable (Source, ItemResult) async -> Void)?) async -> ItemResult {
+        let result = await runItem(source)
+        await settle?(source, result)
+        return result
     }
 
     /// The run's counts as items finish.

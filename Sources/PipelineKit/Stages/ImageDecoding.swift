@@ -50,6 +50,11 @@ public struct PixelSize: Sendable, Hashable, CustomStringConvertible {
 /// Decoding runs on the engine's CPU workers, never on Swift's cooperative pool, so a decoder may
 /// block. Untrusted bytes are the normal case: a decoder checks limits before decoding pixels and
 /// throws ``ErrorKind/unsupportedFormat``, ``ErrorKind/tooLarge`` or ``ErrorKind/decodeFailed``.
+///
+/// The engine calls ``prepare(_:hint:)`` once per item, before it waits for decode memory, then
+/// runs what it returns on a worker: a decoder reads the file's format and header once, and the
+/// memory it asks for and the way it decodes come from that one reading. A decoder that has
+/// nothing to read ahead implements only ``decode(_:hint:)``.
 public protocol ImageDecoding: Sendable {
     func decode(_ data: LoadedData, hint: DecodeHint) throws -> PipelineImage
 
@@ -57,8 +62,30 @@ public protocol ImageDecoding: Sendable {
     /// cheaply (from the header). The engine holds decodes within its decode memory budget with
     /// it, so two huge images are not decoded at once. Default: `nil` (unknown; not budgeted).
     func estimatedMemory(_ data: LoadedData, hint: DecodeHint) -> Int?
+
+    /// Reads what the decode of `data` needs to know (its format, its header), checks it (a
+    /// format not accepted, a size over the limits throw here), and returns the decode to run and
+    /// the memory it needs. Default: ``estimatedMemory(_:hint:)`` and ``decode(_:hint:)``.
+    func prepare(_ data: LoadedData, hint: DecodeHint) throws -> PreparedDecode
 }
 
 extension ImageDecoding {
     public func estimatedMemory(_ data: LoadedData, hint: DecodeHint) -> Int? { nil }
+
+    public func prepare(_ data: LoadedData, hint: DecodeHint) throws -> PreparedDecode {
+        PreparedDecode(estimatedMemory: estimatedMemory(data, hint: hint)) { try decode(data, hint: hint) }
+    }
+}
+
+/// A decode ready to run: what it will need, and the work, which the engine runs on a CPU worker.
+public struct PreparedDecode: Sendable {
+    /// Peak memory, in bytes, when known.
+    public let estimatedMemory: Int?
+    /// Decodes; called once, on a worker.
+    public let decode: @Sendable () throws -> PipelineImage
+
+    public init(estimatedMemory: Int?, decode: @escaping @Sendable () throws -> PipelineImage) {
+        self.estimatedMemory = estimatedMemory
+        self.decode = decode
+    }
 }

@@ -78,6 +78,9 @@ public struct LoadedData: Sendable {
     public var finalURL: String?
     /// What the source says about caching these bytes (validators, freshness).
     public var directives: CacheDirectives
+    /// What the loader's look at the first bytes found, when it looked (the http loader does, to
+    /// refuse HTML served as an image): a decoder uses it rather than looking again.
+    public var sniffed: FormatSniffer.Sniffed?
 
     public init(data: Data, contentType: String? = nil, finalURL: String? = nil,
                 directives: CacheDirectives = CacheDirectives()) {

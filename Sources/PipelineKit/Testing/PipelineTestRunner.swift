@@ -130,9 +130,9 @@ public enum PipelineTestRunner {
     /// Format (from the magic bytes), size and alpha of a written image; `nil` when it is not one.
     static func inspect(_ path: String, _ imaging: any PipelineTestImaging) -> (format: String, width: Int, height: Int, hasAlpha: Bool)? {
         guard let data = FileManager.default.contents(atPath: path), case .image(let format) = FormatSniffer.sniff(data),
-              let facts = imaging.inspect(data, format: format) else {
+              let facts = imaging.inspect(data, format: format.coder) else {
             return nil
         }
-        return (format, facts.width, facts.height, facts.hasAlpha)
+        return (format.coder, facts.width, facts.height, facts.hasAlpha)
     }
 }

@@ -39,7 +39,7 @@ enum FuzzTargets {
     /// Every header parser the decoder trusts for its limits: ``HeaderProbe`` as each format, and
     /// the WebP container plan.
     @Sendable static func headerProbe(_ data: Data) {
-        for format in ["JPEG", "PNG", "GIF", "WEBP", "TIFF", "BMP", "ICO", "PNM", "PSD", "PCX", "TGA"] {
+        for format in [ImageFormat.jpeg, .png, .gif, .webp, .tiff, .bmp, .ico, .pnm, .psd, .pcx, .tga] {
             _ = HeaderProbe.dimensions(data, format: format)
         }
         _ = HeaderProbe.jpegFrame(data)
@@ -50,7 +50,7 @@ enum FuzzTargets {
 
     /// The PNG reduce-on-load reader and the whole-image reader (libpng through our shim).
     @Sendable static func png(_ data: Data) {
-        guard fits(HeaderProbe.dimensions(data, format: "PNG")) else { return }
+        guard fits(HeaderProbe.dimensions(data, format: .png)) else { return }
         let failOn = FailOn.allCases[data.count % 4]
         _ = try? PNGReducer.decode(data, factor: 1 + data.count % 3, toSRGB: data.count % 2 == 0, failOn: failOn)
         _ = try? PNGReducer.decodeWhole(data, failOn: failOn)
@@ -59,7 +59,7 @@ enum FuzzTargets {
     /// The JPEG reduce-on-load reader (libjpeg-turbo through our shim: DCT scaling, block
     /// averaging, ICC and metadata markers, EXIF orientation).
     @Sendable static func jpeg(_ data: Data) {
-        guard let size = HeaderProbe.dimensions(data, format: "JPEG"), fits(size),
+        guard let size = HeaderProbe.dimensions(data, format: .jpeg), fits(size),
               let plan = JPEGReducer.plan(size, hint: hint(data), headroom: 1 + data.count % 2) else { return }
         _ = try? JPEGReducer.decode(data, plan: plan, toSRGB: data.count % 2 == 0, autoOrient: true,
                                     failOn: FailOn.allCases[data.count % 4])
@@ -67,7 +67,7 @@ enum FuzzTargets {
 
     /// The WebP path: our container plan, libwebp's scaled decode, libwebpdemux for animations.
     @Sendable static func webp(_ data: Data) {
-        guard fits(HeaderProbe.dimensions(data, format: "WEBP")),
+        guard fits(HeaderProbe.dimensions(data, format: .webp)),
               let plan = (try? WebPReducer.plan(data, keepsFrames: data.count % 2 == 0)) ?? nil,
               let scaled = WebPReducer.scaledSize(plan, hint: hint(data), headroom: 2) else { return }
         _ = try? WebPReducer.decode(data, plan: plan, size: scaled, failOn: FailOn.allCases[data.count % 4])
@@ -88,7 +88,7 @@ enum FuzzTargets {
 
     /// The GIF path: giflib's first image through our reader.
     @Sendable static func gif(_ data: Data) {
-        guard fits(HeaderProbe.dimensions(data, format: "GIF")) else { return }
+        guard fits(HeaderProbe.dimensions(data, format: .gif)) else { return }
         _ = try? GIFReducer.decode(data, factor: 1 + data.count % 4)
     }
 

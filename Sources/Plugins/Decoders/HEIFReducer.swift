@@ -1,5 +1,6 @@
 import CHeif
 import Foundation
+import Synchronization
 import MagickKit
 import PipelineKit
 
@@ -24,13 +25,18 @@ enum HEIFReducer {
     }
 
     /// An open file: its bytes (a copy the file owns, so it can outlive the caller's buffer), the
-    /// context and its primary image's handle. Opening parses the boxes only.
-    final class File {
+    /// context and its primary image's handle. Opening parses the boxes only. Used by one thread
+    /// at a time: opened when the decode is prepared, then decoded (and its metadata read) in the
+    /// decode's one job on a worker.
+    final class File: @unchecked Sendable {
+        /// Files opened so far in this process (for the test that counts one per decoded item).
+        static let opened = Atomic<Int>(0)
         let bytes: UnsafeMutableRawBufferPointer
         let context: OpaquePointer
         let handle: OpaquePointer
 
         init(_ data: Data) throws {
+            Self.opened.add(1, ordering: .relaxed)
             if let problem = HEIFReferences.problem(data) { throw PipelineError(.decodeFailed, problem) }
             // libheif is opened on the first HEIC or AVIF file (Sources/CHeif/include/CHeif.h).
             guard pk_heif_load() != 0 else { throw PipelineError(.unsupportedFormat, String(cString: pk_heif_load_error())) }

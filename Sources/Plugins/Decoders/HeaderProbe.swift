@@ -80,8 +80,8 @@ enum HeaderProbe {
         }
     }
 
-    static func dimensions(_ data: Data, format: String) -> PixelSize? {
-        if format == "TIFF" { return tiffDimensions(data) }
+    static func dimensions(_ data: Data, format: ImageFormat) -> PixelSize? {
+        if format == .tiff { return tiffDimensions(data) }
         let b = [UInt8](data.prefix(64))
         func be16(_ i: Int) -> Int { i + 1 < b.count ? Int(b[i]) << 8 | Int(b[i + 1]) : 0 }
         func le16(_ i: Int) -> Int { i + 1 < b.count ? Int(b[i + 1]) << 8 | Int(b[i]) : 0 }
@@ -89,19 +89,19 @@ enum HeaderProbe {
         func le32(_ i: Int) -> Int { le16(i + 2) << 16 | le16(i) }
         func le24(_ i: Int) -> Int { i + 2 < b.count ? Int(b[i + 2]) << 16 | Int(b[i + 1]) << 8 | Int(b[i]) : 0 }
         switch format {
-        case "PNG":  // signature, IHDR length and type, then width and height
+        case .png:  // signature, IHDR length and type, then width and height
             guard b.count >= 24, String(decoding: b[12..<16], as: UTF8.self) == "IHDR" else { return nil }
             return PixelSize(width: be32(16), height: be32(20))
-        case "GIF":  // logical screen size
+        case .gif:  // logical screen size
             guard b.count >= 10 else { return nil }
             return PixelSize(width: le16(6), height: le16(8))
-        case "BMP":
+        case .bmp:
             guard b.count >= 26 else { return nil }
             let header = le32(14)
             if header == 12 { return PixelSize(width: le16(18), height: le16(20)) }
             let height = Int(Int32(bitPattern: UInt32(le32(22))))
             return PixelSize(width: Int(Int32(bitPattern: UInt32(le32(18)))), height: abs(height))
-        case "WEBP":
+        case .webp:
             guard b.count >= 30 else { return nil }
             switch String(decoding: b[12..<16], as: UTF8.self) {
             case "VP8 ": return PixelSize(width: le16(26) & 0x3FFF, height: le16(28) & 0x3FFF)
@@ -111,7 +111,7 @@ enum HeaderProbe {
             case "VP8X": return PixelSize(width: le24(24) + 1, height: le24(27) + 1)
             default: return nil
             }
-        case "JPEG":
+        case .jpeg:
             return jpegFrame(data)?.size
         default:
             return nil

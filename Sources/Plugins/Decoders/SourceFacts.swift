@@ -9,10 +9,10 @@ enum SourceFacts {
     /// ImageMagick's reading of the header of `data` as `format`, for ``read(_:)`` and
     /// ``metadata(_:data:format:upright:)`` (one ping for both); `nil` for HEIC, AVIF and SVG, which
     /// ImageMagick 6 would decode or render to ping, and for a header it cannot read.
-    static func ping(_ data: Data, format: String) -> Wand? {
-        guard !["HEIC", "AVIF", "MSVG"].contains(format) else { return nil }
+    static func ping(_ data: Data, format: ImageFormat) -> Wand? {
+        guard !format.isHEIF, format != .svg else { return nil }
         let wand = Wand()
-        return (try? wand.ping(data, format: format)) != nil ? wand : nil
+        return (try? wand.ping(data, format: format.coder)) != nil ? wand : nil
     }
 
     /// What the pinged header says (``ping(_:format:)``).
@@ -36,12 +36,12 @@ enum SourceFacts {
     /// The metadata of `data` (read as `format`) from ImageMagick's ping of it (``ping(_:format:)``):
     /// its EXIF (without JPEG's `Exif\0\0`), XMP and IPTC, and its orientation; `upright` says, for
     /// an orientation, whether the decode turns the pixels upright.
-    static func metadata(_ wand: Wand, data: Data, format: String, upright: (Int) -> Bool) -> ImageMetadata {
+    static func metadata(_ wand: Wand, data: Data, format: ImageFormat, upright: (Int) -> Bool) -> ImageMetadata {
         var exif = wand.profile("exif")
         // ImageMagick 6 does not see a PNG's eXIf chunk after the image data, where its own writer puts it.
-        if exif == nil, format == "PNG" { exif = pngChunk("eXIf", in: data) }
+        if exif == nil, format == .png { exif = pngChunk("eXIf", in: data) }
         // A TIFF's EXIF is its own first directory.
-        if exif == nil, format == "TIFF" { exif = ExifRewriter.fromTIFF(data) }
+        if exif == nil, format == .tiff { exif = ExifRewriter.fromTIFF(data) }
         if let block = exif, block.starts(with: Data("Exif\0\0".utf8)) { exif = block.dropFirst(6) }
         let orientation = (1...8).contains(wand.orientation) ? wand.orientation : 1
         return ImageMetadata(exif: exif.map { Data($0) }, xmp: wand.profile("xmp"), iptc: wand.profile("iptc"),

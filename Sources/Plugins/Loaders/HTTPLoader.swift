@@ -265,9 +265,10 @@ public struct HTTPLoader: DataLoading {
                     return .notModified(conditional.updated(by: response.directives))
                 }
                 let body = response.isContinuation ? partial + response.body : response.body
-                try checkIsImage(body, contentType: response.contentType)
-                return .modified(LoadedData(data: body, contentType: response.contentType, finalURL: response.effectiveURL,
-                                            directives: response.directives))
+                var loaded = LoadedData(data: body, contentType: response.contentType, finalURL: response.effectiveURL,
+                                        directives: response.directives)
+                loaded.sniffed = try checkIsImage(body, contentType: response.contentType)
+                return .modified(loaded)
             } catch var failure as TransferFailure {
                 // Keep what arrived, to resume from it, when the server gave a validator for If-Range.
                 // A 206 continued the bytes we had; any other answer replaced them.
@@ -296,8 +297,10 @@ public struct HTTPLoader: DataLoading {
     }
 
     /// Rejects bodies that are not images: a Content-Type outside `accept`, or bytes that are
-    /// HTML, XML or JSON whatever the Content-Type says.
-    func checkIsImage(_ body: Data, contentType: String?) throws {
+    /// HTML, XML or JSON whatever the Content-Type says. Returns what the first bytes are, for the
+    /// decoder (one look per item).
+    @discardableResult
+    func checkIsImage(_ body: Data, contentType: String?) throws -> FormatSniffer.Sniffed {
         if let contentType, !accept.isEmpty {
             let type = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
             let ok = accept.contains { pattern in
@@ -305,9 +308,11 @@ public struct HTTPLoader: DataLoading {
             }
             if !ok { throw PipelineError(.notAnImage, "served as \(contentType), which is not in 'accept'") }
         }
-        if case .other(let kind) = FormatSniffer.sniff(body), ["HTML", "XML", "JSON", "text"].contains(kind) {
+        let sniffed = FormatSniffer.sniff(body)
+        if case .other(let kind) = sniffed, ["HTML", "XML", "JSON", "text"].contains(kind) {
             throw PipelineError(.notAnImage, "the body is \(kind)" + (contentType.map { " although served as \($0)" } ?? ""))
         }
+        return sniffed
     }
 
 }

@@ -1,0 +1,104 @@
+import Foundation
+import MagickKit
+import PipelineKit
+import Synchronization
+
+/// What a decode needs of the `imagemagick` decoder's options.
+struct DecodeSettings: Sendable {
+    let shrink: ImageMagickDecoder.ShrinkOnLoad
+    let maxFrames: Int
+    let toSRGB: Bool
+    let autoOrient: Bool
+    let failOn: FailOn
+    let maxWidth: Int
+    let maxHeight: Int
+    let maxPixels: Int
+
+    var shrinkOnLoad: Bool { shrink != .off }
+    /// How many times the target a reduced decode keeps, at least.
+    var headroom: Int { shrink == .fast ? 1 : 2 }
+
+    /// The block size the averaging paths (PNG, HEIF, GIF) reduce a `size` image by under `hint`,
+    /// or `nil` when shrink-on-load is off or there is nothing to reduce.
+    func block(_ size: PixelSize, hint: DecodeHint) -> Int? {
+        guard shrinkOnLoad, let shrink = hint.maxShrink(from: size) else { return nil }
+        return BoxReducer.blockSize(for: size, shrink: shrink, headroom: headroom)
+    }
+}
+
+/// How one file will be decoded under one hint, and the memory that takes at its peak, both from
+/// one reading of its header (so the estimate and the decode cannot disagree).
+struct ReadPlan: Sendable {
+    /// The reader's own decode, which reduces while it decodes (see the reducers), when it takes
+    /// the file; it may still return `nil` to leave the file to ImageMagick.
+    var reduced: (@Sendable () throws -> (wand: Wand, damage: Damage?)?)?
+    /// For ImageMagick's path: the `jpeg:size` to ask libjpeg for.
+    var jpegSize: String?
+    /// Peak memory of the decode, in bytes: of the reduced path when there is one, else of
+    /// ImageMagick's, with the compressed bytes.
+    var estimatedMemory: Int
+}
+
+/// One format family's reading of one file, as libvips has one loader per format: the header is
+/// read once, when the reader is made; the size check, the memory estimate and the choice of path
+/// all come from that reading.
+protocol FormatReader: Sendable {
+    var format: ImageFormat { get }
+    var data: Data { get }
+    /// The size the header gives.
+    var size: PixelSize { get }
+    /// The way to decode under `hint`.
+    func plan(_ hint: DecodeHint, _ settings: DecodeSettings) -> ReadPlan
+    /// What this reader can still make of a file ImageMagick's coder gave up on or found damaged,
+    /// as `fail_on` allows; `nil` when nothing. Default: nothing.
+    func salvage(_ settings: DecodeSettings) throws -> (wand: Wand, damage: Damage?)?
+}
+
+extension FormatReader {
+    func salvage(_ settings: DecodeSettings) throws -> (wand: Wand, damage: Damage?)? { nil }
+
+    /// ImageMagick's path's peak memory for a decode at `decoded` size: 16-bit pixels (8 bytes
+    /// each), the coder's own copy (a row set for JPEG, up to an 8-bit image for the others), extra
+    /// (a progressive JPEG's coefficients), and the compressed bytes.
+    func magickMemory(decoded: PixelSize? = nil, codecBytesPerPixel: Int = 4, extra: Int = 0) -> Int {
+        let pixels = (decoded ?? size).width * (decoded ?? size).height
+        return pixels * 8 + pixels * codecBytesPerPixel + extra + data.count
+    }
+}
+
+/// Header reads so far in this process (for the test that counts one per decoded item).
+enum HeaderReads {
+    static let count = Atomic<Int>(0)
+    static func add() { count.add(1, ordering: .relaxed) }
+}
+
+extension ImageMagickDecoder {
+    /// The reader of `format` for `data`: its header read now. Throws for a header too broken to
+    /// give a size (`decode_failed`, with the codec's reason where it gives one).
+    static func reader(_ format: ImageFormat, _ data: Data, settings: DecodeSettings) throws -> any FormatReader {
+        HeaderReads.add()
+        switch format {
+        case .jpeg: return try JPEGReader(data)
+        case .png: return try PNGReader(data)
+        case .webp: return try WebPReader(data, keepsFrames: settings.maxFrames > 1)
+        case .heic, .avif: return try HEIFReader(format, data)
+        case .gif: return try GIFReader(data)
+        case .tiff: return try TIFFReader(data)
+        case .svg: return SVGReader(data)
+        default: return try MagickReader(format, data)
+        }
+    }
+
+    /// The size in `data`'s header: parsed in place where ``HeaderProbe`` knows the format, else
+    /// read by ImageMagick (a ping: no pixel decoded).
+    static func headerSize(_ data: Data, format: ImageFormat) throws -> PixelSize {
+        try HeaderProbe.dimensions(data, format: format) ?? pingedSize(data, format: format)
+    }
+
+    /// The size ImageMagick reads from the header of `data` as `format` (a ping: no pixel decoded).
+    static func pingedSize(_ data: Data, format: ImageFormat) throws -> PixelSize {
+        let header = Wand()
+        try header.ping(data, format: format.coder)
+        return PixelSize(width: header.width, height: header.height)
+    }
+}

@@ -1,0 +1,42 @@
+import Foundation
+import MagickKit
+import PipelineKit
+
+/// JPEG: the frame header (size, components, progressive) read in place. Colour JPEGs are scaled
+/// by libjpeg and averaged while read (``JPEGReducer``); the rest go to ImageMagick, which asks
+/// libjpeg for the same DCT scale (`jpeg:size`).
+struct JPEGReader: FormatReader {
+    var format: ImageFormat { .jpeg }
+    let data: Data
+    let size: PixelSize
+    /// `nil` when the frame header is not in the first 256 KB (ImageMagick read the size).
+    let frame: HeaderProbe.JPEGFrame?
+
+    init(_ data: Data) throws {
+        self.data = data
+        frame = HeaderProbe.jpegFrame(data)
+        size = try frame?.size ?? ImageMagickDecoder.pingedSize(data, format: .jpeg)
+    }
+
+    func plan(_ hint: DecodeHint, _ settings: DecodeSettings) -> ReadPlan {
+        let scale = settings.shrinkOnLoad ? JPEGReducer.plan(size, hint: hint, headroom: settings.headroom) : nil
+        // ImageMagick asks for width/d x height/d: libjpeg then decodes at exactly 1/d, the scale
+        // libvips uses (at least twice the target: see JPEGReducer.plan).
+        let jpegSize = scale.map { "\(size.width / $0.denominator)x\(size.height / $0.denominator)" }
+        if let frame, frame.components == 3, let scale {
+            let (data, progressive) = (self.data, frame.progressive)
+            return ReadPlan(reduced: {
+                guard let reduced = try JPEGReducer.decode(data, plan: scale, toSRGB: settings.toSRGB, autoOrient: settings.autoOrient,
+                                                           failOn: settings.failOn) else { return nil }
+                if settings.toSRGB { try reduced.wand.convertToSRGB() }
+                return reduced
+            }, jpegSize: jpegSize,
+            estimatedMemory: JPEGReducer.estimatedMemory(size, plan: scale, progressive: progressive) + data.count)
+        }
+        let d = scale?.denominator ?? 1
+        let decoded = PixelSize(width: (size.width + d - 1) / d, height: (size.height + d - 1) / d)
+        // A progressive JPEG keeps every DCT coefficient of the full-size image until the end.
+        let coefficients = frame?.progressive == true ? size.width * size.height * 3 : 0
+        return ReadPlan(jpegSize: jpegSize, estimatedMemory: magickMemory(decoded: decoded, codecBytesPerPixel: 1, extra: coefficients))
+    }
+}

@@ -20,7 +20,7 @@ decoder: imagemagick
 processors:
 $steps
 encoder: { jpeg: { quality: 82 } }
-output: { dir: $work/out-$variant, name: "{hash8}.{ext}" }
+output: { dir: $work/out-$variant, name: "{hash8}.{ext}", existing: replace }
 YAML
 done
 . bench/rounds.sh

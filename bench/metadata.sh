@@ -22,7 +22,7 @@ processors:
   - resize: { width: 256, height: 256 }
 encoder: { jpeg: { quality: 82 } }
 $section
-output: { dir: $work/out-$variant, name: "{hash8}.{ext}" }
+output: { dir: $work/out-$variant, name: "{hash8}.{ext}", existing: replace }
 YAML
 done
 . bench/rounds.sh

@@ -26,7 +26,7 @@ decoder: imagemagick
 processors:
   - resize: { width: 1024, height: 1024 }
 encoder: $2
-output: { dir: $work/out-$1, name: "{hash8}-{variant}.{ext}" }
+output: { dir: $work/out-$1, name: "{hash8}-{variant}.{ext}", existing: replace }
 variants:
 $3
 YAML

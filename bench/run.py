@@ -168,6 +168,7 @@ encoder: {encoder}
 output:
   dir: out
   name: "{{stem}}.{{ext}}"
+  existing: replace   # every round writes its outputs: one that found the last round's would keep them
 """)
 
 

@@ -49,6 +49,8 @@ extension ValidationTests {
             output: { dir: out/x }
             on_failure: { kinds: [not_found], alternatives: ["{url}.orig"] }
             metadata: { keep: [all, gps], drop: [dates] }
+            params: { w: { sets: processors.0.resize.width, min: 8, max: 64 } }
+            serve: { sources: ["https://img.example.com/"] }
             """, file: "p.yaml", registry: registry)
         #expect(found.isEmpty)
         let pipeline = try #require(parsed)
@@ -62,6 +64,7 @@ extension ValidationTests {
         #expect(text.contains("  dir: \"out/x\""))
         #expect(text.contains("  name: \"\(NameTemplate.defaultText)\""))
         let (again, problems) = PipelineFile.parse(text: text, file: "e.yaml", registry: registry)
+        #expect(again?.params["w"]?.option.range == 8...64 && again?.serve.sources == ["https://img.example.com/"])
         #expect(problems.isEmpty)
         #expect(again?.output.options == pipeline.output.options)
         #expect(again?.metadataPolicy == pipeline.metadataPolicy)

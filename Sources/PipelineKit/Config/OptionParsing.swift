@@ -8,6 +8,17 @@ struct OptionProblem: Error {
 }
 
 enum OptionParsing {
+    /// A value written outside YAML (a query parameter) as the node YAML would have made of it:
+    /// a plain scalar, or for a list, its comma-separated items.
+    static func node(_ text: String, kind: OptionSpec.Kind) -> Node {
+        if case .list = kind {
+            let items = text.split(separator: ",", omittingEmptySubsequences: true)
+                .map { Node.scalar(Node.Scalar(String($0).trimmingCharacters(in: .whitespaces), .implicit, .plain)) }
+            return .sequence(Node.Sequence(items))
+        }
+        return .scalar(Node.Scalar(text, .implicit, .plain))
+    }
+
     /// The value, or the message that explains what was expected.
     static func parse(_ node: Node, kind: OptionSpec.Kind, name: String) -> Result<OptionValue, OptionProblem> {
         switch kind {

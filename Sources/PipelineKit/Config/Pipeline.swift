@@ -87,11 +87,11 @@ public struct Variant: Sendable {
     /// The variant's name (`small`, `large`), or `nil` for a pipeline without variants.
     public let name: String?
     /// The whole chain: the pipeline's shared processors, then the variant's own.
-    public let processors: [StageConfig]
+    public internal(set) var processors: [StageConfig]
     /// How many of ``processors`` are the pipeline's shared ones.
     public let sharedCount: Int
-    public let encoder: StageConfig
-    public let template: NameTemplate
+    public internal(set) var encoder: StageConfig
+    public internal(set) var template: NameTemplate
     /// Where the variant was declared.
     public let position: SourcePosition?
 }
@@ -106,14 +106,14 @@ public struct Pipeline: Sendable {
     public let name: String
     public let description: String
     /// The configured network loader; `nil` uses every loader's defaults.
-    public let loader: StageConfig?
+    public internal(set) var loader: StageConfig?
     public let dataCache: StageConfig?
-    public let decoder: StageConfig
+    public internal(set) var decoder: StageConfig
     /// The top-level processors (shared by every variant).
-    public let processors: [StageConfig]
+    public internal(set) var processors: [StageConfig]
     public let imageCache: StageConfig?
     /// The outputs made from each source: one, or one per declared variant.
-    public let variants: [Variant]
+    public internal(set) var variants: [Variant]
     public var output: OutputConfig
     /// Whether the file declared `variants:`.
     public let hasVariants: Bool
@@ -126,6 +126,12 @@ public struct Pipeline: Sendable {
     public var onFailure: PluginOptions?
     /// The options of `metadata:`, when the file has it (see ``MetadataPolicy``).
     public var metadata: PluginOptions?
+    /// The top-level `encoder`, which variants without their own use; `nil` when every variant has its own.
+    public internal(set) var topEncoder: StageConfig?
+    /// What a request to `pipelinectl serve` may set (`params:`), by name.
+    public var params: [String: ParamSpec] = [:]
+    /// How `pipelinectl serve` serves this pipeline (`serve:`).
+    public var serve = ServeConfig()
 
     /// What the outputs keep of the sources' metadata (``MetadataPolicy/defaults`` without a
     /// `metadata:` section).

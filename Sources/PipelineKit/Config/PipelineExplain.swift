@@ -41,6 +41,19 @@ public enum PipelineExplain {
                 }
             case .tests:
                 continue
+            case .params:
+                guard !pipeline.params.isEmpty else { continue }
+                lines.append("\(key.name):")
+                for param in pipeline.params.values.sorted(by: { $0.name < $1.name }) {
+                    lines.append("  \(param.name):")
+                    lines.append("    sets: \(quote(param.path))")
+                    if let range = param.option.range {
+                        lines.append("    min: \(render(param.option.boundaryValue(range.lowerBound), param.option))")
+                        lines.append("    max: \(render(param.option.boundaryValue(range.upperBound), param.option))")
+                    }
+                    if case .oneOf(let values) = param.option.kind { lines.append("    values: [\(values.joined(separator: ", "))]") }
+                    if param.doc != param.option.doc { lines.append("    doc: \(quote(param.doc))") }
+                }
             }
         }
         return lines.joined(separator: "\n") + "\n"
@@ -51,6 +64,10 @@ public enum PipelineExplain {
         switch name {
         case "on_failure": return pipeline.onFailure
         case "metadata": return pipeline.metadata
+        case "serve":
+            guard !pipeline.serve.sources.isEmpty || pipeline.serve.cacheControl != ServeConfig.defaultCacheControl else { return nil }
+            return PluginOptions(["sources": .list(pipeline.serve.sources.map { .string($0) }),
+                                  "cache_control": .string(pipeline.serve.cacheControl)])
         default: return nil
         }
     }

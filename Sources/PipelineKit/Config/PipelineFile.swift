@@ -163,6 +163,9 @@ struct PipelineParser {
                                 dataCache: dataCache, decoder: decoder, processors: processors, imageCache: imageCache,
                                 variants: variants, output: output, hasVariants: hasVariants)
         pipeline.onFailure = onFailure
+        pipeline.topEncoder = encoder
+        if let field = fields["serve"] { pipeline.serve = serveConfig(field.value) }
+        if let field = fields["params"] { pipeline.params = paramSpecs(field.value, pipeline: pipeline) }
         pipeline.metadata = metadata
         return pipeline
     }
@@ -325,7 +328,7 @@ struct PipelineParser {
 
     /// A map of options declared by `specs` (a plugin's, or a section of the file such as `output`):
     /// every value parsed and range-checked, defaults filled in; `nil` when anything was wrong (reported).
-    private mutating func parseOptions(_ node: Node?, options specs: [OptionSpec], exclusive: [[String]], label: String,
+    mutating func parseOptions(_ node: Node?, options specs: [OptionSpec], exclusive: [[String]], label: String,
                                        at position: SourcePosition, retired: [String: String] = [:],
                                        elsewhere: [String: String] = [:]) -> PluginOptions? {
         var values: [String: OptionValue] = [:]

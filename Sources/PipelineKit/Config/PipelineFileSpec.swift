@@ -20,6 +20,8 @@ public struct PipelineFileKey: Sendable {
         case variants
         /// The pipeline's own tests, read by ``PipelineTests`` (`tests:`).
         case tests
+        /// A map from parameter names to ``PipelineFileSpec/param`` maps (`params:`).
+        case params
     }
 
     public let name: String
@@ -106,6 +108,25 @@ public enum PipelineFileSpec {
             .example("[gps]"),
     ]
 
+    /// The options of `serve:` (see ``ServeConfig``).
+    public static let serve: [OptionSpec] = [
+        .list("sources", of: .string, default: [],
+              doc: "Source prefixes a request may name (hosts, buckets, a local directory); empty: any source the loaders accept.")
+            .example("[\"https://img.example.com/\", \"s3://uploads/\"]"),
+        .string("cache_control", default: ServeConfig.defaultCacheControl, doc: "The Cache-Control header of answers."),
+    ]
+
+    /// The keys of one entry of `params:` (see ``ParamSpec``).
+    public static let param: [OptionSpec] = [
+        .string("sets", required: true,
+                doc: "The option it sets: processors[N].PLUGIN.OPTION, encoder.PLUGIN.OPTION, decoder.PLUGIN.OPTION, variants.NAME.processors[N].PLUGIN.OPTION or variants.NAME.encoder.PLUGIN.OPTION.")
+            .example("processors[0].resize.width"),
+        .number("min", doc: "The smallest value accepted (within the option's own range)."),
+        .number("max", doc: "The largest value accepted (within the option's own range)."),
+        .list("values", of: .string, default: [], doc: "The values accepted, for an option of named values (a subset of its own)."),
+        .string("doc", doc: "What the parameter does, for people."),
+    ]
+
     /// The keys of one entry of `variants:`.
     public static let variant: [PipelineFileKey] = [
         PipelineFileKey("processors", .stages(.processor),
@@ -148,6 +169,10 @@ public enum PipelineFileSpec {
                         doc: "Several outputs per source, each with its own processors, encoder and name."),
         PipelineFileKey("tests", .tests,
                         doc: "Checks run by `pipelinectl test`: an input, and what the output must be."),
+        PipelineFileKey("params", .params,
+                        doc: "What a request to `pipelinectl serve` may set, each a stage option checked by its own spec."),
+        PipelineFileKey("serve", .section(serve),
+                        doc: "How `pipelinectl serve` serves this pipeline: the sources it accepts, the Cache-Control of answers."),
     ]
 
     /// The top-level key called `name`.
@@ -178,6 +203,7 @@ public enum PipelineFileSpec {
         case .section: return "map of options"
         case .variants: return "map of variants"
         case .tests: return "list of tests"
+        case .params: return "map of parameters"
         }
     }
 }

@@ -35,8 +35,18 @@ public struct RunOptions: Sendable {
     public var fetchOnly = false
     /// Where the engine logs (a failure per item at `warning`, each item at `debug`).
     public var logger = Logger(label: "pipelinekit")
+    /// Where outputs go, instead of the destination `output.dir` names (the service's answers).
+    public var destination: (any OutputDestination)?
 
     public init() {}
+}
+
+/// What runners in one process share when several run side by side (the service's presets and
+/// their parameter sets): the CPU workers, the decode memory budget, and a preset's loaders.
+public struct EngineResources: Sendable {
+    let cpu: WorkerPool
+    let decodeBudget: MemoryBudget
+    let loaders: LoaderSlots?
 }
 
 /// Runs a validated ``Pipeline`` over a list of sources.
@@ -51,6 +61,8 @@ public struct RunOptions: Sendable {
 /// process), `+Outputs` (encode and write).
 public final class PipelineRunner: Sendable {
     public let pipeline: Pipeline
+    /// The options it was made with.
+    public let options: RunOptions
     /// Where outputs are written: a directory, or a destination's URL (`s3://bucket/prefix`).
     public let outputDirectory: String
     let destination: any OutputDestination
@@ -105,9 +117,25 @@ public final class PipelineRunner: Sendable {
 
     /// Instantiates every stage of `pipeline`. Loaders the pipeline does not configure are made with
     /// their defaults, so a list may mix URLs and paths.
-    public init(pipeline: Pipeline, registry: PluginRegistry, options: RunOptions = RunOptions()) throws {
+    public convenience init(pipeline: Pipeline, registry: PluginRegistry, options: RunOptions = RunOptions()) throws {
+        try self.init(pipeline: pipeline, registry: registry, options: options, sharing: nil)
+    }
+
+    /// A runner for `pipeline` (this runner's pipeline with some options set: `Pipeline/applying(_:)`,
+    /// `Pipeline/restricted(toVariant:)`) that shares this one's workers, decode memory, loaders and
+    /// destination: no thread is started, and one budget holds every decode in the process.
+    /// `sharingLoaders: false` for another pipeline (its own `loader:`), made on first use.
+    public func derived(_ pipeline: Pipeline, registry: PluginRegistry, sharingLoaders: Bool = true) throws -> PipelineRunner {
+        var options = self.options
+        options.destination = destination
+        return try PipelineRunner(pipeline: pipeline, registry: registry, options: options,
+                                  sharing: EngineResources(cpu: cpu, decodeBudget: decodeBudget, loaders: sharingLoaders ? loaders : nil))
+    }
+
+    init(pipeline: Pipeline, registry: PluginRegistry, options: RunOptions, sharing: EngineResources?) throws {
         self.pipeline = pipeline
-        loaders = LoaderSlots(pipeline, registry)
+        self.options = options
+        loaders = sharing?.loaders ?? LoaderSlots(pipeline, registry)
         dataCache = try pipeline.dataCache?.makeDataCache()
         decoder = try pipeline.decoder.makeDecoder()
         decoderName = pipeline.decoder.plugin.spec.name
@@ -121,12 +149,12 @@ public final class PipelineRunner: Sendable {
         var hint = Self.decodeHint(variants)
         hint.wantsMetadata = metadataPolicy.needsSource
         decodeHint = hint
-        cpu = WorkerPool.cpu(threads: max(1, options.workers))
-        decodeBudget = MemoryBudget(bytes: options.decodeMemory)
+        cpu = sharing?.cpu ?? WorkerPool.cpu(threads: max(1, options.workers))
+        decodeBudget = sharing?.decodeBudget ?? MemoryBudget(bytes: options.decodeMemory)
         fixedMaxInFlight = options.maxInFlight
         workers = max(1, options.workers)
         outputDirectory = options.outputDirectory ?? pipeline.output.dir
-        destination = try registry.makeDestination(outputDirectory, options: pipeline.output.options)
+        destination = try options.destination ?? registry.makeDestination(outputDirectory, options: pipeline.output.options)
         existing = pipeline.output.existing
         factsName = pipeline.output.factsName
         claimsNames = !pipeline.variants.allSatisfy(\.template.isCollisionFree) || factsName.map { !$0.isCollisionFree } == true

@@ -8,7 +8,7 @@ import Synchronization
 /// itself is cancelled, so the load slot, the worker and the transfer it holds are given back.
 /// Later callers for the key then start afresh. Once the work ends the key is forgotten (the run's
 /// ``FinishedSources`` and the caches remember results).
-final class SharedWork<Value: Sendable>: Sendable {
+public final class SharedWork<Value: Sendable>: Sendable {
     private final class Job: @unchecked Sendable {
         // Only touched under `SharedWork.state`'s lock.
         var subscribers: [UInt64: UnsafeContinuation<Value, any Error>] = [:]
@@ -20,8 +20,10 @@ final class SharedWork<Value: Sendable>: Sendable {
     }
     private let state = Mutex(State())
 
+    public init() {}
+
     /// The result of `work` for `key`, and whether it was shared with an earlier caller.
-    func run(_ key: String, _ work: @escaping @Sendable () async throws -> Value) async throws -> (Value, shared: Bool) {
+    public func run(_ key: String, _ work: @escaping @Sendable () async throws -> Value) async throws -> (Value, shared: Bool) {
         let id = state.withLock { state in
             state.nextID += 1
             return state.nextID
@@ -55,7 +57,7 @@ final class SharedWork<Value: Sendable>: Sendable {
     }
 
     /// Callers waiting for `key` now (0 when no work for it runs).
-    func subscribers(_ key: String) -> Int { state.withLock { $0.jobs[key]?.subscribers.count ?? 0 } }
+    public func subscribers(_ key: String) -> Int { state.withLock { $0.jobs[key]?.subscribers.count ?? 0 } }
 
     private func finish(_ key: String, _ job: Job, _ result: Result<Value, any Error>) {
         let waiting = state.withLock { state -> [UnsafeContinuation<Value, any Error>] in

@@ -45,6 +45,7 @@ public enum PipelineSchema {
                     ],
                 ]
             case .tests: schema = ["type": "array", "items": ["type": "object"]]
+            case .params: schema = ["type": "object", "additionalProperties": sectionSchema(PipelineFileSpec.param)]
             }
             schema["description"] = key.doc
             return schema

@@ -51,7 +51,7 @@ struct RootCommand: AsyncParsableCommand {
               pipelinectl fetch thumbnails urls.txt
               pipelinectl plugins
             """,
-        subcommands: [Validate.self, Explain.self, Run.self, Fetch.self, CacheCommand.self, TestCommand.self, Report.self, PluginsCommand.self, Schema.self]
+        subcommands: [Validate.self, Explain.self, Run.self, Fetch.self, Serve.self, Sign.self, CacheCommand.self, TestCommand.self, Report.self, PluginsCommand.self, Schema.self]
     )
 
     static func main() async {

@@ -5,14 +5,16 @@ import Prometheus
 /// The run's figures as Prometheus text exposition, for node_exporter's textfile collector
 /// (`--metrics FILE`): items by status and failure kind, bytes, stage durations, cache outcomes.
 final class RunMetrics: Sendable {
-    private let registry = PrometheusCollectorRegistry()
+    let registry: PrometheusCollectorRegistry
     private let pipeline: String
     private static let buckets: [Duration] = [.milliseconds(1), .milliseconds(5), .milliseconds(10), .milliseconds(25),
                                               .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500),
                                               .seconds(1), .seconds(2.5), .seconds(5), .seconds(10), .seconds(30), .seconds(60)]
 
-    init(pipeline: String) {
+    /// `registry`: shared by the service's presets, so that one exposition holds them all.
+    init(pipeline: String, registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.pipeline = pipeline
+        self.registry = registry
         // Created up front so every series appears, at zero, even when nothing happened.
         for status in ["ok", "failed", "skipped"] { _ = items(status) }
     }

@@ -13,14 +13,45 @@ import Synchronization
 /// asynchronously, after the signal had been set to be ignored: a SIGTERM sent in between, which a
 /// loaded machine made likely, was dropped, and the run went on to its end.)
 final class StopSignals: Sendable {
-    private let state = Mutex<Int32?>(nil)
-    private let stopped = Mutex(false)
-    private let pipe: (read: Int32, write: Int32)
+    private final class FirstSignal: Sendable { let number = Mutex<Int32?>(nil) }
+    private let state = FirstSignal()
+    private let pipe: StopSignalPipe
 
     init(runner: PipelineRunner, grace: Double) {
+        let state = self.state
+        pipe = StopSignalPipe.install { number in
+            let again = state.number.withLock { seen -> Bool in
+                if seen != nil { return true }
+                seen = number
+                return false
+            }
+            if again { Foundation.exit(128 + number) }
+            FileHandle.standardError.write(Data(
+                "\nstopping: no new items; finishing those in flight for up to \(Units.formatDuration(grace)) (signal again to quit now)\n".utf8))
+            runner.stop()
+            DispatchQueue.global().asyncAfter(deadline: .now() + grace) { runner.abort() }
+        }
+    }
+
+    /// The first signal received, if any.
+    var received: Int32? { state.number.withLock { $0 } }
+
+    /// Gives SIGINT and SIGTERM their default actions back and ends the reading thread.
+    func cancel() { pipe.cancel() }
+}
+
+/// SIGINT and SIGTERM delivered to `handle` on a thread of their own: the handlers, installed
+/// with `sigaction` before ``install(_:)`` returns, only write the signal's number to a pipe.
+final class StopSignalPipe: Sendable {
+    private let stopped = Mutex(false)
+    private let fds: (read: Int32, write: Int32)
+
+    private init(_ fds: (Int32, Int32)) { self.fds = fds }
+
+    static func install(_ handle: @escaping @Sendable (Int32) -> Void) -> StopSignalPipe {
         var fds: [Int32] = [-1, -1]
         _ = fds.withUnsafeMutableBufferPointer { Foundation.pipe($0.baseAddress!) }
-        pipe = (fds[0], fds[1])
+        let made = StopSignalPipe((fds[0], fds[1]))
         signalPipeWriteFD = fds[1]
         for number in [SIGINT, SIGTERM] {
             var action = sigaction()
@@ -29,32 +60,17 @@ final class StopSignals: Sendable {
             action.sa_flags = SA_RESTART
             sigaction(number, &action, nil)
         }
-        let thread = Thread { [self] in
+        let thread = Thread {
             var byte: UInt8 = 0
-            while read(pipe.read, &byte, 1) == 1 {
-                if stopped.withLock({ $0 }) { return }
-                handle(Int32(byte), runner: runner, grace: grace)
+            while read(made.fds.read, &byte, 1) == 1 {
+                if made.stopped.withLock({ $0 }) { return }
+                handle(Int32(byte))
             }
         }
         thread.name = "pipelinectl-signals"
         thread.start()
+        return made
     }
-
-    private func handle(_ number: Int32, runner: PipelineRunner, grace: Double) {
-        let again = state.withLock { seen -> Bool in
-            if seen != nil { return true }
-            seen = number
-            return false
-        }
-        if again { Foundation.exit(128 + number) }
-        FileHandle.standardError.write(Data(
-            "\nstopping: no new items; finishing those in flight for up to \(Units.formatDuration(grace)) (signal again to quit now)\n".utf8))
-        runner.stop()
-        DispatchQueue.global().asyncAfter(deadline: .now() + grace) { runner.abort() }
-    }
-
-    /// The first signal received, if any.
-    var received: Int32? { state.withLock { $0 } }
 
     /// Gives SIGINT and SIGTERM their default actions back and ends the reading thread.
     func cancel() {
@@ -62,11 +78,11 @@ final class StopSignals: Sendable {
         signal(SIGTERM, SIG_DFL)
         stopped.withLock { $0 = true }
         var byte: UInt8 = 0
-        _ = write(pipe.write, &byte, 1)
+        _ = write(fds.write, &byte, 1)
     }
 }
 
-/// The pipe the signal handler writes to (read by a ``StopSignals`` thread): set before the
+/// The pipe the signal handler writes to (read by a ``StopSignalPipe`` thread): set before the
 /// handlers are installed, read only by them.
 nonisolated(unsafe) private var signalPipeWriteFD: Int32 = -1
 

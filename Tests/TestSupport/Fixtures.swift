@@ -98,6 +98,14 @@ public struct Identified: Equatable, Sendable, CustomStringConvertible {
         self.height = height
     }
 
+    /// What `identify` says of `data` (written to a temporary file first).
+    public static func data(_ data: Data) async throws -> Identified {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("identify-\(UUID().uuidString)")
+        try data.write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        return try await Self.file(file.path)
+    }
+
     /// Runs `identify -format '%m %w %h'` on the first frame of `path`, on a thread of its own:
     /// blocking the cooperative pool would starve the loopback servers running in the same process.
     public static func file(_ path: String) async throws -> Identified {

@@ -1,0 +1,285 @@
+import Crypto
+import Foundation
+import Logging
+import PipelineKit
+import Synchronization
+
+/// What the service answers, before it is an HTTP response.
+struct ServeAnswer: Sendable {
+    var status: Int
+    var headers: [(String, String)] = []
+    var body = Data()
+    /// For the access log and the metrics.
+    var pipeline = "-"
+    var cache = "-"
+    /// The request's source, without its query (which may hold an origin's token).
+    var source: String?
+    /// The item, when one ran (for the run's metrics).
+    var item: ItemResult?
+
+    /// An `application/problem+json` answer naming the error's kind.
+    static func problem(_ status: Int, kind: String, _ detail: String, pipeline: String = "-") -> ServeAnswer {
+        let body: [String: Any] = ["type": "https://pipelinectl.dev/problems/" + kind, "title": kind, "status": status, "detail": detail]
+        let data = (try? JSONSerialization.data(withJSONObject: body, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
+        var answer = ServeAnswer(status: status, headers: [("Content-Type", "application/problem+json"), ("Cache-Control", "no-store")], body: data)
+        answer.pipeline = pipeline
+        return answer
+    }
+}
+
+/// One pipeline file as the service runs it.
+struct Preset: Sendable {
+    let name: String
+    let pipeline: Pipeline
+    /// The runner of the file as written; requests with parameters or a variant get runners
+    /// derived from it, sharing its workers, memory budget and loaders.
+    let runner: PipelineRunner
+}
+
+/// The service's logic, apart from HTTP: reads a request, checks its signature, parameters and
+/// source, admits it, runs the item on the preset's engine and answers with the output.
+final class ImageService: Sendable {
+    let presets: [String: Preset]
+    let keys: SigningKeys?
+    let admission: RequestAdmission
+    let store: ResponseStore
+    let timeout: Double
+    let logger: Logger
+    private let runners = Mutex(RunnerCache())
+    private let draining = Atomic(false)
+
+    init(presets: [String: Preset], keys: SigningKeys?, admission: RequestAdmission, store: ResponseStore,
+         timeout: Double, logger: Logger) {
+        self.presets = presets
+        self.keys = keys
+        self.admission = admission
+        self.store = store
+        self.timeout = timeout
+        self.logger = logger
+    }
+
+    /// Readiness goes 503 from now on (SIGTERM); requests in flight and new ones are still served.
+    func drain() { draining.store(true, ordering: .relaxed) }
+    var isDraining: Bool { draining.load(ordering: .relaxed) }
+
+    /// Answers `GET`/`HEAD` `target` (the raw request target) with the request's `Accept` and
+    /// `If-None-Match`.
+    func answer(target: String, accept: String?, ifNoneMatch: String?) async -> ServeAnswer {
+        let request: ServeRequest
+        do {
+            request = try ServeRequest(target: target) { [presets] name in presets[name].map(\.pipeline.hasVariants) }
+        } catch let failure as PipelineError {
+            return .problem(failure.kind == .notFound ? 404 : 400, kind: failure.kind == .notFound ? "not_found" : "bad_request", failure.message)
+        } catch { return .problem(400, kind: "bad_request", "\(error)") }
+        let preset = presets[request.pipeline]!
+        if let refused = checkSignature(request) {
+            var answer = refused
+            answer.pipeline = preset.name
+            return answer
+        }
+        var answer = await answer(request, preset: preset, accept: accept, ifNoneMatch: ifNoneMatch)
+        answer.pipeline = preset.name
+        answer.source = String(request.source.prefix { $0 != "?" })
+        return answer
+    }
+
+    /// 403 for a missing, wrong or expired signature; `nil` when the request may go on.
+    func checkSignature(_ request: ServeRequest) -> ServeAnswer? {
+        if let keys, keys.verify(request.signature, of: request.signed) == nil {
+            return .problem(403, kind: "bad_signature", "the signature does not match the path (sign it with `pipelinectl sign`)")
+        }
+        if let expires = request.parameters.first(where: { $0.name == "expires" })?.value {
+            guard let seconds = Int(expires) else { return .problem(400, kind: "bad_request", "expires must be Unix seconds, got '\(expires)'") }
+            if Double(seconds) < Date().timeIntervalSince1970 { return .problem(403, kind: "expired", "the link expired at \(seconds) (Unix seconds)") }
+        }
+        return nil
+    }
+
+    func answer(_ request: ServeRequest, preset: Preset, accept: String?, ifNoneMatch: String?) async -> ServeAnswer {
+        var values: [String: String] = [:]
+        for (name, value) in request.parameters where name != "expires" {
+            guard values[name] == nil else { return .problem(400, kind: "bad_parameter", "parameter '\(name)' is given twice") }
+            values[name] = value
+        }
+        if let refused = checkSource(request.source, preset: preset) { return refused }
+        let format = preset.pipeline.negotiatesFormat ? Pipeline.negotiatedFormat(accept: accept) : nil
+        let runner: PipelineRunner
+        do { runner = try self.runner(preset, variant: request.variant, values: values, format: format) } catch let failure as PipelineError {
+            return failure.kind == .notFound ? .problem(404, kind: "not_found", failure.message)
+                : .problem(400, kind: "bad_parameter", failure.message)
+        } catch { return .problem(400, kind: "bad_parameter", "\(error)") }
+        guard admission.tryEnter() else {
+            var busy = ServeAnswer.problem(429, kind: "busy", "every job and queue place is taken; retry shortly")
+            busy.headers.append(("Retry-After", "1"))
+            return busy
+        }
+        defer { admission.leave() }
+        do { try await admission.waitForJob() } catch { return .problem(499, kind: "cancelled", "the client went away") }
+        defer { admission.finishJob() }
+        let result = await withinTimeLimit { await runner.runItem(Source(text: request.source, index: 1)) }
+        guard let result else {
+            return .problem(504, kind: "timeout", "the image was not ready within \(Units.formatDuration(timeout))")
+        }
+        var answer = respond(result, preset: preset, negotiated: preset.pipeline.negotiatesFormat, ifNoneMatch: ifNoneMatch)
+        answer.item = result
+        return answer
+    }
+
+    /// Sources outside `serve.sources` are refused; so are local paths unless a directory is listed.
+    func checkSource(_ source: String, preset: Preset) -> ServeAnswer? {
+        let scheme = Source.urlScheme(of: source)
+        if scheme == nil || scheme == "file" {
+            let path = scheme == nil ? source : String(source.dropFirst("file://".count))
+            let local = preset.pipeline.serve.sources.filter { $0.hasPrefix("/") }
+            guard path.hasPrefix("/"), !path.split(separator: "/").contains(".."),
+                  local.contains(where: { path.hasPrefix($0.hasSuffix("/") ? $0 : $0 + "/") }) else {
+                return .problem(403, kind: "source_not_allowed", "local paths are served only under a directory listed in serve.sources")
+            }
+            return nil
+        }
+        guard preset.pipeline.serve.allows(source) else {
+            return .problem(403, kind: "source_not_allowed", "the source is not under any prefix of serve.sources of '\(preset.name)'")
+        }
+        return nil
+    }
+
+    /// The result of `work`, or `nil` when it did not finish within the time limit (then cancelled).
+    func withinTimeLimit(_ work: @escaping @Sendable () async -> ItemResult) async -> ItemResult? {
+        await withTaskGroup(of: ItemResult?.self) { group in
+            group.addTask { await work() }
+            group.addTask { [timeout] in
+                try? await Task.sleep(for: .seconds(timeout))
+                return nil
+            }
+            let first = await group.next()!
+            group.cancelAll()
+            return first
+        }
+    }
+
+    /// The runner for a request: the preset's own, or one derived with its variant, parameters and
+    /// negotiated format (kept for later requests of the same kind).
+    func runner(_ preset: Preset, variant: String?, values: [String: String], format: String?) throws -> PipelineRunner {
+        if variant == nil, values.isEmpty, format == nil, !preset.pipeline.hasVariants { return preset.runner }
+        let key = ([preset.name, variant ?? "", format ?? ""] + values.sorted { $0.key < $1.key }.map { $0.key + "=" + $0.value })
+            .joined(separator: "\u{1}")
+        if let made = runners.withLock({ $0.get(key) }) { return made }
+        // Its own names in the shared store: another parameter set makes other bytes of the same source.
+        let pipeline = try preset.pipeline.restricted(toVariant: variant).applying(values)
+            .encoding(format, registry: PipelineCtl.registry).named(under: String(Hashing.sha256Hex(key).prefix(16)))
+        let made = try preset.runner.derived(pipeline, registry: PipelineCtl.registry)
+        runners.withLock { $0.put(key, made) }
+        return made
+    }
+
+    /// The HTTP answer for an item's result.
+    func respond(_ result: ItemResult, preset: Preset, negotiated: Bool, ifNoneMatch: String?) -> ServeAnswer {
+        guard result.status == .ok || result.status == .kept, let relative = result.outputs.first else {
+            return failure(result.error)
+        }
+        guard let file = store.file(relative) else {
+            return .problem(503, kind: "busy", "the output was evicted before it could be sent; retry")
+        }
+        let etag = "\"" + file.fingerprint.description + "\""
+        var headers: [(String, String)] = [("ETag", etag)]
+        if negotiated { headers.append(("Vary", "Accept")) }
+        if result.fallback {
+            headers.append(("Cache-Control", "no-cache"))
+            headers.append(("X-Pipelinectl-Fallback", result.recoveredFrom?.kind.rawValue ?? "failed"))
+        } else {
+            headers.append(("Cache-Control", preset.pipeline.serve.cacheControl))
+        }
+        var answer = ServeAnswer(status: 200, headers: headers)
+        answer.cache = result.cacheImage == .processedHit ? "stored" : (result.cacheData == .hit || result.cacheData == .revalidated ? "data_hit" : "miss")
+        if let ifNoneMatch, Self.matches(ifNoneMatch, etag) {
+            answer.status = 304
+            return answer
+        }
+        answer.headers.append(("Content-Type", file.contentType))
+        answer.body = file.data
+        return answer
+    }
+
+    /// Whether an `If-None-Match` value names `etag` (or is `*`).
+    static func matches(_ header: String, _ etag: String) -> Bool {
+        header.split(separator: ",").contains { part in
+            let tag = part.trimmingCharacters(in: .whitespaces)
+            return tag == "*" || tag == etag || tag == "W/" + etag
+        }
+    }
+
+    /// The problem answer for a failed item, by the kind of failure.
+    func failure(_ error: ItemError?) -> ServeAnswer {
+        guard let error else { return .problem(500, kind: "failed", "the image could not be made") }
+        let detail = "\(error.stage.rawValue): \(error.message)"
+        switch error.kind {
+        case .notFound: return .problem(404, kind: "not_found", detail)
+        case .httpStatus where error.message.hasPrefix("HTTP 404") || error.message.hasPrefix("HTTP 410"):
+            return .problem(404, kind: "not_found", detail)
+        case .notAnImage: return .problem(415, kind: "not_an_image", detail)
+        case .unsupportedFormat: return .problem(415, kind: "unsupported_format", detail)
+        case .decodeFailed: return .problem(422, kind: "decode_failed", detail)
+        case .tooLarge: return .problem(413, kind: "too_large", detail)
+        case .timeout: return .problem(504, kind: "timeout", detail)
+        case .blockedAddress, .blockedProtocol: return .problem(403, kind: error.kind.rawValue, detail)
+        case .invalidSource: return .problem(400, kind: "invalid_source", detail)
+        case .cancelled: return .problem(499, kind: "cancelled", detail)
+        case .httpStatus, .dns, .connect, .tls, .network, .truncated, .tooManyRedirects, .auth:
+            return .problem(502, kind: error.kind.rawValue, detail)
+        default: return .problem(500, kind: error.kind.rawValue, detail)
+        }
+    }
+}
+
+/// Derived runners by request kind, the least recently used dropped past 256.
+struct RunnerCache {
+    private var runners: [String: (PipelineRunner, UInt64)] = [:]
+    private var clock: UInt64 = 0
+    static let capacity = 256
+
+    mutating func get(_ key: String) -> PipelineRunner? {
+        guard let (runner, _) = runners[key] else { return nil }
+        clock += 1
+        runners[key] = (runner, clock)
+        return runner
+    }
+
+    mutating func put(_ key: String, _ runner: PipelineRunner) {
+        clock += 1
+        runners[key] = (runner, clock)
+        if runners.count > Self.capacity, let oldest = runners.min(by: { $0.value.1 < $1.value.1 }) { runners[oldest.key] = nil }
+    }
+}
+
+/// How many requests run at once and how many may wait: past both, a request is refused at once
+/// (429), never queued without bound.
+final class RequestAdmission: Sendable {
+    let jobs: Int
+    let queue: Int
+    private let admitted = Atomic(0)
+    private let running: AsyncSemaphore
+
+    init(jobs: Int, queue: Int) {
+        self.jobs = max(1, jobs)
+        self.queue = max(0, queue)
+        running = AsyncSemaphore(permits: self.jobs)
+    }
+
+    /// Takes a place (running or waiting); `false` when every place is taken.
+    func tryEnter() -> Bool {
+        let limit = jobs + queue
+        while true {
+            let now = admitted.load(ordering: .relaxed)
+            guard now < limit else { return false }
+            if admitted.compareExchange(expected: now, desired: now + 1, ordering: .acquiringAndReleasing).exchanged { return true }
+        }
+    }
+
+    func leave() { admitted.subtract(1, ordering: .relaxed) }
+    func waitForJob() async throws { try await running.acquire() }
+    func finishJob() { running.release() }
+
+    /// Requests admitted now (running and waiting).
+    var inFlight: Int { admitted.load(ordering: .relaxed) }
+    var isSaturated: Bool { inFlight >= jobs + queue }
+}

@@ -1,0 +1,217 @@
+import ArgumentParser
+import Foundation
+import Hummingbird
+import Logging
+import PipelineKit
+import ServiceLifecycle
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Serve pipelines as an on-demand image service.",
+        discussion: """
+            Every pipeline file named (or every *.yaml in a directory named) is served under its
+            name: GET /SIGNATURE/PIPELINE[/VARIANT]/SOURCE[?PARAM=VALUE...]. The source is a URL or
+            path, plain, percent-encoded or 'b64:' and base64url. `pipelinectl sign` prints the
+            path to request. Keys come from PIPELINECTL_KEYS (ID:HEX,ID:HEX; the first signs, all
+            verify) or --keys-file. Also: /livez, /readyz, /metrics.
+            On SIGTERM /readyz answers 503, requests in flight finish (within --grace), exit 0.
+
+            Examples:
+              PIPELINECTL_KEYS=main:$(openssl rand -hex 32) pipelinectl serve pipelines/ --listen 0.0.0.0:8080
+              pipelinectl serve pipelines/thumbnails.yaml --allow-unsigned
+            """)
+
+    @Argument(help: "Pipeline files, or directories of them, to serve (each under its name).")
+    var pipelines: [String]
+
+    @Option(help: "Address and port to listen on (port 0: any free port, printed at start).")
+    var listen: String = "127.0.0.1:8080"
+
+    @Option(help: "A file of signing keys, one ID:HEX per line (default: PIPELINECTL_KEYS).")
+    var keysFile: String?
+
+    @Flag(help: "Serve requests without checking signatures. For development only: anyone can make the service work.")
+    var allowUnsigned = false
+
+    @Option(help: "Requests processed at once (default: one per core).")
+    var jobs: Int?
+
+    @Option(help: "Requests that may wait for a job; past jobs + queue, 429 at once (default: 4 per job).")
+    var queue: Int?
+
+    @Option(help: "Longest time a request may take, waiting included (then 504).")
+    var timeout: String = "30s"
+
+    @Option(help: "CPU workers for decode, process and encode (default: one per core).")
+    var workers: Int?
+
+    @Option(help: "Memory decodes in progress may take together, estimated from each header.")
+    var decodeMemory: String = "200MiB"
+
+    @Option(help: "Memory for outputs on their way to the client (shared by identical requests).")
+    var responseMemory: String = "64MiB"
+
+    @Option(help: "After SIGTERM, how long requests in flight may take before the service exits anyway (exit 1).")
+    var grace: String = "25s"
+
+    @Option(help: "After SIGTERM, how long to keep accepting requests while /readyz says 503 (load balancers notice).")
+    var drainDelay: String = "0s"
+
+    @Flag(inversion: .prefixedNo, help: "One JSON line per request on standard output.")
+    var accessLog = true
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel: Logger.Level = .warning
+
+    func validate() throws {
+        if pipelines.isEmpty { throw ValidationError("name at least one pipeline file or directory") }
+        if let jobs, jobs < 1 { throw ValidationError("--jobs must be at least 1") }
+        if let queue, queue < 0 { throw ValidationError("--queue must be 0 or more") }
+        if let workers, workers < 1 { throw ValidationError("--workers must be at least 1") }
+        for (name, value) in [("--timeout", timeout), ("--grace", grace), ("--drain-delay", drainDelay)] where Units.parseDuration(value) == nil {
+            throw ValidationError("\(name) expects a duration such as 30s or 2m, got '\(value)'")
+        }
+        for (name, value) in [("--decode-memory", decodeMemory), ("--response-memory", responseMemory)] where (Units.parseSize(value) ?? 0) < 1 {
+            throw ValidationError("\(name) expects a size such as 64MiB, got '\(value)'")
+        }
+        _ = try ListenAddress(listen)
+    }
+
+    func run() async throws {
+        let logLevel = self.logLevel
+        LoggingSystem.bootstrap { label in
+            var handler = JSONLogHandler(label: label, logLevel: logLevel)
+            handler.logLevel = logLevel
+            return handler
+        }
+        let keys = try loadKeys()
+        let settings = ServeSettings(command: self)
+        let service = try await ServiceSetup.make(files: try ServiceSetup.pipelineFiles(pipelines), keys: keys, settings: settings)
+        try await ServiceHTTP(service: service, settings: settings, accessLog: accessLog).run()
+    }
+
+    /// The signing keys; `nil` with --allow-unsigned (said loudly). Exits 2 without either.
+    func loadKeys() throws -> SigningKeys? {
+        if allowUnsigned {
+            printError("WARNING: --allow-unsigned: signatures are not checked; anyone who can reach this service can make it fetch and resize. Never use it in production.")
+            return nil
+        }
+        do {
+            guard let keys = try SigningKeys.load(file: keysFile, environment: ProcessInfo.processInfo.environment) else {
+                printError("error: no signing keys: set \(SigningKeys.environmentVariable) (ID:HEX,...) or --keys-file, or --allow-unsigned for development")
+                throw Exit.invalid
+            }
+            return keys
+        } catch let failure as PipelineError {
+            printError("error: \(failure.message)")
+            throw Exit.invalid
+        }
+    }
+}
+
+/// The options the service runs with.
+struct ServeSettings: Sendable {
+    var listen: ListenAddress
+    var jobs: Int
+    var queue: Int
+    var timeout: Double
+    var workers: Int
+    var decodeMemory: Int
+    var responseMemory: Int
+    var grace: Double
+    var drainDelay: Double
+
+    init(command: Serve) {
+        listen = (try? ListenAddress(command.listen)) ?? ListenAddress(host: "127.0.0.1", port: 8080)
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        jobs = command.jobs ?? cores
+        queue = command.queue ?? 4 * jobs
+        timeout = Units.parseDuration(command.timeout) ?? 30
+        workers = command.workers ?? cores
+        decodeMemory = Units.parseSize(command.decodeMemory) ?? 200 << 20
+        responseMemory = Units.parseSize(command.responseMemory) ?? 64 << 20
+        grace = Units.parseDuration(command.grace) ?? 25
+        drainDelay = Units.parseDuration(command.drainDelay) ?? 0
+    }
+}
+
+/// `HOST:PORT`, `[V6]:PORT` or `:PORT` (every address).
+struct ListenAddress: Sendable {
+    let host: String
+    let port: Int
+
+    init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    init(_ text: String) throws {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else {
+            throw ValidationError("--listen expects HOST:PORT (127.0.0.1:8080, 0.0.0.0:8080, :8080), got '\(text)'")
+        }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        self.host = host.isEmpty ? "0.0.0.0" : host
+        self.port = port
+    }
+}
+
+/// Loads the pipeline files and makes one runner per preset, all sharing one set of workers,
+/// one decode memory budget and one response store.
+enum ServiceSetup {
+    /// Files named, and the `*.yaml`/`*.yml` files of directories named (sorted).
+    static func pipelineFiles(_ arguments: [String]) throws -> [String] {
+        var files: [String] = []
+        for argument in arguments {
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: argument, isDirectory: &isDirectory), isDirectory.boolValue {
+                let names = (try? FileManager.default.contentsOfDirectory(atPath: argument)) ?? []
+                let yaml = names.filter { $0.hasSuffix(".yaml") || $0.hasSuffix(".yml") }.sorted()
+                if yaml.isEmpty { printError("error: \(argument): no pipeline files (*.yaml) in this directory"); throw Exit.invalid }
+                files += yaml.map { (argument as NSString).appendingPathComponent($0) }
+            } else {
+                files.append(argument)
+            }
+        }
+        return files
+    }
+
+    static func make(files: [String], keys: SigningKeys?, settings: ServeSettings) async throws -> ImageService {
+        let store = ResponseStore(capacity: settings.responseMemory)
+        var options = RunOptions()
+        options.destination = store
+        options.dedupeWindow = 0  // a later request must see a changed source
+        options.workers = settings.workers
+        options.decodeMemory = settings.decodeMemory
+        options.itemTimeout = settings.timeout
+        options.logger = Logger(label: "pipelinectl")
+        var presets: [String: Preset] = [:]
+        var first: PipelineRunner?
+        var invalid = false
+        for file in files {
+            guard let loaded = loadPipeline(file) else { invalid = true; continue }
+            if let other = presets[loaded.name] {
+                printError("error: \(file): a pipeline named '\(loaded.name)' is already served (\(other.pipeline.file)); rename one")
+                invalid = true
+                continue
+            }
+            do {
+                let pipeline = try loaded.forService(registry: PipelineCtl.registry).named(under: loaded.name)
+                let runner = try first.map { try $0.derived(pipeline, registry: PipelineCtl.registry, sharingLoaders: false) }
+                    ?? PipelineRunner(pipeline: pipeline, registry: PipelineCtl.registry, options: options)
+                first = first ?? runner
+                if let dataCache = runner.dataCacheStage, let problem = await dataCache.preflight() {
+                    printError("error: \(file): data cache: \(problem.message)")
+                    invalid = true
+                }
+                presets[loaded.name] = Preset(name: loaded.name, pipeline: pipeline, runner: runner)
+            } catch {
+                printError("error: \(file): \((error as? PipelineError)?.message ?? "\(error)")")
+                invalid = true
+            }
+        }
+        if invalid { throw Exit.invalid }
+        return ImageService(presets: presets, keys: keys, admission: RequestAdmission(jobs: settings.jobs, queue: settings.queue),
+                            store: store, timeout: settings.timeout, logger: Logger(label: "pipelinectl"))
+    }
+}

@@ -1,0 +1,167 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import PipelineKit
+import Prometheus
+import ServiceLifecycle
+import Synchronization
+
+/// The service on HTTP (Hummingbird): the image route, `/livez`, `/readyz`, `/metrics`, one
+/// access-log line per request, and the drain on SIGTERM.
+struct ServiceHTTP: Sendable {
+    let service: ImageService
+    let settings: ServeSettings
+    let accessLog: Bool
+    let metrics: ServeMetrics
+
+    init(service: ImageService, settings: ServeSettings, accessLog: Bool) {
+        self.service = service
+        self.settings = settings
+        self.accessLog = accessLog
+        metrics = ServeMetrics(presets: Array(service.presets.keys))
+    }
+
+    func run() async throws {
+        let responder = CallbackResponder<BasicRequestContext> { request, _ in await self.respond(request) }
+        var serverLogger = Logger(label: "pipelinectl.http")
+        serverLogger.logLevel = .warning
+        let app = Application(
+            responder: responder,
+            configuration: ApplicationConfiguration(address: .hostname(settings.listen.host, port: settings.listen.port),
+                                                    serverName: "pipelinectl/\(PipelineCtl.version)"),
+            onServerRunning: { [settings, service] channel in
+                let port = channel.localAddress?.port ?? settings.listen.port
+                let names = service.presets.keys.sorted().joined(separator: ", ")
+                FileHandle.standardOutput.write(Data("listening on http://\(settings.listen.host):\(port) (pipelines: \(names))\n".utf8))
+            },
+            logger: serverLogger)
+        let group = ServiceGroup(services: [app], logger: serverLogger)
+        let signals = DrainSignals(service: service, group: group, settings: settings)
+        try await group.run()
+        signals.finished()
+    }
+
+    func respond(_ request: Request) async -> Response {
+        let start = ContinuousClock.now
+        let target = request.uri.string
+        let path = String(target.prefix { $0 != "?" })
+        var answer: ServeAnswer
+        switch (request.method, path) {
+        case (.get, "/livez"), (.head, "/livez"):
+            answer = ServeAnswer(status: 200, headers: [("Content-Type", "text/plain")], body: Data("ok\n".utf8))
+        case (.get, "/readyz"), (.head, "/readyz"):
+            let ready = !service.isDraining && !service.admission.isSaturated
+            answer = ServeAnswer(status: ready ? 200 : 503, headers: [("Content-Type", "text/plain")],
+                                 body: Data((ready ? "ready\n" : service.isDraining ? "draining\n" : "saturated\n").utf8))
+        case (.get, "/metrics"):
+            answer = ServeAnswer(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],
+                                 body: metrics.exposition(inFlight: service.admission.inFlight))
+            return Self.response(answer, head: false)
+        case (.get, _), (.head, _):
+            answer = await answerCancellingOnClose(request, target: target)
+        default:
+            answer = .problem(405, kind: "method_not_allowed", "only GET and HEAD")
+            answer.headers.append(("Allow", "GET, HEAD"))
+        }
+        let elapsed = (ContinuousClock.now - start).components
+        let seconds = Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
+        metrics.record(answer, seconds: seconds)
+        if accessLog, !["/livez", "/readyz"].contains(path) { Self.log(request, answer, seconds: seconds) }
+        return Self.response(answer, head: request.method == .head)
+    }
+
+    /// The image answer; the work is cancelled when the client closes the connection first (work
+    /// that another request waits for goes on: the engine shares it).
+    func answerCancellingOnClose(_ request: Request, target: String) async -> ServeAnswer {
+        let accept = request.headers[.accept], ifNoneMatch = request.headers[.ifNoneMatch]
+        do {
+            return try await request.body.consumeWithCancellationOnInboundClose { _ in
+                await service.answer(target: target, accept: accept, ifNoneMatch: ifNoneMatch)
+            }
+        } catch {
+            return .problem(499, kind: "cancelled", "the client closed the connection")
+        }
+    }
+
+    static func response(_ answer: ServeAnswer, head: Bool) -> Response {
+        var fields = HTTPFields()
+        for (name, value) in answer.headers { if let field = HTTPField.Name(name) { fields.append(HTTPField(name: field, value: value)) } }
+        if answer.status != 304 { fields[.contentLength] = String(answer.body.count) }
+        let body = head || answer.status == 304 ? ResponseBody() : ResponseBody(byteBuffer: ByteBuffer(bytes: answer.body))
+        return Response(status: HTTPResponse.Status(code: answer.status), headers: fields, body: body)
+    }
+
+    /// One JSON line on standard output: no signature, no query of the source.
+    static func log(_ request: Request, _ answer: ServeAnswer, seconds: Double) {
+        var line: [String: Any] = [
+            "time": ISO8601DateFormatter().string(from: Date()), "method": request.method.rawValue, "status": answer.status,
+            "pipeline": answer.pipeline, "bytes": answer.body.count, "ms": (seconds * 10_000).rounded() / 10, "cache": answer.cache,
+        ]
+        if let source = answer.source { line["source"] = source }
+        if let error = answer.item?.error { line["error"] = error.kind.rawValue }
+        guard let data = try? JSONSerialization.data(withJSONObject: line, options: [.sortedKeys, .withoutEscapingSlashes]) else { return }
+        FileHandle.standardOutput.write(data + Data("\n".utf8))
+    }
+}
+
+/// Request counts and durations by pipeline and status, and the run's item metrics, in one
+/// Prometheus exposition.
+final class ServeMetrics: Sendable {
+    private let registry = PrometheusCollectorRegistry()
+    private let items: [String: RunMetrics]
+    private static let buckets: [Duration] = [.milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
+                                              .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500),
+                                              .seconds(1), .seconds(2.5), .seconds(5), .seconds(10), .seconds(30)]
+
+    init(presets: [String]) {
+        var items: [String: RunMetrics] = [:]
+        for name in presets { items[name] = RunMetrics(pipeline: name, registry: registry) }
+        self.items = items
+    }
+
+    func record(_ answer: ServeAnswer, seconds: Double) {
+        let labels = [("pipeline", answer.pipeline), ("status", String(answer.status))]
+        registry.makeCounter(descriptor: MetricNameDescriptor(namespace: "pipelinectl", metricName: "requests", unitName: "total",
+                                                              helpText: "Requests by pipeline and HTTP status."), labels: labels).increment()
+        registry.makeDurationHistogram(descriptor: MetricNameDescriptor(namespace: "pipelinectl", metricName: "request_duration",
+                                                                        unitName: "seconds", helpText: "Time to answer, by pipeline and HTTP status."),
+                                       labels: labels, buckets: Self.buckets).record(.microseconds(Int64(seconds * 1_000_000)))
+        if let item = answer.item { items[answer.pipeline]?.record(item) }
+    }
+
+    func exposition(inFlight: Int) -> Data {
+        registry.makeGauge(descriptor: MetricNameDescriptor(namespace: "pipelinectl", metricName: "requests_in_flight", unitName: nil,
+                                                            helpText: "Requests admitted now, running or waiting for a job."))
+            .set(Double(inFlight))
+        return Data(registry.emitToBuffer())
+    }
+}
+
+/// SIGTERM and SIGINT for the service: the first makes `/readyz` answer 503, keeps serving for
+/// the drain delay, then shuts the server down gracefully (no new connections; requests in flight
+/// finish). Past the grace period the process exits 1; a second signal exits at once.
+final class DrainSignals: Sendable {
+    private let done = Atomic(false)
+    private let seen = Atomic(false)
+
+    init(service: ImageService, group: ServiceGroup, settings: ServeSettings) {
+        _ = StopSignalPipe.install { [self] number in
+            if seen.exchange(true, ordering: .relaxed) { Foundation.exit(128 + number) }
+            service.drain()
+            printError("draining: /readyz answers 503; requests in flight finish within \(Units.formatDuration(settings.grace))")
+            Task {
+                try? await Task.sleep(for: .seconds(settings.drainDelay))
+                await group.triggerGracefulShutdown()
+            }
+            DispatchQueue.global().asyncAfter(deadline: .now() + settings.drainDelay + settings.grace) { [self] in
+                guard !done.load(ordering: .relaxed) else { return }
+                printError("error: requests still in flight after the grace period; exiting")
+                Foundation.exit(1)
+            }
+        }
+    }
+
+    func finished() { done.store(true, ordering: .relaxed) }
+}

@@ -1,0 +1,77 @@
+import ArgumentParser
+import Foundation
+import PipelineKit
+
+struct Sign: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print the signed path that asks `pipelinectl serve` for a source.",
+        discussion: """
+            The parameters and the variant are checked against the pipeline file, as the service
+            would. Keys come from PIPELINECTL_KEYS or --keys-file; the first key signs.
+
+            Examples:
+              pipelinectl sign thumbnails https://img.example.com/a.jpg
+              pipelinectl sign pipelines/resize.yaml https://img.example.com/a.jpg --param w=320 --expires 1h
+              curl "http://localhost:8080$(pipelinectl sign responsive /srv/images/a.jpg --variant small)"
+            """)
+
+    @Argument(help: "The pipeline file, or its name in pipelines/.")
+    var pipeline: String
+
+    @Argument(help: "The source URL or path, as the service should load it.")
+    var source: String
+
+    @Option(help: "The variant to ask for (pipelines with variants).")
+    var variant: String?
+
+    @Option(name: .customLong("param"), help: "NAME=VALUE for a parameter the pipeline declares in params: (repeatable).")
+    var params: [String] = []
+
+    @Option(help: "How long the link works (e.g. 1h, 7d); default: for ever.")
+    var expires: String?
+
+    @Option(help: "A file of signing keys, one ID:HEX per line (default: PIPELINECTL_KEYS).")
+    var keysFile: String?
+
+    @Option(help: "Put this before the path (http://localhost:8080).")
+    var base: String = ""
+
+    func run() async throws {
+        guard let loaded = loadPipeline(pipeline) else { throw Exit.invalid }
+        var values: [String: String] = [:]
+        for pair in params {
+            guard let equals = pair.firstIndex(of: "="), equals != pair.startIndex else {
+                printError("error: --param expects NAME=VALUE, got '\(pair)'")
+                throw Exit.invalid
+            }
+            values[String(pair[..<equals])] = String(pair[pair.index(after: equals)...])
+        }
+        do {
+            _ = try loaded.restricted(toVariant: variant).applying(values)
+        } catch let failure as PipelineError {
+            printError("error: \(loaded.file): \(failure.message)")
+            throw Exit.invalid
+        }
+        var until: Int?
+        if let expires {
+            guard let seconds = Units.parseDuration(expires), seconds > 0 else {
+                printError("error: --expires expects a duration such as 1h or 7d, got '\(expires)'")
+                throw Exit.invalid
+            }
+            until = Int(Date().timeIntervalSince1970 + seconds)
+        }
+        let keys: SigningKeys
+        do {
+            guard let found = try SigningKeys.load(file: keysFile, environment: ProcessInfo.processInfo.environment) else {
+                printError("error: no signing keys: set \(SigningKeys.environmentVariable) (ID:HEX,...) or --keys-file")
+                throw Exit.invalid
+            }
+            keys = found
+        } catch let failure as PipelineError {
+            printError("error: \(failure.message)")
+            throw Exit.invalid
+        }
+        let path = ServeRequest.path(pipeline: loaded.name, variant: variant, source: source, parameters: values, expires: until)
+        print(base + "/" + keys.sign(path) + path)
+    }
+}

@@ -1,0 +1,308 @@
+import Foundation
+import PipelineKit
+import Synchronization
+import Testing
+import TestSupport
+
+/// `pipelinectl serve` as users run it: the real binary on a loopback port, real images, a real
+/// origin server, requests over real sockets.
+@Suite struct ServeTests {
+    static let key = "k1:" + String(repeating: "ab", count: 32)
+    static let oldKey = "k0:" + String(repeating: "cd", count: 32)
+
+    /// A directory with images, pipeline files and a keys file.
+    struct Setup {
+        let dir: URL
+        let images: URL
+        var pipelines: URL { dir.appendingPathComponent("pipelines") }
+
+        init(originPort: UInt16? = nil) throws {
+            dir = try Fixtures.temporaryDirectory("serve")
+            images = dir.appendingPathComponent("img")
+            try FileManager.default.createDirectory(at: images, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(at: dir.appendingPathComponent("pipelines"), withIntermediateDirectories: true)
+            try Fixtures.jpeg(800, 600).write(to: images.appendingPathComponent("a.jpg"))
+            try Fixtures.alphaPNG(400, 400).write(to: images.appendingPathComponent("b.png"))
+            try Data("not an image at all\n".utf8).write(to: images.appendingPathComponent("c.jpg"))
+            try write("resize", """
+                loader:
+                  http: { allow_loopback: true, retry_attempts: 1 }
+                processors:
+                  - resize: { width: 256, height: 256, mode: fit }
+                encoder: auto
+                output: { dir: \(dir.path)/out }
+                params:
+                  w: { sets: processors.0.resize.width, min: 16, max: 1024 }
+                  mode: { sets: processors.0.resize.mode, values: [fit, fill] }
+                serve:
+                  sources: ["\(images.path)/", "http://127.0.0.1:"]
+                """)
+            try write("strict", """
+                processors:
+                  - resize: { width: 64, height: 64 }
+                encoder: jpeg
+                output: { dir: \(dir.path)/out }
+                """)
+            try write("responsive", """
+                processors:
+                  - auto_orient: {}
+                variants:
+                  small:
+                    processors: [ { resize: { width: 100, height: 100 } } ]
+                    encoder: jpeg
+                  large:
+                    processors: [ { resize: { width: 300, height: 300 } } ]
+                    encoder: png
+                output: { dir: \(dir.path)/out }
+                serve:
+                  sources: ["\(images.path)/"]
+                  cache_control: "public, max-age=60"
+                """)
+        }
+
+        func write(_ name: String, _ text: String) throws {
+            try ("version: 1\nname: \(name)\n" + text).write(to: pipelines.appendingPathComponent(name + ".yaml"), atomically: true, encoding: .utf8)
+        }
+
+        func path(_ name: String) -> String { images.appendingPathComponent(name).path }
+    }
+
+    static func sign(_ pipeline: String, _ source: String, variant: String? = nil, params: [String: String] = [:],
+                     expires: Int? = nil, key: String = key) throws -> String {
+        let path = ServeRequest.path(pipeline: pipeline, variant: variant, source: source, parameters: params, expires: expires)
+        return "/" + (try SigningKeys(parsing: key, origin: "test")).sign(path) + path
+    }
+
+    static func start(_ setup: Setup, _ extra: [String] = [], keys: String = key) async throws -> ServiceProcess {
+        try await ServiceProcess.start(CLITests.binary, [setup.pipelines.path] + extra, environment: ["PIPELINECTL_KEYS": keys])
+    }
+
+    static func problem(_ response: RawHTTP.Response) -> (kind: String, detail: String) {
+        let body = (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any] ?? [:]
+        return (body["title"] as? String ?? "", body["detail"] as? String ?? "")
+    }
+
+    @Test func signedRequestsAreServedAndEveryOtherSignatureIsRefusedBeforeAnyWork() async throws {
+        let setup = try Setup()
+        // The old key still verifies; the first signs.
+        let service = try await Self.start(setup, keys: Self.key + "," + Self.oldKey)
+        defer { service.stop() }
+        let good = try await service.get(try Self.sign("resize", setup.path("a.jpg")))
+        #expect(good.status == 200, "\(good.text)")
+        #expect(good.headers["content-type"] == "image/jpeg")
+        let image = try await Identified.data(good.body)
+        #expect(image.width == 256 && image.height == 192)
+        let rotated = try await service.get(try Self.sign("resize", setup.path("a.jpg"), key: Self.oldKey))
+        #expect(rotated.status == 200)
+        let stranger = try await service.get(try Self.sign("resize", setup.path("a.jpg"), key: "x:" + String(repeating: "11", count: 32)))
+        #expect(stranger.status == 403 && Self.problem(stranger).kind == "bad_signature")
+        // The signature covers the parameters: changing one after signing is refused.
+        let signed = try Self.sign("resize", setup.path("a.jpg"), params: ["w": "100"])
+        let tampered = try await service.get(signed.replacingOccurrences(of: "w=100", with: "w=1000"))
+        #expect(tampered.status == 403 && tampered.headers["content-type"] == "application/problem+json")
+        let expired = try await service.get(try Self.sign("resize", setup.path("a.jpg"), expires: Int(Date().timeIntervalSince1970) - 10))
+        #expect(expired.status == 403 && Self.problem(expired).kind == "expired", "\(expired.text)")
+        let later = try await service.get(try Self.sign("resize", setup.path("a.jpg"), expires: Int(Date().timeIntervalSince1970) + 3600))
+        #expect(later.status == 200)
+        let unknown = try await service.get("/abc/nosuch/" + setup.path("a.jpg"))
+        #expect(unknown.status == 404 && Self.problem(unknown).detail.contains("nosuch"))
+        // The access log has the request and never the signature.
+        let log = service.accessLog.joined(separator: "\n")
+        #expect(log.contains("\"status\":200") && log.contains("\"pipeline\":\"resize\""))
+        #expect(!log.contains(String(signed.split(separator: "/")[0])))
+    }
+
+    @Test func parametersAreCheckedByTheOptionsTheySetAndNamedWhenWrong() async throws {
+        let setup = try Setup()
+        let service = try await Self.start(setup)
+        defer { service.stop() }
+        let a = setup.path("a.jpg")
+        let sized = try await service.get(try Self.sign("resize", a, params: ["w": "100"]))
+        #expect(sized.status == 200)
+        #expect(try await Identified.data(sized.body).width == 100)
+        let filled = try await service.get(try Self.sign("resize", a, params: ["w": "100", "mode": "fill"]))
+        #expect(try await Identified.data(filled.body).height == 256)
+        for (params, words) in [(["w": "5000"], ["'w'", "1024"]), (["w": "abc"], ["'w'"]), (["q": "80"], ["unknown parameter 'q'"]),
+                                (["mode": "stretch"], ["'mode'", "stretch"])] {
+            let response = try await service.get(try Self.sign("resize", a, params: params))
+            #expect(response.status == 400, "\(params): \(response.status) \(response.text)")
+            for word in words { #expect(Self.problem(response).detail.contains(word), "\(params): \(response.text)") }
+        }
+        let twice = try await service.get(try Self.sign("resize", a, params: ["w": "100"]).replacingOccurrences(of: "?w=100", with: "?w=100&w=200")
+            .replacingOccurrences(of: "XX", with: ""))
+        #expect(twice.status == 403)  // the signature covers the query as sent
+        let small = try await service.get(try Self.sign("responsive", a, variant: "small"))
+        #expect(small.status == 200 && small.headers["content-type"] == "image/jpeg" && small.headers["cache-control"] == "public, max-age=60")
+        let large = try await service.get(try Self.sign("responsive", a, variant: "large"))
+        #expect(large.headers["content-type"] == "image/png")
+        #expect(try await Identified.data(large.body).width == 300)
+        let noVariant = try await service.get(try Self.sign("responsive", a, variant: "medium"))
+        #expect(noVariant.status == 404 && Self.problem(noVariant).detail.contains("small"), "\(noVariant.text)")
+    }
+
+    @Test func etagAnswers304AndAcceptChoosesTheFormat() async throws {
+        let setup = try Setup()
+        let service = try await Self.start(setup)
+        defer { service.stop() }
+        let target = try Self.sign("resize", setup.path("a.jpg"))
+        let first = try await service.get(target)
+        let etag = try #require(first.headers["etag"])
+        #expect(first.headers["vary"] == "Accept" && first.headers["cache-control"]?.contains("immutable") == true)
+        let again = try await service.get(target, headers: ["If-None-Match": etag])
+        #expect(again.status == 304 && again.body.isEmpty && again.headers["etag"] == etag)
+        let other = try await service.get(target, headers: ["If-None-Match": "\"something-else\""])
+        #expect(other.status == 200)
+        let webp = try await service.get(target, headers: ["Accept": "image/webp,*/*"])
+        #expect(webp.headers["content-type"] == "image/webp" && webp.headers["etag"] != etag)
+        #expect(try await Identified.data(webp.body).format == "WEBP")
+        let avif = try await service.get(target, headers: ["Accept": "image/avif,image/webp,image/*,*/*;q=0.8"])
+        #expect(avif.headers["content-type"] == "image/avif", "\(avif.headers)")
+        let refused = try await service.get(target, headers: ["Accept": "image/avif;q=0,image/webp"])
+        #expect(refused.headers["content-type"] == "image/webp")
+        // PNG with alpha stays PNG without an Accept that names a better format.
+        let png = try await service.get(try Self.sign("resize", setup.path("b.png")))
+        #expect(png.headers["content-type"] == "image/png")
+    }
+
+    @Test func sourcesOutsideTheAllowedPlacesAndBadImagesGetTheirOwnErrors() async throws {
+        let setup = try Setup()
+        let service = try await Self.start(setup)
+        defer { service.stop() }
+        let cases: [(String, String, Int, String)] = [
+            ("resize", "/etc/passwd", 403, "source_not_allowed"),
+            ("resize", setup.path("../../etc/passwd"), 403, "source_not_allowed"),
+            ("strict", setup.path("a.jpg"), 403, "source_not_allowed"),  // no local directory listed
+            ("strict", "http://127.0.0.1:9/a.jpg", 403, "blocked_address"),
+            ("strict", "http://10.255.255.1/a.jpg", 403, "blocked_address"),
+            ("strict", "http://169.254.169.254/latest/meta-data", 403, "blocked_address"),
+            ("resize", "https://elsewhere.example/a.jpg", 403, "source_not_allowed"),
+            ("resize", setup.path("missing.jpg"), 404, "not_found"),
+            ("resize", setup.path("c.jpg"), 415, "not_an_image"),
+        ]
+        for (pipeline, source, status, kind) in cases {
+            let response = try await service.get(try Self.sign(pipeline, source))
+            #expect(response.status == status && Self.problem(response).kind == kind, "\(source): \(response.status) \(response.text)")
+        }
+        // The service is still up and well.
+        #expect(try await service.get(try Self.sign("resize", setup.path("a.jpg"))).status == 200)
+    }
+
+    @Test func identicalRequestsShareOneFetchAndOverloadIsRefusedAtOnce() async throws {
+        let jpeg = try Fixtures.jpeg(640, 480)
+        let gate = DispatchSemaphore(value: 0)
+        let fetched = EventLog()
+        let origin = try ScriptedServer { request, connection in
+            fetched.record(request.path)
+            gate.wait()
+            connection.write("HTTP/1.1 200 OK\r\nContent-Type: image/jpeg\r\nContent-Length: \(jpeg.count)\r\nConnection: close\r\n\r\n")
+            connection.write(jpeg)
+        }
+        defer { origin.stop() }
+        let setup = try Setup()
+        let service = try await Self.start(setup, ["--jobs", "6", "--queue", "0"])
+        defer { service.stop() }
+        let target = try Self.sign("resize", origin.url("/one.jpg"))
+        let answers = Shared<[Int]>([])
+        let clients = (0..<6).map { _ in
+            Task { let r = try await service.get(target); answers.value.withLock { $0.append(r.status) }; return r.body }
+        }
+        // Every place is taken once the six are admitted: the seventh is refused at once.
+        #expect(await fetched.wait(for: "/one.jpg"))
+        #expect(await Self.waitForInFlight(service, 6))
+        let refused = try await service.get(try Self.sign("resize", origin.url("/two.jpg")))
+        #expect(refused.status == 429 && refused.headers["retry-after"] == "1", "\(refused.status) \(refused.text)")
+        for _ in 0..<6 { gate.signal() }
+        var bodies: [Data] = []
+        for client in clients { bodies.append(try await client.value) }
+        #expect(answers.value.withLock { $0 } == Array(repeating: 200, count: 6))
+        #expect(Set(bodies).count == 1)
+        #expect(origin.requests("/one.jpg") == 1)
+        #expect(origin.requests("/two.jpg") == 0)
+    }
+
+    /// Polls `/metrics` (an event the test waits on, not a time) until `count` requests are admitted.
+    static func waitForInFlight(_ service: ServiceProcess, _ count: Int) async -> Bool {
+        for _ in 0..<3000 {
+            if let metrics = try? await service.get("/metrics"),
+               metrics.text.split(separator: "\n").contains(where: { $0.hasPrefix("pipelinectl_requests_in_flight") && $0.hasSuffix(" \(count).0") }) {
+                return true
+            }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return false
+    }
+
+    @Test func aClientThatLeavesCancelsTheFetchNobodyElseWaitsFor() async throws {
+        let closed = EventLog()
+        let origin = try ScriptedServer { request, connection in
+            closed.record("open")
+            connection.waitForClose()
+            closed.record("closed")
+        }
+        defer { origin.stop() }
+        let setup = try Setup()
+        let service = try await Self.start(setup, ["--timeout", "10m"])
+        defer { service.stop() }
+        let fd = try RawHTTP.send(port: service.port, target: try Self.sign("resize", origin.url("/slow.jpg")), keepAlive: true)
+        #expect(await closed.wait(for: "open"))
+        close(fd)
+        // The origin sees its connection closed: the transfer was cancelled, not left to run for 10 minutes.
+        #expect(await closed.wait(for: "closed", atMost: 120))
+        #expect(await Self.waitForInFlight(service, 0))
+    }
+
+    @Test func sigtermDrainsRequestsInFlightAndExitsZero() async throws {
+        let setup = try Setup()
+        // Places for every client: a 429 would be an answer, but this is about draining.
+        let service = try await Self.start(setup, ["--drain-delay", "10s", "--grace", "120s", "--jobs", "2", "--queue", "16"])
+        defer { service.stop() }
+        let targets = try (16...47).map { try Self.sign("resize", setup.path("a.jpg"), params: ["w": String($0 * 8)]) }
+        let outcomes = Shared((ok: 0, refused: 0, other: [String]()))
+        let started = EventLog()
+        let clients = (0..<16).map { client in
+            Task {
+                var index = client
+                while true {
+                    do {
+                        let response = try await service.get(targets[index % targets.count])
+                        if response.status == 200 { outcomes.value.withLock { $0.ok += 1 } } else {
+                            outcomes.value.withLock { $0.other.append("\(response.status) \(response.text)") }
+                        }
+                        started.record("done")
+                    } catch RawHTTP.Failure.connect {
+                        outcomes.value.withLock { $0.refused += 1 }
+                        return
+                    } catch RawHTTP.Failure.closed(bytes: 0) {
+                        // Never answered: still in the listen queue when the socket closed.
+                        outcomes.value.withLock { $0.refused += 1 }
+                        return
+                    } catch {
+                        outcomes.value.withLock { $0.other.append("\(error)") }
+                        return
+                    }
+                    index += 16
+                }
+            }
+        }
+        #expect(await started.wait(for: "done", times: 16))
+        service.signal(SIGTERM)
+        var ready = 200
+        for _ in 0..<500 where ready == 200 {
+            ready = (try? await service.get("/readyz").status) ?? 0
+            if ready == 200 { try? await Task.sleep(for: .milliseconds(10)) }
+        }
+        #expect(ready == 503 || ready == 0, "readiness after SIGTERM: \(ready)")
+        let status = await service.wait()
+        for client in clients { await client.value }
+        let seen = outcomes.value.withLock { $0 }
+        #expect(status == 0, "\(service.stderr)")
+        #expect(seen.other.isEmpty, "\(seen.other.count) failed: \(seen.other.prefix(3))")
+        #expect(seen.ok >= 16)
+    }
+}
+
+/// A value behind a lock that tasks can share.
+final class Shared<Value: Sendable>: Sendable {
+    let value: Mutex<Value>
+    init(_ value: Value) { self.value = Mutex(value) }
+}

@@ -133,6 +133,33 @@ extension ObjectStorageTests {
         #expect(validated.status == 0, "\(validated.stdout)\(validated.stderr)")
     }
 
+    @Test func theServiceManifestValidatesAndItsPresetIsValid() async throws {
+        let manifest = Self.deploy.appendingPathComponent("kubernetes/service.yaml").path
+        let result = try await Command.run("/usr/bin/env", ["kubernetes-validate", "--strict", "-k", "1.33.0", manifest])
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        #expect(result.stdout.components(separatedBy: "passed for resource").count - 1 == 5, "\(result.stdout)")
+        let preset = Fixtures.packageRoot.appendingPathComponent(".build/k8s-serve-thumbnails.yaml").path
+        let facts = try await Command.run("/usr/bin/env", ["python3", "-c", """
+            import json, sys, yaml
+            docs = list(yaml.safe_load_all(open(sys.argv[1])))
+            pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+            container = pod["containers"][0]
+            open(sys.argv[2], "w").write(next(d for d in docs if d["kind"] == "ConfigMap")["data"]["thumbnails.yaml"])
+            print(json.dumps({"args": container["args"], "grace": pod["terminationGracePeriodSeconds"],
+                              "live": container["livenessProbe"]["httpGet"]["path"], "ready": container["readinessProbe"]["httpGet"]["path"],
+                              "user": pod["securityContext"]["runAsUser"]}))
+            """, manifest, preset])
+        let parsed = try #require(try JSONSerialization.jsonObject(with: Data(facts.stdout.utf8)) as? [String: Any], "\(facts.stderr)")
+        let args = try #require(parsed["args"] as? [String])
+        #expect(args.first == "serve" && parsed["live"] as? String == "/livez" && parsed["ready"] as? String == "/readyz")
+        // The pod's grace covers the drain delay and the grace for requests in flight.
+        func seconds(_ flag: String) -> Double { args.firstIndex(of: flag).flatMap { Units.parseDuration(args[$0 + 1]) } ?? 0 }
+        #expect(Double(parsed["grace"] as? Int ?? 0) > seconds("--drain-delay") + seconds("--grace"))
+        #expect(parsed["user"] as? Int == 10001)
+        let validated = try await Command.run(ObjectStorageTests.binary, ["validate", preset], directory: Fixtures.packageRoot)
+        #expect(validated.status == 0, "\(validated.stdout)\(validated.stderr)")
+    }
+
     @Test func theDockerfileLintsClean() async throws {
         let result = try await Command.run("/usr/bin/env", ["hadolint", "--failure-threshold", "info",
                                                             Self.deploy.appendingPathComponent("Dockerfile").path])

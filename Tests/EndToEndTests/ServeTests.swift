@@ -82,6 +82,18 @@ import TestSupport
         return (body["title"] as? String ?? "", body["detail"] as? String ?? "")
     }
 
+    /// Every option `serve` and `sign` take is in docs/serve.md.
+    @Test func everyOptionIsDocumented() async throws {
+        let docs = try String(contentsOf: Fixtures.packageRoot.appendingPathComponent("docs/serve.md"), encoding: .utf8)
+        for command in ["serve", "sign"] {
+            let help = try await Command.run(CLITests.binary, [command, "--help"])
+            let options = Set(help.stdout.matches(of: /--[a-z][a-z-]*/).map { String($0.output) })
+                .subtracting(["--help", "--version"])
+            #expect(!options.isEmpty)
+            for option in options { #expect(docs.contains(option), "\(command) \(option) is not in docs/serve.md") }
+        }
+    }
+
     @Test func signedRequestsAreServedAndEveryOtherSignatureIsRefusedBeforeAnyWork() async throws {
         let setup = try Setup()
         // The old key still verifies; the first signs.

@@ -82,6 +82,52 @@ import TestSupport
         return (body["title"] as? String ?? "", body["detail"] as? String ?? "")
     }
 
+    /// A real browser: a page with `<img srcset>` and `<picture>` whose images come from the
+    /// service. Chromium's own Accept header gets AVIF, every image loads at the width the markup
+    /// chose, and the screenshot shows the images' colour where they are.
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: "/usr/bin/chromium"), "needs Debian's chromium (make test installs it)"))
+    func aBrowserLoadsSrcsetAndPictureFromTheService() async throws {
+        let setup = try Setup()
+        try Fixtures.image("xc:#d02020", width: 800, height: 600).write(to: setup.images.appendingPathComponent("red.jpg"))
+        let service = try await Self.start(setup)
+        defer { service.stop() }
+        let base = "http://127.0.0.1:\(service.port)"
+        let red = setup.path("red.jpg")
+        let page = setup.dir.appendingPathComponent("page.html")
+        try """
+            <!doctype html><html><head><style>body{margin:0;background:#fff} img{display:block}</style></head><body>
+            <img id="srcset" width="200" height="150" sizes="200px"
+                 srcset="\(base)\(try Self.sign("resize", red, params: ["w": "200"])) 200w, \(base)\(try Self.sign("resize", red, params: ["w": "400"])) 400w">
+            <picture>
+              <source media="(min-width: 2000px)" srcset="\(base)\(try Self.sign("responsive", red, variant: "large"))">
+              <img id="picture" width="100" height="75" src="\(base)\(try Self.sign("responsive", red, variant: "small"))">
+            </picture>
+            <script>
+              window.addEventListener("load", () => {
+                document.body.dataset.widths = [...document.images].map(i => i.id + ":" + (i.complete ? i.naturalWidth : "x")).join(",");
+              });
+            </script>
+            </body></html>
+            """.write(to: page, atomically: true, encoding: .utf8)
+        let browser = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=400,300"]
+        let dom = try await Command.run("/usr/bin/chromium", browser + ["--dump-dom", page.absoluteString])
+        // A 1x screen with sizes=200px takes the 200w candidate; <picture> falls back to its <img>.
+        #expect(dom.stdout.contains("data-widths=\"srcset:200,picture:100\""), "\(dom.stdout.suffix(600)) \(dom.stderr.suffix(1000))")
+        let types = service.accessLog.compactMap { line -> String? in
+            let object = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+            return object.flatMap { ($0["pipeline"] as? String ?? "") + " " + ($0["type"] as? String ?? "") }
+        }
+        #expect(types.contains("resize image/avif"), "\(types)")  // auto: from Chromium's Accept
+        #expect(types.contains("responsive image/jpeg"), "\(types)")  // a fixed encoder keeps its format
+        let shot = setup.dir.appendingPathComponent("page.png")
+        _ = try await Command.run("/usr/bin/chromium", browser + ["--screenshot=\(shot.path)", page.absoluteString])
+        for (x, y) in [(100, 75), (50, 190)] {
+            let pixel = try await Command.run("/usr/bin/convert", [shot.path, "-format", "%[fx:int(255*p{\(x),\(y)}.r)] %[fx:int(255*p{\(x),\(y)}.g)]", "info:"])
+            let values = pixel.stdout.split(separator: " ").compactMap { Int($0) }
+            #expect(values.count == 2 && values[0] > 150 && values[1] < 90, "pixel \(x),\(y): \(pixel.stdout) \(pixel.stderr)")
+        }
+    }
+
     /// Every option `serve` and `sign` take is in docs/serve.md.
     @Test func everyOptionIsDocumented() async throws {
         let docs = try String(contentsOf: Fixtures.packageRoot.appendingPathComponent("docs/serve.md"), encoding: .utf8)

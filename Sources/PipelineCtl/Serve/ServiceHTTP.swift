@@ -100,6 +100,7 @@ struct ServiceHTTP: Sendable {
             "pipeline": answer.pipeline, "bytes": answer.body.count, "ms": (seconds * 10_000).rounded() / 10, "cache": answer.cache,
         ]
         if let source = answer.source { line["source"] = source }
+        if let type = answer.headers.first(where: { $0.0 == "Content-Type" })?.1, type.hasPrefix("image/") { line["type"] = type }
         if let error = answer.item?.error { line["error"] = error.kind.rawValue }
         guard let data = try? JSONSerialization.data(withJSONObject: line, options: [.sortedKeys, .withoutEscapingSlashes]) else { return }
         FileHandle.standardOutput.write(data + Data("\n".utf8))

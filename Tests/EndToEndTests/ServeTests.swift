@@ -1,6 +1,7 @@
 import Foundation
 import PipelineKit
 import Synchronization
+import FlyingFox
 import Testing
 import TestSupport
 
@@ -276,6 +277,34 @@ import TestSupport
         #expect(Set(bodies).count == 1)
         #expect(origin.requests("/one.jpg") == 1)
         #expect(origin.requests("/two.jpg") == 0)
+    }
+
+    /// The service remembers no result of its own: a changed source is seen by the next request,
+    /// whatever `output.existing` the file says (it is for batch runs).
+    @Test func aChangedSourceIsServedChangedEvenWhenTheFileSaysKeep() async throws {
+        let origin = try await TestServer.start()
+        let current = Shared(try Fixtures.image("xc:red", width: 300, height: 200))
+        origin.route("/v.jpg") { _ in HTTPResponse(statusCode: .ok, headers: [.contentType: "image/jpeg"], body: current.value.withLock { $0 }) }
+        let setup = try Setup()
+        try setup.write("keep", """
+            loader:
+              http: { allow_loopback: true }
+            processors:
+              - resize: { width: 64, height: 64 }
+            encoder: png
+            output: { dir: \(setup.dir.path)/out, existing: keep }
+            """)
+        let service = try await Self.start(setup)
+        defer { service.stop() }
+        let target = try Self.sign("keep", origin.url("/v.jpg"))
+        let first = try await service.get(target)
+        current.value.withLock { $0 = try! Fixtures.image("xc:blue", width: 300, height: 150) }
+        let second = try await service.get(target)
+        #expect(first.status == 200 && second.status == 200)
+        #expect(first.headers["etag"] != second.headers["etag"])
+        #expect(try await Identified.data(second.body) == Identified(format: "PNG", width: 64, height: 32))
+        #expect(origin.requests("/v.jpg") == 2)
+        await origin.stop()
     }
 
     /// Polls `/metrics` (an event the test waits on, not a time) until `count` requests are admitted.

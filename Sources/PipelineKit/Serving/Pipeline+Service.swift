@@ -3,7 +3,8 @@ import Foundation
 /// What `pipelinectl serve` changes of a pipeline file before it answers requests with it.
 extension Pipeline {
     /// This pipeline as the service runs it: each output named by the source's hash (names never
-    /// collide, so nothing is remembered per name), no facts sidecar, and the http loader refusing
+    /// collide, so nothing is remembered per name), always replaced in the response store, no
+    /// facts sidecar, and the http loader refusing
     /// private ranges unless the file allows them in so many words (loopback and link-local are
     /// refused by the loader's own defaults): a request must not reach the service's neighbours.
     public func forService(registry: PluginRegistry) throws -> Pipeline {
@@ -13,6 +14,9 @@ extension Pipeline {
         }
         var output = copy.output.options.values
         output["facts_sidecar"] = .bool(false)
+        // The store holds answers on their way out: an entry made from an older version of the
+        // source must be replaced, never kept (`existing: keep` would send it).
+        output["existing"] = .string(ExistingOutputs.replace.rawValue)
         copy.output.options = PluginOptions(output)
         if let http = registry.plugin("http", in: .loader) {
             let configured = loader?.plugin.spec.name == "http" ? loader : nil

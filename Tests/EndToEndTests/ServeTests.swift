@@ -307,11 +307,46 @@ import TestSupport
         await origin.stop()
     }
 
+    @Test func twoSizesOfOneSourceAskedAtOnceShareOneFetch() async throws {
+        let jpeg = try Fixtures.jpeg(640, 480)
+        let gate = DispatchSemaphore(value: 0)
+        let origin = try ScriptedServer { request, connection in
+            gate.wait()
+            connection.write("HTTP/1.1 200 OK\r\nContent-Type: image/jpeg\r\nContent-Length: \(jpeg.count)\r\nConnection: close\r\n\r\n")
+            connection.write(jpeg)
+        }
+        defer { origin.stop() }
+        let setup = try Setup()
+        let service = try await Self.start(setup, ["--jobs", "3"])  // all three run at once
+        defer { service.stop() }
+        let widths = ["100", "200", "300"]
+        let clients = try widths.map { width in
+            let target = try Self.sign("resize", origin.url("/shared.jpg"), params: ["w": width])
+            return Task { try await service.get(target) }
+        }
+        // Every request waits on the one load before the origin answers.
+        #expect(await Self.waitForMetric(service, "pipelinectl_source_loads_waiting", widths.count))
+        gate.signal()
+        gate.signal()
+        gate.signal()
+        for (client, width) in zip(clients, widths) {
+            let response = try await client.value
+            #expect(response.status == 200)
+            #expect(try await Identified.data(response.body).width == Int(width))
+        }
+        #expect(origin.requests("/shared.jpg") == 1)
+    }
+
     /// Polls `/metrics` (an event the test waits on, not a time) until `count` requests are admitted.
     static func waitForInFlight(_ service: ServiceProcess, _ count: Int) async -> Bool {
+        await waitForMetric(service, "pipelinectl_requests_in_flight", count)
+    }
+
+    /// Polls `/metrics` until the gauge `name` reads `count`.
+    static func waitForMetric(_ service: ServiceProcess, _ name: String, _ count: Int) async -> Bool {
         for _ in 0..<3000 {
             if let metrics = try? await service.get("/metrics"),
-               metrics.text.split(separator: "\n").contains(where: { $0.hasPrefix("pipelinectl_requests_in_flight") && $0.hasSuffix(" \(count).0") }) {
+               metrics.text.split(separator: "\n").contains(where: { $0.hasPrefix(name + " ") && $0.hasSuffix(" \(count).0") }) {
                 return true
             }
             try? await Task.sleep(for: .milliseconds(20))

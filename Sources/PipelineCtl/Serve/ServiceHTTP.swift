@@ -57,7 +57,8 @@ struct ServiceHTTP: Sendable {
                                  body: Data((ready ? "ready\n" : service.isDraining ? "draining\n" : "saturated\n").utf8))
         case (.get, "/metrics"):
             answer = ServeAnswer(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],
-                                 body: metrics.exposition(inFlight: service.admission.inFlight))
+                                 body: metrics.exposition(inFlight: service.admission.inFlight,
+                                                          loadsWaiting: service.presets.values.reduce(0) { $0 + $1.runner.loadsWaiting }))
             return Self.response(answer, head: false)
         case (.get, _), (.head, _):
             answer = await answerCancellingOnClose(request, target: target)
@@ -132,7 +133,10 @@ final class ServeMetrics: Sendable {
         if let item = answer.item { items[answer.pipeline]?.record(item) }
     }
 
-    func exposition(inFlight: Int) -> Data {
+    func exposition(inFlight: Int, loadsWaiting: Int) -> Data {
+        registry.makeGauge(descriptor: MetricNameDescriptor(namespace: "pipelinectl", metricName: "source_loads_waiting", unitName: nil,
+                                                            helpText: "Requests waiting for a source load in progress (one load serves them all)."))
+            .set(Double(loadsWaiting))
         registry.makeGauge(descriptor: MetricNameDescriptor(namespace: "pipelinectl", metricName: "requests_in_flight", unitName: nil,
                                                             helpText: "Requests admitted now, running or waiting for a job."))
             .set(Double(inFlight))

@@ -9,6 +9,11 @@ extension PipelineRunner {
     }
 
     func load(_ plan: ItemPlan) async throws -> LoadedSource {
+        // Runners derived for other parameters of the same pipeline share one load per source.
+        try await sourceLoads.run(plan.key) { try await self.loadOnce(plan) }.0
+    }
+
+    private func loadOnce(_ plan: ItemPlan) async throws -> LoadedSource {
         let start = ContinuousClock.now
         let cache = originalsCache(plan.slot)
         var stale: CachedEntry?

@@ -47,6 +47,7 @@ public struct EngineResources: Sendable {
     let cpu: WorkerPool
     let decodeBudget: MemoryBudget
     let loaders: LoaderSlots?
+    let sourceLoads: SharedWork<LoadedSource>?
 }
 
 /// Runs a validated ``Pipeline`` over a list of sources.
@@ -63,6 +64,8 @@ public final class PipelineRunner: Sendable {
     public let pipeline: Pipeline
     /// The options it was made with.
     public let options: RunOptions
+    /// Callers waiting for a source load in progress, this runner's and those derived from it.
+    public var loadsWaiting: Int { sourceLoads.waiting }
     /// Where outputs are written: a directory, or a destination's URL (`s3://bucket/prefix`).
     public let outputDirectory: String
     let destination: any OutputDestination
@@ -104,6 +107,9 @@ public final class PipelineRunner: Sendable {
     private let aborted = OneTimeSignal()
     /// One piece of work per source key in flight, shared by every line with that key.
     let itemWork = SharedWork<ItemOutcome>()
+    /// Loads in progress by source key, shared with the runners derived from this one (the
+    /// service's parameter sets): two sizes of one source asked for at once are fetched once.
+    let sourceLoads: SharedWork<LoadedSource>
     /// What this run already made, by source key.
     let finished: FinishedSources
     /// Output path hash -> (cache key hash, line number): small per item, so a list of millions
@@ -129,13 +135,15 @@ public final class PipelineRunner: Sendable {
         var options = self.options
         options.destination = destination
         return try PipelineRunner(pipeline: pipeline, registry: registry, options: options,
-                                  sharing: EngineResources(cpu: cpu, decodeBudget: decodeBudget, loaders: sharingLoaders ? loaders : nil))
+                                  sharing: EngineResources(cpu: cpu, decodeBudget: decodeBudget, loaders: sharingLoaders ? loaders : nil,
+                                                           sourceLoads: sharingLoaders ? sourceLoads : nil))
     }
 
     init(pipeline: Pipeline, registry: PluginRegistry, options: RunOptions, sharing: EngineResources?) throws {
         self.pipeline = pipeline
         self.options = options
         loaders = sharing?.loaders ?? LoaderSlots(pipeline, registry)
+        sourceLoads = sharing?.sourceLoads ?? SharedWork()
         dataCache = try pipeline.dataCache?.makeDataCache()
         decoder = try pipeline.decoder.makeDecoder()
         decoderName = pipeline.decoder.plugin.spec.name

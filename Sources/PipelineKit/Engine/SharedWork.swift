@@ -56,6 +56,9 @@ public final class SharedWork<Value: Sendable>: Sendable {
         return (value, shared.withLock { $0 })
     }
 
+    /// Callers waiting now, for every key.
+    public var waiting: Int { state.withLock { $0.jobs.values.reduce(0) { $0 + $1.subscribers.count } } }
+
     /// Callers waiting for `key` now (0 when no work for it runs).
     public func subscribers(_ key: String) -> Int { state.withLock { $0.jobs[key]?.subscribers.count ?? 0 } }
 

@@ -25,9 +25,11 @@ import TestSupport
             try Fixtures.jpeg(800, 600).write(to: images.appendingPathComponent("a.jpg"))
             try Fixtures.alphaPNG(400, 400).write(to: images.appendingPathComponent("b.png"))
             try Data("not an image at all\n".utf8).write(to: images.appendingPathComponent("c.jpg"))
+            // A transfer is never cut by its own time limit within a test: a closed origin
+            // connection can only be a cancellation.
             try write("resize", """
                 loader:
-                  http: { allow_loopback: true, retry_attempts: 1 }
+                  http: { allow_loopback: true, retry_attempts: 1, timeout: 10m }
                 processors:
                   - resize: { width: 256, height: 256, mode: fit }
                 encoder: auto

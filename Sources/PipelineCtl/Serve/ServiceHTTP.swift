@@ -75,6 +75,12 @@ struct ServiceHTTP: Sendable {
 
     /// The image answer; the work is cancelled when the client closes the connection first (work
     /// that another request waits for goes on: the engine shares it).
+    ///
+    /// Hummingbird sees a client leave only by reading the connection while the answer is made,
+    /// and a connection read that way is closed after its response: image answers do not keep the
+    /// connection alive. (Watching only answers slower than a few milliseconds, so that stored
+    /// results would keep it, did not work: the client's close was not seen once the handler had
+    /// started without reading.)
     func answerCancellingOnClose(_ request: Request, target: String) async -> ServeAnswer {
         let accept = request.headers[.accept], ifNoneMatch = request.headers[.ifNoneMatch]
         do {
@@ -170,3 +176,4 @@ final class DrainSignals: Sendable {
 
     func finished() { done.store(true, ordering: .relaxed) }
 }
+

@@ -112,6 +112,14 @@ struct CountingProcessor: ImageProcessing {
             encoder: jpeg
             """)
         #expect(try PipelineRunner(pipeline: try #require(changing), registry: registry).decodeHint.targetSize == nil)
+        // One that only turns it (auto_orient) does not stop it either; the box becomes square,
+        // since a quarter turn makes the source's height the width.
+        let (turning, _) = parse("""
+            processors: [ auto_orient, { resize: { width: 400, height: 100 } } ]
+            encoder: jpeg
+            """)
+        let turned = try PipelineRunner(pipeline: try #require(turning), registry: registry).decodeHint
+        #expect(turned.targetSize == PixelSize(width: 400, height: 400) && turned.fit)
     }
 
     @Test func variantErrors() {

@@ -204,12 +204,19 @@ public final class PipelineRunner: Sendable {
     }
 
     /// Shrink-on-load only when every variant's first processor sets the size (a processor before
-    /// it could change geometry; one that only reads the image is passed over), and then large
-    /// enough for the largest.
+    /// it could change geometry; one that only reads the image is passed over, and one that only
+    /// turns it makes the box square), and then large enough for the largest.
     static func decodeHint(_ variants: [RunnableVariant]) -> DecodeHint {
         let wantsFacts = variants.contains { $0.processors.contains(where: \.wantsSourceFacts) }
-        let firsts = variants.map { $0.processors.first { !$0.onlyReads } }
-        let hints = firsts.map { $0?.decodeHint }
+        let places = variants.map { $0.processors.firstIndex { !$0.onlyReads && !$0.onlyReorients } }
+        let firsts = zip(variants, places).map { variant, place in place.map { variant.processors[$0] } }
+        let hints = zip(variants, places).map { variant, place -> PixelSize? in
+            guard let place, let hint = variant.processors[place].decodeHint else { return nil }
+            // Turned before it is sized: either side of the source may become the width.
+            let turned = variant.processors[..<place].contains(where: \.onlyReorients)
+            let side = max(hint.width, hint.height)
+            return turned ? PixelSize(width: side, height: side) : hint
+        }
         guard hints.allSatisfy({ $0 != nil }), let first = hints.first ?? nil else { return DecodeHint(wantsSourceFacts: wantsFacts) }
         // The largest box on each side; fit only when every variant fits (a fit inside the larger
         // box needs at least as much as a fit inside each).

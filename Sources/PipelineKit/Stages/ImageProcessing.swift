@@ -26,6 +26,12 @@ public protocol ImageProcessing: Sendable {
     /// shrink-on-load. `false` (the default) for any processor that changes the image.
     var onlyReads: Bool { get }
 
+    /// Whether this processor only turns or mirrors the image by quarter turns, without
+    /// resampling (as `auto_orient` does): the decode hint then comes from the processor after
+    /// it, its box made square (a quarter turn swaps the sides), so that it does not stop
+    /// shrink-on-load. `false` (the default) otherwise.
+    var onlyReorients: Bool { get }
+
     /// Whether this processor reads the source's own facts (``DecodeHint/wantsSourceFacts``).
     var wantsSourceFacts: Bool { get }
 }
@@ -34,5 +40,6 @@ extension ImageProcessing {
     public var decodeHint: PixelSize? { nil }
     public var decodeHintFits: Bool { false }
     public var onlyReads: Bool { false }
+    public var onlyReorients: Bool { false }
     public var wantsSourceFacts: Bool { false }
 }

@@ -9,6 +9,7 @@ public struct AutoOrient: ImageProcessing {
         make: { _ in AutoOrient() })
 
     public var identifier: String { "auto_orient" }
+    public var onlyReorients: Bool { true }
 
     public func process(_ image: PipelineImage) throws -> PipelineImage {
         try image.transformed { try $0.autoOrient() }

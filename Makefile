@@ -12,7 +12,7 @@ TEST_PACKAGES = chromium libheif-examples libavif-bin libimage-exiftool-perl
 SLURM_PACKAGES = slurmctld slurmd slurm-client munge
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps install install-services build release run test stress samples docs bench bench-loader bench-reports fuzz clean
+.PHONY: deps test-deps install install-services build release run test stress samples docs bench bench-loader bench-reports bench-serve fuzz clean
 
 deps:
 	@$(MAKE) -s install PACKAGES="$(APT_PACKAGES)"
@@ -97,6 +97,10 @@ bench: release
 
 bench-loader: release
 	bench/loader.sh
+
+# `pipelinectl serve` against thumbor 7.8 and vipsthumbnail through a loopback nginx, load from wrk.
+bench-serve: release
+	bench/serve.sh
 
 # Peak memory of a 200,000-item run with and without a report (docs/PERFORMANCE.md).
 bench-reports: release

@@ -1,0 +1,412 @@
+#!/usr/bin/env python3
+"""The service benchmark (issue 32): `pipelinectl serve` against thumbor 7.8 and two
+`vipsthumbnail` processes, in one run, on the same photos: fit in 512x512, quality 80, the source's
+format kept (JPEG, PNG, WebP). Called by bench/serve.sh (`make bench-serve`), which installs the
+peers and builds the release binary. Prints a table and writes it to bench/results/serve.md.
+
+  origin     nginx on loopback serves the corpus files (no cache in front of any service)
+  load       wrk, one thread, rotating over the group's files; 2 connections for the throughput
+             table, 64 for the overload phase
+  ours       `pipelinectl serve`, signed URLs, no data cache (uncached) unless stated; twice: the
+             default decoder (shrink-on-load keeps 2x the fitted size) and `shrink_on_load: fast`
+  thumbor    thumbor 7.8 (Pillow), two processes, no storage, no result storage, same quality
+  vips       `vipsthumbnail` on the local files, two processes at once: no HTTP, a reference
+  PSNR       every answer of each service against a full-decode Lanczos reference; the worst image
+  RSS        the service's process tree, sampled every 50 ms through each phase; the peak
+
+Groups: photos of at least 1 MP from both corpora (corpus.sh: JPEG, PNG; formats.sh: lossy and
+lossless WebP, JPEG variants, PNG variants).
+"""
+import base64
+import hashlib
+import hmac
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import run as common  # noqa: E402  (psnr, descendants, rss_kb)
+
+BIN = os.path.join(ROOT, ".build/release/pipelinectl")
+SIZE = 512
+QUALITY = 80
+SECONDS = int(os.environ.get("BENCH_SERVE_SECONDS", "20"))
+OVERLOAD_SECONDS = int(os.environ.get("BENCH_OVERLOAD_SECONDS", "60"))
+KEY = os.urandom(32)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(port, path="/", seconds=60):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2).read()
+            return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            time.sleep(0.1)
+    sys.exit(f"nothing answered on port {port}")
+
+
+class Sampler:
+    """Peak RSS of a process tree, sampled every 50 ms while running."""
+
+    def __init__(self, pid):
+        self.pid, self.peak, self.done = pid, 0, threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.done.is_set():
+            self.peak = max(self.peak, common.rss_kb(common.descendants(self.pid)))
+            time.sleep(0.05)
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+        return self.peak / 1024
+
+
+def photos(paths):
+    keep = []
+    for path in paths:
+        size = subprocess.run(["identify", "-format", "%w %h\n", path + "[0]"], capture_output=True, text=True).stdout.split()
+        if len(size) >= 2 and int(size[0]) * int(size[1]) >= 1_000_000:
+            keep.append(path)
+    return keep
+
+
+def groups():
+    corpus = subprocess.run(["bash", os.path.join(ROOT, "bench/corpus.sh")], capture_output=True, text=True, check=True).stdout.split()[-1]
+    formats = subprocess.run(["bash", os.path.join(ROOT, "../shared/bench/formats.sh")], capture_output=True, text=True, check=True).stdout.split()[-1]
+    files = sorted(os.listdir(corpus))
+    found = [
+        ("corpus JPEG", [os.path.join(corpus, f) for f in files if f.endswith(".jpg")]),
+        ("corpus PNG", [os.path.join(corpus, f) for f in files if f.endswith(".png")]),
+        ("formats WebP", [os.path.join(formats, "webp", f) for f in sorted(os.listdir(os.path.join(formats, "webp")))]),
+        ("formats JPEG", [os.path.join(formats, "jpeg", f) for f in sorted(os.listdir(os.path.join(formats, "jpeg")))]),
+        ("formats PNG", [os.path.join(formats, "png", f) for f in sorted(os.listdir(os.path.join(formats, "png")))]),
+    ]
+    return [(label, photos(paths)) for label, paths in found]
+
+
+def start_nginx(work, root):
+    port = free_port()
+    conf = os.path.join(work, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(f"""daemon off; worker_processes 1; pid {work}/nginx.pid; error_log {work}/nginx.err;
+events {{ worker_connections 1024; }}
+http {{ include /etc/nginx/mime.types; access_log off; sendfile on; keepalive_requests 100000;
+  server {{ listen 127.0.0.1:{port}; root {root}; }} }}
+""")
+    process = subprocess.Popen(["nginx", "-c", conf, "-p", work], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(port)
+    return process, port
+
+
+def sign(path):
+    signature = base64.urlsafe_b64encode(hmac.new(KEY, path.encode(), hashlib.sha256).digest()).decode().rstrip("=")
+    return "/" + signature + path
+
+
+def start_ours(work, name, decoder, cache=None):
+    directory = os.path.join(work, "presets-" + name)
+    os.makedirs(directory, exist_ok=True)
+    cache_lines = f"data_cache:\n  disk: {{ path: {cache}, size_limit: 10GB, store: processed }}\n" if cache else ""
+    with open(os.path.join(directory, "fit.yaml"), "w") as f:
+        f.write(f"""version: 1
+name: fit
+loader:
+  http: {{ allow_loopback: true, max_concurrent: 16, timeout: 60s }}
+{cache_lines}decoder:
+  imagemagick: {decoder}
+processors:
+  - resize: {{ width: {SIZE}, height: {SIZE}, mode: fit }}
+encoder:
+  auto: {{ quality: {QUALITY} }}
+output: {{ dir: {work}/unused }}
+""")
+    env = dict(os.environ, PIPELINECTL_KEYS="bench:" + KEY.hex())
+    process = subprocess.Popen([BIN, "serve", directory, "--listen", "127.0.0.1:0", "--no-access-log", "--queue", "256",
+                                "--timeout", "120s"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True,
+                               start_new_session=True)
+    line = process.stdout.readline()
+    match = re.search(r":(\d+) ", line)
+    if not match:
+        sys.exit(f"pipelinectl serve did not start: {line}")
+    threading.Thread(target=lambda: process.stdout.read(), daemon=True).start()
+    return process, int(match.group(1))
+
+
+def start_thumbor(work):
+    port = free_port()
+    conf = os.path.join(work, "thumbor.conf")
+    with open(conf, "w") as f:
+        f.write(f"""ALLOW_UNSAFE_URL = True
+QUALITY = {QUALITY}
+WEBP_QUALITY = {QUALITY}
+AUTO_WEBP = False
+LOADER = 'thumbor.loaders.http_loader'
+STORAGE = 'thumbor.storages.no_storage'
+RESULT_STORAGE = None
+HTTP_LOADER_MAX_CLIENTS = 16
+MAX_AGE = 0
+RESPECT_ORIENTATION = True
+""")
+    process = subprocess.Popen(["thumbor", "--port", str(port), "--ip", "127.0.0.1", "--conf", conf, "--processes", "2", "-l", "error"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    wait_for(port, "/healthcheck")
+    return process, port
+
+
+def stop(process):
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def wrk(port, paths, work, connections, seconds):
+    script = os.path.join(work, "rotate.lua")
+    with open(script, "w") as f:
+        f.write("paths = {" + ",".join(json.dumps(p) for p in paths) + "}\n")
+        f.write("""counter = 0
+request = function()
+  counter = counter + 1
+  return wrk.format("GET", paths[(counter % #paths) + 1])
+end
+done = function(summary, latency, requests)
+  io.write(string.format("RESULT %d %d %d %d %d %d\\n", summary.requests, summary.duration, summary.errors.status,
+    latency:percentile(50), latency:percentile(99), summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout))
+end
+""")
+    out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "30s", "-s", script,
+                          f"http://127.0.0.1:{port}"], capture_output=True, text=True).stdout
+    fields = re.search(r"RESULT (\d+) (\d+) (\d+) (\d+) (\d+) (\d+)", out)
+    if not fields:
+        sys.exit("wrk printed no result:\n" + out)
+    requests, duration_us, non2xx, p50, p99, socket_errors = map(int, fields.groups())
+    return {"rate": requests / (duration_us / 1e6), "p50": p50 / 1000, "p99": p99 / 1000, "non2xx": non2xx,
+            "errors": socket_errors, "requests": requests}
+
+
+def fetch_all(port, paths, directory):
+    os.makedirs(directory, exist_ok=True)
+    outputs = []
+    for index, path in enumerate(paths):
+        target = os.path.join(directory, f"{index:03d}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=120) as response, open(target, "wb") as f:
+                f.write(response.read())
+        except urllib.error.HTTPError as error:
+            sys.exit(f"{path}: {error.code} {error.read().decode(errors='replace')[:500]}")
+        outputs.append(target)
+    return outputs
+
+
+def worst_psnr(outputs, references):
+    """The lowest PSNR over the answers, each flattened onto black first (as the reference)."""
+    values = []
+    for out, ref in zip(outputs, references):
+        flat = out + ".flat.png"
+        subprocess.run(["convert", out + "[0]", "-background", "black", "-flatten", flat], check=True)
+        values.append(common.psnr(flat, ref))
+    return min(values)
+
+
+def vips(files, work):
+    out = os.path.join(work, "vips-out")
+    os.makedirs(out, exist_ok=True)
+    env = dict(os.environ, VIPS_CONCURRENCY="1")
+    halves = [files[0::2], files[1::2]]
+    # The source's format, as the services keep it (vipsthumbnail picks the saver by extension;
+    # a group has one format).
+    extension = {".jpg": "jpg", ".jpeg": "jpg", ".png": "png", ".webp": "webp"}[os.path.splitext(files[0])[1].lower()]
+    target = f"{out}/%s.{extension}" + ("" if extension == "png" else f"[Q={QUALITY}]")
+    start = time.monotonic()
+    processes = [subprocess.Popen(["vipsthumbnail", "--size", f"{SIZE}x{SIZE}", "-o", target] + half, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for half in halves]
+    for p in processes:
+        _, errors = p.communicate()
+        if p.returncode != 0:
+            sys.exit("vipsthumbnail failed: " + errors.decode(errors="replace")[-2000:])
+    return len(files) / (time.monotonic() - start)
+
+
+def vips_rate(files, work):
+    # Several passes over the group, so that a run lasts long enough to time.
+    rounds = max(1, int(40 / max(1, len(files))))
+    return vips(files * rounds, work)
+
+
+def metrics(port):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    statuses, buckets = {}, {}
+    for line in text.splitlines():
+        m = re.match(r'pipelinectl_requests_total\{.*status="(\d+)".*\} (\S+)', line)
+        if m:
+            statuses[m.group(1)] = statuses.get(m.group(1), 0) + float(m.group(2))
+        m = re.match(r'pipelinectl_request_duration_seconds_bucket\{.*le="([^"]+)".*status="(\d+)".*\} (\S+)', line) or \
+            re.match(r'pipelinectl_request_duration_seconds_bucket\{.*status="(\d+)".*le="([^"]+)".*\} (\S+)', line)
+        if m:
+            a, b, count = m.groups()
+            le, status = (a, b) if not a.isdigit() or "." in a or a == "+Inf" else (b, a)
+            buckets.setdefault(status, {})[le] = buckets.setdefault(status, {}).get(le, 0) + float(count)
+    return statuses, buckets
+
+
+def share_within(buckets, status, seconds):
+    """The share of `status` answers timed within `seconds` (a bucket bound) by the service."""
+    counts = buckets.get(status, {})
+    total = counts.get("+Inf", 0)
+    within = max((v for k, v in counts.items() if k != "+Inf" and float(k) <= seconds + 1e-9), default=0)
+    return within / total if total else None
+
+
+def main():
+    for tool in ["nginx", "wrk", "thumbor", "vipsthumbnail"]:
+        if not shutil.which(tool):
+            sys.exit(f"{tool} is missing (bench/serve.sh installs it)")
+    work = tempfile.mkdtemp(prefix="pipelinectl-bench-serve-")
+    os.chmod(work, 0o755)  # nginx's workers run as another user
+    root = os.path.join(work, "origin")
+    os.makedirs(root)
+    found = groups()
+    lines, peaks = [], {"ours": 0, "ours-fast": 0, "thumbor": 0}
+    nginx, origin = None, None
+    try:
+        rows = []
+        for label, files in found:
+            slug = re.sub(r"[^a-z]+", "-", label.lower()).strip("-")
+            os.makedirs(os.path.join(root, slug))
+            for f in files:
+                os.symlink(f, os.path.join(root, slug, os.path.basename(f)))
+        nginx, origin = start_nginx(work, root)
+        print(f"work: {work}; origin on {origin}", flush=True)
+        for label, files in found:
+            slug = re.sub(r"[^a-z]+", "-", label.lower()).strip("-")
+            sources = [f"http://127.0.0.1:{origin}/{slug}/{os.path.basename(f)}" for f in files]
+            refs = os.path.join(work, "ref", slug)
+            os.makedirs(refs)
+            references = []
+            for index, f in enumerate(files):
+                ref = os.path.join(refs, f"{index:03d}.png")
+                subprocess.run(["convert", f + "[0]", "-auto-orient", "-background", "black", "-flatten", "-filter", "Lanczos",
+                                "-resize", f"{SIZE}x{SIZE}", ref], check=True)
+                references.append(ref)
+            row = {"group": label, "files": len(files)}
+            for name, decoder in [("ours", "{}"), ("ours-fast", "{ shrink_on_load: fast }")]:
+                process, port = start_ours(work, name, decoder)
+                paths = [sign("/fit/" + s) for s in sources]
+                outputs = fetch_all(port, paths, os.path.join(work, "out", name, slug))  # warms the process, not a cache
+                sampler = Sampler(process.pid)
+                row[name] = wrk(port, paths, work, 2, SECONDS)
+                peaks[name] = max(peaks[name], sampler.stop())
+                row[name]["psnr"] = worst_psnr(outputs, references)
+                stop(process)
+            process, port = start_thumbor(work)
+            paths = [f"/unsafe/fit-in/{SIZE}x{SIZE}/" + s for s in sources]
+            outputs = fetch_all(port, paths, os.path.join(work, "out", "thumbor", slug))
+            sampler = Sampler(process.pid)
+            row["thumbor"] = wrk(port, paths, work, 2, SECONDS)
+            peaks["thumbor"] = max(peaks["thumbor"], sampler.stop())
+            row["thumbor"]["psnr"] = worst_psnr(outputs, references)
+            stop(process)
+            row["vips"] = vips_rate(files, work)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+
+        # Stored results and overload, on the corpus JPEG group.
+        label, files = found[0]
+        slug = re.sub(r"[^a-z]+", "-", label.lower()).strip("-")
+        paths = [sign("/fit/" + f"http://127.0.0.1:{origin}/{slug}/{os.path.basename(f)}") for f in files]
+        process, port = start_ours(work, "stored", "{}", cache=os.path.join(work, "cache"))
+        fetch_all(port, paths, os.path.join(work, "out", "stored"))
+        sampler = Sampler(process.pid)
+        stored = wrk(port, paths, work, 8, SECONDS)
+        peaks["ours"] = max(peaks["ours"], sampler.stop())
+        stop(process)
+        print(json.dumps({"stored": stored}), flush=True)
+
+        process, port = start_ours_overload(work)
+        sampler = Sampler(process.pid)
+        overload = wrk(port, paths, work, 64, OVERLOAD_SECONDS)
+        peaks["ours"] = max(peaks["ours"], sampler.stop())
+        statuses, buckets = metrics(port)
+        stop(process)
+        overload.update({"statuses": statuses, "429_within_10ms": share_within(buckets, "429", 0.01),
+                         "200_within_1s": share_within(buckets, "200", 1.0)})
+        print(json.dumps({"overload": overload}), flush=True)
+        write_table(rows, stored, overload, peaks)
+    finally:
+        if nginx:
+            nginx.terminate()
+        if os.environ.get("BENCH_KEEP") != "1":
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def start_ours_overload(work):
+    """The service as deployed by default (jobs = cores, queue = 4 per job)."""
+    directory = os.path.join(work, "presets-ours")
+    env = dict(os.environ, PIPELINECTL_KEYS="bench:" + KEY.hex())
+    process = subprocess.Popen([BIN, "serve", directory, "--listen", "127.0.0.1:0", "--no-access-log"], stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, env=env, text=True, start_new_session=True)
+    match = re.search(r":(\d+) ", process.stdout.readline())
+    threading.Thread(target=lambda: process.stdout.read(), daemon=True).start()
+    return process, int(match.group(1))
+
+
+def write_table(rows, stored, overload, peaks):
+    out = ["| group | files | ours req/s (p50/p99 ms) | ours fast req/s (p50/p99) | thumbor req/s (p50/p99) | 2x vipsthumbnail img/s "
+           "| ours/vips | fast/thumbor | ours/thumbor | worst PSNR ours / fast / thumbor |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        o, f, t = r["ours"], r["ours-fast"], r["thumbor"]
+        out.append(f"| {r['group']} | {r['files']} | {o['rate']:.1f} ({o['p50']:.0f}/{o['p99']:.0f}) | {f['rate']:.1f} ({f['p50']:.0f}/{f['p99']:.0f}) "
+                   f"| {t['rate']:.1f} ({t['p50']:.0f}/{t['p99']:.0f}) | {r['vips']:.1f} | {o['rate'] / r['vips']:.2f}x "
+                   f"| {f['rate'] / t['rate']:.2f}x | {o['rate'] / t['rate']:.2f}x | {o['psnr']:.1f} / {f['psnr']:.1f} / {t['psnr']:.1f} |")
+    failures = {f"{r['group']} {k}": r[k]["non2xx"] for r in rows for k in ("ours", "ours-fast", "thumbor") if r[k]["non2xx"]}
+    closes = sum(r[k]["errors"] for r in rows for k in ("ours", "ours-fast"))
+    out += ["", f"Answers other than 2xx during the table: {failures or 'none'}. (wrk counts {closes} read errors for ours: "
+            "image answers close their connection, by design, and wrk reconnects.)", "",
+            f"Stored results (data cache `store: processed`, 8 connections): {stored['rate']:.0f} req/s, "
+            f"p50 {stored['p50']:.2f} ms, p99 {stored['p99']:.2f} ms, non-2xx {stored['non2xx']}.", "",
+            f"Overload (64 connections, {OVERLOAD_SECONDS} s, default jobs and queue): {overload['rate']:.1f} answers/s, "
+            f"statuses {json.dumps(overload['statuses'])}, socket errors {overload['errors']}; "
+            f"429 answered within 10 ms (server side): {fmt_share(overload['429_within_10ms'])}; "
+            f"200 within 1 s: {fmt_share(overload['200_within_1s'])}.", "",
+            "Peak RSS (MiB): " + ", ".join(f"{k} {v:.0f}" for k, v in peaks.items()) + "."]
+    text = "\n".join(out) + "\n"
+    print(text)
+    os.makedirs(os.path.join(ROOT, "bench/results"), exist_ok=True)
+    with open(os.path.join(ROOT, "bench/results/serve.md"), "w") as f:
+        f.write(f"# bench/serve.sh, {time.strftime('%Y-%m-%d %H:%M')}\n\n{text}")
+
+
+def fmt_share(value):
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
+if __name__ == "__main__":
+    main()

@@ -14,9 +14,10 @@ struct CacheCommand: AsyncParsableCommand {
               pipelinectl cache stats thumbnails
               pipelinectl cache prune thumbnails
               pipelinectl cache rm thumbnails https://example.com/a.jpg
+              pipelinectl cache purge thumbnails https://example.com/a.jpg
               pipelinectl cache clear thumbnails
             """,
-        subcommands: [Stats.self, Prune.self, Clear.self, Remove.self])
+        subcommands: [Stats.self, Prune.self, Clear.self, Remove.self, Purge.self])
 
     struct Target: ParsableArguments {
         @Argument(help: "The pipeline file, or its name in pipelines/.")
@@ -144,6 +145,37 @@ struct CacheCommand: AsyncParsableCommand {
                 if removed == 0 { missing += 1 }
             }
             if missing > 0 { throw Exit.itemsFailed }
+        }
+    }
+
+    struct Purge: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Delete every stored result of one or more sources: their loaded bytes and every output of any variant, parameter set or format.",
+            discussion: """
+                For a pipeline that `pipelinectl serve` serves: `rm` deletes the outputs of the
+                pipeline as written, `purge` also those made with request parameters. It reads every
+                entry's header (a shared s3 cache: a ranged GET per object).
+                """)
+        @OptionGroup var target: Target
+        @Argument(help: "Sources as requested (URLs or paths).") var sources: [String]
+
+        func run() async throws {
+            let (runner, _, cache) = try target.open()
+            guard !sources.isEmpty else {
+                printError("error: name at least one source to purge")
+                throw Exit.invalid
+            }
+            var matchers: [@Sendable (String) -> Bool] = []
+            for source in sources {
+                guard let matcher = runner.purgeMatcher(for: source) else {
+                    printError("error: '\(source)': no loader of this pipeline serves it")
+                    throw Exit.invalid
+                }
+                matchers.append(matcher)
+            }
+            let all = matchers
+            let (entries, bytes) = try await cache.removeEntries { key in all.contains { $0(key) } }
+            print("purged \(entries) entr\(entries == 1 ? "y" : "ies"), \(SummaryText.bytes(bytes))")
         }
     }
 }

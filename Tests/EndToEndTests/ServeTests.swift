@@ -339,6 +339,42 @@ import TestSupport
         #expect(origin.requests("/shared.jpg") == 1)
     }
 
+    /// Stored results are answered without the origin; `cache purge` removes every stored result
+    /// of one source (each parameter set's), and only those.
+    @Test func storedResultsAreServedAndPurgedBySource() async throws {
+        let origin = try await TestServer.start()
+        origin.serve("/a.jpg", try Fixtures.image("plasma:", width: 600, height: 400))
+        origin.serve("/b.jpg", try Fixtures.image("gradient:navy-gold", width: 600, height: 400))
+        let setup = try Setup()
+        try setup.write("cached", """
+            loader:
+              http: { allow_loopback: true }
+            data_cache:
+              disk: { path: \(setup.dir.path)/cache, store: all, policy: ttl, ttl: 1d }
+            processors:
+              - resize: { width: 256, height: 256 }
+            encoder: jpeg
+            output: { dir: \(setup.dir.path)/out }
+            params:
+              w: { sets: processors.0.resize.width, min: 16, max: 1024 }
+            """)
+        let service = try await Self.start(setup)
+        defer { service.stop() }
+        let requests = try [("/a.jpg", "100"), ("/a.jpg", "200"), ("/b.jpg", "100")].map { try Self.sign("cached", origin.url($0.0), params: ["w": $0.1]) }
+        for target in requests { #expect(try await service.get(target).status == 200) }
+        for target in requests { #expect(try await service.get(target).status == 200) }
+        #expect(origin.requests("/a.jpg") == 1 && origin.requests("/b.jpg") == 1)
+        let log = service.accessLog.suffix(3).joined()
+        #expect(log.components(separatedBy: "\"cache\":\"stored\"").count - 1 == 3, "\(log)")
+        let purged = try await Command.run(CLITests.binary, ["cache", "purge", setup.pipelines.appendingPathComponent("cached.yaml").path,
+                                                             origin.url("/a.jpg")], directory: Fixtures.packageRoot)
+        // The loaded bytes and both sizes' outputs of a.jpg.
+        #expect(purged.status == 0 && purged.stdout.contains("purged 3 entries"), "\(purged.stdout)\(purged.stderr)")
+        for target in requests { #expect(try await service.get(target).status == 200) }
+        #expect(origin.requests("/a.jpg") == 2 && origin.requests("/b.jpg") == 1)
+        await origin.stop()
+    }
+
     /// Polls `/metrics` (an event the test waits on, not a time) until `count` requests are admitted.
     static func waitForInFlight(_ service: ServiceProcess, _ count: Int) async -> Bool {
         await waitForMetric(service, "pipelinectl_requests_in_flight", count)

@@ -190,7 +190,7 @@ final class ImageService: Sendable {
             headers.append(("Cache-Control", preset.pipeline.serve.cacheControl))
         }
         var answer = ServeAnswer(status: 200, headers: headers)
-        answer.cache = result.cacheImage == .processedHit ? "stored" : (result.cacheData == .hit || result.cacheData == .revalidated ? "data_hit" : "miss")
+        answer.cache = result.cacheData == .processedHit ? "stored" : (result.cacheData == .hit || result.cacheData == .revalidated ? "data_hit" : "miss")
         if let ifNoneMatch, Self.matches(ifNoneMatch, etag) {
             answer.status = 304
             return answer

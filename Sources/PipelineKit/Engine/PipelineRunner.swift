@@ -37,6 +37,9 @@ public struct RunOptions: Sendable {
     public var logger = Logger(label: "pipelinekit")
     /// Where outputs go, instead of the destination `output.dir` names (the service's answers).
     public var destination: (any OutputDestination)?
+    /// The nice value of the CPU workers' threads (Linux). The service raises it, so that its
+    /// HTTP threads (a 429, a stored result, a probe) get a core at once while images are made.
+    public var workerNiceness: Int32 = 0
 
     public init() {}
 }
@@ -157,7 +160,7 @@ public final class PipelineRunner: Sendable {
         var hint = Self.decodeHint(variants)
         hint.wantsMetadata = metadataPolicy.needsSource
         decodeHint = hint
-        cpu = sharing?.cpu ?? WorkerPool.cpu(threads: max(1, options.workers))
+        cpu = sharing?.cpu ?? WorkerPool.cpu(threads: max(1, options.workers), niceness: options.workerNiceness)
         decodeBudget = sharing?.decodeBudget ?? MemoryBudget(bytes: options.decodeMemory)
         fixedMaxInFlight = options.maxInFlight
         workers = max(1, options.workers)
@@ -244,6 +247,17 @@ public final class PipelineRunner: Sendable {
         guard let slot = try? loader(for: source) else { return [] }
         let key = slot.loader.cacheKey(for: source)
         return [key] + variants.map { outputKey(key, $0) }
+    }
+
+    /// Whether a data cache key belongs to the source of the list line `line`: its loaded bytes, or
+    /// an encoded output of it by any recipe (every variant, parameter set and format the service
+    /// made). `nil` when no loader serves the line.
+    public func purgeMatcher(for line: String) -> (@Sendable (String) -> Bool)? {
+        let source = Source(text: line, index: 1)
+        guard let slot = try? loader(for: source) else { return nil }
+        let key = slot.loader.cacheKey(for: source)
+        let outputs = "output:" + key + "#"
+        return { $0 == key || $0.hasPrefix(outputs) }
     }
 
     /// Asks the run to stop gracefully: no new item starts; items in flight finish. ``run(_:onItem:)``

@@ -116,6 +116,10 @@ public protocol DataCacheMaintenance: Sendable {
     func prune(olderThan: Double?) async throws -> (entries: Int, bytes: Int)
     /// Deletes every entry; returns how many there were.
     func clear() async throws -> Int
+    /// Deletes every entry whose key `matches` (all the stored results of a source, whatever their
+    /// parameters); returns the entries and bytes deleted. Reads every entry's header: the keys
+    /// are not in the entries' names.
+    func removeEntries(where matches: @escaping @Sendable (String) -> Bool) async throws -> (entries: Int, bytes: Int)
 }
 
 /// What `cache stats` shows.

@@ -122,6 +122,20 @@ enum CacheEntry {
     }
 
     /// Reads only the header and meta of an entry file (for stats and prune), not its body.
+    /// The meta of an entry from its first bytes (`prefix`); `nil` when they are not an entry's,
+    /// or do not reach the end of its meta (``metaEnd(_:)`` says how many bytes would).
+    static func meta(prefix: Data) -> Meta? {
+        guard let end = metaEnd(prefix), prefix.count >= end else { return nil }
+        let start = prefix.startIndex
+        return try? JSONDecoder().decode(Meta.self, from: prefix[(start + headerLength)..<(start + end)])
+    }
+
+    /// How many bytes from the start of an entry reach the end of its meta; `nil` for a foreign file.
+    static func metaEnd(_ prefix: Data) -> Int? {
+        guard let (_, _, metaLength) = header([UInt8](prefix.prefix(headerLength))), metaLength < 1 << 20 else { return nil }
+        return headerLength + metaLength
+    }
+
     static func readMeta(_ path: String) -> Meta? {
         guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
         defer { try? handle.close() }

@@ -286,6 +286,19 @@ public final class DiskDataCache: DataCaching, DataCacheMaintenance {
         }
     }
 
+    public func removeEntries(where matches: @escaping @Sendable (String) -> Bool) async throws -> (entries: Int, bytes: Int) {
+        try await WorkerPool.io.run { [self] in
+            var removed = 0, bytes = 0
+            for file in files().entries {
+                guard let meta = CacheEntry.readMeta(file.path), matches(meta.key), unlink(file.path) == 0 else { continue }
+                removed += 1
+                bytes += file.size
+            }
+            usage.withLock { usage in usage.total = usage.total.map { max(0, $0 - bytes) } }
+            return (removed, bytes)
+        }
+    }
+
     public func clear() async throws -> Int {
         try await WorkerPool.io.run { [self] in
             let (entries, temporary) = files()

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import PipelineKit
 
 /// `s3`: a data cache in an S3-compatible bucket, shared by every machine of a fleet: what one
@@ -176,6 +177,23 @@ public final class S3DataCache: DataCaching, DataCacheMaintenance {
         if rules.policy == .ttl { age = min(age, rules.ttl) }
         let cutoff = now().addingTimeInterval(-age)
         return try await deleteEntries { ($0.written ?? .distantPast) <= cutoff }
+    }
+
+    /// Reads the first 4 KiB of every entry (more when its meta is longer) to find its key.
+    public func removeEntries(where matches: @escaping @Sendable (String) -> Bool) async throws -> (entries: Int, bytes: Int) {
+        var doomed = Set<String>()
+        try await forEachPage { page in
+            for entry in page {
+                let location = S3Location(bucket: root.bucket, key: entry.key)
+                guard var head = try await client.get(location, offset: 0, length: 4096) else { continue }
+                if let end = CacheEntry.metaEnd(head), end > head.count, let whole = try await client.get(location, offset: 0, length: end) {
+                    head = whole
+                }
+                if let meta = CacheEntry.meta(prefix: head), matches(meta.key) { doomed.insert(entry.key) }
+            }
+        }
+        guard !doomed.isEmpty else { return (0, 0) }
+        return try await deleteEntries { doomed.contains($0.key) }
     }
 
     public func clear() async throws -> Int {

@@ -304,7 +304,8 @@ def main():
                 os.symlink(f, os.path.join(root, slug, os.path.basename(f)))
         nginx, origin = start_nginx(work, root)
         print(f"work: {work}; origin on {origin}", flush=True)
-        for label, files in found:
+        only_load = os.environ.get("BENCH_SERVE_ONLY") == "load"
+        for label, files in ([] if only_load else found):
             slug = re.sub(r"[^a-z]+", "-", label.lower()).strip("-")
             sources = [f"http://127.0.0.1:{origin}/{slug}/{os.path.basename(f)}" for f in files]
             refs = os.path.join(work, "ref", slug)
@@ -358,7 +359,8 @@ def main():
         overload.update({"statuses": statuses, "429_within_10ms": share_within(buckets, "429", 0.01),
                          "200_within_1s": share_within(buckets, "200", 1.0)})
         print(json.dumps({"overload": overload}), flush=True)
-        write_table(rows, stored, overload, peaks)
+        if not only_load:
+            write_table(rows, stored, overload, peaks)
     finally:
         if nginx:
             nginx.terminate()

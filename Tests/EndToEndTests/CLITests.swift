@@ -561,14 +561,22 @@ import TestSupport
     }
 
     /// A run slow enough for the progress line to be drawn a few times.
-    func slowList() async throws -> (dir: URL, list: URL, server: TestServer) {
+    ///
+    /// The images take 1.5 s, the 404 none: several redraws happen in between even when this
+    /// process's own threads are busy. With `afterMissing` each image is answered 1.5 s after the
+    /// 404 was: on a loaded machine the 404's request itself may come last. (Only for a pipeline
+    /// with a load slot for every line: with fewer, the images could hold every slot waiting.)
+    func slowList(afterMissing: Bool = false) async throws -> (dir: URL, list: URL, server: TestServer) {
         let server = try await TestServer.start()
         let body = try Fixtures.jpeg(300, 200)
-        // The images take 1.5 s, the 404 none: several redraws happen in between even when this
-        // process's own threads are busy and the server starts its answers late. (The images must
-        // not wait for the 404's request: with fewer load slots than images, it would never come.)
+        let missing = EventLog()
+        server.route("/missing.jpg") { _ in
+            missing.record("answered")
+            return HTTPResponse(statusCode: .notFound)
+        }
         for i in 0..<8 {
             server.route("/\(i).jpg") { _ in
+                if afterMissing { _ = await missing.wait(for: "answered", atMost: 600) }
                 try await Task.sleep(for: .milliseconds(1500))
                 return HTTPResponse(statusCode: .ok, headers: [.contentType: "image/jpeg"], body: body)
             }
@@ -581,8 +589,8 @@ import TestSupport
     }
 
     @Test func progressLineIsDrawnOnATerminal() async throws {
-        let (dir, list, server) = try await slowList()
-        let pipeline = try thumbnailsPipeline(in: dir)
+        let (dir, list, server) = try await slowList(afterMissing: true)
+        let pipeline = try thumbnailsPipeline(in: dir, named: "slots.yaml") { $0.replacingOccurrences(of: "max_concurrent: 8", with: "max_concurrent: 16") }.path
         let command = "\(Self.binary) run \(pipeline) \(list.path) --item-timeout 30s"
         // `script` runs the command on a pseudo-terminal, as an interactive shell would.
         let result = try await Command.run("/usr/bin/script", ["-qfec", command, dir.appendingPathComponent("typescript").path])

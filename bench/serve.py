@@ -127,6 +127,21 @@ def sign(path):
 
 
 def start_ours(work, name, decoder, cache=None):
+    directory = write_preset(work, name, decoder, cache)
+    env = dict(os.environ, PIPELINECTL_KEYS="bench:" + KEY.hex())
+    process = subprocess.Popen([BIN, "serve", directory, "--listen", "127.0.0.1:0", "--no-access-log", "--queue", "256",
+                                "--timeout", "120s"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True,
+                               start_new_session=True)
+    line = process.stdout.readline()
+    match = re.search(r":(\d+) ", line)
+    if not match:
+        sys.exit(f"pipelinectl serve did not start: {line}")
+    threading.Thread(target=lambda: process.stdout.read(), daemon=True).start()
+    return process, int(match.group(1))
+
+
+def write_preset(work, name, decoder, cache=None):
+    """A directory with the one preset `fit`: the benchmark's work."""
     directory = os.path.join(work, "presets-" + name)
     os.makedirs(directory, exist_ok=True)
     cache_lines = f"data_cache:\n  disk: {{ path: {cache}, size_limit: 10GB, store: processed }}\n" if cache else ""
@@ -143,16 +158,7 @@ encoder:
   auto: {{ quality: {QUALITY} }}
 output: {{ dir: {work}/unused }}
 """)
-    env = dict(os.environ, PIPELINECTL_KEYS="bench:" + KEY.hex())
-    process = subprocess.Popen([BIN, "serve", directory, "--listen", "127.0.0.1:0", "--no-access-log", "--queue", "256",
-                                "--timeout", "120s"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True,
-                               start_new_session=True)
-    line = process.stdout.readline()
-    match = re.search(r":(\d+) ", line)
-    if not match:
-        sys.exit(f"pipelinectl serve did not start: {line}")
-    threading.Thread(target=lambda: process.stdout.read(), daemon=True).start()
-    return process, int(match.group(1))
+    return directory
 
 
 def start_thumbor(work):
@@ -370,7 +376,7 @@ def main():
 
 def start_ours_overload(work):
     """The service as deployed by default (jobs = cores, queue = 4 per job)."""
-    directory = os.path.join(work, "presets-ours")
+    directory = write_preset(work, "overload", "{}")
     env = dict(os.environ, PIPELINECTL_KEYS="bench:" + KEY.hex())
     process = subprocess.Popen([BIN, "serve", directory, "--listen", "127.0.0.1:0", "--no-access-log"], stdout=subprocess.PIPE,
                                stderr=subprocess.DEVNULL, env=env, text=True, start_new_session=True)

@@ -184,7 +184,6 @@ enum ServiceSetup {
         options.workers = settings.workers
         options.decodeMemory = settings.decodeMemory
         options.itemTimeout = settings.timeout
-        options.workerNiceness = 5
         options.logger = Logger(label: "pipelinectl")
         var presets: [String: Preset] = [:]
         var first: PipelineRunner?

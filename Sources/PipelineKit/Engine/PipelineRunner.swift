@@ -37,9 +37,6 @@ public struct RunOptions: Sendable {
     public var logger = Logger(label: "pipelinekit")
     /// Where outputs go, instead of the destination `output.dir` names (the service's answers).
     public var destination: (any OutputDestination)?
-    /// The nice value of the CPU workers' threads (Linux). The service raises it, so that its
-    /// HTTP threads (a 429, a stored result, a probe) get a core at once while images are made.
-    public var workerNiceness: Int32 = 0
 
     public init() {}
 }
@@ -160,7 +157,7 @@ public final class PipelineRunner: Sendable {
         var hint = Self.decodeHint(variants)
         hint.wantsMetadata = metadataPolicy.needsSource
         decodeHint = hint
-        cpu = sharing?.cpu ?? WorkerPool.cpu(threads: max(1, options.workers), niceness: options.workerNiceness)
+        cpu = sharing?.cpu ?? WorkerPool.cpu(threads: max(1, options.workers))
         decodeBudget = sharing?.decodeBudget ?? MemoryBudget(bytes: options.decodeMemory)
         fixedMaxInFlight = options.maxInFlight
         workers = max(1, options.workers)

@@ -30,16 +30,11 @@ public final class WorkerPool: Sendable {
     /// Number of threads.
     public let threads: Int
 
-    /// Starts `threads` threads named `name-N`, each at `niceness` (Linux: a thread's own nice
-    /// value; higher runs when others do not need the core). A pool lives as long as the process.
-    public init(threads: Int, name: String, niceness: Int32 = 0) {
+    /// Starts `threads` threads named `name-N`. A pool lives as long as the process.
+    public init(threads: Int, name: String) {
         self.threads = max(1, threads)
         for index in 0..<self.threads {
-            let thread = Thread { [self] in
-                // Linux: 0 is the calling thread (nice values are per thread).
-                if niceness != 0 { _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, niceness) }
-                self.loop()
-            }
+            let thread = Thread { [self] in self.loop() }
             thread.name = "\(name)-\(index)"
             thread.stackSize = 16 << 20
             thread.start()
@@ -49,15 +44,15 @@ public final class WorkerPool: Sendable {
     /// Blocking file and cache I/O shared by the engine and plugins (4 threads).
     public static let io = WorkerPool(threads: 4, name: "pipelinekit-io")
 
-    private static let cpuPools = Mutex<[String: WorkerPool]>([:])
+    private static let cpuPools = Mutex<[Int: WorkerPool]>([:])
 
-    /// The process's CPU pool of `threads` threads at `niceness`, made once: runners share it,
-    /// since threads live as long as the process.
-    public static func cpu(threads: Int, niceness: Int32 = 0) -> WorkerPool {
+    /// The process's CPU pool of `threads` threads, made once: runners share it, since threads
+    /// live as long as the process.
+    public static func cpu(threads: Int) -> WorkerPool {
         cpuPools.withLock { pools in
-            if let pool = pools["\(threads)/\(niceness)"] { return pool }
-            let pool = WorkerPool(threads: threads, name: "pipelinekit-cpu", niceness: niceness)
-            pools["\(threads)/\(niceness)"] = pool
+            if let pool = pools[threads] { return pool }
+            let pool = WorkerPool(threads: threads, name: "pipelinekit-cpu")
+            pools[threads] = pool
             return pool
         }
     }

@@ -44,18 +44,16 @@ final class ImageService: Sendable {
     let admission: RequestAdmission
     let store: ResponseStore
     let timeout: Double
-    let logger: Logger
     private let runners = Mutex(RunnerCache())
     private let draining = Atomic(false)
 
     init(presets: [String: Preset], keys: SigningKeys?, admission: RequestAdmission, store: ResponseStore,
-         timeout: Double, logger: Logger) {
+         timeout: Double) {
         self.presets = presets
         self.keys = keys
         self.admission = admission
         self.store = store
         self.timeout = timeout
-        self.logger = logger
     }
 
     /// Readiness goes 503 from now on (SIGTERM); requests in flight and new ones are still served.

@@ -212,6 +212,6 @@ enum ServiceSetup {
         }
         if invalid { throw Exit.invalid }
         return ImageService(presets: presets, keys: keys, admission: RequestAdmission(jobs: settings.jobs, queue: settings.queue),
-                            store: store, timeout: settings.timeout, logger: Logger(label: "pipelinectl"))
+                            store: store, timeout: settings.timeout)
     }
 }

@@ -56,7 +56,4 @@ public final class ResponseStore: OutputDestination {
             return entry.file
         }
     }
-
-    /// Bytes held now.
-    public var bytes: Int { state.withLock { $0.bytes } }
 }

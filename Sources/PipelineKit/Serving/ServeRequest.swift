@@ -7,7 +7,7 @@ import Foundation
 /// and its base64url; a source with a query of its own must be encoded, since the request's query
 /// holds the pipeline's parameters. What the signature covers is everything after it: the path
 /// from the pipeline's name on, and the query as sent.
-public struct ServeRequest: Sendable, Equatable {
+public struct ServeRequest: Sendable {
     public let signature: String
     public let pipeline: String
     public let variant: String?
@@ -16,10 +16,6 @@ public struct ServeRequest: Sendable, Equatable {
     public let parameters: [(name: String, value: String)]
     /// The part of the target the signature covers.
     public let signed: String
-
-    public static func == (a: ServeRequest, b: ServeRequest) -> Bool {
-        a.signed == b.signed && a.signature == b.signature
-    }
 
     /// Reads `target` (the raw request target); `hasVariants` says, for a pipeline's name, whether it
     /// has variants (so that the next segment names one), or `nil` when no pipeline has that name.

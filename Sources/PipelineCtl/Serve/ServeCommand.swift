@@ -96,16 +96,22 @@ struct Serve: AsyncParsableCommand {
             printError("WARNING: --allow-unsigned: signatures are not checked; anyone who can reach this service can make it fetch and resize. Never use it in production.")
             return nil
         }
-        do {
-            guard let keys = try SigningKeys.load(file: keysFile, environment: ProcessInfo.processInfo.environment) else {
-                printError("error: no signing keys: set \(SigningKeys.environmentVariable) (ID:HEX,...) or --keys-file, or --allow-unsigned for development")
-                throw Exit.invalid
-            }
-            return keys
-        } catch let failure as PipelineError {
-            printError("error: \(failure.message)")
+        return try requiredKeys(file: keysFile, otherwise: ", or --allow-unsigned for development")
+    }
+}
+
+/// The keys of `--keys-file`, else of `PIPELINECTL_KEYS`; exits 2 saying why when there are none
+/// or they are malformed (`otherwise` ends the message: another way out).
+func requiredKeys(file: String?, otherwise: String = "") throws -> SigningKeys {
+    do {
+        guard let keys = try SigningKeys.load(file: file, environment: ProcessInfo.processInfo.environment) else {
+            printError("error: no signing keys: set \(SigningKeys.environmentVariable) (ID:HEX,...) or --keys-file" + otherwise)
             throw Exit.invalid
         }
+        return keys
+    } catch let failure as PipelineError {
+        printError("error: \(failure.message)")
+        throw Exit.invalid
     }
 }
 

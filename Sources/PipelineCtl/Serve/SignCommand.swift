@@ -60,17 +60,7 @@ struct Sign: AsyncParsableCommand {
             }
             until = Int(Date().timeIntervalSince1970 + seconds)
         }
-        let keys: SigningKeys
-        do {
-            guard let found = try SigningKeys.load(file: keysFile, environment: ProcessInfo.processInfo.environment) else {
-                printError("error: no signing keys: set \(SigningKeys.environmentVariable) (ID:HEX,...) or --keys-file")
-                throw Exit.invalid
-            }
-            keys = found
-        } catch let failure as PipelineError {
-            printError("error: \(failure.message)")
-            throw Exit.invalid
-        }
+        let keys = try requiredKeys(file: keysFile)
         let path = ServeRequest.path(pipeline: loaded.name, variant: variant, source: source, parameters: values, expires: until)
         print(base + "/" + keys.sign(path) + path)
     }

@@ -43,7 +43,7 @@ public struct RunOptions: Sendable {
 
 /// What runners in one process share when several run side by side (the service's presets and
 /// their parameter sets): the CPU workers, the decode memory budget, and a preset's loaders.
-public struct EngineResources: Sendable {
+struct EngineResources: Sendable {
     let cpu: WorkerPool
     let decodeBudget: MemoryBudget
     let loaders: LoaderSlots?

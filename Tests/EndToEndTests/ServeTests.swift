@@ -131,6 +131,43 @@ import TestSupport
         }
     }
 
+    /// What stops the service at start: each says what and where, exits 2, and nothing listens.
+    @Test func badStartsAreRefusedWithTheirReason() async throws {
+        let setup = try Setup()
+        func serve(_ arguments: [String], keys: String? = Self.key) async throws -> Command.Result {
+            var environment = ProcessInfo.processInfo.environment
+            environment["PIPELINECTL_KEYS"] = keys
+            return try await Command.run(CLITests.binary, ["serve"] + arguments, environment: environment, directory: Fixtures.packageRoot)
+        }
+        let noKeys = try await serve([setup.pipelines.path], keys: nil)
+        #expect(noKeys.status == 2 && noKeys.stderr.contains("no signing keys") && noKeys.stderr.contains("--allow-unsigned"), "\(noKeys.stderr)")
+        let shortKey = try await serve([setup.pipelines.path], keys: "k:abcd")
+        #expect(shortKey.status == 2 && shortKey.stderr.contains("key 'k' has 2 bytes"), "\(shortKey.stderr)")
+        let listen = try await serve([setup.pipelines.path, "--listen", "localhost"])
+        #expect(listen.status == 2 && listen.stderr.contains("--listen expects HOST:PORT"), "\(listen.stderr)")
+        try setup.write("broken", "processors:\n  - resize: { widht: 10 }\nencoder: jpeg\n")
+        let broken = try await serve([setup.pipelines.path])
+        #expect(broken.status == 2 && broken.stderr.contains("broken.yaml:4:") && broken.stderr.contains("did you mean 'width'"), "\(broken.stderr)")
+        try FileManager.default.removeItem(at: setup.pipelines.appendingPathComponent("broken.yaml"))
+        let twin = setup.dir.appendingPathComponent("twin.yaml")
+        try "version: 1\nname: strict\nencoder: jpeg\n".write(to: twin, atomically: true, encoding: .utf8)
+        let twice = try await serve([setup.pipelines.path, twin.path])
+        #expect(twice.status == 2 && twice.stderr.contains("a pipeline named 'strict' is already served"), "\(twice.stderr)")
+        let empty = try Fixtures.temporaryDirectory("serve-empty")
+        let none = try await serve([empty.path])
+        #expect(none.status == 2 && none.stderr.contains("no pipeline files"), "\(none.stderr)")
+    }
+
+    @Test func otherMethodsAreRefused() async throws {
+        let setup = try Setup()
+        let service = try await Self.start(setup)
+        defer { service.stop() }
+        let post = try await service.get(try Self.sign("resize", setup.path("a.jpg")), method: "POST")
+        #expect(post.status == 405 && post.headers["allow"] == "GET, HEAD" && Self.problem(post).kind == "method_not_allowed")
+        let head = try await service.get(try Self.sign("resize", setup.path("a.jpg")), method: "HEAD")
+        #expect(head.status == 200 && head.body.isEmpty && head.headers["etag"] != nil)
+    }
+
     /// Every option `serve` and `sign` take is in docs/serve.md.
     @Test func everyOptionIsDocumented() async throws {
         let docs = try String(contentsOf: Fixtures.packageRoot.appendingPathComponent("docs/serve.md"), encoding: .utf8)

@@ -86,8 +86,8 @@ public final class ServiceProcess: Sendable {
     }
 
     /// `GET target` on the service.
-    public func get(_ target: String, headers: [String: String] = [:]) async throws -> RawHTTP.Response {
-        try await RawHTTP.get(port: port, target: target, headers: headers)
+    public func get(_ target: String, headers: [String: String] = [:], method: String = "GET") async throws -> RawHTTP.Response {
+        try await RawHTTP.get(port: port, target: target, headers: headers, method: method)
     }
 }
 
@@ -117,15 +117,16 @@ public enum RawHTTP {
         case closed(bytes: Int)
     }
 
-    public static func get(port: UInt16, target: String, headers: [String: String] = [:]) async throws -> Response {
+    public static func get(port: UInt16, target: String, headers: [String: String] = [:], method: String = "GET") async throws -> Response {
         try await withCheckedThrowingContinuation { continuation in
-            Thread { continuation.resume(with: Result { try getBlocking(port: port, target: target, headers: headers) }) }.start()
+            Thread { continuation.resume(with: Result { try getBlocking(port: port, target: target, headers: headers, method: method) }) }.start()
         }
     }
 
     /// Opens a connection and sends the request head; the caller reads or closes. `keepAlive`: the
     /// server keeps reading the connection, so it sees the client close it.
-    public static func send(port: UInt16, target: String, headers: [String: String] = [:], keepAlive: Bool = false) throws -> Int32 {
+    public static func send(port: UInt16, target: String, headers: [String: String] = [:], keepAlive: Bool = false,
+                            method: String = "GET") throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -139,15 +140,15 @@ public enum RawHTTP {
             close(fd)
             throw Failure.connect(code)
         }
-        var head = "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n" + (keepAlive ? "" : "Connection: close\r\n")
+        var head = "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n" + (keepAlive ? "" : "Connection: close\r\n")
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
         head += "\r\n"
         _ = head.utf8CString.withUnsafeBufferPointer { Foundation.send(fd, $0.baseAddress!, $0.count - 1, Int32(MSG_NOSIGNAL)) }
         return fd
     }
 
-    public static func getBlocking(port: UInt16, target: String, headers: [String: String] = [:]) throws -> Response {
-        let fd = try send(port: port, target: target, headers: headers)
+    public static func getBlocking(port: UInt16, target: String, headers: [String: String] = [:], method: String = "GET") throws -> Response {
+        let fd = try send(port: port, target: target, headers: headers, method: method)
         defer { close(fd) }
         var data = Data()
         var buffer = [UInt8](repeating: 0, count: 65536)

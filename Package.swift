@@ -2,6 +2,11 @@
 import Foundation
 import PackageDescription
 
+/// The revision the build names (see the CBuildInfo target); only characters that are safe in a C
+/// string literal are kept.
+let buildRevision = { (given: String) in given.isEmpty ? "unknown" : given }(String(
+    (ProcessInfo.processInfo.environment["PIPELINECTL_REVISION"] ?? "").filter { $0.isLetter || $0.isNumber || "-._+".contains($0) }.prefix(64)))
+
 let package = Package(
     name: "PipelineKit",
     platforms: [.macOS(.v13)],
@@ -73,6 +78,13 @@ let package = Package(
             pkgConfig: "libwebpdemux",
             providers: [.apt(["libwebp-dev"])]
         ),
+        // The source revision `pipelinectl --version` and every report name: PIPELINECTL_REVISION
+        // from the environment (the Makefile sets it from git), "unknown" without it. Changing it
+        // recompiles one C file.
+        .target(
+            name: "CBuildInfo",
+            cSettings: [.define("PIPELINECTL_REVISION", to: "\"\(buildRevision)\"")]
+        ),
         // The vocabulary and the engine: no codec library.
         .target(
             name: "PipelineKit",
@@ -102,6 +114,7 @@ let package = Package(
             dependencies: [
                 "PipelineKit",
                 "MagickKit",
+                "CBuildInfo",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

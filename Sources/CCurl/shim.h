@@ -17,4 +17,6 @@ static inline CURLcode pk_easy_getinfo_off(CURL *h, CURLINFO i, curl_off_t *v) {
 static inline CURLcode pk_easy_getinfo_str(CURL *h, CURLINFO i, char **v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLcode pk_easy_getinfo_ptr(CURL *h, CURLINFO i, void **v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLMcode pk_multi_setopt_long(CURLM *m, CURLMoption o, long v) { return curl_multi_setopt(m, o, v); }
+// CURLVERSION_NOW is a macro naming an enum case, which Swift does not import.
+static inline curl_version_info_data *pk_curl_version_info(void) { return curl_version_info(CURLVERSION_NOW); }
 #endif

@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #define PK_HEIF_FUNCTIONS(X) \
+    X(heif_get_version) \
     X(heif_context_alloc) \
     X(heif_context_free) \
     X(heif_context_set_max_decoding_threads) \
@@ -66,6 +67,7 @@ int pk_heif_load(void) {
 const char *pk_heif_load_error(void) { return api.error; }
 
 // The calls; only after pk_heif_load() returned 1.
+const char *pk_heif_get_version(void) { return api.heif_get_version(); }
 struct heif_context *pk_heif_context_alloc(void) { return api.heif_context_alloc(); }
 void pk_heif_context_free(struct heif_context *c) { api.heif_context_free(c); }
 void pk_heif_context_set_max_decoding_threads(struct heif_context *c, int n) {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CBuildInfo
 import Foundation
 import Logging
 import MagickKit
@@ -17,7 +18,32 @@ import PipelineKit
 /// validated, described and documented exactly like the built-ins.
 public enum PipelineCtl {
     /// This build's version.
-    public static let version = "0.3.0"
+    public static let version = "0.4.0"
+
+    /// The source revision this binary was built from (`git describe --always --dirty` when the
+    /// Makefile built it), or `unknown`.
+    public static let revision = String(cString: pk_build_revision())
+
+    /// The plugin bundles this build registered, for the libraries `--version` lists.
+    nonisolated(unsafe) static var bundles: [any PluginBundle.Type] = []
+
+    /// What `pipelinectl --version` prints: the version, the source revision and the version of
+    /// every library the build runs with, one per line.
+    static func versionText() -> String {
+        var imageMagick = Magick.version
+        if imageMagick.hasPrefix("ImageMagick ") { imageMagick.removeFirst("ImageMagick ".count) }
+        if let url = imageMagick.range(of: " https://") { imageMagick.removeSubrange(url.lowerBound...) }
+        var rows = [("revision", revision), ("ImageMagick", imageMagick)]
+        var seen: Set<String> = []
+        for bundle in bundles {
+            for library in bundle.libraries where seen.insert(library.name).inserted {
+                rows.append((library.name, library.version))
+            }
+        }
+        let width = rows.map(\.0.count).max() ?? 0
+        return (["pipelinectl \(version)"] + rows.map { $0.0.padding(toLength: width + 2, withPad: " ", startingAt: 0) + $0.1 })
+            .joined(separator: "\n")
+    }
 
     /// The registry the commands use; set once by ``main(plugins:)`` before any command runs.
     nonisolated(unsafe) static var registry = PluginRegistry()
@@ -29,6 +55,7 @@ public enum PipelineCtl {
     /// the list or the arguments are invalid (nothing ran), or when two plugins share a name.
     public static func main(plugins: [any PluginBundle.Type]) async -> Never {
         Magick.returnLargeBlocksToTheSystem()
+        bundles = plugins
         do {
             registry = try PluginRegistry(bundles: plugins)
         } catch {
@@ -50,9 +77,18 @@ struct RootCommand: AsyncParsableCommand {
               pipelinectl run thumbnails examples/urls.txt --report run.json
               pipelinectl fetch thumbnails urls.txt
               pipelinectl plugins
+              pipelinectl --version
             """,
         subcommands: [Validate.self, Explain.self, Run.self, Fetch.self, Serve.self, Sign.self, CacheCommand.self, TestCommand.self, Report.self, PluginsCommand.self, Schema.self]
     )
+
+    @Flag(help: "Print the version, the source revision and the version of every library it runs with.")
+    var version = false
+
+    func run() async throws {
+        guard version else { throw CleanExit.helpRequest(self) }
+        print(PipelineCtl.versionText())
+    }
 
     static func main() async {
         do {

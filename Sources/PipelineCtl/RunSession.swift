@@ -67,6 +67,7 @@ func runHeader(_ pipeline: Pipeline, runner: PipelineRunner, list: any SourceLis
     var header = RunHeader(pipeline: pipeline.name, fingerprint: runner.fingerprint)
     header.shard = shard?.description
     header.version = PipelineCtl.version
+    header.revision = PipelineCtl.revision
     header.list = list.name
     header.listBase = list.baseDirectory
     header.workingDirectory = FileManager.default.currentDirectoryPath

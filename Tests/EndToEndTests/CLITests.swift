@@ -14,6 +14,36 @@ import TestSupport
         try await Command.run(Self.binary, arguments, stdin: stdin, directory: directory ?? Fixtures.packageRoot)
     }
 
+    /// `--version` names the version, the revision the Makefile built from (PIPELINECTL_REVISION, which
+    /// it also hands to the tests) and each library with the version it runs, as pkg-config and
+    /// ImageMagick's own tools report them.
+    @Test func versionNamesTheBuildAndTheLibrariesItRunsWith() async throws {
+        let printed = try await pipelinectl(["--version"])
+        #expect(printed.status == 0, "\(printed.stderr)")
+        var rows: [String: String] = [:]
+        let lines = printed.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.first?.range(of: #"^pipelinectl \d+\.\d+\.\d+$"#, options: .regularExpression) != nil, "\(lines)")
+        for line in lines.dropFirst() {
+            let parts = line.split(separator: " ", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            if parts.count == 2 { rows[parts[0]] = parts[1] }
+        }
+        let given = ProcessInfo.processInfo.environment["PIPELINECTL_REVISION"] ?? ""
+        #expect(rows["revision"] == (given.isEmpty ? "unknown" : given))
+        func packageVersion(_ module: String) async throws -> String {
+            try await Command.run("/usr/bin/pkg-config", ["--modversion", module]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        #expect(rows["libcurl"]?.hasPrefix(try await packageVersion("libcurl") + " (OpenSSL/") == true, "\(rows)")
+        #expect(rows["libpng"] == (try await packageVersion("libpng")))
+        #expect(rows["libwebp"] == (try await packageVersion("libwebp")))
+        #expect(rows["libtiff"] == (try await packageVersion("libtiff-4")))
+        #expect(rows["libheif"] == (try await packageVersion("libheif")))
+        #expect(rows["libjpeg-turbo"] == (try await packageVersion("libjpeg")) + " (built with)")
+        let magick = try await Command.run("/usr/bin/convert", ["-version"]).stdout
+        let magickVersion = try #require(rows["ImageMagick"]?.split(separator: " ").first, "\(rows)")
+        #expect(magick.hasPrefix("Version: ImageMagick \(magickVersion) "), "\(magick)")
+        #expect(rows["giflib"]?.hasPrefix("5.") == true)
+    }
+
     /// A copy of thumbnails.yaml that may reach the loopback server and writes under `dir`.
     func thumbnailsPipeline(in dir: URL) throws -> String {
         var text = try String(contentsOf: Fixtures.packageRoot.appendingPathComponent("pipelines/thumbnails.yaml"), encoding: .utf8)

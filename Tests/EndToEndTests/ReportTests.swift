@@ -127,6 +127,10 @@ import TestSupport
         #expect(header["list"] as? String == "local/urls.txt")
         #expect(header["list_base"] as? String == dir.appendingPathComponent("local").standardizedFileURL.path)
         #expect(header["output"] as? String == dir.path + "/out")
+        // The build that made it, as `pipelinectl --version` names it.
+        let version = try await pipelinectl(["--version"], in: dir).stdout.split(separator: "\n").map(String.init)
+        #expect(version.first == "pipelinectl " + (header["version"] as? String ?? "-"))
+        #expect(version.contains("revision       " + (header["revision"] as? String ?? "-")))
         let items = try #require(report["items"] as? [[String: Any]])
         #expect(items.map { $0["index"] as? Int ?? 0 } == Array(1...6))
         #expect((report["summary"] as? [String: Any])?["ok"] as? Int == 6)

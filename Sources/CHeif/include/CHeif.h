@@ -18,6 +18,8 @@ int pk_heif_load(void);
 /// Why pk_heif_load() returned 0.
 const char *pk_heif_load_error(void);
 
+/// The version of the libheif that was opened, such as "1.15.1".
+const char *pk_heif_get_version(void);
 struct heif_context *pk_heif_context_alloc(void);
 void pk_heif_context_free(struct heif_context *c);
 void pk_heif_context_set_max_decoding_threads(struct heif_context *c, int n);

@@ -158,10 +158,28 @@ public protocol PluginBundle {
     static var bundleName: String { get }
     /// The bundle's plugins.
     static var plugins: [Plugin] { get }
+    /// The libraries the bundle's plugins run with, read from the libraries themselves where they
+    /// can tell (`pipelinectl --version` lists them); defaults to none.
+    static var libraries: [LibraryVersion] { get }
 }
 
 extension PluginBundle {
     public static var bundleName: String { String(describing: self) }
+    public static var libraries: [LibraryVersion] { [] }
+}
+
+/// A library and the version of it a program runs with, as `pipelinectl --version` lists it.
+public struct LibraryVersion: Sendable, Equatable {
+    /// The library's name, such as `libcurl`.
+    public var name: String
+    /// Its version, such as `7.88.1`; for a library that is opened on first use and cannot be
+    /// opened, why not.
+    public var version: String
+
+    public init(name: String, version: String) {
+        self.name = name
+        self.version = version
+    }
 }
 
 /// The plugins a program knows, by slot and name.

@@ -31,6 +31,8 @@ public struct RunHeader: Sendable, Codable, Equatable {
     public var shard: String?
     /// The version of pipelinectl that ran.
     public var version: String?
+    /// The source revision of the pipelinectl that ran (`pipelinectl --version`).
+    public var revision: String?
     /// The URL list: a path, `-`, or a URL.
     public var list: String?
     /// The directory relative paths in the list resolve against.
@@ -50,7 +52,7 @@ public struct RunHeader: Sendable, Codable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case id, started, pipeline, fingerprint, shard, version, list
+        case id, started, pipeline, fingerprint, shard, version, revision, list
         case listBase = "list_base", output, outputURL = "output_url", workingDirectory = "working_directory"
     }
 

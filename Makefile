@@ -11,8 +11,15 @@ APT_PACKAGES = pkg-config libmagickwand-6.q16-dev libcurl4-openssl-dev libyaml-d
 TEST_PACKAGES = chromium libheif-examples libavif-bin libimage-exiftool-perl
 SLURM_PACKAGES = slurmctld slurmd slurm-client munge
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# The source revision `pipelinectl --version`, every report and the image's labels name (Package.swift
+# reads it). Set it yourself when building from a tarball.
+export PIPELINECTL_REVISION ?= $(shell git describe --always --dirty 2>/dev/null)
+# `make image` and `make deb`: Debian's own tools (mmdebstrap extracts the runtime packages, umoci
+# and skopeo pack the OCI image; dpkg-shlibdeps, dpkg-deb and lintian make and check the package).
+DIST_PACKAGES = mmdebstrap umoci skopeo dpkg-dev lintian binutils
+DIST = dist
 
-.PHONY: deps test-deps install install-services build release run test stress samples docs bench bench-loader bench-reports bench-serve fuzz clean
+.PHONY: deps test-deps dist-deps install install-services build release run test test-dist image deb stress samples docs bench bench-loader bench-reports bench-serve fuzz clean
 
 deps:
 	@$(MAKE) -s install PACKAGES="$(APT_PACKAGES)"
@@ -91,6 +98,27 @@ test: test-deps
 	.build/debug/pipelinectl test pipelines/*.yaml
 	examples/CustomPlugins/check.sh
 
+dist-deps:
+	@$(MAKE) -s install PACKAGES="$(DIST_PACKAGES)"
+
+# The OCI image (dist/oci, dist/pipelinectl-VERSION.oci.tar and .docker.tar), without a container
+# engine: deploy/build-image.sh.
+image: release dist-deps
+	deploy/build-image.sh .build/release/pipelinectl $(DIST)
+
+# dist/pipelinectl_VERSION_amd64.deb, checked by lintian: deploy/build-deb.sh. The man page comes
+# from the command's help through swift-argument-parser's generate-manual.
+deb: release dist-deps
+	$(SWIFT) build --product generate-manual
+	MANUAL_TOOL=.build/debug/generate-manual deploy/build-deb.sh .build/release/pipelinectl $(DIST)
+	lintian --fail-on error,warning $(DIST)/pipelinectl_$$(.build/release/pipelinectl --version | sed -n '1s/^pipelinectl //p')_$$(dpkg --print-architecture).deb
+
+# Builds both and runs them as users would (Tests/EndToEndTests/DistributionTests.swift): the image's
+# root filesystem runs the main job with no network, the .deb installs into a fresh Debian 12.
+test-dist: image deb test-deps
+	$(SWIFT) build --build-tests
+	PIPELINECTL_DIST=$(DIST) $(SWIFT) test --skip-build --filter DistributionTests
+
 # Loader throughput against a loopback server with 50 ms latency (docs/PERFORMANCE.md).
 bench: release
 	bench/run.sh
@@ -116,7 +144,7 @@ docs: build
 	.build/debug/pipelinectl schema > docs/pipeline.schema.json
 
 clean:
-	rm -rf .build out .cache
+	rm -rf .build out .cache $(DIST)
 
 # Every suite, as `make test` runs them, STRESS_RUNS times in a row; with STRESS_BUSY=N, N other
 # processes keep N cores busy throughout (timing-sensitive code must hold on a loaded machine).

@@ -133,6 +133,21 @@ extension ObjectStorageTests {
         #expect(validated.status == 0, "\(validated.stdout)\(validated.stderr)")
     }
 
+    /// Every manifest in deploy/ names the image `make image` builds: pipelinectl, tagged with the
+    /// version the binary reports (in a registry of the user's, for AWS Batch).
+    @Test func theManifestsNameTheImageMakeImageBuilds() async throws {
+        let printed = try await Command.run(ObjectStorageTests.binary, ["--version"])
+        let version = try #require(printed.stdout.split(separator: "\n").first).dropFirst("pipelinectl ".count)
+        let image = "pipelinectl:\(version)"
+        for manifest in ["kubernetes/service.yaml", "kubernetes/thumbnails-job.yaml", "aws-batch/job-definition.json"] {
+            let text = try String(contentsOf: Self.deploy.appendingPathComponent(manifest), encoding: .utf8)
+            let named = text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { $0.hasPrefix("image:") || $0.hasPrefix("\"image\":") }
+                .map { $0.split(separator: ":", maxSplits: 1)[1].trimmingCharacters(in: CharacterSet(charactersIn: " \",")) }
+            #expect(!named.isEmpty, "\(manifest) names no image")
+            for name in named { #expect(name == image || name.hasSuffix("/" + image), "\(manifest) names \(name), not \(image)") }
+        }
+    }
+
     @Test func theServiceManifestValidatesAndItsPresetIsValid() async throws {
         let manifest = Self.deploy.appendingPathComponent("kubernetes/service.yaml").path
         let result = try await Command.run("/usr/bin/env", ["kubernetes-validate", "--strict", "-k", "1.33.0", manifest])
@@ -169,39 +184,54 @@ extension ObjectStorageTests {
         #expect(text.components(separatedBy: "\nFROM ").count - 1 == 2)  // multi-stage
     }
 
-    /// The image's build stage installs the Debian packages the Makefile builds with, and its
-    /// runtime stage a package for every shared library the binary needs, and libheif, which the
-    /// binary opens itself on the first HEIC or AVIF file. (No Docker here: the lists are checked.)
-    @Test func theDockerfileInstallsEveryLibraryTheBinaryNeeds() async throws {
+    /// The Debian packages pipelinectl runs with, from deploy/runtime-packages.
+    static func runtimePackages() throws -> [String] {
+        try String(contentsOf: deploy.appendingPathComponent("runtime-packages"), encoding: .utf8)
+            .split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty && !$0.hasPrefix("#") }
+    }
+
+    /// deploy/runtime-packages names a package for every shared library the binary needs, and
+    /// libheif, which the binary opens itself on the first HEIC or AVIF file; the Dockerfile's
+    /// runtime stage installs that list, and its build stage the packages the Makefile builds with.
+    /// (No Docker here: the lists are checked; `make image` builds from the same list.)
+    @Test func theRuntimePackageListCoversEveryLibraryTheBinaryNeeds() async throws {
         let text = try String(contentsOf: Self.deploy.appendingPathComponent("Dockerfile"), encoding: .utf8)
         let stages = text.components(separatedBy: "\nFROM ")
         try #require(stages.count == 3)
         func words(_ stage: String) -> Set<String> {
             Set(stage.split { $0 == " " || $0 == "\n" || $0 == "\\" }.map(String.init))
         }
-        let build = words(stages[1]), runtime = words(stages[2])
+        let build = words(stages[1])
         let makefile = try String(contentsOf: Fixtures.packageRoot.appendingPathComponent("Makefile"), encoding: .utf8)
         let apt = try #require(makefile.split(separator: "\n").first { $0.hasPrefix("APT_PACKAGES = ") })
         let buildPackages = apt.dropFirst("APT_PACKAGES = ".count).split(separator: " ").map(String.init)
             .filter { $0.hasSuffix("-dev") || $0 == "pkg-config" }
         #expect(buildPackages.count >= 9)
         for package in buildPackages { #expect(build.contains(package), "the build stage lacks \(package)") }
+        #expect(stages[2].contains("COPY deploy/runtime-packages /tmp/runtime-packages"))
+        #expect(stages[2].contains("< /tmp/runtime-packages") || stages[2].contains("/tmp/runtime-packages | xargs apt-get install"))
 
+        let runtime = Set(try Self.runtimePackages())
         let readelf = try await Command.run("/usr/bin/readelf", ["-d", ObjectStorageTests.binary])
         let needed = readelf.stdout.split(separator: "\n").filter { $0.contains("(NEEDED)") }
             .compactMap { line in line.split(separator: "[").last?.split(separator: "]").first.map(String.init) }
-        // The Swift runtime is linked into the image's binary (--static-swift-stdlib); the C and C++
-        // runtimes are in every Debian image.
+        // The Swift runtime is linked into the released binary (--static-swift-stdlib); the C and C++
+        // runtimes come with every Debian root filesystem.
         let base: Set<String> = ["libc6", "libgcc-s1", "libstdc++6"]
         let libraries = needed.filter { !$0.hasPrefix("libswift") && !$0.hasPrefix("libFoundation") && !$0.hasPrefix("libdispatch")
             && !$0.hasPrefix("libBlocksRuntime") } + ["libheif.so.1"]
         #expect(libraries.contains("libMagickWand-6.Q16.so.6") && libraries.contains("libjpeg.so.62"))
+        var owners: Set<String> = []
         for library in libraries {
             let owner = try await Command.run("/usr/bin/dpkg", ["-S", "*/" + library])
             let package = try #require(owner.stdout.split(separator: ":").first.map(String.init), "\(library): \(owner.stderr)")
             if base.contains(package) { continue }
-            #expect(runtime.contains(package), "the runtime stage lacks \(package) (for \(library))")
+            owners.insert(package)
+            #expect(runtime.contains(package), "deploy/runtime-packages lacks \(package) (for \(library))")
         }
+        // Nothing listed that no library needs, but the certificates libcurl checks servers against.
+        #expect(runtime.subtracting(owners) == ["ca-certificates"])
     }
 
     @Test func theBatchJobDefinitionMatchesTheAPIAndOurExitCodes() async throws {

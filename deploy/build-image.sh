@@ -68,7 +68,7 @@ umoci init --layout "$oci"
 umoci new --image "$oci:$version"
 umoci insert --image "$oci:$version" --history.created "$created" --history.created_by "deploy/build-image.sh" "$rootfs" /
 umoci config --image "$oci:$version" --created "$created" --author "PipelineKit developers" \
-    --os linux --architecture amd64 \
+    --os linux --architecture "$(dpkg --print-architecture)" \
     --config.user 10001:10001 --config.workingdir /work \
     --config.env PATH=/usr/local/bin:/usr/bin:/bin --config.env HOME=/work \
     --config.entrypoint /usr/bin/pipelinectl --config.cmd --help \

@@ -139,7 +139,8 @@ struct DistributionTests {
         try #require(getuid() == 0, "mmdebstrap's root mode and entering namespaces need root")
         let dist = try #require(Self.dist)
         let version = try await Self.version()
-        let deb = "\(dist)/pipelinectl_\(version)_amd64.deb"
+        let architecture = try await Command.run("/usr/bin/dpkg", ["--print-architecture"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let deb = "\(dist)/pipelinectl_\(version)_\(architecture).deb"
 
         // Depends: every package of the one runtime list, with dpkg-shlibdeps' versions.
         let depends = try await Command.run("/usr/bin/dpkg-deb", ["--field", deb, "Depends"])

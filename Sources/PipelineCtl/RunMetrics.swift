@@ -17,6 +17,9 @@ final class RunMetrics: Sendable {
         self.registry = registry
         // Created up front so every series appears, at zero, even when nothing happened.
         for status in ["ok", "failed", "skipped"] { _ = items(status) }
+        // Which build produced the figures, in the usual form of a gauge at 1 with labels.
+        registry.makeGauge(descriptor: name("build_info", nil, "The pipelinectl build: its version and source revision."),
+                           labels: [("version", PipelineCtl.version), ("revision", PipelineCtl.revision)]).set(1.0)
     }
 
     private func name(_ metric: String, _ unit: String? = nil, _ help: String) -> MetricNameDescriptor {

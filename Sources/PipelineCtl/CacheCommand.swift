@@ -6,7 +6,7 @@ struct CacheCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cache",
         abstract: "Inspect and maintain a pipeline's data cache.",
-        discussion: """
+        discussion: helpText("""
             Works on the directory named by the pipeline's data_cache (after ${VAR} interpolation).
             Safe while a run uses the same cache: entries are replaced atomically.
 
@@ -16,7 +16,7 @@ struct CacheCommand: AsyncParsableCommand {
               pipelinectl cache rm thumbnails https://example.com/a.jpg
               pipelinectl cache purge thumbnails https://example.com/a.jpg
               pipelinectl cache clear thumbnails
-            """,
+            """),
         subcommands: [Stats.self, Prune.self, Clear.self, Remove.self, Purge.self])
 
     struct Target: ParsableArguments {
@@ -90,10 +90,10 @@ struct CacheCommand: AsyncParsableCommand {
     struct Prune: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Delete expired and damaged entries now, then apply the size limit.",
-            discussion: """
+            discussion: helpText("""
                 A shared s3 cache keeps no size limit: prune deletes its entries not written for the
                 cache's prune_after (or --older-than). Bucket lifecycle rules do the same without a command.
-                """)
+                """))
         @OptionGroup var target: Target
         @Option(name: .customLong("older-than"), help: ArgumentHelp(
             "Also delete entries unused (s3: not written) for this long, e.g. 30d, 12h, 0s.", valueName: "duration"))
@@ -151,11 +151,11 @@ struct CacheCommand: AsyncParsableCommand {
     struct Purge: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Delete every stored result of one or more sources: their loaded bytes and every output of any variant, parameter set or format.",
-            discussion: """
+            discussion: helpText("""
                 For a pipeline that `pipelinectl serve` serves: `rm` deletes the outputs of the
                 pipeline as written, `purge` also those made with request parameters. It reads every
                 entry's header (a shared s3 cache: a ranged GET per object).
-                """)
+                """))
         @OptionGroup var target: Target
         @Argument(help: "Sources as requested (URLs or paths).") var sources: [String]
 

@@ -7,13 +7,13 @@ import Synchronization
 struct Fetch: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Download every source into the pipeline's data cache, without decoding anything.",
-        discussion: """
+        discussion: helpText("""
             Warms the data cache ahead of a run (or measures the loader alone). Uses the pipeline's
             loader and data_cache; local files and data: URLs are only read. Exit codes as for run.
 
             Example:
               pipelinectl fetch thumbnails urls.txt --report fetch.json
-            """)
+            """))
 
     @Argument(help: "The pipeline file, or its name in pipelines/.")
     var pipeline: String

@@ -71,14 +71,14 @@ struct RootCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pipelinectl",
         abstract: "Validate, run and report on image pipelines declared in YAML.",
-        discussion: """
+        discussion: helpText("""
             Examples:
               pipelinectl validate pipelines/thumbnails.yaml
               pipelinectl run thumbnails examples/urls.txt --report run.json
               pipelinectl fetch thumbnails urls.txt
               pipelinectl plugins
               pipelinectl --version
-            """,
+            """),
         subcommands: [Validate.self, Explain.self, Run.self, Fetch.self, Serve.self, Sign.self, CacheCommand.self, TestCommand.self, Report.self, PluginsCommand.self, Schema.self]
     )
 
@@ -107,6 +107,34 @@ struct RootCommand: AsyncParsableCommand {
             exit(withError: error)
         }
     }
+}
+
+/// Help text as the argument parser should get it: each paragraph on one line, so that the parser
+/// wraps it once, at the terminal's width. Paragraphs are separated by blank lines; a line that
+/// starts with a space (an example, a list item) keeps its own line, as written.
+func helpText(_ text: String) -> String {
+    var paragraphs: [String] = [], current: [String] = []
+    func flush() {
+        if !current.isEmpty { paragraphs.append(current.joined(separator: " ")) }
+        current = []
+    }
+    var out: [String] = []
+    for line in text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) {
+        if line.trimmingCharacters(in: .whitespaces).isEmpty {
+            flush()
+            out.append(contentsOf: paragraphs); paragraphs = []
+            out.append("")
+        } else if line.hasPrefix(" ") {
+            flush()
+            out.append(contentsOf: paragraphs); paragraphs = []
+            out.append(line)
+        } else {
+            current.append(line)
+        }
+    }
+    flush()
+    out.append(contentsOf: paragraphs)
+    return out.joined(separator: "\n")
 }
 
 /// Exit codes, chosen so that a batch engine's retry policy can tell the cases apart.

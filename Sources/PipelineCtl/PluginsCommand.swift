@@ -5,18 +5,27 @@ struct PluginsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "plugins",
         abstract: "List the registered plugins, or describe one.",
+        discussion: helpText("""
+            With no subcommand, lists them: `pipelinectl plugins [--json | --markdown]` is `pipelinectl
+            plugins list` (see `pipelinectl plugins list --help`).
+
+            Examples:
+              pipelinectl plugins
+              pipelinectl plugins --markdown > docs/plugins.md
+              pipelinectl plugins describe resize
+            """),
         subcommands: [List.self, Describe.self],
         defaultSubcommand: List.self)
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "List the registered plugins by slot.",
-            discussion: """
+            discussion: helpText("""
                 Examples:
                   pipelinectl plugins
                   pipelinectl plugins --json
                   pipelinectl plugins --markdown > docs/plugins.md
-                """)
+                """))
 
         @Flag(help: "Print every plugin with its options as JSON.")
         var json = false

@@ -5,7 +5,7 @@ import PipelineKit
 struct Report: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Summarise saved run reports (JSON or JSONL), or list their failures.",
-        discussion: """
+        discussion: helpText("""
             Several reports are merged: the shards of one list, or a first run and its retries. Each
             source counts once, with its newest result; a missing shard, a report given twice and
             reports of different pipelines are warned about on standard error. Reports may be read
@@ -20,8 +20,9 @@ struct Report: AsyncParsableCommand {
               pipelinectl run thumbnails retry.txt --report retry.json
               pipelinectl report run.json retry.json
               pipelinectl report run.json --html out/sheet.html
-              pipelinectl report s3://my-bucket/reports/run.json --html sheet.html --presign 1d
-            """)
+              pipelinectl report s3://my-bucket/reports/run.json \\
+                --html sheet.html --presign 1d
+            """))
 
     @Argument(help: "Reports written by run --report: files, or s3:// keys and prefixes (ending in '/'); several are merged.")
     var files: [String]

@@ -7,17 +7,20 @@ import Synchronization
 struct Run: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run a pipeline over a list of URLs and paths.",
-        discussion: """
+        discussion: helpText("""
             The list has one URL or path per line; blank lines and lines starting with # are skipped;
             '-' reads standard input. Relative paths are relative to the list file.
+
             Exit codes: 0 every item succeeded; 1 items failed for reasons of their own (see the
             report; retrying will not help); 2 the pipeline, list or options are wrong (never retry);
             3 outputs or stores could not be written (retry with --resume); 128+N stopped by signal N.
 
             Examples:
-              pipelinectl run thumbnails examples/urls.txt --output out/thumbs --report run.json
-              pipelinectl run thumbnails urls.txt --shard auto/16 --report reports/run.json --resume
-            """)
+              pipelinectl run thumbnails examples/urls.txt --report run.json
+              pipelinectl run thumbnails urls.txt --output out/thumbs
+              pipelinectl run thumbnails urls.txt --shard auto/16 --resume \\
+                --report reports/run.json
+            """))
 
     @Argument(help: "The pipeline file, or its name in pipelines/.")
     var pipeline: String

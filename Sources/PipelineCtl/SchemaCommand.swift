@@ -4,14 +4,14 @@ import PipelineKit
 struct Schema: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print a JSON Schema of pipeline files, for editors.",
-        discussion: """
+        discussion: helpText("""
             With yaml-language-server (VS Code's YAML extension, Neovim, ...), put this first line in a
             pipeline file to get completion and checks as you type:
               # yaml-language-server: $schema=../docs/pipeline.schema.json
 
             Example:
               pipelinectl schema > docs/pipeline.schema.json
-            """)
+            """))
 
     func run() async throws {
         print(try PipelineSchema.render(PipelineSchema.jsonSchema(PipelineCtl.registry)))

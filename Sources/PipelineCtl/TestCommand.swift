@@ -6,7 +6,7 @@ struct TestCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "test",
         abstract: "Run the tests declared with pipelines (a 'tests:' section, or NAME.test.yaml beside the file).",
-        discussion: """
+        discussion: helpText("""
             Each test names an input (a file relative to the pipeline, or an ImageMagick built-in such
             as rose: or plasma: with a size) and what every output, or each variant's output, must be:
             width, height, format, max_bytes, min_bytes, has_alpha; or the failure kind it must end
@@ -15,7 +15,7 @@ struct TestCommand: AsyncParsableCommand {
 
             Example:
               pipelinectl test pipelines/*.yaml
-            """)
+            """))
 
     @Argument(help: "Pipeline files, or names looked up in pipelines/.")
     var pipelines: [String]

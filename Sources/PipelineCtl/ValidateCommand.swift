@@ -5,7 +5,7 @@ import PipelineKit
 struct Validate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Check pipeline files and print every problem found.",
-        discussion: """
+        discussion: helpText("""
             Each problem is printed as FILE:LINE:COLUMN: error: MESSAGE (or warning:), with the line
             and a caret under the column. Checks run in stages: YAML syntax, plugin names, options,
             then facts about this machine (writable output and cache directories, readable files,
@@ -15,7 +15,7 @@ struct Validate: AsyncParsableCommand {
             Examples:
               pipelinectl validate pipelines/*.yaml
               pipelinectl validate thumbnails --format json
-            """)
+            """))
 
     enum Format: String, ExpressibleByArgument, CaseIterable { case text, json }
 

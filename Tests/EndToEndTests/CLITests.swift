@@ -44,6 +44,36 @@ import TestSupport
         #expect(rows["giflib"]?.hasPrefix("5.") == true)
     }
 
+    /// Every command's help, at 80 columns: the text we write (above USAGE) is wrapped once, by the
+    /// argument parser at the terminal's width: a line ends early only where a paragraph does, and
+    /// no example is broken.
+    @Test func helpIsWrappedOnceAtTheTerminalsWidth() async throws {
+        let dump = try await pipelinectl(["--experimental-dump-help"])
+        let root = try #require(try JSONSerialization.jsonObject(with: Data(dump.stdout.utf8)) as? [String: Any])
+        func paths(_ command: [String: Any], _ prefix: [String]) -> [[String]] {
+            let subcommands = command["subcommands"] as? [[String: Any]] ?? []
+            return [prefix] + subcommands.flatMap { sub in
+                (sub["commandName"] as? String).map { $0 == "help" ? [] : paths(sub, prefix + [$0]) } ?? []
+            }
+        }
+        let commands = paths(try #require(root["command"] as? [String: Any]), [])
+        #expect(commands.count >= 15, "\(commands)")
+        for command in commands {
+            let help = try await Command.run(Self.binary, command + ["--help"], environment: ["COLUMNS": "80", "PATH": "/usr/bin:/bin"])
+            let lines = help.stdout.components(separatedBy: "\n")
+            let text = lines.prefix { !$0.hasPrefix("USAGE:") }
+            let name = (["pipelinectl"] + command).joined(separator: " ")
+            for (line, next) in zip(text, text.dropFirst()) {
+                #expect(line.count <= 80, "\(name) --help: a line of \(line.count) columns: \(line)")
+                guard !next.isEmpty, !next.hasPrefix(" ") else { continue }
+                #expect(!line.hasPrefix(" "), "\(name) --help: an example is broken: '\(line)' / '\(next)'")
+                guard !line.isEmpty, !line.hasPrefix(" ") else { continue }
+                let word = next.split(separator: " ").first.map(String.init) ?? ""
+                #expect(line.count + 1 + word.count > 79, "\(name) --help: wrapped early: '\(line)' / '\(next)'")
+            }
+        }
+    }
+
     /// A copy of thumbnails.yaml that may reach the loopback server and writes under `dir`.
     func thumbnailsPipeline(in dir: URL) throws -> String {
         var text = try String(contentsOf: Fixtures.packageRoot.appendingPathComponent("pipelines/thumbnails.yaml"), encoding: .utf8)

@@ -8,18 +8,20 @@ import ServiceLifecycle
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Serve pipelines as an on-demand image service.",
-        discussion: """
+        discussion: helpText("""
             Every pipeline file named (or every *.yaml in a directory named) is served under its
             name: GET /SIGNATURE/PIPELINE[/VARIANT]/SOURCE[?PARAM=VALUE...]. The source is a URL or
             path, plain, percent-encoded or 'b64:' and base64url. `pipelinectl sign` prints the
             path to request. Keys come from PIPELINECTL_KEYS (ID:HEX,ID:HEX; the first signs, all
             verify) or --keys-file. Also: /livez, /readyz, /metrics.
+
             On SIGTERM /readyz answers 503, requests in flight finish (within --grace), exit 0.
 
             Examples:
-              PIPELINECTL_KEYS=main:$(openssl rand -hex 32) pipelinectl serve pipelines/ --listen 0.0.0.0:8080
+              export PIPELINECTL_KEYS=main:$(openssl rand -hex 32)
+              pipelinectl serve pipelines/ --listen 0.0.0.0:8080
               pipelinectl serve pipelines/thumbnails.yaml --allow-unsigned
-            """)
+            """))
 
     @Argument(help: "Pipeline files, or directories of them, to serve (each under its name).")
     var pipelines: [String]

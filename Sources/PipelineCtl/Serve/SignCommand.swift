@@ -5,15 +5,16 @@ import PipelineKit
 struct Sign: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print the signed path that asks `pipelinectl serve` for a source.",
-        discussion: """
+        discussion: helpText("""
             The parameters and the variant are checked against the pipeline file, as the service
             would. Keys come from PIPELINECTL_KEYS or --keys-file; the first key signs.
 
             Examples:
               pipelinectl sign thumbnails https://img.example.com/a.jpg
-              pipelinectl sign pipelines/resize.yaml https://img.example.com/a.jpg --param w=320 --expires 1h
-              curl "http://localhost:8080$(pipelinectl sign responsive /srv/images/a.jpg --variant small)"
-            """)
+              pipelinectl sign pipelines/resize.yaml https://img.example.com/a.jpg \\
+                --param w=320 --expires 1h
+              curl "localhost:8080$(pipelinectl sign responsive a.jpg --variant small)"
+            """))
 
     @Argument(help: "The pipeline file, or its name in pipelines/.")
     var pipeline: String

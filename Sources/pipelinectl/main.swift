@@ -1,5 +1,5 @@
 // The stock pipelinectl: the controller with the built-in plugins. A custom build is this file
-// with its own bundles added (see README, "Extend it in Swift").
+// with its own bundles added (see docs/extending.md).
 import PipelineCtl
 import Plugins
 

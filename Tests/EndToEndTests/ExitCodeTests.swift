@@ -4,13 +4,13 @@ import Synchronization
 import Testing
 import TestSupport
 
-/// The README's exit-code table against the binary: every code it lists is the one a real case
+/// The exit-code table of the docs (docs/operating.md) against the binary: every code it lists is the one a real case
 /// ends with, and it lists every code the binary uses.
 @Suite struct ExitCodeTests {
-    /// The table under "### Exit codes" in the README: code -> meaning.
+    /// The table under "## Exit codes" in docs/operating.md: code -> meaning.
     static func documented() throws -> [Int: String] {
-        let readme = try String(contentsOf: Fixtures.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
-        let section = try #require(readme.range(of: "### Exit codes"))
+        let readme = try String(contentsOf: Fixtures.packageRoot.appendingPathComponent("docs/operating.md"), encoding: .utf8)
+        let section = try #require(readme.range(of: "## Exit codes"))
         var table: [Int: String] = [:]
         for line in readme[section.upperBound...].split(separator: "\n").drop(while: { !$0.hasPrefix("|") }).prefix(while: { $0.hasPrefix("|") }) {
             let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
@@ -54,7 +54,7 @@ import TestSupport
             (3, ["run", remote.path, goodList.path], unreachable),  // the output store cannot be reached
         ]
         for (code, arguments, environment) in cases {
-            #expect(table[Int(code)] != nil, "code \(code) is not in the README")
+            #expect(table[Int(code)] != nil, "code \(code) is not in docs/operating.md")
             let result = try await Command.run(CLITests.binary, arguments + ["--progress", "none"], environment: environment,
                                                directory: Fixtures.packageRoot)
             #expect(result.status == code, "\(arguments.dropFirst().first ?? ""): \(result.stdout)\(result.stderr)")

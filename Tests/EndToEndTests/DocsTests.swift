@@ -1,0 +1,92 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// The documentation: the generated command reference is current and names every command and
+/// option, the site builds with mkdocs --strict (a broken link or anchor fails), and a real
+/// browser renders its home page and a guide.
+@Suite(.serialized) struct DocsTests {
+    static let root = Fixtures.packageRoot
+
+    /// `docs/cli.md` is what docs/tools/cli_reference.py makes from this build's help.
+    @Test func theCommandReferenceIsCurrentAndNamesEveryCommandAndOption() async throws {
+        let generated = try await Command.run("/usr/bin/env", ["python3", Self.root.appendingPathComponent("docs/tools/cli_reference.py").path, CLITests.binary])
+        try #require(generated.status == 0, "\(generated.stderr)")
+        let committed = try String(contentsOf: Self.root.appendingPathComponent("docs/cli.md"), encoding: .utf8)
+        #expect(generated.stdout == committed, "docs/cli.md is stale: run `make docs`")
+
+        // Every command and every long option the parser knows, found in the reference.
+        let dump = try await Command.run(CLITests.binary, ["--experimental-dump-help"])
+        let tree = try #require(try JSONSerialization.jsonObject(with: Data(dump.stdout.utf8)) as? [String: Any])
+        var missing: [String] = []
+        var count = 0
+        func walk(_ command: [String: Any], _ path: [String]) {
+            let name = path.joined(separator: " ")
+            count += 1
+            if !committed.contains("`\(name)`") { missing.append(name) }
+            for argument in command["arguments"] as? [[String: Any]] ?? [] {
+                for flag in argument["names"] as? [[String: Any]] ?? [] where flag["kind"] as? String == "long" {
+                    let option = "--" + (flag["name"] as? String ?? "")
+                    if option != "--help", !committed.contains("`\(option)`") { missing.append("\(name) \(option)") }
+                }
+            }
+            for sub in command["subcommands"] as? [[String: Any]] ?? [] where sub["commandName"] as? String != "help" {
+                walk(sub, path + [sub["commandName"] as? String ?? ""])
+            }
+        }
+        walk(try #require(tree["command"] as? [String: Any]), ["pipelinectl"])
+        #expect(count >= 15)
+        #expect(missing.isEmpty, "not in docs/cli.md: \(missing)")
+    }
+
+    /// The README stays a front page: at most 12 KB, every guide linked from it exists.
+    @Test func theReadmeIsShortAndItsLinksResolve() throws {
+        let readme = try String(contentsOf: Self.root.appendingPathComponent("README.md"), encoding: .utf8)
+        #expect(readme.utf8.count <= 12 * 1024, "README.md is \(readme.utf8.count) bytes")
+        let links = readme.components(separatedBy: "](").dropFirst().map { String($0.prefix { $0 != ")" && $0 != "#" }) }
+        #expect(links.count >= 15)
+        for link in links where !link.hasPrefix("http") {
+            #expect(FileManager.default.fileExists(atPath: Self.root.appendingPathComponent(link).path), "README links to \(link), which does not exist")
+        }
+    }
+
+    /// mkdocs builds the site strictly, and Chromium renders the home page and a guide: the
+    /// navigation and the page's own headings are there, and the screenshot is a page, not blank.
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: "/usr/bin/chromium"), "needs Debian's chromium (make test installs it)"))
+    func theSiteBuildsStrictlyAndRendersInChromium() async throws {
+        let site = try Fixtures.temporaryDirectory("site")
+        defer { try? FileManager.default.removeItem(at: site) }
+        let built = try await Command.run("/usr/bin/env", ["python3", "-m", "mkdocs", "build", "--strict", "--site-dir", site.path],
+                                          environment: ["NO_MKDOCS_2_WARNING": "1", "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
+                                                        "HOME": ProcessInfo.processInfo.environment["HOME"] ?? "/root"],
+                                          directory: Self.root)
+        try #require(built.status == 0, "mkdocs build --strict: \(built.stdout)\(built.stderr)")
+        // Served over HTTP on loopback, as a docs host would: the search index loads by fetch,
+        // which a file:// page may not do.
+        let server = try await TestServer.start()
+        let types = ["html": "text/html", "css": "text/css", "js": "text/javascript", "json": "application/json",
+                     "svg": "image/svg+xml", "png": "image/png", "woff2": "font/woff2", "xml": "application/xml"]
+        let files = FileManager.default.enumerator(atPath: site.path)?.allObjects.compactMap { $0 as? String } ?? []
+        #expect(files.count > 20)
+        for path in files {
+            guard let data = FileManager.default.contents(atPath: site.appendingPathComponent(path).path) else { continue }
+            server.serve("/" + path, data, contentType: types[(path as NSString).pathExtension] ?? "application/octet-stream")
+        }
+        let browser = ["--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0"]
+        for (page, heading) in [("index.html", "The guides"), ("failures.html", "Stopping and resuming")] {
+            let url = try #require(URL(string: server.url("/" + page)))
+            let dom = try await Command.run("/usr/bin/chromium", browser + ["--dump-dom", url.absoluteString])
+            #expect(dom.stdout.contains(heading), "\(page) lacks \(heading)")
+            #expect(dom.stdout.contains("Running at scale") && dom.stdout.contains("Commands and options"), "\(page): no navigation")
+            #expect(!dom.stderr.contains("Uncaught"), "\(dom.stderr.suffix(2000))")
+            let shot = site.appendingPathComponent(page + ".png")
+            _ = try await Command.run("/usr/bin/chromium", browser + ["--hide-scrollbars", "--window-size=1280,900",
+                                                                      "--screenshot=\(shot.path)", url.absoluteString])
+            #expect(try await Identified.file(shot.path) == Identified(format: "PNG", width: 1280, height: 900))
+            // A rendered page has text, a header bar and a navigation: many colours, not a blank page.
+            let colours = try await Command.run("/usr/bin/identify", ["-format", "%k", shot.path])
+            #expect((Int(colours.stdout) ?? 0) > 50, "\(page): \(colours.stdout) colours in the screenshot")
+        }
+        await server.stop()
+    }
+}

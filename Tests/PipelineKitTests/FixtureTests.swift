@@ -27,5 +27,17 @@ import Testing
         }
         #expect(!expected.isEmpty)
         #expect(found == expected)
+        // Every message says where, by the full key path of what is wrong, unless the file could
+        // not be read as YAML or the problem is the top level itself.
+        let topLevel = ["invalid YAML", "environment variable", "duplicate key", "unknown top-level key", "unsupported version",
+                        "missing '", "the pipeline file is empty", "expected a map of pipeline settings"]
+        for line in found {
+            let message = line.components(separatedBy: ": error: ").last ?? line
+            let named = topLevel.contains { message.hasPrefix($0) }
+                || message.range(of: #"^[a-z_]+(\.[A-Za-z0-9_-]+)*( \(destination '[a-z0-9]+'\))?: "#, options: .regularExpression) != nil
+                || message.range(of: #"'[a-z_]+(\.[A-Za-z0-9_-]+)+'"#, options: .regularExpression) != nil
+                || message.range(of: #"for '(processors|encoder|decoder|loader|output|metadata|params|serve|variants)'"#, options: .regularExpression) != nil
+            #expect(named, "no key path in: \(message)")
+        }
     }
 }

@@ -29,11 +29,11 @@ extension ValidationTests {
 
     @Test func outputOptionsAreParsedFromTheirSpecs() {
         #expect(diagnostics("encoder: jpeg\noutput:\n  dri: x\n")
-            == ["p.yaml:3:3: error: unknown option 'dri' for 'output'; did you mean 'dir'?"])
+            == ["p.yaml:3:3: error: unknown option 'output.dri'; did you mean 'dir'?"])
         #expect(diagnostics("encoder: jpeg\noutput:\n  dir: [a, b]\n")
-            == ["p.yaml:3:8: error: expected a string for 'dir', got a list"])
+            == ["p.yaml:3:8: error: expected a string for 'output.dir', got a list"])
         #expect(diagnostics("encoder: jpeg\noutput: [x]\n")
-            == ["p.yaml:2:9: error: expected a map of options for 'output', got a list"])
+            == ["p.yaml:2:9: error: output: expected a map of options, got a list"])
         #expect(diagnostics("version: x\nencoder: jpeg\n")
             == ["p.yaml:1:10: error: expected an integer for 'version', got 'x'"])
     }
@@ -100,6 +100,21 @@ extension ValidationTests {
         ])
         let kept = text.replacingOccurrences(of: "[copyright]", with: "[copyright, orientation]")
         #expect(PipelineFile.parse(text: kept, file: "o.yaml", registry: registry).1.isEmpty)
+    }
+
+    /// resize's advice: `fill` without upscale leaves a small source smaller than the box, which
+    /// surprises; validation says so at the processor's key path, unless the file chose upscale.
+    @Test func fillThatCannotReachTheBoxIsWarnedAbout() throws {
+        let text = "processors:\n  - resize: { width: 1200, height: 630, mode: fill }\nencoder: jpeg\n"
+        let (parsed, found) = PipelineFile.parse(text: text, file: "f.yaml", registry: registry)
+        #expect(parsed != nil)
+        #expect(found.count == 1)
+        #expect(found.first?.description.hasPrefix("f.yaml:2:5: warning: processors.0.resize: a source smaller than 1200x630 is not enlarged") == true,
+                "\(found.map(\.description))")
+        for quiet in ["mode: fill, upscale: false", "mode: fill, upscale: true", "mode: fill_down", "mode: fit"] {
+            let other = text.replacingOccurrences(of: "mode: fill", with: quiet)
+            #expect(PipelineFile.parse(text: other, file: "f.yaml", registry: registry).1.isEmpty, "\(quiet)")
+        }
     }
 
     @Test func referenceDocumentsEveryKey() {

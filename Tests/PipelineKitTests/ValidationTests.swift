@@ -34,16 +34,16 @@ import Testing
             encoder:
               jpg:
                 quality: 80
-            """) == ["p.yaml:2:3: error: unknown encoder 'jpg'; did you mean 'jpeg'?"])
+            """) == ["p.yaml:2:3: error: encoder: unknown encoder 'jpg'; did you mean 'jpeg'?"])
     }
 
     @Test func unknownPluginWithNothingCloseListsValidNames() {
-        #expect(diagnostics("encoder: tga\n") == ["p.yaml:1:10: error: unknown encoder 'tga'; expected one of: auto, avif, gif, heic, jpeg, png, tiff, webp"])
+        #expect(diagnostics("encoder: tga\n") == ["p.yaml:1:10: error: encoder: unknown encoder 'tga'; expected one of: auto, avif, gif, heic, jpeg, png, tiff, webp"])
     }
 
     @Test func pluginInWrongSlotSaysWhatItIs() {
         #expect(diagnostics("encoder: resize\n")
-            == ["p.yaml:1:10: error: 'resize' is a processor; the encoder slot takes one of: auto, avif, gif, heic, jpeg, png, tiff, webp"])
+            == ["p.yaml:1:10: error: encoder: 'resize' is a processor; the encoder slot takes one of: auto, avif, gif, heic, jpeg, png, tiff, webp"])
     }
 
     @Test func unknownOptionSuggestsNearestName() {
@@ -51,7 +51,7 @@ import Testing
             encoder:
               jpeg:
                 qualty: 80
-            """) == ["p.yaml:3:5: error: unknown option 'qualty' for encoder 'jpeg'; did you mean 'quality'?"])
+            """) == ["p.yaml:3:5: error: unknown option 'encoder.jpeg.qualty'; did you mean 'quality'?"])
     }
 
     @Test func mistypedValues() {
@@ -63,20 +63,20 @@ import Testing
                 max_concurrent: many
             encoder: jpeg
             """) == [
-                "p.yaml:3:16: error: expected a size such as 50MB for 'max_bytes', got 'big'",
-                "p.yaml:4:14: error: expected a duration such as 30s for 'timeout', got 'soon'",
-                "p.yaml:5:21: error: expected an integer for 'max_concurrent', got 'many'",
+                "p.yaml:3:16: error: expected a size such as 50MB for 'loader.http.max_bytes', got 'big'",
+                "p.yaml:4:14: error: expected a duration such as 30s for 'loader.http.timeout', got 'soon'",
+                "p.yaml:5:21: error: expected an integer for 'loader.http.max_concurrent', got 'many'",
             ])
     }
 
     @Test func valueOutOfRange() {
         #expect(diagnostics("encoder:\n  jpeg: { quality: 120 }\n")
-            == ["p.yaml:2:20: error: 'quality' must be between 1 and 100, got 120"])
+            == ["p.yaml:2:20: error: 'encoder.jpeg.quality' must be between 1 and 100, got 120"])
     }
 
     @Test func badEnumValue() {
         #expect(diagnostics("processors:\n  - resize: { width: 10, mode: fits }\nencoder: png\n")
-            == ["p.yaml:2:32: error: unknown value 'fits' for 'mode'; did you mean 'fit'?"])
+            == ["p.yaml:2:32: error: unknown value 'fits' for 'processors.0.resize.mode'; did you mean 'fit'?"])
     }
 
     @Test func yamlSyntaxError() {
@@ -91,7 +91,7 @@ import Testing
 
     @Test func yamlIndentationError() {
         #expect(diagnostics("encoder: jpeg\n  output: x\n")
-            == ["p.yaml:2:9: error: invalid YAML: mapping values are not allowed in this context"])
+            == ["p.yaml:2:9: error: invalid YAML: mapping values are not allowed in this context; line 2 is indented more than line 1, whose key 'encoder' already has a value; to make it a key of the same map, line it up with 'encoder'"])
     }
 
     @Test func duplicateKeyPointsAtTheSecond() {
@@ -114,16 +114,16 @@ import Testing
 
     @Test func resizeNeedsASize() {
         #expect(diagnostics("processors:\n  - resize: { mode: fill }\nencoder: jpeg\n")
-            == ["p.yaml:2:5: error: processor 'resize': set 'width', 'height' or both"])
+            == ["p.yaml:2:5: error: processors.0.resize: set 'width', 'height' or both"])
     }
 
     @Test func templateThatEscapesTheOutputDirectory() {
         #expect(diagnostics("encoder: jpeg\noutput:\n  name: \"../{stem}.{ext}\"\n")
-            == ["p.yaml:3:9: error: the name template may not contain empty, '.' or '..' path components"])
+            == ["p.yaml:3:9: error: output.name: the name template may not contain empty, '.' or '..' path components"])
         #expect(diagnostics("encoder: jpeg\noutput:\n  name: \"/tmp/{stem}.{ext}\"\n")
-            == ["p.yaml:3:9: error: the name template must be relative to the output directory"])
+            == ["p.yaml:3:9: error: output.name: the name template must be relative to the output directory"])
         #expect(diagnostics("encoder: jpeg\noutput:\n  name: \"{stme}.{ext}\"\n")
-            == ["p.yaml:3:9: error: unknown placeholder '{stme}' in name template; did you mean 'stem'?"])
+            == ["p.yaml:3:9: error: output.name: unknown placeholder '{stme}' in name template; did you mean 'stem'?"])
     }
 
     @Test func everyProblemInOnePass() {
@@ -137,9 +137,9 @@ import Testing
               jpeg: { qualty: 1 }
             """)
         #expect(found == [
-            "p.yaml:3:20: error: expected a duration such as 30s for 'timeout', got 'soon'",
-            "p.yaml:5:5: error: unknown processor 'resise'; did you mean 'resize'?",
-            "p.yaml:7:11: error: unknown option 'qualty' for encoder 'jpeg'; did you mean 'quality'?",
+            "p.yaml:3:20: error: expected a duration such as 30s for 'loader.http.timeout', got 'soon'",
+            "p.yaml:5:5: error: processors.0: unknown processor 'resise'; did you mean 'resize'?",
+            "p.yaml:7:11: error: unknown option 'encoder.jpeg.qualty'; did you mean 'quality'?",
         ])
     }
 
@@ -163,7 +163,7 @@ import Testing
     @Test func interpolatedValuesAreValidatedLikeLiteralOnes() {
         let found = PipelineFile.parse(text: "encoder:\n  jpeg: { quality: \"${Q}\" }\n", file: "p.yaml",
                                        registry: registry, environment: ["Q": "500"]).1.map(\.description)
-        #expect(found == ["p.yaml:2:20: error: 'quality' must be between 1 and 100, got 500"])
+        #expect(found == ["p.yaml:2:20: error: 'encoder.jpeg.quality' must be between 1 and 100, got 500"])
         let unset = PipelineFile.parse(text: "encoder: jpeg\noutput:\n  dir: out/${WHO}\n", file: "p.yaml",
                                        registry: registry, environment: [:]).1.map(\.description)
         #expect(unset == ["p.yaml:3:12: error: environment variable 'WHO' is not set; set it or write ${WHO:-default}"])
@@ -184,10 +184,10 @@ import Testing
         ], exclusive: [["opacity", "alpha"]])) { _ in Stamp() })
         let missing = PipelineFile.parse(text: "processors:\n  - stamp: { opacity: 50 }\nencoder: jpeg\n", file: "p.yaml",
                                          registry: custom).1.map(\.description)
-        #expect(missing == ["p.yaml:2:5: error: missing required option 'file' for processor 'stamp'"])
+        #expect(missing == ["p.yaml:2:5: error: missing required option 'processors.0.stamp.file'"])
         let both = PipelineFile.parse(text: "processors:\n  - stamp: { file: a.png, opacity: 50, alpha: 0.5 }\nencoder: jpeg\n",
                                       file: "p.yaml", registry: custom).1.map(\.description)
-        #expect(both == ["p.yaml:2:40: error: 'opacity' and 'alpha' of processor 'stamp' exclude each other; set only one"])
+        #expect(both == ["p.yaml:2:40: error: 'processors.0.stamp.opacity' and 'processors.0.stamp.alpha' exclude each other; set only one"])
     }
 
     @Test func pixelCounts() {
@@ -201,7 +201,7 @@ import Testing
         #expect(pipeline?.decoder.options.int("max_pixels") == 12_000_000)
         #expect(PipelineFile.parse(text: "decoder:\n  imagemagick: { max_pixels: lots }\nencoder: jpeg\n", file: "p.yaml",
                                    registry: registry).1.map(\.description)
-            == ["p.yaml:2:30: error: expected a pixel count such as 50MP or 8000x6000 for 'max_pixels', got 'lots'"])
+            == ["p.yaml:2:30: error: expected a pixel count such as 50MP or 8000x6000 for 'decoder.imagemagick.max_pixels', got 'lots'"])
     }
 
     @Test func renderedDiagnosticHasCaretUnderColumn() {

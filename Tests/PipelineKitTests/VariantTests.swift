@@ -131,10 +131,10 @@ struct CountingProcessor: ImageProcessing {
               b: { encoder: jpeg }
             """).1 == [
                 "v.yaml:2:9: warning: '{stem}.{ext}' can give two sources the same name (the second fails as output_collision); add {hash}, {hash8} or {index}",
-                "v.yaml:5:3: error: variants 'a' and 'b' would write to the same names ('{stem}.{ext}'); add {variant} to output.name or give each variant its own 'name'",
+                "v.yaml:5:3: error: variants.b: variants 'a' and 'b' would write to the same names ('{stem}.{ext}'); add {variant} to output.name or give each variant its own 'name'",
             ])
         #expect(parse("variants:\n  a: { processors: [] }\n").1
-            == ["v.yaml:2:3: error: variant 'a' has no 'encoder', and there is no top-level 'encoder'"])
+            == ["v.yaml:2:3: error: variants.a: no 'encoder', and there is no top-level 'encoder'"])
         #expect(parse("encoder: jpeg\nvariants:\n  a: { encodr: png }\n").1
             == ["v.yaml:3:8: error: unknown key 'encodr' in variant 'a'; did you mean 'encoder'?"])
         #expect(parse("encoder: jpeg\nvariants:\n  \"a b\": {}\n").1

@@ -42,7 +42,7 @@ import TestSupport
         server.serve("/a.jpg", Data([1, 2, 3]))
         let error = await failure(try loader(loopback: false), server.url("/a.jpg"))
         #expect(error?.kind == .blockedAddress)
-        #expect(error?.message.hasPrefix("refused to connect to 127.0.0.1 (loopback address") == true)
+        #expect(error?.message.hasPrefix("refused to connect to 127.0.0.1 (loopback address; set loader.http.allow_loopback: true to permit)") == true, "\(error?.message ?? "")")
         #expect(server.requests("/a.jpg") == 0)
         await server.stop()
     }

@@ -11,7 +11,7 @@ public enum MachineCheck {
             found.append(Diagnostic(file: pipeline.file, line: at.line, column: at.column, message: message))
         }
         if Source.urlScheme(of: pipeline.output.dir) == nil, let problem = writableDirectoryProblem(pipeline.output.dir) {
-            report(pipeline.output.dirPosition, "output directory '\(pipeline.output.dir)' \(problem)")
+            report(pipeline.output.dirPosition, "output.dir: the directory '\(pipeline.output.dir)' \(problem)")
         }
         let stages = [pipeline.loader, pipeline.dataCache, pipeline.decoder, pipeline.imageCache].compactMap { $0 }
             + pipeline.variants.flatMap { $0.processors + [$0.encoder] }
@@ -19,11 +19,12 @@ public enum MachineCheck {
             for option in stage.plugin.spec.options where option.access != .any {
                 guard let path = stage.options.string(option.name) else { continue }
                 let at = stage.optionPositions[option.name] ?? stage.position
+                let key = (stage.keyPath.map { $0 + "." } ?? "") + option.name
                 switch option.access {
                 case .writableDirectory:
-                    if let problem = writableDirectoryProblem(path) { report(at, "'\(option.name)' directory '\(path)' \(problem)") }
+                    if let problem = writableDirectoryProblem(path) { report(at, "\(key): the directory '\(path)' \(problem)") }
                 case .readableFile:
-                    if !FileManager.default.isReadableFile(atPath: path) { report(at, "'\(option.name)' file '\(path)' cannot be read") }
+                    if !FileManager.default.isReadableFile(atPath: path) { report(at, "\(key): the file '\(path)' cannot be read") }
                 case .any:
                     break
                 }

@@ -115,7 +115,9 @@ enum OptionParsing {
     }
 
     /// Checks `value` against the spec's range; a message when it is outside.
-    static func checkRange(_ value: OptionValue, spec: OptionSpec) -> String? {
+    /// `name`: how the message names the option (its full key path); the spec's name by default.
+    static func checkRange(_ value: OptionValue, spec: OptionSpec, name: String? = nil) -> String? {
+        let name = name ?? spec.name
         guard let range = spec.range else { return nil }
         let number: Double
         switch value {
@@ -127,8 +129,8 @@ enum OptionParsing {
         let low = spec.format(spec.boundaryValue(range.lowerBound))
         let high = spec.format(spec.boundaryValue(range.upperBound))
         let got = spec.format(value)
-        if range.upperBound >= 9e17 { return "'\(spec.name)' must be at least \(low), got \(got)" }
-        return "'\(spec.name)' must be between \(low) and \(high), got \(got)"
+        if range.upperBound >= 9e17 { return "'\(name)' must be at least \(low), got \(got)" }
+        return "'\(name)' must be between \(low) and \(high), got \(got)"
     }
 
     static func expectation(_ kind: OptionSpec.Kind) -> String {

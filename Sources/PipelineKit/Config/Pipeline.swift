@@ -24,6 +24,9 @@ public struct StageConfig: Sendable {
     public let position: SourcePosition
     /// Where each option set in the file was written (options left at their default are absent).
     public let optionPositions: [String: SourcePosition]
+    /// Where the stage sits in the file, as a key path (`loader.http`, `processors.2.resize`), for
+    /// messages; `nil` for a stage the file does not name (a default).
+    public var keyPath: String?
     /// What the factory made, once made; shared by the copies of this value.
     let built = BuiltStage()
 

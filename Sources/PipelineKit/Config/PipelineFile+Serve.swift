@@ -7,7 +7,7 @@ extension PipelineParser {
     mutating func serveConfig(_ node: Node) -> ServeConfig {
         let at = node.mark.map { SourcePosition(line: $0.line, column: $0.column) } ?? SourcePosition(line: 1, column: 1)
         var config = ServeConfig()
-        guard let options = parseOptions(node, options: PipelineFileSpec.serve, exclusive: [], label: "'serve'", at: at) else {
+        guard let options = parseOptions(node, options: PipelineFileSpec.serve, exclusive: [], label: "'serve'", at: at, path: "serve") else {
             return config
         }
         config.sources = (options.list("sources") ?? []).map(\.description)
@@ -35,7 +35,7 @@ extension PipelineParser {
             }
             let at = SourcePosition(line: key.mark?.line ?? 1, column: key.mark?.column ?? 1)
             guard let options = parseOptions(value, options: PipelineFileSpec.param, exclusive: [],
-                                             label: "parameter '\(name)'", at: at) else { continue }
+                                             label: "parameter '\(name)'", at: at, path: "params.\(name)") else { continue }
             let positions = lastOptionPositions
             do {
                 specs[name] = try ParamSpec(name: name, options: options, pipeline: pipeline)

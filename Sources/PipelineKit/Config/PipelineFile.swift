@@ -125,22 +125,22 @@ struct PipelineParser {
         let name = values.string("name") ?? URL(fileURLWithPath: file).deletingPathExtension().lastPathComponent
         let description = values.string("description") ?? ""
 
-        let loader = optionalStage(fields["loader"], slot: .loader)
-        let dataCache = optionalStage(fields["data_cache"], slot: .dataCache)
-        let imageCache = optionalStage(fields["image_cache"], slot: .imageCache)
+        let loader = optionalStage(fields["loader"], slot: .loader, path: "loader")
+        let dataCache = optionalStage(fields["data_cache"], slot: .dataCache, path: "data_cache")
+        let imageCache = optionalStage(fields["image_cache"], slot: .imageCache, path: "image_cache")
         var decoder: StageConfig?
         if let field = fields["decoder"] {
-            decoder = stage(field.value, slot: .decoder)
+            decoder = stage(field.value, slot: .decoder, path: "decoder")
         } else if let plugin = registry.plugin("imagemagick", in: .decoder) {
             decoder = StageConfig(plugin: plugin, options: plugin.defaultOptions, position: SourcePosition(line: 1, column: 1))
         } else {
             error(root, "missing 'decoder'")
         }
-        let processors = processorList(fields["processors"]?.value) ?? []
+        let processors = processorList(fields["processors"]?.value, path: "processors") ?? []
         var encoder: StageConfig?
         let encoderMissing = fields["encoder"] == nil
         if let field = fields["encoder"] {
-            encoder = stage(field.value, slot: .encoder)
+            encoder = stage(field.value, slot: .encoder, path: "encoder")
         } else if fields["variants"] == nil {
             error(root, "missing 'encoder'; expected one of: "
                 + registry.plugins(in: .encoder).map(\.spec.name).joined(separator: ", "))
@@ -190,15 +190,15 @@ struct PipelineParser {
     }
 
     /// A `processors:` list; `nil` when it is malformed (reported).
-    private mutating func processorList(_ node: Node?) -> [StageConfig]? {
+    private mutating func processorList(_ node: Node?, path: String) -> [StageConfig]? {
         guard let node else { return [] }
         switch node {
         case .sequence(let list):
-            return list.compactMap { stage($0, slot: .processor) }
+            return list.enumerated().compactMap { stage($0.element, slot: .processor, path: "\(path).\($0.offset)") }
         case .scalar(let s) where s.isNull:
             return []
         default:
-            error(node, "expected a list of processors for 'processors', got \(OptionParsing.describe(node))")
+            error(node, "expected a list of processors for '\(path)', got \(OptionParsing.describe(node))")
             return nil
         }
     }
@@ -227,14 +227,14 @@ struct PipelineParser {
             if case .mapping(let fields) = value {
                 for (fieldKey, fieldValue) in fields {
                     switch fieldKey.scalar?.string ?? "" {
-                    case "processors": own = processorList(fieldValue) ?? []
+                    case "processors": own = processorList(fieldValue, path: "variants.\(name).processors") ?? []
                     case "encoder":
                         namesEncoder = true
-                        variantEncoder = stage(fieldValue, slot: .encoder)
+                        variantEncoder = stage(fieldValue, slot: .encoder, path: "variants.\(name).encoder")
                     case "name":
                         templateNode = fieldValue
                         do { template = try NameTemplate(fieldValue.scalar?.string ?? "") } catch let failure as PipelineError {
-                            error(fieldValue, failure.message)
+                            error(fieldValue, "variants.\(name).name: " + failure.message)
                         } catch {}
                     default:
                         let word = fieldKey.scalar?.string ?? ""
@@ -248,14 +248,14 @@ struct PipelineParser {
             }
             guard let finalEncoder = variantEncoder else {
                 // One mistake, one error: an encoder that was named but is invalid was reported already.
-                if encoderMissing, !namesEncoder { error(key, "variant '\(name)' has no 'encoder', and there is no top-level 'encoder'") }
+                if encoderMissing, !namesEncoder { error(key, "variants.\(name): no 'encoder', and there is no top-level 'encoder'") }
                 continue
             }
             if mapping.count > 1, !template.parts.contains(.placeholder("variant")) {
                 let rendered = template.text
                 if let other = templates[rendered] {
                     let target = templateNode ?? key
-                    error(target, "variants '\(other)' and '\(name)' would write to the same names ('\(rendered)'); add {variant} to output.name or give each variant its own 'name'")
+                    error(target, "variants.\(name): variants '\(other)' and '\(name)' would write to the same names ('\(rendered)'); add {variant} to output.name or give each variant its own 'name'")
                 }
                 templates[rendered] = name
             }
@@ -266,14 +266,15 @@ struct PipelineParser {
     }
 
     /// A cache or loader slot: absent, `none`, or a stage.
-    private mutating func optionalStage(_ field: (key: Node, value: Node)?, slot: Slot) -> StageConfig? {
+    private mutating func optionalStage(_ field: (key: Node, value: Node)?, slot: Slot, path: String) -> StageConfig? {
         guard let field else { return nil }
         if let scalar = field.value.scalar, scalar.string == "none" || scalar.isNull { return nil }
-        return stage(field.value, slot: slot)
+        return stage(field.value, slot: slot, path: path)
     }
 
-    /// `name` or `{name: {options}}` resolved against the registry.
-    private mutating func stage(_ node: Node, slot: Slot) -> StageConfig? {
+    /// `name` or `{name: {options}}` resolved against the registry. `path` is where it sits in the
+    /// file (`loader`, `processors.2`, `variants.small.encoder`); messages name their full key path.
+    private mutating func stage(_ node: Node, slot: Slot, path: String) -> StageConfig? {
         let nameNode: Node
         var optionsNode: Node?
         switch node {
@@ -281,17 +282,17 @@ struct PipelineParser {
             nameNode = node
         case .mapping(let mapping):
             guard mapping.count == 1, let pair = mapping.first else {
-                error(node, "expected one plugin name as the only key of \(slot.article), got \(mapping.count) keys")
+                error(node, "\(path): expected one plugin name as the only key of \(slot.article), got \(mapping.count) keys")
                 return nil
             }
             nameNode = pair.key
             optionsNode = pair.value
         default:
-            error(node, "expected \(slot.article) name, or a map from its name to its options, got \(OptionParsing.describe(node))")
+            error(node, "\(path): expected \(slot.article) name, or a map from its name to its options, got \(OptionParsing.describe(node))")
             return nil
         }
         guard let name = nameNode.scalar?.string else {
-            error(nameNode, "expected \(slot.article) name")
+            error(nameNode, "\(path): expected \(slot.article) name")
             return nil
         }
         let position = SourcePosition(line: nameNode.mark?.line ?? 1, column: nameNode.mark?.column ?? 1)
@@ -299,38 +300,46 @@ struct PipelineParser {
             let valid = registry.plugins(in: slot).map(\.spec.name)
             let slotLabel = slot.rawValue.replacingOccurrences(of: "_", with: " ")
             if let other = registry.slots(of: name).first {
-                error(nameNode, "'\(name)' is \(other.article); the \(slotLabel) slot takes one of: "
+                error(nameNode, "\(path): '\(name)' is \(other.article); the \(slotLabel) slot takes one of: "
                     + valid.joined(separator: ", "))
             } else {
-                error(nameNode, "unknown \(slotLabel) '\(name)'" + Suggest.hint(for: name, in: valid))
+                error(nameNode, "\(path): unknown \(slotLabel) '\(name)'" + Suggest.hint(for: name, in: valid))
             }
             return nil
         }
-        guard let options = parseOptions(optionsNode, plugin: plugin, at: position) else { return nil }
-        let config = StageConfig(plugin: plugin, options: options, position: position, optionPositions: lastOptionPositions)
+        guard let options = parseOptions(optionsNode, plugin: plugin, at: position, path: "\(path).\(name)") else { return nil }
+        var config = StageConfig(plugin: plugin, options: options, position: position, optionPositions: lastOptionPositions)
+        config.keyPath = "\(path).\(name)"
+        if let advice = plugin.spec.advice?(options, Set(lastOptionPositions.keys)) {
+            diagnostics.append(Diagnostic(.warning, file: file, line: position.line, column: position.column,
+                                          message: "\(path).\(name): \(advice)"))
+        }
         do {
             try config.validate()
         } catch let failure as PipelineError {
-            error(at: position, "\(plugin.slot.rawValue.replacingOccurrences(of: "_", with: " ")) '\(name)': \(failure.message)")
+            error(at: position, "\(path).\(name): \(failure.message)")
             return nil
         } catch {
-            self.error(at: position, "\(slot.rawValue) '\(name)': \(error)")
+            self.error(at: position, "\(path).\(name): \(error)")
             return nil
         }
         return config
     }
 
-    private mutating func parseOptions(_ node: Node?, plugin: Plugin, at position: SourcePosition) -> PluginOptions? {
+    private mutating func parseOptions(_ node: Node?, plugin: Plugin, at position: SourcePosition, path: String) -> PluginOptions? {
         let label = "\(plugin.slot.rawValue.replacingOccurrences(of: "_", with: " ")) '\(plugin.spec.name)'"
         return parseOptions(node, options: plugin.spec.options, exclusive: plugin.spec.exclusive, label: label, at: position,
-                            retired: plugin.spec.retired)
+                            retired: plugin.spec.retired, path: path)
     }
 
     /// A map of options declared by `specs` (a plugin's, or a section of the file such as `output`):
     /// every value parsed and range-checked, defaults filled in; `nil` when anything was wrong (reported).
+    /// `path` is the map's key path in the file (`loader.http`, `output`): every message names the
+    /// option by its full path (`loader.http.timeout`).
     mutating func parseOptions(_ node: Node?, options specs: [OptionSpec], exclusive: [[String]], label: String,
                                        at position: SourcePosition, retired: [String: String] = [:],
-                                       elsewhere: [String: String] = [:]) -> PluginOptions? {
+                                       elsewhere: [String: String] = [:], path: String) -> PluginOptions? {
+        func full(_ option: String) -> String { "\(path).\(option)" }
         var values: [String: OptionValue] = [:]
         lastOptionPositions = [:]
         var ok = true
@@ -344,7 +353,7 @@ struct PipelineParser {
                         continue
                     }
                     if let replacement = retired[optionName] {
-                        error(key, "option '\(optionName)' of \(label) was removed: \(replacement)")
+                        error(key, "option '\(full(optionName))' was removed: \(replacement)")
                         ok = false
                         continue
                     }
@@ -352,14 +361,14 @@ struct PipelineParser {
                         let names = specs.map(\.name)
                         let hint = elsewhere[optionName].map { "; \($0)" } ?? (names.isEmpty ? "; it takes no options"
                             : Suggest.hint(for: optionName, in: names))
-                        error(key, "unknown option '\(optionName)' for \(label)\(hint)")
+                        error(key, "unknown option '\(full(optionName))'\(hint)")
                         ok = false
                         continue
                     }
                     if let mark = value.mark { lastOptionPositions[optionName] = SourcePosition(line: mark.line, column: mark.column) }
-                    switch OptionParsing.parse(value, kind: option.kind, name: optionName) {
+                    switch OptionParsing.parse(value, kind: option.kind, name: full(optionName)) {
                     case .success(let parsed):
-                        if let problem = OptionParsing.checkRange(parsed, spec: option) {
+                        if let problem = OptionParsing.checkRange(parsed, spec: option, name: full(optionName)) {
                             error(value, problem)
                             ok = false
                         } else {
@@ -373,7 +382,7 @@ struct PipelineParser {
             case .scalar(let s) where s.isNull:
                 break
             default:
-                error(node, "expected a map of options for \(label), got \(OptionParsing.describe(node))")
+                error(node, "\(path): expected a map of options, got \(OptionParsing.describe(node))")
                 return nil
             }
         }
@@ -381,9 +390,9 @@ struct PipelineParser {
             for group in exclusive {
                 let set = mapping.filter { group.contains($0.key.scalar?.string ?? "") }
                 if set.count > 1 {
-                    let names = set.map { "'\($0.key.scalar?.string ?? "")'" }
+                    let names = set.map { "'\(full($0.key.scalar?.string ?? ""))'" }
                     error(set[set.index(after: set.startIndex)].key,
-                          "\(names.joined(separator: " and ")) of \(label) exclude each other; set only one")
+                          "\(names.joined(separator: " and ")) exclude each other; set only one")
                     ok = false
                 }
             }
@@ -392,7 +401,7 @@ struct PipelineParser {
             if let value = option.defaultValue {
                 values[option.name] = value
             } else if option.required {
-                error(at: position, "missing required option '\(option.name)' for \(label)")
+                error(at: position, "missing required option '\(full(option.name))'")
                 ok = false
             }
         }
@@ -403,7 +412,7 @@ struct PipelineParser {
     /// ``FailurePolicy`` reads them (the fallback file is read when the run starts).
     private mutating func failurePolicy(_ node: Node) -> PluginOptions? {
         let at = node.mark.map { SourcePosition(line: $0.line, column: $0.column) } ?? SourcePosition(line: 1, column: 1)
-        guard let options = parseOptions(node, options: PipelineFileSpec.onFailure, exclusive: [], label: "'on_failure'", at: at) else {
+        guard let options = parseOptions(node, options: PipelineFileSpec.onFailure, exclusive: [], label: "'on_failure'", at: at, path: "on_failure") else {
             return nil
         }
         let positions = lastOptionPositions
@@ -417,7 +426,7 @@ struct PipelineParser {
     /// rotated sources would then be shown sideways.
     private mutating func metadataPolicy(_ node: Node, decoder: StageConfig?) -> PluginOptions? {
         let at = node.mark.map { SourcePosition(line: $0.line, column: $0.column) } ?? SourcePosition(line: 1, column: 1)
-        guard let options = parseOptions(node, options: PipelineFileSpec.metadata, exclusive: [], label: "'metadata'", at: at),
+        guard let options = parseOptions(node, options: PipelineFileSpec.metadata, exclusive: [], label: "'metadata'", at: at, path: "metadata"),
               let policy = try? MetadataPolicy(options: options) else { return nil }
         if decoder?.options.bool("auto_orient") == false, !policy.kept.contains(.orientation) {
             diagnostics.append(Diagnostic(.warning, file: file, line: at.line, column: at.column,
@@ -443,7 +452,7 @@ struct PipelineParser {
         guard let options = parseOptions(node, options: PipelineFileSpec.output + destination.spec.options,
                                          exclusive: destination.spec.exclusive, label: label, at: at,
                                          retired: PipelineFileSpec.retiredOutputOptions,
-                                         elsewhere: otherDestinationOptions(than: destination)) else {
+                                         elsewhere: otherDestinationOptions(than: destination), path: "output") else {
             return nil
         }
         let positions = lastOptionPositions
@@ -453,7 +462,7 @@ struct PipelineParser {
         } catch {}
         var dir = options.string("dir") ?? "out/" + NameTemplate.safe(pipelineName)
         if dir.isEmpty {
-            error(at: positions["dir"] ?? at, "'dir' may not be empty")
+            error(at: positions["dir"] ?? at, "'output.dir' may not be empty")
             dir = "out/" + NameTemplate.safe(pipelineName)
         }
         let templateText = options.string("name") ?? (hasVariants ? NameTemplate.defaultVariantText : NameTemplate.defaultText)
@@ -479,7 +488,7 @@ struct PipelineParser {
             return OutputConfig(dir: dir, name: template, options: PluginOptions(effective),
                                 dirPosition: positions["dir"], namePosition: positions["name"])
         } catch let failure as PipelineError {
-            error(at: positions["name"] ?? at, failure.message)
+            error(at: positions["name"] ?? at, "output.name: " + failure.message)
             return nil
         } catch {
             return nil
@@ -511,6 +520,8 @@ struct PipelineParser {
             }
             if let context, context.text.contains("flow"), let value = bracedValue(on: mark.line) {
                 message += "; inside { } or [ ], braces end the map, so a value such as '\(value)' must be quoted: \"\(value)\""
+            } else if !(context?.text.contains("flow") ?? false), let hint = indentationHint(line: mark.line) {
+                message += "; " + hint
             }
             diagnostics.append(Diagnostic(file: file, line: mark.line, column: mark.column, message: message))
         case .reader(let problem, _, _, _):
@@ -527,6 +538,57 @@ struct PipelineParser {
     }
 
     /// The first unquoted `${...}` (or other value with braces) on `line`, for the flow-mapping hint.
+    /// What the lines around a block-structure error say about indentation, the usual cause of
+    /// libyaml's bare "did not find expected key" and "mapping values are not allowed here": a line
+    /// indented more than a key that already has a value, or less than its neighbours but not as
+    /// far as any key above it.
+    private func indentationHint(line: Int) -> String? {
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        func indent(_ text: String) -> Int { text.prefix { $0 == " " }.count }
+        func isContent(_ text: String) -> Bool {
+            let trimmed = text.trimmingCharacters(in: .whitespaces)
+            return !trimmed.isEmpty && !trimmed.hasPrefix("#")
+        }
+        func key(_ text: String) -> String? {
+            let trimmed = text.trimmingCharacters(in: .whitespaces)
+            let body = trimmed.hasPrefix("- ") ? String(trimmed.dropFirst(2)) : trimmed
+            guard let colon = body.firstIndex(of: ":") else { return nil }
+            return String(body[..<colon])
+        }
+        // libyaml points at the offending line or at the one after it: try both, nearest first.
+        for candidate in [line, line - 1] where candidate >= 2 && candidate <= lines.count {
+            let current = lines[candidate - 1]
+            guard isContent(current) else { continue }
+            let contentAbove = lines[..<(candidate - 1)].filter(isContent)
+            guard let previous = contentAbove.last else { continue }
+            let mine = indent(current), theirs = indent(previous)
+            let above = candidate - 1 - lines[..<(candidate - 1)].reversed().prefix { !isContent($0) }.count
+            if mine > theirs, current.trimmingCharacters(in: .whitespaces).hasPrefix("- "),
+               let item = lines[..<(candidate - 1)].lastIndex(where: { $0.trimmingCharacters(in: .whitespaces).hasPrefix("- ") }) {
+                return "line \(candidate) is a list item indented more than the item on line \(item + 1); "
+                    + "line its '-' up with that one (\(indent(lines[item])) spaces)"
+            }
+            if mine > theirs, let previousKey = key(previous) {
+                let value = previous.firstIndex(of: ":").map { previous[previous.index(after: $0)...].trimmingCharacters(in: .whitespaces) } ?? ""
+                if !value.isEmpty, !value.hasPrefix("#"), !value.hasPrefix("|"), !value.hasPrefix(">") {
+                    return "line \(candidate) is indented more than line \(above), "
+                        + "whose key '\(previousKey)' already has a value; to make it a key of the same map, line it up with '\(previousKey)'"
+                }
+            }
+            if mine < theirs {
+                let levels = Set(contentAbove.map(indent)).filter { $0 < theirs }
+                if !levels.contains(mine) {
+                    let nearest = levels.filter { $0 < mine }.max() ?? 0
+                    let parent = contentAbove.last { indent($0) == nearest }.flatMap(key)
+                    return "line \(candidate) is indented less than the key above it (\(mine) \(mine == 1 ? "space" : "spaces"); line \(above) has \(theirs)) "
+                        + "but not as far as any key it could belong to; indent it \(theirs) spaces to stay in the same map"
+                        + (parent.map { ", or \(nearest) to be a key beside '\($0)'" } ?? "")
+                }
+            }
+        }
+        return nil
+    }
+
     private func bracedValue(on line: Int) -> String? {
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
         guard line >= 1, line <= lines.count else { return nil }

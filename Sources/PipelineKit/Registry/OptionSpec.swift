@@ -224,14 +224,19 @@ public struct PluginSpec: Sendable {
     /// Options this plugin no longer takes, each with what replaced it: a pipeline setting one
     /// fails validation with that message rather than a bare "unknown option".
     public let retired: [String: String]
+    /// Advice on a valid but likely surprising setting, shown by validation as a warning: given the
+    /// options (defaults filled in) and the names the file set itself, a sentence, or `nil`.
+    public let advice: (@Sendable (_ options: PluginOptions, _ written: Set<String>) -> String?)?
 
     public init(name: String, summary: String, options: [OptionSpec] = [], exclusive: [[String]] = [],
-                retired: [String: String] = [:]) {
+                retired: [String: String] = [:],
+                advice: (@Sendable (_ options: PluginOptions, _ written: Set<String>) -> String?)? = nil) {
         self.name = name
         self.summary = summary
         self.options = options
         self.exclusive = exclusive
         self.retired = retired
+        self.advice = advice
     }
 
     public func option(_ name: String) -> OptionSpec? { options.first { $0.name == name } }

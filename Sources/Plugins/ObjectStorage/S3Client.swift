@@ -100,7 +100,7 @@ final class S3Client: Sendable {
         policy.timeout = timeout
         policy.maxRedirects = 0
         // The endpoint is the user's own configuration: a store on loopback or a private network is normal.
-        policy.addressPolicy = AddressPolicy(allowLoopback: true, allowLinkLocal: false, allowPrivate: true)
+        policy.addressPolicy = AddressPolicy(allowLoopback: true, allowLinkLocal: false, allowPrivate: true, optionPath: nil)
         self.policy = policy
         self.attempts = attempts
         engine = CurlTransferEngine(name: "pipelinekit-s3", maxPerHost: 0)

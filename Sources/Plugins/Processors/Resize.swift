@@ -28,7 +28,16 @@ public struct Resize: ImageProcessing {
                 .oneOf("filter", filters.keys.sorted(), default: "lanczos", doc: "Resampling filter."),
                 .bool("pre_shrink", default: true,
                       doc: "When shrinking by 3x or more, first average pixel blocks down to twice the target, then apply the filter (as libvips does): several times faster on large images, visually the same."),
-            ]),
+            ],
+            advice: { options, written in
+                // fill without upscale leaves a small source smaller than the box: say so, unless
+                // the file chose upscale itself.
+                guard options.string("mode") == "fill", !written.contains("upscale"),
+                      let width = options.int("width"), let height = options.int("height") else { return nil }
+                return "a source smaller than \(width)x\(height) is not enlarged (upscale is off), so it comes out smaller "
+                    + "than the box, not cropped to it; set upscale: true to always fill the box, mode: fill_down to crop "
+                    + "small sources to its shape, or upscale: false to keep this and silence the warning"
+            }),
         make: { options in try Resize(options: options) })
 
     public let width: Int?

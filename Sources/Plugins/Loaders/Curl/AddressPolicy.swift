@@ -6,6 +6,9 @@ struct AddressPolicy: Sendable, Equatable {
     var allowLoopback = false
     var allowLinkLocal = false
     var allowPrivate = true
+    /// Where the allow_* options live in the pipeline file (`loader.http.`), for the message that
+    /// tells how to permit a refused address; `nil` when no option can.
+    var optionPath: String? = "loader.http."
 
     enum Range: String { case loopback, linkLocal = "link-local", privateRange = "private", publicRange = "public" }
 
@@ -16,7 +19,9 @@ struct AddressPolicy: Sendable, Equatable {
         }
         switch range {
         case .loopback where !allowLoopback, .linkLocal where !allowLinkLocal, .privateRange where !allowPrivate:
-            return "\(text) (\(range.rawValue) address; set allow_\(range == .privateRange ? "private" : range == .linkLocal ? "link_local" : "loopback"): true to permit)"
+            guard let optionPath else { return "\(text) (\(range.rawValue) address, refused)" }
+            let option = "allow_" + (range == .privateRange ? "private" : range == .linkLocal ? "link_local" : "loopback")
+            return "\(text) (\(range.rawValue) address; set \(optionPath)\(option): true to permit)"
         default:
             return nil
         }

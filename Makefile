@@ -94,6 +94,7 @@ ALONE_SUITES = ProcessCountTests
 
 test: test-deps
 	$(SWIFT) build --build-tests
+	docs/tools/api-docs.sh .build/api-docs
 	$(SWIFT) test --skip-build --filter '$(ENGINE_SUITES)'
 	$(SWIFT) test --skip-build --filter PluginsTests --skip '$(CODEC_SUITES)|$(ALONE_SUITES)'
 	$(SWIFT) test --skip-build --filter '$(CODEC_SUITES)'
@@ -166,7 +167,9 @@ docs: build
 	.build/debug/pipelinectl schema > docs/pipeline.schema.json
 	docs/tools/cli_reference.py .build/debug/pipelinectl > docs/cli.md
 	NO_MKDOCS_2_WARNING=1 python3 -m mkdocs build --strict --quiet
-	@echo "the site is in site/ (open site/index.html)"
+	docs/tools/api-docs.sh site/api
+	@echo "the site is in site/: open site/index.html; the Swift API (DocC) needs HTTP:"
+	@echo "  python3 -m http.server -d site 8000, then http://localhost:8000/api/PipelineKit/documentation/pipelinekit/"
 
 clean:
 	rm -rf .build out .cache $(DIST) site

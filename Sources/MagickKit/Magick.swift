@@ -21,7 +21,7 @@ public enum Magick {
     /// indirect `@file` reads; and every delegate (external program: Ghostscript, Inkscape, ffmpeg),
     /// which no built-in needs. Added to the machine's `policy.xml` (which may forbid more; this can
     /// only forbid, never allow). MVG stays readable: the SVG coder draws through it, and SVG is
-    /// only read when a pipeline sets `allow_svg`, after ``SVGScreen``-style checks.
+    /// only read when a pipeline sets `allow_svg`, after `SVGScreen`-style checks.
     public static let blockedCoders = [
         "MSL", "TEXT", "TXT", "LABEL", "CAPTION", "PANGO", "EPHEMERAL", "INLINE", "URL", "HTTP", "HTTPS", "FTP",
         "PS", "PS2", "PS3", "EPS", "EPI", "EPSF", "EPSI", "EPT", "PDF", "PDFA", "AI", "XPS", "SHOW", "WIN", "X", "SCAN", "VID",

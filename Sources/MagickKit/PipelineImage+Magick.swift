@@ -1,6 +1,6 @@
 import Foundation
 
-/// ImageMagick's pixels behind a ``PipelineImage``: one wand, never changed after the image is made.
+/// ImageMagick's pixels behind a `PipelineImage`: one wand, never changed after the image is made.
 public final class MagickPixels: PixelStorage, @unchecked Sendable {
     // Never mutated after init: every use goes through `clone()`, which only reads.
     let wand: Wand

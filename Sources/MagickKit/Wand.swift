@@ -72,7 +72,7 @@ public final class Wand {
         return (info.pointee.severity, reason)
     }
 
-    /// Throws a ``PipelineError`` of `kind` with ImageMagick's reason when `status` is false.
+    /// Throws a `PipelineError` of `kind` with ImageMagick's reason when `status` is false.
     @discardableResult
     public func check(_ status: MagickBooleanType, _ kind: ErrorKind, _ what: String) throws -> Wand {
         if status == MagickFalse { throw PipelineError(kind, lastError("\(what) failed")) }

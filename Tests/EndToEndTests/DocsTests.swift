@@ -72,7 +72,27 @@ import TestSupport
             guard let data = FileManager.default.contents(atPath: site.appendingPathComponent(path).path) else { continue }
             server.serve("/" + path, data, contentType: types[(path as NSString).pathExtension] ?? "application/octet-stream")
         }
+        // The Swift API documentation (DocC) that `make test` wrote with docs/tools/api-docs.sh.
+        let api = Self.root.appendingPathComponent(".build/api-docs")
+        let apiFiles = FileManager.default.enumerator(atPath: api.path)?.allObjects.compactMap { $0 as? String } ?? []
+        try #require(!apiFiles.isEmpty, "no .build/api-docs: make test writes it (docs/tools/api-docs.sh .build/api-docs)")
+        for path in apiFiles {
+            guard let data = FileManager.default.contents(atPath: api.appendingPathComponent(path).path) else { continue }
+            server.serve("/api/" + path, data, contentType: types[(path as NSString).pathExtension] ?? "application/octet-stream")
+            // DocC's pages are one app that routes by the address: a directory's index is asked
+            // for by the directory.
+            if path.hasSuffix("/index.html") {
+                let directory = "/api/" + path.dropLast("/index.html".count)
+                server.serve(directory, data, contentType: "text/html")
+                server.serve(directory + "/", data, contentType: "text/html")
+            }
+        }
         let browser = ["--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0"]
+        for (module, symbol) in [("PipelineKit", "PipelineRunner"), ("MagickKit", "Wand")] {
+            let page = server.url("/api/\(module)/documentation/\(module.lowercased())/")
+            let dom = try await Command.run("/usr/bin/chromium", browser + ["--virtual-time-budget=10000", "--dump-dom", page])
+            #expect(dom.stdout.contains(symbol), "the \(module) API page does not list \(symbol); unanswered: \(server.unmatched.suffix(5))")
+        }
         for (page, heading) in [("index.html", "The guides"), ("failures.html", "Stopping and resuming")] {
             let url = try #require(URL(string: server.url("/" + page)))
             let dom = try await Command.run("/usr/bin/chromium", browser + ["--dump-dom", url.absoluteString])

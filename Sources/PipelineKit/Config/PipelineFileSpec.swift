@@ -18,7 +18,7 @@ public struct PipelineFileKey: Sendable {
         case section([OptionSpec])
         /// A map from names to maps of ``PipelineFileSpec/variant`` keys (`variants:`).
         case variants
-        /// The pipeline's own tests, read by ``PipelineTests`` (`tests:`).
+        /// The pipeline's own tests, read by `PipelineTests` (`tests:`).
         case tests
         /// A map from parameter names to ``PipelineFileSpec/param`` maps (`params:`).
         case params

@@ -105,7 +105,7 @@ final class FinishedSources: Sendable {
     }
 }
 
-/// ``ItemOutcome`` as bytes and back, for ``FinishedSources``' arena: lengths and numbers as
+/// ``ItemOutcome`` as bytes and back, for `FinishedSources`' arena: lengths and numbers as
 /// 64-bit little-endian words, strings as their length and UTF-8 bytes.
 enum OutcomeCoding {
     static func encode(_ outcome: ItemOutcome, into bytes: inout [UInt8]) {

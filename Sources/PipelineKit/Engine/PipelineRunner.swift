@@ -22,7 +22,7 @@ public struct RunOptions: Sendable {
     /// Sources whose result this run remembers, so that a line repeated later in the list reuses
     /// it (copies its outputs) instead of loading again: about 200 bytes each, so the default
     /// 100,000 is about 20 MB however long the list. 0 remembers none (duplicates in flight at the
-    /// same time are still made once). See ``FinishedSources``.
+    /// same time are still made once). See `FinishedSources`.
     public var dedupeWindow: Int = 100_000
     /// Skip items whose outputs this pipeline (same fingerprint) already wrote completely into the
     /// output directory, as recorded by earlier runs, even ones that were killed. Skipped items
@@ -257,12 +257,12 @@ public final class PipelineRunner: Sendable {
         return { $0 == key || $0.hasPrefix(outputs) }
     }
 
-    /// Asks the run to stop gracefully: no new item starts; items in flight finish. ``run(_:onItem:)``
+    /// Asks the run to stop gracefully: no new item starts; items in flight finish. ``run(_:settle:onItem:)``
     /// then counts the lines it did not start in ``RunSummary/notStarted`` and returns.
     public func stop() { stopRequested.withLock { $0 = true } }
 
     /// Stops the run and cancels the items in flight (after ``stop()``'s grace period ran out):
-    /// they fail as `cancelled`, and ``run(_:onItem:)`` returns at once with them counted.
+    /// they fail as `cancelled`, and ``run(_:settle:onItem:)`` returns at once with them counted.
     public func abort() {
         stop()
         aborted.fire()

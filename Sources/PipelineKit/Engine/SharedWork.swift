@@ -7,7 +7,7 @@ import Synchronization
 /// stop) leaves at once with `CancellationError`, and when the last subscriber has left the work
 /// itself is cancelled, so the load slot, the worker and the transfer it holds are given back.
 /// Later callers for the key then start afresh. Once the work ends the key is forgotten (the run's
-/// ``FinishedSources`` and the caches remember results).
+/// `FinishedSources` and the caches remember results).
 public final class SharedWork<Value: Sendable>: Sendable {
     private final class Job: @unchecked Sendable {
         // Only touched under `SharedWork.state`'s lock.

@@ -67,7 +67,7 @@ public final class WorkerPool: Sendable {
 
     /// Queues `job` to run on one of the pool's threads; returns its number, for ``withdraw(_:)``.
     /// Jobs of higher `priority` run first, jobs of equal priority in the order they came; but no
-    /// waiting job is overtaken more than ``maxOvertaken`` times.
+    /// waiting job is overtaken more than `maxOvertaken` times.
     @discardableResult
     public func submit(priority: Int = 0, _ job: @escaping @Sendable () -> Void) -> UInt64 {
         let id = queue.withLock { queue in

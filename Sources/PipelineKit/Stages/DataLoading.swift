@@ -2,7 +2,7 @@ import Foundation
 
 /// The loader slot: turns a source into bytes.
 ///
-/// A loader declares the URL schemes it serves in its plugin (``Plugin/loader(_:schemes:make:)``);
+/// A loader declares the URL schemes it serves in its plugin (``Plugin/loader(_:schemes:check:make:)``);
 /// the engine picks the loader for each line by scheme, so one list may mix URLs and paths.
 /// Limits on concurrency and coalescing of identical loads are the engine's; a loader only fetches.
 public protocol DataLoading: Sendable {

@@ -3,7 +3,7 @@ import Foundation
 /// The destination slot: where a run's outputs go (a local directory, a bucket, the body of an
 /// HTTP response, a tar archive).
 ///
-/// A destination is a plugin like any other stage (``Plugin/destination(_:schemes:make:)``),
+/// A destination is a plugin like any other stage (``Plugin/destination(_:schemes:check:make:)``),
 /// chosen by the scheme of `output.dir` (none for a local path, `s3` for `s3://bucket/prefix`)
 /// and made from the `output:` options. The engine names each output by a path relative to the
 /// destination and decides what happens to an output that is already there (`output.existing`);

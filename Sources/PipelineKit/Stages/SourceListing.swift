@@ -36,7 +36,7 @@ public protocol SourceCursor: AnyObject, Sendable {
     func next() async throws -> Source?
 }
 
-/// An open list as an `AsyncSequence`, for ``PipelineRunner/run(_:onItem:)``.
+/// An open list as an `AsyncSequence`, for ``PipelineRunner/run(_:settle:onItem:)``.
 public struct SourceCursorSequence: AsyncSequence, Sendable {
     public typealias Element = Source
     public let cursor: any SourceCursor

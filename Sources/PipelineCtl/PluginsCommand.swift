@@ -57,18 +57,30 @@ struct PluginsCommand: AsyncParsableCommand {
 
     struct Describe: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Describe a plugin: its slot, summary and every option with type, default and range.",
-            discussion: "Example:\n  pipelinectl plugins describe resize")
+            abstract: "Describe a plugin, or a section of the pipeline file: every option with type, default and range.",
+            discussion: helpText("""
+                The sections are output, variants, metadata, on_failure, serve and params.
 
-        @Argument(help: "The plugin's name.")
+                Examples:
+                  pipelinectl plugins describe resize
+                  pipelinectl plugins describe output
+                """))
+
+        @Argument(help: "The plugin's name, or a section of the pipeline file (output, variants, metadata, ...).")
         var name: String
+
+        static let sections = ["output", "variants", "metadata", "on_failure", "serve", "params"]
 
         func run() async throws {
             let registry = PipelineCtl.registry
             let slots = registry.slots(of: name)
+            if slots.isEmpty, let section = PluginReference.describeSection(name, registry: registry) {
+                print(section)
+                return
+            }
             guard !slots.isEmpty else {
-                let all = Slot.allCases.flatMap { registry.plugins(in: $0).map(\.spec.name) }
-                printError("error: no plugin named '\(name)'" + Suggest.hint(for: name, in: Array(Set(all)).sorted()))
+                let all = Slot.allCases.flatMap { registry.plugins(in: $0).map(\.spec.name) } + Self.sections
+                printError("error: no plugin or pipeline file section named '\(name)'" + Suggest.hint(for: name, in: Array(Set(all)).sorted()))
                 throw Exit.invalid
             }
             for slot in slots {

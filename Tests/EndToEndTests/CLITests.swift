@@ -612,6 +612,17 @@ import TestSupport
     @Test func describeAndSchemaComeFromTheSpecs() async throws {
         let describe = try await pipelinectl(["plugins", "describe", "jpeg"])
         #expect(describe.stdout.contains("jpeg (encoder)") && describe.stdout.contains("  quality  (integer or map of target_ssim, min, max, default 82, 1 – 100)"))
+        // The pipeline file's own sections are described the same way.
+        let output = try await pipelinectl(["plugins", "describe", "output"])
+        #expect(output.status == 0 && output.stdout.hasPrefix("output (pipeline file section)") && output.stdout.contains("  existing  (replace_if_changed|keep|replace"))
+        let variants = try await pipelinectl(["plugins", "describe", "variants"])
+        #expect(variants.stdout.contains("  processors  (list of processors)") && variants.stdout.contains("  encoder  (an encoder)"))
+        for section in ["metadata", "on_failure", "serve", "params"] {
+            let described = try await pipelinectl(["plugins", "describe", section])
+            #expect(described.status == 0 && described.stdout.contains("(pipeline file section)"), "\(section): \(described.stderr)")
+        }
+        let typo = try await pipelinectl(["plugins", "describe", "outptu"])
+        #expect(typo.status == 2 && typo.stderr.contains("no plugin or pipeline file section named 'outptu'; did you mean 'output'?"))
         let schema = try await pipelinectl(["schema"])
         let object = try JSONSerialization.jsonObject(with: Data(schema.stdout.utf8)) as? [String: Any]
         let properties = object?["properties"] as? [String: Any]

@@ -39,6 +39,21 @@ import TestSupport
         #expect(missing.isEmpty, "not in docs/cli.md: \(missing)")
     }
 
+    /// The built-ins table of the pipeline language guide names every registered plugin in its
+    /// slot's row (it once left out s3).
+    @Test func theBuiltInsTableNamesEveryPlugin() async throws {
+        let listed = try await Command.run(CLITests.binary, ["plugins", "--json"])
+        let plugins = try #require(try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [[String: Any]])
+        let guide = try String(contentsOf: Self.root.appendingPathComponent("docs/pipelines.md"), encoding: .utf8)
+        let rows = guide.split(separator: "\n").filter { $0.hasPrefix("| ") }
+        #expect(plugins.count >= 45)
+        for plugin in plugins {
+            let name = plugin["name"] as? String ?? "", slot = (plugin["slot"] as? String ?? "").replacingOccurrences(of: "_", with: " ")
+            let row = rows.first { $0.hasPrefix("| \(slot) |") || $0.hasPrefix("| \(slot) (") }
+            #expect(row?.contains("`\(name)`") == true, "docs/pipelines.md: the \(slot) row lacks \(name)")
+        }
+    }
+
     /// The README stays a front page: at most 12 KB, every guide linked from it exists.
     @Test func theReadmeIsShortAndItsLinksResolve() throws {
         let readme = try String(contentsOf: Self.root.appendingPathComponent("README.md"), encoding: .utf8)

@@ -54,13 +54,47 @@ public enum PluginReference {
         }
         lines.append("")
         lines.append("options:")
-        for option in plugin.spec.options {
+        lines += optionLines(plugin.spec.options)
+        return lines.joined(separator: "\n")
+    }
+
+    /// Each option on two lines: name with type, default and range; then its description.
+    static func optionLines(_ options: [OptionSpec]) -> [String] {
+        var lines: [String] = []
+        for option in options {
             var facts = [option.kind.name == "enum" ? typeText(option.kind).replacingOccurrences(of: "`", with: "").replacingOccurrences(of: " \\| ", with: "|") : option.kind.name]
             if let text = option.defaultText { facts.append("default \(text)") } else if option.required { facts.append("required") }
             let range = rangeText(option)
             if !range.isEmpty { facts.append(range) }
             lines.append("  \(option.name)  (\(facts.joined(separator: ", ")))")
             lines.append("      \(option.doc)" + (option.example.map { " Example: \($0)" } ?? ""))
+        }
+        return lines
+    }
+
+    /// A section of the pipeline file described as a plugin is (`output`, `variants`, `metadata`,
+    /// `on_failure`, `serve`, `params`), for `pipelinectl plugins describe`; `nil` for other names.
+    public static func describeSection(_ name: String, registry: PluginRegistry) -> String? {
+        let doc = PipelineFileSpec.key(name)?.doc ?? ""
+        var lines = ["\(name) (pipeline file section)", "  \(doc)", ""]
+        switch name {
+        case "output":
+            lines.append("options:")
+            lines += optionLines(PipelineFileSpec.output)
+            let destinations = registry.plugins(in: .destination).map(\.spec.name)
+            lines += ["", "  and the options of the destination its dir names: \(destinations.joined(separator: ", "))",
+                      "  (pipelinectl plugins describe \(destinations.last ?? "s3"))"]
+        case "variants":
+            lines.append("each variant, under its name, takes:")
+            for key in PipelineFileSpec.variant {
+                lines.append("  \(key.name)  (\(PipelineFileSpec.shapeText(key.shape).replacingOccurrences(of: "`", with: "")))")
+                lines.append("      \(key.doc)")
+            }
+        case "metadata": lines.append("options:"); lines += optionLines(PipelineFileSpec.metadata)
+        case "on_failure": lines.append("options:"); lines += optionLines(PipelineFileSpec.onFailure)
+        case "serve": lines.append("options:"); lines += optionLines(PipelineFileSpec.serve)
+        case "params": lines.append("each parameter, under its name, takes:"); lines += optionLines(PipelineFileSpec.param)
+        default: return nil
         }
         return lines.joined(separator: "\n")
     }

@@ -95,7 +95,7 @@ extension ValidationTests {
         let (parsed, found) = PipelineFile.parse(text: text, file: "o.yaml", registry: registry)
         #expect(parsed != nil)
         #expect(found.map(\.description) == [
-            "o.yaml:3:11: warning: the decoder's auto_orient is false and metadata does not keep orientation: "
+            "o.yaml:3:11: warning: metadata.keep: the decoder's auto_orient is false and metadata does not keep orientation: "
                 + "outputs of rotated sources will be shown as stored; add orientation to keep",
         ])
         let kept = text.replacingOccurrences(of: "[copyright]", with: "[copyright, orientation]")

@@ -1,3 +1,4 @@
+import Foundation
 @testable import PipelineKit
 import Plugins
 import Testing
@@ -253,5 +254,17 @@ import Testing
     @Test func defaultIsCollisionFree() throws {
         #expect(try NameTemplate(NameTemplate.defaultText).isCollisionFree)
         #expect(try !NameTemplate("{stem}.{ext}").isCollisionFree)
+    }
+
+    /// Every kind an item can fail with has a row in the failures guide's table.
+    @Test func everyItemErrorKindIsDocumented() throws {
+        let guide = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../docs/failures.md").standardizedFileURL, encoding: .utf8)
+        let rows = guide.split(separator: "\n").filter { $0.hasPrefix("| `") }
+        #expect(ErrorKind.itemKinds.count >= 20)
+        for kind in ErrorKind.itemKinds {
+            #expect(rows.contains { $0.split(separator: "|").first?.contains("`\(kind.rawValue)`") == true },
+                    "docs/failures.md has no row for \(kind.rawValue)")
+        }
     }
 }

@@ -130,7 +130,7 @@ struct CountingProcessor: ImageProcessing {
               a: { encoder: jpeg }
               b: { encoder: jpeg }
             """).1 == [
-                "v.yaml:2:9: warning: '{stem}.{ext}' can give two sources the same name (the second fails as output_collision); add {hash}, {hash8} or {index}",
+                "v.yaml:2:9: warning: output.name: '{stem}.{ext}' can give two sources the same name (the second fails as output_collision); add {hash}, {hash8} or {index}",
                 "v.yaml:5:3: error: variants.b: variants 'a' and 'b' would write to the same names ('{stem}.{ext}'); add {variant} to output.name or give each variant its own 'name'",
             ])
         #expect(parse("variants:\n  a: { processors: [] }\n").1

@@ -21,7 +21,7 @@ grep -qF "catalog  Loads catalog://SKU" <<< "$listed" || fail "plugins lists cat
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 sed 's/- duotone: { dark: "#1d2b53", light: "#ffcc66" }/- duotone: { drak: "#1d2b53", light: notacolour }/' catalog.yaml > "$work/broken.yaml"
 if "$bin" validate "$work/broken.yaml" 2> "$work/errors"; then fail "broken pipeline validated"; fi
-grep -qF "broken.yaml:14:20: error: unknown option 'drak' for processor 'duotone'; did you mean 'dark'?" "$work/errors" \
+grep -qF "broken.yaml:14:20: error: unknown option 'variants.image.processors.0.duotone.drak'; did you mean 'dark'?" "$work/errors" \
   || { cat "$work/errors"; fail "typo in a custom option"; }
 
 rm -rf out

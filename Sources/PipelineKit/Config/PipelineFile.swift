@@ -430,7 +430,7 @@ struct PipelineParser {
               let policy = try? MetadataPolicy(options: options) else { return nil }
         if decoder?.options.bool("auto_orient") == false, !policy.kept.contains(.orientation) {
             diagnostics.append(Diagnostic(.warning, file: file, line: at.line, column: at.column,
-                                          message: "the decoder's auto_orient is false and metadata does not keep orientation: "
+                                          message: "metadata.keep: the decoder's auto_orient is false and metadata does not keep orientation: "
                                             + "outputs of rotated sources will be shown as stored; add orientation to keep"))
         }
         return options
@@ -480,7 +480,7 @@ struct PipelineParser {
             let template = try NameTemplate(templateText)
             if template.mayCollide, let at = positions["name"] {
                 diagnostics.append(Diagnostic(.warning, file: file, line: at.line, column: at.column,
-                    message: "'\(templateText)' can give two sources the same name (the second fails as output_collision); add {hash}, {hash8} or {index}"))
+                    message: "output.name: '\(templateText)' can give two sources the same name (the second fails as output_collision); add {hash}, {hash8} or {index}"))
             }
             var effective = options.values
             effective["dir"] = .string(dir)

@@ -66,6 +66,14 @@ public struct ErrorKind: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     /// A store (S3) refused our credentials: retrying will not help until they are fixed.
     public static let auth: ErrorKind = "auth"
 
+    /// Every kind an item of a run can fail with, as the report and metrics name them; the
+    /// failures guide lists each (a test checks it).
+    public static let itemKinds: [ErrorKind] = [
+        .httpStatus, .timeout, .tooLarge, .notFound, .dns, .connect, .tls, .tooManyRedirects, .blockedProtocol,
+        .blockedAddress, .network, .notAnImage, .unsupportedFormat, .decodeFailed, .processFailed, .encodeFailed,
+        .writeFailed, .outputCollision, .truncated, .invalidSource, .cancelled, .io, .auth,
+    ]
+
     // Configuration: what a plugin's factory or the pipeline file refuses (validation errors).
 
     /// A plugin refuses an option's value, or a combination of options.

@@ -54,6 +54,42 @@ import TestSupport
         }
     }
 
+    /// The report's fields and the metrics a run writes are all in the operating guide: a real
+    /// run's report and metrics file are read back, and each key and metric name looked up there.
+    @Test func everyReportFieldAndMetricIsDocumented() async throws {
+        let dir = try Fixtures.temporaryDirectory("documented")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try Fixtures.image("plasma:", width: 300, height: 200).write(to: dir.appendingPathComponent("a.jpg"))
+        try "a.jpg\nmissing.jpg\n".write(to: dir.appendingPathComponent("urls.txt"), atomically: true, encoding: .utf8)
+        try """
+            version: 1
+            name: documented
+            processors: [ { analyze: {} }, { resize: { width: 64 } } ]
+            encoder: jpeg
+            output: { dir: \(dir.path)/out }
+            """.write(to: dir.appendingPathComponent("p.yaml"), atomically: true, encoding: .utf8)
+        let run = try await Command.run(CLITests.binary, ["run", dir.appendingPathComponent("p.yaml").path, dir.appendingPathComponent("urls.txt").path,
+                                                          "--report", dir.appendingPathComponent("r.json").path,
+                                                          "--metrics", dir.appendingPathComponent("m.prom").path, "--progress", "none"])
+        #expect(run.status == 1, "\(run.stderr)")
+        let guide = try String(contentsOf: Self.root.appendingPathComponent("docs/operating.md"), encoding: .utf8)
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: dir.appendingPathComponent("r.json"))) as? [String: Any])
+        var keys = Set(report.keys)
+        for part in ["run", "summary", "stats"] { keys.formUnion((report[part] as? [String: Any])?.keys ?? [:].keys) }
+        for item in report["items"] as? [[String: Any]] ?? [] {
+            keys.formUnion(item.keys)
+            keys.formUnion((item["error"] as? [String: Any])?.keys ?? [:].keys)
+        }
+        #expect(keys.count >= 30)
+        let undocumented = keys.filter { !guide.contains("\"\($0)\"") && !guide.contains("`\($0)`") }
+        #expect(undocumented.isEmpty, "report fields not in docs/operating.md: \(undocumented.sorted())")
+        let metrics = try String(contentsOf: dir.appendingPathComponent("m.prom"), encoding: .utf8).split(separator: "\n")
+            .filter { $0.hasPrefix("# TYPE ") }.map { String($0.split(separator: " ")[2]) }
+        #expect(metrics.count >= 8)
+        let missing = metrics.filter { !guide.contains("`\($0)`") }
+        #expect(missing.isEmpty, "metrics not in docs/operating.md: \(missing)")
+    }
+
     /// The README stays a front page: at most 12 KB, every guide linked from it exists.
     @Test func theReadmeIsShortAndItsLinksResolve() throws {
         let readme = try String(contentsOf: Self.root.appendingPathComponent("README.md"), encoding: .utf8)

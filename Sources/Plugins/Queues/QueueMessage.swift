@@ -1,0 +1,53 @@
+import Foundation
+import PipelineKit
+
+/// What a queue message asks for. Bodies are S3 event notifications (`Records[].s3`, the form S3
+/// sends to SQS, also wrapped in an SNS notification when S3 publishes through SNS), or a plain
+/// source line, as in a URL list.
+enum QueueMessage: Sendable, Equatable {
+    /// Sources to process: `s3://bucket/key` for each created object, or the line given.
+    case sources([String])
+    /// S3's test event, sent when a notification is configured: nothing to do.
+    case testEvent
+    /// A notification with nothing to process (objects removed, no records).
+    case nothing(String)
+
+    /// Reads a message body. Keys in S3 notifications are URL-encoded (`+` for a space): decoded.
+    /// - Throws: ``PipelineError`` of kind `invalid_source` naming what is wrong with the body.
+    static func parse(_ body: String) throws -> QueueMessage {
+        let trimmed = body.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !trimmed.isEmpty else { throw PipelineError(.invalidSource, "the message is empty") }
+        guard trimmed.hasPrefix("{") else {
+            guard !trimmed.contains("\n") else {
+                throw PipelineError(.invalidSource, "a plain message names one source; this one has several lines")
+            }
+            return .sources([trimmed])
+        }
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(trimmed.utf8))) as? [String: Any] else {
+            throw PipelineError(.invalidSource, "the message starts with '{' but is not a JSON object")
+        }
+        // S3 -> SNS -> SQS: the S3 event is the SNS notification's Message, as a string.
+        if object["Type"] as? String == "Notification", let inner = object["Message"] as? String {
+            return try parse(inner)
+        }
+        if object["Event"] as? String == "s3:TestEvent" { return .testEvent }
+        guard let records = object["Records"] as? [[String: Any]] else {
+            throw PipelineError(.invalidSource, "a JSON message must be an S3 event notification (with Records); this one has "
+                + (object.keys.sorted().prefix(5).joined(separator: ", ")))
+        }
+        var sources: [String] = []
+        for (index, record) in records.enumerated() {
+            let name = record["eventName"] as? String ?? ""
+            guard name.hasPrefix("ObjectCreated:") || name.isEmpty else { continue }
+            guard let s3 = record["s3"] as? [String: Any], let bucket = (s3["bucket"] as? [String: Any])?["name"] as? String,
+                  let key = (s3["object"] as? [String: Any])?["key"] as? String, !bucket.isEmpty, !key.isEmpty else {
+                throw PipelineError(.invalidSource, "record \(index + 1) of the S3 notification has no s3.bucket.name or s3.object.key")
+            }
+            guard let decoded = key.replacingOccurrences(of: "+", with: " ").removingPercentEncoding else {
+                throw PipelineError(.invalidSource, "record \(index + 1): the key '\(key)' is not valid URL encoding")
+            }
+            sources.append("s3://\(bucket)/\(decoded)")
+        }
+        return sources.isEmpty ? .nothing("no ObjectCreated records (\(records.count) record\(records.count == 1 ? "" : "s"))") : .sources(sources)
+    }
+}

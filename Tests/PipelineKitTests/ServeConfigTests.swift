@@ -76,6 +76,21 @@ import Testing
         #expect(pipeline?.serve.cacheControl == "public, max-age=60")
     }
 
+    /// A prefix without the '/' that ends a host or a directory lets in more than it names:
+    /// validation warns, naming a source it would let in.
+    @Test func sourcePrefixesThatLetInMoreAreWarnedAbout() {
+        let (pipeline, found) = parse("", serve: """
+            serve:
+              sources: ["https://img.example.com", "/srv/images", "http://127.0.0.1:", "s3://uploads/", "https://cdn.example.com/a/"]
+            """)
+        #expect(pipeline != nil)
+        #expect(found == [
+            "p.yaml:10:12: warning: serve.sources: 'https://img.example.com' also allows 'https://img.example.com.evil.example/a.jpg'; end it with '/' to allow only what is under it",
+            "p.yaml:10:12: warning: serve.sources: '/srv/images' also allows '/srv/images-other/a.jpg'; end it with '/' to allow only what is under it",
+        ])
+        #expect(pipeline?.serve.allows("https://img.example.com.evil.example/a.jpg") == true)  // what the warning is about
+    }
+
     @Test func requestTargetsAreReadWhateverTheSourceEncoding() throws {
         let variants: (String) -> Bool? = { ["p": false, "v": true][$0] }
         let plain = try ServeRequest(target: "/sig/p/https://img.example.com/a.jpg?w=10&expires=99", hasVariants: variants)

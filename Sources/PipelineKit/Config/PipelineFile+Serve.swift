@@ -11,6 +11,13 @@ extension PipelineParser {
             return config
         }
         config.sources = (options.list("sources") ?? []).map(\.description)
+        let sourcesAt = lastOptionPositions["sources"] ?? at
+        for prefix in config.sources {
+            if let widened = ServeConfig.widening(prefix) {
+                diagnostics.append(Diagnostic(.warning, file: file, line: sourcesAt.line, column: sourcesAt.column,
+                    message: "serve.sources: '\(prefix)' also allows '\(widened)'; end it with '/' to allow only what is under it"))
+            }
+        }
         config.cacheControl = options.string("cache_control") ?? ServeConfig.defaultCacheControl
         return config
     }

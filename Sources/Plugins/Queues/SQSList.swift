@@ -1,0 +1,196 @@
+import Foundation
+import PipelineKit
+import Synchronization
+
+/// An SQS queue read as a list of sources that never ends (or, with `untilEmpty`, ends when the
+/// queue is empty and nothing is held): the list a `pipelinectl work` worker runs over.
+///
+/// Delivery is at least once, and nothing is acknowledged before it is done: a message is deleted
+/// only when every source it names is settled by the engine, which settles an item after its
+/// outputs are stored. While its sources run, a message's visibility is extended, so a slow item
+/// is not delivered twice. A failure that may pass (a timeout, a refused connection, a 5xx, a store
+/// that could not be written) releases the message for redelivery after a backoff that grows with
+/// its receive count; any other failure (not an image, too large, not found, ...) sends it to the
+/// dead-letter queue, when one is given, with the error kind as the attribute
+/// `pipelinectl-error-kind`, and deletes it. S3's test events and messages with nothing to do are
+/// deleted; a malformed message goes to the dead-letter queue as `invalid_source`. Sources under
+/// one of `ignoredPrefixes` (the pipeline's own outputs) are not processed: a worker writing into
+/// the bucket it watches makes no loop.
+public final class SQSList: SourceListing, Sendable {
+    let client: SQSClient
+    let deadLetter: SQSClient?
+    /// Seconds a received message stays invisible; extended every third of it while held.
+    let visibility: Int
+    let ignoredPrefixes: [String]
+    let untilEmpty: Bool
+
+    /// A received message and the sources of it not yet settled.
+    struct Held {
+        var message: SQSMessage
+        var pending: Int
+        var failures: [ItemError] = []
+    }
+
+    struct State {
+        var held: [String: Held] = [:]
+        /// Source text -> ids of the held messages waiting for it (a duplicate message waits too).
+        var waiting: [String: [String]] = [:]
+        var nextIndex = 1
+        var keeper: Task<Void, Never>?
+    }
+
+    let state = Mutex(State())
+
+    public var name: String { client.queue.url }
+    public var baseDirectory: String { FileManager.default.currentDirectoryPath }
+    public var readsAhead: Bool { false }
+
+    init(client: SQSClient, deadLetter: SQSClient?, visibility: Int = 60, ignoredPrefixes: [String] = [], untilEmpty: Bool = false) {
+        self.client = client
+        self.deadLetter = deadLetter
+        self.visibility = max(10, visibility)
+        self.ignoredPrefixes = ignoredPrefixes.filter { !$0.isEmpty }
+        self.untilEmpty = untilEmpty
+    }
+
+    /// The queue at `url` (and the dead-letter queue at `deadLetter`), reached with the AWS
+    /// settings in `environment`.
+    public static func open(_ url: String, deadLetter: String? = nil, visibility: Int = 60, ignoredPrefixes: [String] = [],
+                            untilEmpty: Bool = false, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> SQSList {
+        let credentials = try SQSClient.credentials(environment: environment)
+        let client = SQSClient(queue: try SQSQueue(url, environment: environment), credentials: credentials)
+        let dead = try deadLetter.map { SQSClient(queue: try SQSQueue($0, environment: environment), credentials: credentials) }
+        return SQSList(client: client, deadLetter: dead, visibility: visibility, ignoredPrefixes: ignoredPrefixes, untilEmpty: untilEmpty)
+    }
+
+    public func check() async throws {
+        _ = try await client.depth()
+        if let deadLetter { _ = try await deadLetter.depth() }
+    }
+
+    public func open() async throws -> any SourceCursor {
+        startKeeper()
+        return Cursor(list: self)
+    }
+
+    /// Messages held now (received, not yet acknowledged or released).
+    var heldCount: Int { state.withLock { $0.held.count } }
+
+    public func settle(_ source: Source, as result: ItemResult) async {
+        var finished: [Held] = []
+        state.withLock { state in
+            guard let id = state.waiting[source.text]?.first else { return }
+            state.waiting[source.text]?.removeFirst()
+            if state.waiting[source.text]?.isEmpty == true { state.waiting[source.text] = nil }
+            guard var held = state.held[id] else { return }
+            held.pending -= 1
+            if result.status == .failed, let error = result.error { held.failures.append(error) }
+            if held.pending <= 0 {
+                state.held[id] = nil
+                finished.append(held)
+            } else {
+                state.held[id] = held
+            }
+        }
+        for held in finished { await finish(held) }
+    }
+
+    /// Acknowledges, releases or dead-letters a message whose sources are all settled.
+    func finish(_ held: Held) async {
+        do {
+            if held.failures.isEmpty {
+                try await client.delete(held.message)
+            } else if held.failures.contains(where: Self.mayPass) {
+                let backoff = min(900, 10 * (1 << min(6, max(0, held.message.receiveCount - 1))))
+                try await client.extendVisibility(held.message, seconds: backoff)
+            } else {
+                try await deadLetterAndDelete(held.message, kind: held.failures[0].kind.rawValue)
+            }
+        } catch {
+            // The message comes back when its visibility runs out: done once more, nothing lost.
+        }
+    }
+
+    func deadLetterAndDelete(_ message: SQSMessage, kind: String) async throws {
+        if let deadLetter { try await deadLetter.send(message.body, attributes: ["pipelinectl-error-kind": kind]) }
+        try await client.delete(message)
+    }
+
+    /// Whether a failure may pass if the item is tried again later.
+    static func mayPass(_ error: ItemError) -> Bool {
+        switch error.kind {
+        case .timeout, .dns, .connect, .tls, .network, .truncated, .io, .writeFailed, .cancelled, .auth: return true
+        case .httpStatus: return error.message.contains("HTTP 5") || error.message.contains("HTTP 429")
+        default: return error.stage == .output && error.kind != .outputCollision
+        }
+    }
+
+    /// Extends the visibility of every held message, every third of the visibility timeout.
+    func startKeeper() {
+        let task = Task { [weak self] in
+            while !Task.isCancelled {
+                guard let interval = self.map({ Double($0.visibility) / 3 }) else { return }
+                try? await Task.sleep(for: .seconds(interval))
+                guard let self else { return }
+                let messages = self.state.withLock { $0.held.values.map(\.message) }
+                for message in messages { try? await self.client.extendVisibility(message, seconds: self.visibility) }
+            }
+        }
+        state.withLock { $0.keeper?.cancel(); $0.keeper = task }
+    }
+
+    deinit { state.withLock { $0.keeper?.cancel() } }
+
+    /// Reads messages as the engine asks for sources; each message's sources handed out in turn.
+    final class Cursor: SourceCursor, Sendable {
+        let list: SQSList
+        let buffer = Mutex<[Source]>([])
+
+        init(list: SQSList) { self.list = list }
+
+        func next() async throws -> Source? {
+            while true {
+                if let source = buffer.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { return source }
+                let messages = try await list.client.receive(limit: 10, wait: list.untilEmpty ? 1 : 20, visibility: list.visibility)
+                if messages.isEmpty, list.untilEmpty { return nil }
+                var sources: [Source] = []
+                for message in messages { sources += await take(message) }
+                buffer.withLock { $0 += sources }
+            }
+        }
+
+        /// The sources of `message` to process (registering it as held); deletes or dead-letters a
+        /// message with none.
+        func take(_ message: SQSMessage) async -> [Source] {
+            let parsed: QueueMessage
+            do { parsed = try QueueMessage.parse(message.body) } catch {
+                try? await list.deadLetterAndDelete(message, kind: ErrorKind.invalidSource.rawValue)
+                return []
+            }
+            guard case .sources(let all) = parsed else {
+                try? await list.client.delete(message)
+                return []
+            }
+            let wanted = all.filter { text in !list.ignoredPrefixes.contains { text.hasPrefix($0) } }
+            guard !wanted.isEmpty else {
+                try? await list.client.delete(message)
+                return []
+            }
+            return list.state.withLock { state in
+                // A message received again while still held (its visibility ran out) replaces the
+                // old handle: only the newest one can delete it.
+                if var held = state.held[message.id] {
+                    held.message = message
+                    state.held[message.id] = held
+                    return []
+                }
+                state.held[message.id] = Held(message: message, pending: wanted.count)
+                return wanted.map { text in
+                    state.waiting[text, default: []].append(message.id)
+                    defer { state.nextIndex += 1 }
+                    return Source(text: text, index: state.nextIndex)
+                }
+            }
+        }
+    }
+}

@@ -8,7 +8,13 @@ import Synchronization
 /// report and metrics. Exits 128+N after a stop by signal N, 3 when outputs could not be
 /// written, 1 when items failed (or an output kept by `existing: keep` is stale), 2 when the
 /// pipeline or the list cannot be used.
-func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunOutputOptions, stopGrace: Double) async throws {
+///
+/// `listPlugin` and `listOptions` choose the list plugin by name and set its options (`work` reads
+/// a queue so); `ignoreOwnOutputs` tells the list the output location's prefix, whose sources it
+/// does not process; with `stopExitsZero`, a stop by signal is the normal end (a worker's) and exits 0.
+func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunOutputOptions, stopGrace: Double,
+                 listPlugin: String? = nil, listOptions: [String: OptionValue] = [:], ignoreOwnOutputs: Bool = false,
+                 stopExitsZero: Bool = false) async throws {
     var output = output
     if let shard = options.shard {
         output.report = output.report.map(shard.name)
@@ -16,7 +22,12 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
     }
     bootstrapLogging(output)
     guard let pipeline = loadPipeline(name) else { throw Exit.invalid }
-    let (runner, list) = try makeRunner(pipeline, urls: urls, options: options)
+    var listOptions = listOptions
+    if ignoreOwnOutputs {
+        let dir = options.outputDirectory ?? pipeline.output.dir
+        if Source.urlScheme(of: dir) != nil { listOptions["ignore"] = .list([.string(dir.hasSuffix("/") ? dir : dir + "/")]) }
+    }
+    let (runner, list) = try makeRunner(pipeline, urls: urls, options: options, listPlugin: listPlugin, listOptions: listOptions)
     var problem = await runner.preflight()
     if problem == nil {
         do { try await list.check() } catch {
@@ -43,9 +54,10 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
     }
     let header = runHeader(pipeline, runner: runner, list: list, shard: options.shard)
     let report = try openReport(output, localPath: remoteReport?.localPath, header: header)
-    let signals = StopSignals(runner: runner, grace: stopGrace)
+    let signals = StopSignals(runner: runner, grace: stopGrace, onStop: { list.stopReading() })
     defer { signals.cancel() }
     let outcome = try await execute(runner, list: list, cursor: cursor, output: output, report: report)
+    await list.runEnded()
     try finish(outcome, pipeline: pipeline, runner: runner, output: output, fetchOnly: options.fetchOnly,
                shownReport: remoteReport?.url)
     if let remoteReport {
@@ -56,7 +68,7 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
     }
     if let signal = signals.received {
         remoteReport?.removeLocal()  // exit() runs no defer
-        Foundation.exit(128 + signal)
+        Foundation.exit(stopExitsZero ? 0 : 128 + signal)
     }
     if outcome.failures.anyOnOurSide { throw Exit.infrastructure }
     if outcome.summary.failed > 0 || outcome.summary.outputsStale > 0 { throw Exit.itemsFailed }
@@ -95,14 +107,15 @@ func bootstrapLogging(_ output: RunOutputOptions) {
 /// Checks the run's machine facts (output directory) and makes the runner and the source list of
 /// the list plugin `urls` names (a file, `-` for standard input, an object in a bucket:
 /// `s3://bucket/key`); prints why not.
-func makeRunner(_ pipeline: Pipeline, urls: String, options: RunOptions) throws -> (PipelineRunner, any SourceListing) {
+func makeRunner(_ pipeline: Pipeline, urls: String, options: RunOptions, listPlugin: String? = nil,
+                listOptions: [String: OptionValue] = [:]) throws -> (PipelineRunner, any SourceListing) {
     if let dir = options.outputDirectory, Source.urlScheme(of: dir) == nil,
        let problem = MachineCheck.writableDirectoryProblem(dir) {
         printError("error: --output '\(dir)' \(problem)")
         throw Exit.invalid
     }
     let list: any SourceListing
-    do { list = try PipelineCtl.registry.makeList(urls) } catch {
+    do { list = try PipelineCtl.registry.makeList(urls, plugin: listPlugin, options: listOptions) } catch {
         printError("error: \((error as? PipelineError)?.message ?? "\(error)")")
         throw Exit.invalid
     }

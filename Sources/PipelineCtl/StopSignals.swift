@@ -17,7 +17,8 @@ final class StopSignals: Sendable {
     private let state = FirstSignal()
     private let pipe: StopSignalPipe
 
-    init(runner: PipelineRunner, grace: Double) {
+    /// `onStop`: also told at the first signal (a queue stops receiving).
+    init(runner: PipelineRunner, grace: Double, onStop: (@Sendable () -> Void)? = nil) {
         let state = self.state
         pipe = StopSignalPipe.install { number in
             let again = state.number.withLock { seen -> Bool in
@@ -28,6 +29,7 @@ final class StopSignals: Sendable {
             if again { Foundation.exit(128 + number) }
             FileHandle.standardError.write(Data(
                 "\nstopping: no new items; finishing those in flight for up to \(Units.formatDuration(grace)) (signal again to quit now)\n".utf8))
+            onStop?()
             runner.stop()
             DispatchQueue.global().asyncAfter(deadline: .now() + grace) { runner.abort() }
         }

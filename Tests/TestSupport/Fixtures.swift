@@ -167,10 +167,11 @@ public enum Command {
     }
 
     /// Starts the program without waiting for it.
-    public static func start(_ executable: String, _ arguments: [String]) throws -> Running {
+    public static func start(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> Running {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        if let environment { process.environment = environment }
         process.currentDirectoryURL = Fixtures.packageRoot
         let running = Running(process)
         process.standardOutput = running.out

@@ -201,15 +201,18 @@ public struct PluginRegistry: Sendable {
     }
 
     /// The source list `name` names: a path, `-` (standard input), or a URL of a list plugin's
-    /// scheme (`s3://bucket/urls.txt`); made, not opened. Throws naming the scheme when no list
-    /// plugin reads it.
-    public func makeList(_ name: String) throws -> any SourceListing {
+    /// scheme (`s3://bucket/urls.txt`); made, not opened. `plugin` chooses the list plugin by name
+    /// instead (a queue given by its https URL), and `options` set its options. Throws naming the
+    /// scheme when no list plugin reads it.
+    public func makeList(_ name: String, plugin pluginName: String? = nil, options: [String: OptionValue] = [:]) throws -> any SourceListing {
         let scheme = Source.urlScheme(of: name) ?? ""
-        guard let plugin = plugins(in: .list).first(where: { $0.schemes.contains(scheme) }),
-              case .list(_, let make) = plugin.maker else {
+        let chosen = pluginName.map { wanted in plugins(in: .list).first { $0.spec.name == wanted } }
+            ?? plugins(in: .list).first(where: { $0.schemes.contains(scheme) })
+        guard let plugin = chosen, case .list(_, let make) = plugin.maker else {
             throw PipelineError(.invalidSource, "cannot read a URL list from \(scheme):// URLs ('\(name)')")
         }
         var values = plugin.defaultOptions.values
+        for (key, value) in options { values[key] = value }
         values["url"] = .string(name)
         return try make(PluginOptions(values))
     }

@@ -24,11 +24,19 @@ public protocol SourceListing: Sendable {
     /// Called when the item made from `source` is finished, with its result: its outputs are
     /// stored, or it failed. A queue acknowledges or releases the item here. Default: nothing.
     func settle(_ source: Source, as result: ItemResult) async
+    /// Asks a list that waits for sources (a queue) to end soon: its cursor returns `nil` once
+    /// what it is waiting for now has come (a stop by signal). Default: nothing.
+    func stopReading()
+    /// Called once when the run is over, every started item settled: a queue hands back what it
+    /// received but never started. Default: nothing.
+    func runEnded() async
 }
 
 extension SourceListing {
     public func check() async throws {}
     public func settle(_ source: Source, as result: ItemResult) async {}
+    public func stopReading() {}
+    public func runEnded() async {}
 }
 
 /// An open list: its sources in order, each once; `nil` at the end. Read by one task at a time.

@@ -37,6 +37,7 @@ public final class SQSList: SourceListing, Sendable {
         var waiting: [String: [String]] = [:]
         var nextIndex = 1
         var keeper: Task<Void, Never>?
+        var stopped = false
     }
 
     let state = Mutex(State())
@@ -76,6 +77,38 @@ public final class SQSList: SourceListing, Sendable {
     /// Messages held now (received, not yet acknowledged or released).
     var heldCount: Int { state.withLock { $0.held.count } }
 
+    public func stopReading() { state.withLock { $0.stopped = true } }
+
+    /// Hands back every message still held (received, never started): visible again at once.
+    public func runEnded() async {
+        let left = state.withLock { state -> [SQSMessage] in
+            state.keeper?.cancel()
+            let messages = state.held.values.map(\.message)
+            state.held = [:]
+            state.waiting = [:]
+            return messages
+        }
+        for message in left { try? await client.extendVisibility(message, seconds: 0) }
+    }
+
+    /// `sqs`: a queue as the list (`pipelinectl work PIPELINE --queue URL`, or `pipelinectl run
+    /// PIPELINE sqs://ACCOUNT/NAME`, which processes what is queued and ends).
+    public static let plugin = Plugin.list(
+        PluginSpec(name: "sqs",
+                   summary: "Reads sources from an SQS queue: S3 event notifications or plain source lines; each message deleted once its outputs are stored.",
+                   options: [
+                    .string("dead_letter", doc: "A queue (URL or sqs://ACCOUNT/NAME) for messages that failed for good, with the error kind as an attribute."),
+                    .duration("visibility", default: "60s", min: "10s", max: "12h", doc: "How long a received message stays invisible; extended while its items run."),
+                    .bool("until_empty", default: true, doc: "End when the queue is empty and nothing is held (pipelinectl work sets false: wait for more)."),
+                    .list("ignore", of: .string, default: [], doc: "Source prefixes not processed (the pipeline's own outputs, so a worker writing into the bucket it watches makes no loop)."),
+                   ]),
+        schemes: ["sqs"]
+    ) { options in
+        try open(options.string("url") ?? "", deadLetter: options.string("dead_letter").flatMap { $0.isEmpty ? nil : $0 },
+                 visibility: Int(options.seconds("visibility") ?? 60), ignoredPrefixes: (options.list("ignore") ?? []).map(\.description),
+                 untilEmpty: options.bool("until_empty") ?? true)
+    }
+
     public func settle(_ source: Source, as result: ItemResult) async {
         var finished: [Held] = []
         state.withLock { state in
@@ -101,7 +134,7 @@ public final class SQSList: SourceListing, Sendable {
             if held.failures.isEmpty {
                 try await client.delete(held.message)
             } else if held.failures.contains(where: Self.mayPass) {
-                let backoff = min(900, 10 * (1 << min(6, max(0, held.message.receiveCount - 1))))
+                let backoff = min(900, 10 * (1 << min(7, max(0, held.message.receiveCount - 1))))
                 try await client.extendVisibility(held.message, seconds: backoff)
             } else {
                 try await deadLetterAndDelete(held.message, kind: held.failures[0].kind.rawValue)
@@ -151,7 +184,13 @@ public final class SQSList: SourceListing, Sendable {
         func next() async throws -> Source? {
             while true {
                 if let source = buffer.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { return source }
+                if list.state.withLock({ $0.stopped }) { return nil }
                 let messages = try await list.client.receive(limit: 10, wait: list.untilEmpty ? 1 : 20, visibility: list.visibility)
+                if list.state.withLock({ $0.stopped }) {
+                    // Received while stopping: handed back, visible again at once.
+                    for message in messages { try? await list.client.extendVisibility(message, seconds: 0) }
+                    return nil
+                }
                 if messages.isEmpty, list.untilEmpty { return nil }
                 var sources: [Source] = []
                 for message in messages { sources += await take(message) }

@@ -1,0 +1,96 @@
+import ArgumentParser
+import Foundation
+import PipelineKit
+
+/// `pipelinectl work`: a worker that runs a pipeline on every message of a queue until stopped.
+struct Work: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run a pipeline on every new upload, from a queue (SQS), until stopped.",
+        discussion: helpText("""
+            Messages are S3 event notifications (an upload to a bucket, sent to SQS directly or
+            through SNS) or plain source lines. A message is deleted only once the outputs of every
+            source it names are stored; while its items run, it stays invisible to other workers.
+            A failure that may pass (a timeout, a 5xx, a store that could not be written) makes the
+            message come back later, after a backoff; any other (not an image, too large, not found)
+            sends it to --dead-letter, with the error kind as the attribute pipelinectl-error-kind,
+            and deletes it. Sources under the pipeline's own s3:// output directory are not
+            processed, so a worker may write into the bucket it watches. Credentials, region and
+            endpoint come from the AWS environment, as for S3.
+
+            SIGTERM or Ctrl-C: no new message is received (after the long poll in progress, up to
+            20 s), items in flight finish within --stop-grace, unstarted messages are handed back.
+            After a kill, unacknowledged messages come back when their visibility runs out.
+
+            Exit codes: 0 after a stop by signal (a worker's normal end); with --until-empty, as
+            run's: 1 when items failed, 3 when outputs could not be written.
+
+            Examples:
+              pipelinectl work thumbnails \\
+                --queue https://sqs.eu-west-1.amazonaws.com/123456789012/uploads
+              pipelinectl work thumbnails --queue sqs://123456789012/uploads \\
+                --dead-letter sqs://123456789012/uploads-failed --report work.jsonl
+              pipelinectl work thumbnails --queue sqs://000000000000/uploads --until-empty
+            """))
+
+    @Argument(help: "The pipeline file, or its name in pipelines/.")
+    var pipeline: String
+
+    @Option(help: "The queue: its URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME) or sqs://ACCOUNT/NAME (endpoint from AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL or the region).")
+    var queue: String
+
+    @Option(help: "A queue for messages that failed for good (URL or sqs://ACCOUNT/NAME); without it they are deleted and only reported.")
+    var deadLetter: String?
+
+    @Option(help: "How long a received message stays invisible to other workers (e.g. 60s); extended while its items run.")
+    var visibility: String = "60s"
+
+    @Flag(help: "Process what is queued, then exit when the queue is empty (for a job that drains a queue).")
+    var untilEmpty = false
+
+    @Option(name: [.short, .customLong("output")], help: "Write outputs here instead of the pipeline's output.dir.")
+    var outputDirectory: String?
+
+    @Option(help: "CPU workers for decode, process and encode (default: one per core).")
+    var workers: Int?
+
+    @Option(help: "Memory decodes in progress may take together, estimated from each header (e.g. 200MiB, 1GB).")
+    var decodeMemory: String = "200MiB"
+
+    @Option(help: "Longest time one item's own work may take (e.g. 90s, 5m); 0 for no limit.")
+    var itemTimeout: String = "5m"
+
+    @Option(help: "After SIGTERM or Ctrl-C, how long items in flight may take to finish before they are cancelled.")
+    var stopGrace: String = "25s"
+
+    @OptionGroup var output: RunOutputOptions
+
+    func validate() throws {
+        if let workers, workers < 1 { throw ValidationError("--workers must be at least 1") }
+        if (Units.parseSize(decodeMemory) ?? 0) < 1 {
+            throw ValidationError("--decode-memory expects a size such as 256MiB or 1GB, got '\(decodeMemory)'")
+        }
+        for (flag, value) in [("--item-timeout", itemTimeout), ("--stop-grace", stopGrace)] where Units.parseDuration(value) == nil {
+            throw ValidationError("\(flag) expects a duration such as 90s or 5m, got '\(value)'")
+        }
+        guard let seconds = Units.parseDuration(visibility), seconds >= 10, seconds <= 43_200 else {
+            throw ValidationError("--visibility expects a duration from 10s to 12h, got '\(visibility)'")
+        }
+    }
+
+    func run() async throws {
+        var options = RunOptions()
+        options.outputDirectory = outputDirectory
+        if let workers { options.workers = workers }
+        options.decodeMemory = Units.parseSize(decodeMemory) ?? options.decodeMemory
+        let limit = Units.parseDuration(itemTimeout) ?? 300
+        options.itemTimeout = limit > 0 ? limit : nil
+        var listOptions: [String: OptionValue] = [
+            "visibility": .number(Units.parseDuration(visibility) ?? 60),
+            "until_empty": .bool(untilEmpty),
+        ]
+        if let deadLetter { listOptions["dead_letter"] = .string(deadLetter) }
+        try await runPipeline(pipeline, urls: queue, options: options, output: output,
+                              stopGrace: Units.parseDuration(stopGrace) ?? 25,
+                              listPlugin: "sqs", listOptions: listOptions, ignoreOwnOutputs: true, stopExitsZero: true)
+    }
+}

@@ -1,0 +1,125 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// `pipelinectl work`, the real binary, against moto's S3 and SQS on loopback: uploads to a bucket
+/// notify a queue, the worker makes their outputs into the same bucket (which notifies the queue
+/// again: no loop), a poison upload is dead-lettered with its kind, duplicates make one set of
+/// outputs; SIGTERM stops a waiting worker with exit 0 and nothing left unacknowledged.
+@Suite(.serialized) struct WorkTests {
+    /// A boto3 snippet with `sqs` and `s3` clients bound to `moto`; its stdout.
+    func boto(_ moto: MotoServer, _ snippet: String, _ arguments: [String] = []) async throws -> String {
+        let script = """
+            import base64, boto3, json, sys, urllib.parse
+            kw = dict(endpoint_url=sys.argv[1], region_name="us-east-1", aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3])
+            sqs, s3 = boto3.client("sqs", **kw), boto3.client("s3", **kw)
+            args = sys.argv[4:]
+            """ + "\n" + snippet
+        let result = try await Command.run("/usr/bin/env", ["python3", "-c", script, moto.endpoint, moto.accessKey, moto.secretKey] + arguments)
+        guard result.status == 0 else { throw CommandError(message: result.stderr) }
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Queues `events` (notified of every upload to `uploads`) and `dead`; their URLs.
+    func setUp(_ moto: MotoServer) async throws -> (events: String, dead: String) {
+        let urls = try await boto(moto, """
+            q = sqs.create_queue(QueueName='events')['QueueUrl']
+            d = sqs.create_queue(QueueName='dead')['QueueUrl']
+            arn = sqs.get_queue_attributes(QueueUrl=q, AttributeNames=['QueueArn'])['Attributes']['QueueArn']
+            s3.put_bucket_notification_configuration(Bucket='uploads', NotificationConfiguration={
+                'QueueConfigurations': [{'QueueArn': arn, 'Events': ['s3:ObjectCreated:*']}]})
+            print(q); print(d)
+            """).split(separator: "\n").map(String.init)
+        return (urls[0], urls[1])
+    }
+
+    func pipeline(in dir: URL) throws -> String {
+        let path = dir.appendingPathComponent("uploads.yaml")
+        try """
+            version: 1
+            name: uploads
+            processors:
+              - resize: { width: 120 }
+            encoder: jpeg
+            output: { dir: "s3://uploads/out", name: "{stem}.{ext}" }
+            """.write(to: path, atomically: true, encoding: .utf8)
+        return path.path
+    }
+
+    func upload(_ moto: MotoServer, _ keys: [String], html: [String] = []) async throws {
+        let jpeg = try Fixtures.image("plasma:", width: 400, height: 300).base64EncodedString()
+        _ = try await boto(moto, """
+            image = base64.b64decode(args[0])
+            for key in json.loads(args[1]): s3.put_object(Bucket='uploads', Key=key, Body=image)
+            for key in json.loads(args[2]): s3.put_object(Bucket='uploads', Key=key, Body=b'<html>no</html>')
+            """, [jpeg, String(decoding: try JSONSerialization.data(withJSONObject: keys), as: UTF8.self),
+                  String(decoding: try JSONSerialization.data(withJSONObject: html), as: UTF8.self)])
+    }
+
+    /// Visible and in-flight messages of `queue`.
+    func depth(_ moto: MotoServer, _ queue: String) async throws -> String {
+        try await boto(moto, """
+            a = sqs.get_queue_attributes(QueueUrl=args[0], AttributeNames=['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'])['Attributes']
+            print(a['ApproximateNumberOfMessages'], a['ApproximateNumberOfMessagesNotVisible'])
+            """, [queue])
+    }
+
+    func outputs(_ moto: MotoServer) async throws -> [String] {
+        try await boto(moto, """
+            for o in s3.list_objects_v2(Bucket='uploads', Prefix='out/').get('Contents', []): print(o['Key'])
+            """).split(separator: "\n").map(String.init).sorted()
+    }
+
+    @Test func aQueueOfUploadsIsDrainedWithoutLoopsOrLosses() async throws {
+        let moto = try await MotoServer.start(buckets: ["uploads"])
+        defer { moto.stop() }
+        let (events, dead) = try await setUp(moto)
+        try await upload(moto, ["in/a.jpg", "in/b.jpg", "in/c.jpg"], html: ["in/page.jpg"])
+        _ = try await boto(moto, "for _ in range(3): sqs.send_message(QueueUrl=args[0], MessageBody='s3://uploads/in/a.jpg')", [events])
+        let dir = try Fixtures.temporaryDirectory("work")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let report = dir.appendingPathComponent("work.jsonl")
+        let run = try await Command.run(CLITests.binary, ["work", try pipeline(in: dir), "--queue", events, "--dead-letter", dead,
+                                                          "--until-empty", "--report", report.path, "--report-format", "jsonl",
+                                                          "--progress", "none"],
+                                        environment: moto.environment, directory: dir)
+        #expect(run.status == 1, "one item failed: \(run.stdout)\(run.stderr)")
+        #expect(run.stdout.contains("failures by kind: not_an_image 1"), "\(run.stdout)")
+        // The outputs, once each; the worker's own outputs (in the watched bucket) made no work.
+        #expect(try await outputs(moto) == ["out/a.jpg", "out/b.jpg", "out/c.jpg"])
+        let sources = try String(contentsOf: report, encoding: .utf8).split(separator: "\n").compactMap { line in
+            (try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]).flatMap { $0["type"] as? String == "item" ? $0["source"] as? String : nil }
+        }
+        #expect(sources.count == 7, "a, b, c, the page and three duplicates of a: \(sources)")
+        #expect(!sources.contains { $0.hasPrefix("s3://uploads/out/") }, "an output was processed as a source: \(sources)")
+        #expect(try await depth(moto, events) == "0 0")
+        let dlq = try await boto(moto, """
+            for m in sqs.receive_message(QueueUrl=args[0], MaxNumberOfMessages=10, MessageAttributeNames=['All']).get('Messages', []):
+                print(m['MessageAttributes']['pipelinectl-error-kind']['StringValue'], urllib.parse.unquote_plus(json.loads(m['Body'])['Records'][0]['s3']['object']['key']))
+            """, [dead])
+        #expect(dlq == "not_an_image in/page.jpg")
+    }
+
+    @Test func sigtermStopsAWaitingWorkerWithExitZero() async throws {
+        let moto = try await MotoServer.start(buckets: ["uploads"])
+        defer { moto.stop() }
+        let (events, _) = try await setUp(moto)
+        let dir = try Fixtures.temporaryDirectory("work-stop")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let worker = try Command.start(CLITests.binary, ["work", try pipeline(in: dir), "--queue", events, "--progress", "none"],
+                                       environment: moto.environment)
+        try await upload(moto, ["in/a.jpg", "in/b.jpg"])
+        // Wait for the event the test is about: both outputs stored (generous: a loaded machine).
+        var made: [String] = []
+        for _ in 0..<600 where made.count < 2 {
+            made = try await outputs(moto)
+            if made.count < 2 { try await Task.sleep(for: .milliseconds(200)) }
+        }
+        #expect(made == ["out/a.jpg", "out/b.jpg"])
+        kill(worker.process.processIdentifier, SIGTERM)
+        let ended = try await worker.wait()
+        #expect(ended.status == 0, "\(ended.stdout)\(ended.stderr)")
+        #expect(ended.stderr.contains("stopping: no new items"))
+        #expect(try await depth(moto, events) == "0 0", "every message acknowledged or handed back")
+    }
+}

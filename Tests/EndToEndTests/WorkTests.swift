@@ -5,7 +5,8 @@ import TestSupport
 /// `pipelinectl work`, the real binary, against moto's S3 and SQS on loopback: uploads to a bucket
 /// notify a queue, the worker makes their outputs into the same bucket (which notifies the queue
 /// again: no loop), a poison upload is dead-lettered with its kind, duplicates make one set of
-/// outputs; SIGTERM stops a waiting worker with exit 0 and nothing left unacknowledged.
+/// outputs; SIGTERM stops a waiting worker with exit 0 and nothing left unacknowledged; a worker
+/// killed with SIGKILL loses nothing.
 @Suite(.serialized) struct WorkTests {
     /// A boto3 snippet with `sqs` and `s3` clients bound to `moto`; its stdout.
     func boto(_ moto: MotoServer, _ snippet: String, _ arguments: [String] = []) async throws -> String {
@@ -46,13 +47,15 @@ import TestSupport
         return path.path
     }
 
-    func upload(_ moto: MotoServer, _ keys: [String], html: [String] = []) async throws {
-        let jpeg = try Fixtures.image("plasma:", width: 400, height: 300).base64EncodedString()
+    func upload(_ moto: MotoServer, _ keys: [String], html: [String] = [], size: (Int, Int) = (400, 300)) async throws {
+        let file = try Fixtures.temporaryDirectory("upload").appendingPathComponent("image.jpg")
+        defer { try? FileManager.default.removeItem(at: file.deletingLastPathComponent()) }
+        try Fixtures.image("plasma:", width: size.0, height: size.1).write(to: file)
         _ = try await boto(moto, """
-            image = base64.b64decode(args[0])
+            image = open(args[0], 'rb').read()
             for key in json.loads(args[1]): s3.put_object(Bucket='uploads', Key=key, Body=image)
             for key in json.loads(args[2]): s3.put_object(Bucket='uploads', Key=key, Body=b'<html>no</html>')
-            """, [jpeg, String(decoding: try JSONSerialization.data(withJSONObject: keys), as: UTF8.self),
+            """, [file.path, String(decoding: try JSONSerialization.data(withJSONObject: keys), as: UTF8.self),
                   String(decoding: try JSONSerialization.data(withJSONObject: html), as: UTF8.self)])
     }
 
@@ -121,5 +124,47 @@ import TestSupport
         #expect(ended.status == 0, "\(ended.stdout)\(ended.stderr)")
         #expect(ended.stderr.contains("stopping: no new items"))
         #expect(try await depth(moto, events) == "0 0", "every message acknowledged or handed back")
+    }
+
+    /// A worker killed with SIGKILL loses nothing: what it held comes back when its visibility
+    /// runs out, and a second worker makes the rest; every upload ends with its output, once.
+    @Test func aKilledWorkerLosesNothing() async throws {
+        let moto = try await MotoServer.start(buckets: ["uploads"])
+        defer { moto.stop() }
+        let (events, _) = try await setUp(moto)
+        let dir = try Fixtures.temporaryDirectory("work-kill")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let keys = (1...6).map { "in/p\($0).jpg" }
+        try await upload(moto, keys, size: (3000, 2000))  // large enough that one worker takes a while over six
+        let arguments = ["work", try pipeline(in: dir), "--queue", events, "--visibility", "10s", "--workers", "1", "--progress", "none"]
+        let first = try Command.start(CLITests.binary, arguments, environment: moto.environment)
+        var made: [String] = []
+        for _ in 0..<600 where made.isEmpty {
+            made = try await outputs(moto)
+            if made.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(!made.isEmpty, "the first worker made nothing")
+        kill(first.process.processIdentifier, SIGKILL)
+        _ = try await first.wait()
+        // Killed mid-batch: messages it held are still invisible, not acknowledged.
+        let held = try await self.depth(moto, events).split(separator: " ").compactMap { Int($0) }
+        #expect(held.count == 2 && held[1] > 0, "the first worker was not killed mid-batch: \(held)")
+        let second = try Command.start(CLITests.binary, arguments, environment: moto.environment)
+        let expected = keys.map { "out/" + $0.dropFirst("in/".count) }.sorted()
+        for _ in 0..<1200 where made != expected {  // the killed worker's messages return after 10 s
+            made = try await outputs(moto)
+            if made != expected { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(made == expected)
+        // Every message acknowledged: the second worker has taken over what the first held.
+        var depth = ""
+        for _ in 0..<600 where depth != "0 0" {
+            depth = try await self.depth(moto, events)
+            if depth != "0 0" { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(depth == "0 0", "every message acknowledged")
+        kill(second.process.processIdentifier, SIGTERM)
+        let ended = try await second.wait()
+        #expect(ended.status == 0, "\(ended.stderr)")
     }
 }

@@ -34,12 +34,14 @@ import TestSupport
         return (urls[0], urls[1])
     }
 
-    func pipeline(in dir: URL) throws -> String {
+    /// The pipeline the tests run: thumbnails of the uploads, written into the watched bucket. With
+    /// `slow`, each item first takes a heavy blur, so that a worker is still busy when it is killed.
+    func pipeline(in dir: URL, slow: Bool = false) throws -> String {
         let path = dir.appendingPathComponent("uploads.yaml")
         try """
             version: 1
             name: uploads
-            processors:
+            processors:\(slow ? "\n  - blur: { sigma: 5 }" : "")
               - resize: { width: 120 }
             encoder: jpeg
             output: { dir: "s3://uploads/out", name: "{stem}.{ext}" }
@@ -136,7 +138,7 @@ import TestSupport
         defer { try? FileManager.default.removeItem(at: dir) }
         let keys = (1...6).map { "in/p\($0).jpg" }
         try await upload(moto, keys, size: (3000, 2000))  // large enough that one worker takes a while over six
-        let arguments = ["work", try pipeline(in: dir), "--queue", events, "--visibility", "10s", "--workers", "1", "--progress", "none"]
+        let arguments = ["work", try pipeline(in: dir, slow: true), "--queue", events, "--visibility", "10s", "--workers", "1", "--progress", "none"]
         let first = try Command.start(CLITests.binary, arguments, environment: moto.environment)
         var made: [String] = []
         for _ in 0..<600 where made.isEmpty {

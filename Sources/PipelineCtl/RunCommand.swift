@@ -31,14 +31,7 @@ struct Run: AsyncParsableCommand {
     @Option(name: [.short, .customLong("output")], help: "Write outputs here instead of the pipeline's output.dir.")
     var outputDirectory: String?
 
-    @Option(help: "CPU workers for decode, process and encode (default: one per core).")
-    var workers: Int?
-
-    @Option(help: "Memory decodes in progress may take together, estimated from each header (e.g. 200MiB, 1GB); huge images wait for each other.")
-    var decodeMemory: String = "200MiB"
-
-    @Option(help: "Longest time one item's own work may take (e.g. 90s, 5m; waits for a load slot or a worker do not count); 0 for no limit.")
-    var itemTimeout: String = "5m"
+    @OptionGroup var engine: EngineOptions
 
     @Option(help: "Sources whose result the run remembers, so a line repeated later in the list reuses it (about 200 bytes each); 0: only lines in flight together share.")
     var dedupeWindow: Int = 100_000
@@ -51,24 +44,14 @@ struct Run: AsyncParsableCommand {
     @OptionGroup var sharding: ShardOptions
 
     func validate() throws {
-        if let workers, workers < 1 { throw ValidationError("--workers must be at least 1") }
         if dedupeWindow < 0 { throw ValidationError("--dedupe-window must be 0 or more") }
-        if (Units.parseSize(decodeMemory) ?? 0) < 1 {
-            throw ValidationError("--decode-memory expects a size such as 256MiB or 1GB, got '\(decodeMemory)'")
-        }
-        if Units.parseDuration(itemTimeout) == nil {
-            throw ValidationError("--item-timeout expects a duration such as 90s or 5m, got '\(itemTimeout)'")
-        }
     }
 
     func run() async throws {
         var options = RunOptions()
         options.outputDirectory = outputDirectory
         options.resume = resume
-        if let workers { options.workers = workers }
-        options.decodeMemory = Units.parseSize(decodeMemory) ?? options.decodeMemory
-        let limit = Units.parseDuration(itemTimeout) ?? 300
-        options.itemTimeout = limit > 0 ? limit : nil
+        engine.apply(to: &options)
         options.dedupeWindow = dedupeWindow
         options.shard = try sharding.resolvedShard()
         try await runPipeline(pipeline, urls: urls, options: options, output: output,

@@ -53,3 +53,34 @@ struct ShardOptions: ParsableArguments {
         }
     }
 }
+
+/// How a run uses the machine, for `run` and `work`: CPU workers, the memory decodes may take, the
+/// time one item may take.
+struct EngineOptions: ParsableArguments {
+    @Option(help: "CPU workers for decode, process and encode (default: one per core).")
+    var workers: Int?
+
+    @Option(help: "Memory decodes in progress may take together, estimated from each header (e.g. 200MiB, 1GB); huge images wait for each other.")
+    var decodeMemory: String = "200MiB"
+
+    @Option(help: "Longest time one item's own work may take (e.g. 90s, 5m; waits for a load slot or a worker do not count); 0 for no limit.")
+    var itemTimeout: String = "5m"
+
+    func validate() throws {
+        if let workers, workers < 1 { throw ValidationError("--workers must be at least 1") }
+        if (Units.parseSize(decodeMemory) ?? 0) < 1 {
+            throw ValidationError("--decode-memory expects a size such as 256MiB or 1GB, got '\(decodeMemory)'")
+        }
+        if Units.parseDuration(itemTimeout) == nil {
+            throw ValidationError("--item-timeout expects a duration such as 90s or 5m, got '\(itemTimeout)'")
+        }
+    }
+
+    /// Sets the engine's options from these.
+    func apply(to options: inout RunOptions) {
+        if let workers { options.workers = workers }
+        options.decodeMemory = Units.parseSize(decodeMemory) ?? options.decodeMemory
+        let limit = Units.parseDuration(itemTimeout) ?? 300
+        options.itemTimeout = limit > 0 ? limit : nil
+    }
+}

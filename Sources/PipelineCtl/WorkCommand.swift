@@ -50,14 +50,7 @@ struct Work: AsyncParsableCommand {
     @Option(name: [.short, .customLong("output")], help: "Write outputs here instead of the pipeline's output.dir.")
     var outputDirectory: String?
 
-    @Option(help: "CPU workers for decode, process and encode (default: one per core).")
-    var workers: Int?
-
-    @Option(help: "Memory decodes in progress may take together, estimated from each header (e.g. 200MiB, 1GB).")
-    var decodeMemory: String = "200MiB"
-
-    @Option(help: "Longest time one item's own work may take (e.g. 90s, 5m); 0 for no limit.")
-    var itemTimeout: String = "5m"
+    @OptionGroup var engine: EngineOptions
 
     @Option(help: "After SIGTERM or Ctrl-C, how long items in flight may take to finish before they are cancelled.")
     var stopGrace: String = "25s"
@@ -65,12 +58,8 @@ struct Work: AsyncParsableCommand {
     @OptionGroup var output: RunOutputOptions
 
     func validate() throws {
-        if let workers, workers < 1 { throw ValidationError("--workers must be at least 1") }
-        if (Units.parseSize(decodeMemory) ?? 0) < 1 {
-            throw ValidationError("--decode-memory expects a size such as 256MiB or 1GB, got '\(decodeMemory)'")
-        }
-        for (flag, value) in [("--item-timeout", itemTimeout), ("--stop-grace", stopGrace)] where Units.parseDuration(value) == nil {
-            throw ValidationError("\(flag) expects a duration such as 90s or 5m, got '\(value)'")
+        if Units.parseDuration(stopGrace) == nil {
+            throw ValidationError("--stop-grace expects a duration such as 25s, got '\(stopGrace)'")
         }
         guard let seconds = Units.parseDuration(visibility), seconds >= 10, seconds <= 43_200 else {
             throw ValidationError("--visibility expects a duration from 10s to 12h, got '\(visibility)'")
@@ -80,10 +69,7 @@ struct Work: AsyncParsableCommand {
     func run() async throws {
         var options = RunOptions()
         options.outputDirectory = outputDirectory
-        if let workers { options.workers = workers }
-        options.decodeMemory = Units.parseSize(decodeMemory) ?? options.decodeMemory
-        let limit = Units.parseDuration(itemTimeout) ?? 300
-        options.itemTimeout = limit > 0 ? limit : nil
+        engine.apply(to: &options)
         var listOptions: [String: OptionValue] = [
             "visibility": .number(Units.parseDuration(visibility) ?? 60),
             "until_empty": .bool(untilEmpty),

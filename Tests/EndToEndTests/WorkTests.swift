@@ -8,22 +8,9 @@ import TestSupport
 /// outputs; SIGTERM stops a waiting worker with exit 0 and nothing left unacknowledged; a worker
 /// killed with SIGKILL loses nothing.
 @Suite(.serialized) struct WorkTests {
-    /// A boto3 snippet with `sqs` and `s3` clients bound to `moto`; its stdout.
-    func boto(_ moto: MotoServer, _ snippet: String, _ arguments: [String] = []) async throws -> String {
-        let script = """
-            import base64, boto3, json, sys, urllib.parse
-            kw = dict(endpoint_url=sys.argv[1], region_name="us-east-1", aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3])
-            sqs, s3 = boto3.client("sqs", **kw), boto3.client("s3", **kw)
-            args = sys.argv[4:]
-            """ + "\n" + snippet
-        let result = try await Command.run("/usr/bin/env", ["python3", "-c", script, moto.endpoint, moto.accessKey, moto.secretKey] + arguments)
-        guard result.status == 0 else { throw CommandError(message: result.stderr) }
-        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
     /// Queues `events` (notified of every upload to `uploads`) and `dead`; their URLs.
     func setUp(_ moto: MotoServer) async throws -> (events: String, dead: String) {
-        let urls = try await boto(moto, """
+        let urls = try await moto.boto("""
             q = sqs.create_queue(QueueName='events')['QueueUrl']
             d = sqs.create_queue(QueueName='dead')['QueueUrl']
             arn = sqs.get_queue_attributes(QueueUrl=q, AttributeNames=['QueueArn'])['Attributes']['QueueArn']
@@ -53,7 +40,7 @@ import TestSupport
         let file = try Fixtures.temporaryDirectory("upload").appendingPathComponent("image.jpg")
         defer { try? FileManager.default.removeItem(at: file.deletingLastPathComponent()) }
         try Fixtures.image("plasma:", width: size.0, height: size.1).write(to: file)
-        _ = try await boto(moto, """
+        _ = try await moto.boto("""
             image = open(args[0], 'rb').read()
             for key in json.loads(args[1]): s3.put_object(Bucket='uploads', Key=key, Body=image)
             for key in json.loads(args[2]): s3.put_object(Bucket='uploads', Key=key, Body=b'<html>no</html>')
@@ -63,14 +50,14 @@ import TestSupport
 
     /// Visible and in-flight messages of `queue`.
     func depth(_ moto: MotoServer, _ queue: String) async throws -> String {
-        try await boto(moto, """
+        try await moto.boto("""
             a = sqs.get_queue_attributes(QueueUrl=args[0], AttributeNames=['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'])['Attributes']
             print(a['ApproximateNumberOfMessages'], a['ApproximateNumberOfMessagesNotVisible'])
             """, [queue])
     }
 
     func outputs(_ moto: MotoServer) async throws -> [String] {
-        try await boto(moto, """
+        try await moto.boto("""
             for o in s3.list_objects_v2(Bucket='uploads', Prefix='out/').get('Contents', []): print(o['Key'])
             """).split(separator: "\n").map(String.init).sorted()
     }
@@ -80,7 +67,7 @@ import TestSupport
         defer { moto.stop() }
         let (events, dead) = try await setUp(moto)
         try await upload(moto, ["in/a.jpg", "in/b.jpg", "in/c.jpg"], html: ["in/page.jpg"])
-        _ = try await boto(moto, "for _ in range(3): sqs.send_message(QueueUrl=args[0], MessageBody='s3://uploads/in/a.jpg')", [events])
+        _ = try await moto.boto("for _ in range(3): sqs.send_message(QueueUrl=args[0], MessageBody='s3://uploads/in/a.jpg')", [events])
         let dir = try Fixtures.temporaryDirectory("work")
         defer { try? FileManager.default.removeItem(at: dir) }
         let report = dir.appendingPathComponent("work.jsonl")
@@ -98,7 +85,7 @@ import TestSupport
         #expect(sources.count == 7, "a, b, c, the page and three duplicates of a: \(sources)")
         #expect(!sources.contains { $0.hasPrefix("s3://uploads/out/") }, "an output was processed as a source: \(sources)")
         #expect(try await depth(moto, events) == "0 0")
-        let dlq = try await boto(moto, """
+        let dlq = try await moto.boto("""
             for m in sqs.receive_message(QueueUrl=args[0], MaxNumberOfMessages=10, MessageAttributeNames=['All']).get('Messages', []):
                 print(m['MessageAttributes']['pipelinectl-error-kind']['StringValue'], urllib.parse.unquote_plus(json.loads(m['Body'])['Records'][0]['s3']['object']['key']))
             """, [dead])

@@ -8,19 +8,6 @@ import TestSupport
 /// every signature), and the reading of queue message bodies: S3 event notifications, S3's test
 /// event, SNS-wrapped notifications and plain source lines.
 @Suite(.serialized) struct SQSClientTests {
-    /// Runs a boto3 snippet with `sqs` and `s3` clients bound to `moto`; returns its stdout.
-    func boto(_ moto: MotoServer, _ snippet: String, _ arguments: [String] = []) async throws -> String {
-        let script = """
-            import boto3, json, sys
-            kw = dict(endpoint_url=sys.argv[1], region_name="us-east-1", aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3])
-            sqs, s3 = boto3.client("sqs", **kw), boto3.client("s3", **kw)
-            args = sys.argv[4:]
-            """ + "\n" + snippet
-        let result = try await Command.run("/usr/bin/env", ["python3", "-c", script, moto.endpoint, moto.accessKey, moto.secretKey] + arguments)
-        guard result.status == 0 else { throw CommandError(message: result.stderr) }
-        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
     func client(_ moto: MotoServer, _ queueURL: String, secret: String? = nil) throws -> SQSClient {
         let queue = try SQSQueue(queueURL, environment: moto.environment)
         return SQSClient(queue: queue, credentials: S3Credentials(accessKey: moto.accessKey, secretKey: secret ?? moto.secretKey), attempts: 1)
@@ -29,7 +16,7 @@ import TestSupport
     @Test func messagesAreReceivedDeletedAndMadeVisibleAgain() async throws {
         let moto = try await MotoServer.start(buckets: [])
         defer { moto.stop() }
-        let url = try await boto(moto, "print(sqs.create_queue(QueueName='uploads')['QueueUrl'])")
+        let url = try await moto.boto("print(sqs.create_queue(QueueName='uploads')['QueueUrl'])")
         let sqs = try client(moto, url)
         for line in ["a.jpg", "b.jpg", "c.jpg"] { try await sqs.send(line) }
         let first = try await sqs.receive(limit: 10, wait: 1, visibility: 30)
@@ -48,9 +35,9 @@ import TestSupport
         #expect(again.first?.receiveCount == 2)
         #expect(try await sqs.depth().inFlight == 2)  // b again, and c
         // A dead-letter entry keeps the error kind as an attribute.
-        let dead = try await boto(moto, "print(sqs.create_queue(QueueName='dead')['QueueUrl'])")
+        let dead = try await moto.boto("print(sqs.create_queue(QueueName='dead')['QueueUrl'])")
         try await client(moto, dead).send("c.jpg", attributes: ["pipelinectl-error-kind": "not_an_image"])
-        let kind = try await boto(moto, """
+        let kind = try await moto.boto("""
             m = sqs.receive_message(QueueUrl=args[0], MessageAttributeNames=["All"])["Messages"][0]
             print(m["Body"], m["MessageAttributes"]["pipelinectl-error-kind"]["StringValue"])
             """, [dead])
@@ -60,7 +47,7 @@ import TestSupport
     @Test func refusedCredentialsAndMissingQueuesSaySo() async throws {
         let moto = try await MotoServer.start(buckets: [])
         defer { moto.stop() }
-        let url = try await boto(moto, "print(sqs.create_queue(QueueName='uploads')['QueueUrl'])")
+        let url = try await moto.boto("print(sqs.create_queue(QueueName='uploads')['QueueUrl'])")
         await #expect {
             _ = try await client(moto, url, secret: "wrong").receive(wait: 0, visibility: 30)
         } throws: { ($0 as? PipelineError)?.kind == .auth && ($0 as? PipelineError)?.message.contains("refused the credentials") == true }
@@ -78,7 +65,7 @@ import TestSupport
     @Test func uploadsToABucketArriveAsSources() async throws {
         let moto = try await MotoServer.start(buckets: ["uploads"])
         defer { moto.stop() }
-        let url = try await boto(moto, """
+        let url = try await moto.boto("""
             q = sqs.create_queue(QueueName='events')['QueueUrl']
             arn = sqs.get_queue_attributes(QueueUrl=q, AttributeNames=['QueueArn'])['Attributes']['QueueArn']
             s3.put_bucket_notification_configuration(Bucket='uploads', NotificationConfiguration={

@@ -11,13 +11,11 @@ import TestSupport
 /// outputs; an upload under the ignored prefix (the worker's own outputs) makes no work; S3's test
 /// event is dropped.
 @Suite(.serialized) struct SQSListTests {
-    let sqsTests = SQSClientTests()
-
     @Test func uploadsBecomeOutputsPoisonIsDeadLetteredAndNothingLoops() async throws {
         let moto = try await MotoServer.start(buckets: ["uploads"])
         defer { moto.stop() }
         let jpeg = try Fixtures.image("plasma:", width: 400, height: 300).base64EncodedString()
-        let queues = try await sqsTests.boto(moto, """
+        let queues = try await moto.boto("""
             import base64
             q = sqs.create_queue(QueueName='events')['QueueUrl']
             d = sqs.create_queue(QueueName='dead')['QueueUrl']
@@ -68,7 +66,7 @@ import TestSupport
         #expect(try FileManager.default.contentsOfDirectory(atPath: out.path).filter { !$0.hasPrefix(".") }.sorted() == ["a.jpg", "b.jpg"])
         // Every message settled: none held, none left in the queue, the poison one dead-lettered with its kind.
         #expect(list.heldCount == 0)
-        let left = try await sqsTests.boto(moto, """
+        let left = try await moto.boto("""
             import urllib.parse
             a = sqs.get_queue_attributes(QueueUrl=args[0], AttributeNames=['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'])['Attributes']
             print(a['ApproximateNumberOfMessages'], a['ApproximateNumberOfMessagesNotVisible'])
@@ -90,7 +88,7 @@ import TestSupport
 
         let moto = try await MotoServer.start(buckets: [])
         defer { moto.stop() }
-        let url = try await sqsTests.boto(moto, "q = sqs.create_queue(QueueName='q')['QueueUrl']; sqs.send_message(QueueUrl=q, MessageBody='https://127.0.0.1:9/a.jpg'); print(q)")
+        let url = try await moto.boto("q = sqs.create_queue(QueueName='q')['QueueUrl']; sqs.send_message(QueueUrl=q, MessageBody='https://127.0.0.1:9/a.jpg'); print(q)")
         let list = try SQSList.open(url, visibility: 30, untilEmpty: true, environment: moto.environment)
         let cursor = try await list.open()
         let source = try #require(try await cursor.next())
@@ -98,7 +96,7 @@ import TestSupport
         result.error = ItemError(stage: .load, kind: .connect, message: "connection refused")
         await list.settle(source, as: result)
         #expect(list.heldCount == 0)
-        let state = try await sqsTests.boto(moto, """
+        let state = try await moto.boto("""
             a = sqs.get_queue_attributes(QueueUrl=args[0], AttributeNames=['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'])['Attributes']
             print(a['ApproximateNumberOfMessages'], a['ApproximateNumberOfMessagesNotVisible'])
             """, [url])

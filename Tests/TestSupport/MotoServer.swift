@@ -63,6 +63,20 @@ public final class MotoServer: @unchecked Sendable {
         return MotoServer(port: port, accessKey: key, secretKey: secret, process: process)
     }
 
+    /// Runs a boto3 snippet against this server with `sqs` and `s3` clients bound (and `base64`,
+    /// `json`, `urllib.parse` imported); `args` holds `arguments`. Its stdout, trimmed.
+    public func boto(_ snippet: String, _ arguments: [String] = []) async throws -> String {
+        let script = """
+            import base64, boto3, json, sys, urllib.parse
+            kw = dict(endpoint_url=sys.argv[1], region_name="us-east-1", aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3])
+            sqs, s3 = boto3.client("sqs", **kw), boto3.client("s3", **kw)
+            args = sys.argv[4:]
+            """ + "\n" + snippet
+        let result = try await Command.run("/usr/bin/env", ["python3", "-c", script, endpoint, accessKey, secretKey] + arguments)
+        guard result.status == 0 else { throw CommandError(message: result.stderr) }
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     /// Kills the server (moto's threads waiting on kept-alive connections can hold off SIGTERM).
     public func stop() {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }

@@ -4,12 +4,14 @@
 SWIFT ?= swift
 # C libraries (MagickWand 6 Q16, libcurl, libyaml), pkg-config to find them, and ImageMagick's
 # command-line tools (samples are made with `convert`; tests check outputs with `identify`).
-APT_PACKAGES = pkg-config libmagickwand-6.q16-dev libcurl4-openssl-dev libyaml-dev libpng-dev libjpeg-dev libwebp-dev libheif-dev libtiff-dev libgif-dev imagemagick libgs-common
+APT_PACKAGES = pkg-config libmagickwand-6.q16-dev libcurl4-openssl-dev libpq-dev libyaml-dev libpng-dev libjpeg-dev libwebp-dev libheif-dev libtiff-dev libgif-dev imagemagick libgs-common
 # Tests also open the HTML contact sheet in a real browser, and run deploy/slurm's script as a
 # real array job on a one-node Slurm cluster they start on loopback (Slurm and munge from Debian);
 # exiftool writes and reads the EXIF and ICC facts tests check.
 TEST_PACKAGES = chromium libheif-examples libavif-bin libimage-exiftool-perl
 SLURM_PACKAGES = slurmctld slurmd slurm-client munge
+# PostgreSQL 15, started by the queue tests as a user they create (initdb refuses root).
+SERVICE_PACKAGES = $(SLURM_PACKAGES) postgresql-15
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # The source revision `pipelinectl --version`, every report and the image's labels name (Package.swift
 # reads it). Set it yourself when building from a tarball.
@@ -34,7 +36,7 @@ PIP_DOCS_PACKAGES = mkdocs==1.6.1 mkdocs-material==9.8.1
 
 test-deps:
 	@$(MAKE) -s apt-install PACKAGES="$(APT_PACKAGES) $(TEST_PACKAGES)"
-	@$(MAKE) -s install-services PACKAGES="$(SLURM_PACKAGES)"
+	@$(MAKE) -s install-services PACKAGES="$(SERVICE_PACKAGES)"
 	@{ python3 -c 'import moto.server, boto3, kubernetes_validate, blurhash, thumbhash, skimage.metrics, mkdocs, material' 2>/dev/null && command -v hadolint >/dev/null; } || { \
 	  echo "installing: $(PIP_TEST_PACKAGES)"; \
 	  python3 -m pip install --quiet $(PIP_TEST_PACKAGES) 2>/dev/null || python3 -m pip install --quiet --break-system-packages $(PIP_TEST_PACKAGES); }

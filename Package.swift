@@ -44,6 +44,14 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
+        // The PostgreSQL queue of `pipelinectl work` and `pipelinectl queue`: libpq, PostgreSQL's own
+        // client (LISTEN/NOTIFY, COPY), a few hundred KB and no build time, where postgres-nio
+        // would bring swift-nio-ssl's BoringSSL into every cold build.
+        .systemLibrary(
+            name: "CPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
         .systemLibrary(
             name: "CPNG",
             pkgConfig: "libpng",
@@ -105,7 +113,7 @@ let package = Package(
         // Every built-in stage, registered through PipelineKit's public API.
         .target(
             name: "Plugins",
-            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF", "CGIF", "CLinux",
+            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPQ", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF", "CGIF", "CLinux",
                            .product(name: "Crypto", package: "swift-crypto")]
         ),
         // The controller: every subcommand, callable by custom builds with their own plugins.

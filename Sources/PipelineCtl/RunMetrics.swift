@@ -59,6 +59,23 @@ final class RunMetrics: Sendable {
         }
     }
 
+    /// The exposition now, with the queue's depth (`pipelinectl work --listen`'s /metrics): a
+    /// gauge for each figure the queue tells.
+    func exposition(depth: ListDepth?, queue: String) -> Data {
+        let labels = [("queue", queue)]
+        let figures: [(String, String?, String, Double?)] = [
+            ("queue_waiting", nil, "Items waiting in the queue (SQS: ApproximateNumberOfMessages).", depth?.waiting.map(Double.init)),
+            ("queue_in_flight", nil, "Items received by a worker and not yet acknowledged.", depth?.inFlight.map(Double.init)),
+            ("queue_failed", nil, "Items kept in the queue as failed for good (PostgreSQL).", depth?.failed.map(Double.init)),
+            ("queue_oldest_age", "seconds", "Age of the oldest waiting item.", depth?.oldestSeconds),
+        ]
+        for (metric, unit, help, value) in figures {
+            guard let value else { continue }
+            registry.makeGauge(descriptor: name(metric, unit, help), labels: labels).set(value)
+        }
+        return Data(registry.emitToBuffer())
+    }
+
     /// Writes the exposition atomically (the textfile collector must never read half a file).
     func write(to path: String, summary: RunSummary) throws {
         registry.makeGauge(descriptor: name("run_duration", "seconds", "Wall time of the last run."),

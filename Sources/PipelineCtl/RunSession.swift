@@ -12,9 +12,10 @@ import Synchronization
 /// `listPlugin` and `listOptions` choose the list plugin by name and set its options (`work` reads
 /// a queue so); `ignoreOwnOutputs` tells the list the output location's prefix, whose sources it
 /// does not process; with `stopExitsZero`, a stop by signal is the normal end (a worker's) and exits 0.
+/// With `listen`, `/livez`, `/readyz` and `/metrics` are served there while the run goes.
 func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunOutputOptions, stopGrace: Double,
                  listPlugin: String? = nil, listOptions: [String: OptionValue] = [:], ignoreOwnOutputs: Bool = false,
-                 stopExitsZero: Bool = false) async throws {
+                 stopExitsZero: Bool = false, listen: ListenAddress? = nil) async throws {
     var output = output
     if let shard = options.shard {
         output.report = output.report.map(shard.name)
@@ -54,9 +55,21 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
     }
     let header = runHeader(pipeline, runner: runner, list: list, shard: options.shard)
     let report = try openReport(output, localPath: remoteReport?.localPath, header: header)
-    let signals = StopSignals(runner: runner, grace: stopGrace, onStop: { list.stopReading() })
+    let metrics = output.metrics != nil || listen != nil ? RunMetrics(pipeline: pipeline.name) : nil
+    let endpoints = listen.map { WorkEndpoints(list: list, metrics: metrics!, address: $0) }
+    if let endpoints {
+        do { try await endpoints.start() } catch {
+            printError("error: \((error as? PipelineError)?.message ?? "\(error)")")
+            throw Exit.invalid
+        }
+    }
+    defer { endpoints?.close() }
+    let signals = StopSignals(runner: runner, grace: stopGrace, onStop: {
+        endpoints?.stop()
+        list.stopReading()
+    })
     defer { signals.cancel() }
-    let outcome = try await execute(runner, list: list, cursor: cursor, output: output, report: report)
+    let outcome = try await execute(runner, list: list, cursor: cursor, output: output, report: report, metrics: metrics)
     await list.runEnded()
     try finish(outcome, pipeline: pipeline, runner: runner, output: output, fetchOnly: options.fetchOnly,
                shownReport: remoteReport?.url)
@@ -194,11 +207,11 @@ struct RunOutcome {
 /// Runs the list, showing progress and writing the report as items finish. Memory does not grow
 /// with the list: each item is written and counted, then dropped.
 func execute(_ runner: PipelineRunner, list: any SourceListing, cursor: any SourceCursor, output: RunOutputOptions,
-             report: (any ReportWriting)?) async throws -> RunOutcome {
+             report: (any ReportWriting)?, metrics: RunMetrics? = nil) async throws -> RunOutcome {
     let collected = Mutex<(failures: FailureDigest, statistics: RunStatistics.Builder)>((FailureDigest(), RunStatistics.Builder()))
     let display = ProgressDisplay(mode: output.quiet ? .none : output.progress.mode, list: list.readsAhead ? list.name : "-")
     defer { display?.finish() }
-    let metrics = output.metrics.map { _ in RunMetrics(pipeline: runner.pipeline.name) }
+    let metrics = metrics ?? output.metrics.map { _ in RunMetrics(pipeline: runner.pipeline.name) }
     let reportFailed = Mutex(false)
     let summary: RunSummary
     do {

@@ -5,9 +5,9 @@ import PipelineKit
 /// `pipelinectl work`: a worker that runs a pipeline on every message of a queue until stopped.
 struct Work: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run a pipeline on every new upload, from a queue (SQS), until stopped.",
+        abstract: "Run a pipeline on every new upload, from a queue (SQS or PostgreSQL), until stopped.",
         discussion: helpText("""
-            Messages are S3 event notifications (an upload to a bucket, sent to SQS directly or
+            SQS: messages are S3 event notifications (an upload to a bucket, sent to SQS directly or
             through SNS) or plain source lines. A message is deleted only once the outputs of every
             source it names are stored; while its items run, it stays invisible to other workers.
             A failure that may pass (a timeout, a 5xx, a store that could not be written) makes the
@@ -16,6 +16,14 @@ struct Work: AsyncParsableCommand {
             and deletes it. Sources under the pipeline's own s3:// output directory are not
             processed, so a worker may write into the bucket it watches. Credentials, region and
             endpoint come from the AWS environment, as for S3.
+
+            PostgreSQL (--queue postgres://...): a table set up and filled by `pipelinectl queue`;
+            rows are claimed in batches (FOR UPDATE SKIP LOCKED) with a lease, deleted once done,
+            queued again with a backoff after a failure that may pass (up to --max-attempts), kept
+            as failed with their error kind otherwise. Idle workers wake on LISTEN/NOTIFY.
+
+            With --listen, /livez, /readyz (503 while stopping) and /metrics (items, failures by
+            kind, queue depth and the oldest item's age) are served on that address.
 
             SIGTERM or Ctrl-C: no new message is received (after the long poll in progress, up to
             20 s), items in flight finish within --stop-grace, unstarted messages are handed back.
@@ -30,19 +38,26 @@ struct Work: AsyncParsableCommand {
               pipelinectl work thumbnails --queue sqs://123456789012/uploads \\
                 --dead-letter sqs://123456789012/uploads-failed --report work.jsonl
               pipelinectl work thumbnails --queue sqs://000000000000/uploads --until-empty
+              pipelinectl work thumbnails --queue postgres://app@db/images --listen :9090
             """))
 
     @Argument(help: "The pipeline file, or its name in pipelines/.")
     var pipeline: String
 
-    @Option(help: "The queue: its URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME) or sqs://ACCOUNT/NAME (endpoint from AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL or the region).")
+    @Option(help: "The queue: SQS as https://sqs.REGION.amazonaws.com/ACCOUNT/NAME or sqs://ACCOUNT/NAME (endpoint from AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL or the region); PostgreSQL as postgres://USER@HOST/DATABASE[?table=NAME].")
     var queue: String
 
-    @Option(help: "A queue for messages that failed for good (URL or sqs://ACCOUNT/NAME); without it they are deleted and only reported.")
+    @Option(help: "SQS: a queue for messages that failed for good (URL or sqs://ACCOUNT/NAME); without it they are deleted and only reported.")
     var deadLetter: String?
 
-    @Option(help: "How long a received message stays invisible to other workers (e.g. 60s); extended while its items run.")
+    @Option(help: "How long a received message (SQS) or a claimed row's lease (PostgreSQL) lasts, e.g. 60s; extended while its items run.")
     var visibility: String = "60s"
+
+    @Option(help: "PostgreSQL: claims of a row before a failure that may pass, or a worker lost holding it, fails it for good.")
+    var maxAttempts: Int = 5
+
+    @Option(help: "Serve /livez, /readyz and /metrics on this address (e.g. :9090 or 127.0.0.1:9090).")
+    var listen: String?
 
     @Flag(help: "Process what is queued, then exit when the queue is empty (for a job that drains a queue).")
     var untilEmpty = false
@@ -64,6 +79,13 @@ struct Work: AsyncParsableCommand {
         guard let seconds = Units.parseDuration(visibility), seconds >= 10, seconds <= 43_200 else {
             throw ValidationError("--visibility expects a duration from 10s to 12h, got '\(visibility)'")
         }
+        guard (1...100).contains(maxAttempts) else { throw ValidationError("--max-attempts must be from 1 to 100") }
+        if isPostgres, deadLetter != nil {
+            throw ValidationError("--dead-letter is for SQS; a PostgreSQL queue keeps failed items in its table (pipelinectl queue status)")
+        }
+        if let listen, (try? ListenAddress(listen)) == nil {
+            throw ValidationError("--listen expects HOST:PORT or :PORT, got '\(listen)'")
+        }
     }
 
     func run() async throws {
@@ -75,8 +97,12 @@ struct Work: AsyncParsableCommand {
             "until_empty": .bool(untilEmpty),
         ]
         if let deadLetter { listOptions["dead_letter"] = .string(deadLetter) }
+        if isPostgres { listOptions["max_attempts"] = .number(Double(maxAttempts)) }
         try await runPipeline(pipeline, urls: queue, options: options, output: output,
                               stopGrace: Units.parseDuration(stopGrace) ?? 25,
-                              listPlugin: "sqs", listOptions: listOptions, ignoreOwnOutputs: true, stopExitsZero: true)
+                              listPlugin: isPostgres ? "postgres" : "sqs", listOptions: listOptions, ignoreOwnOutputs: true,
+                              stopExitsZero: true, listen: try listen.map { try ListenAddress($0) })
     }
+
+    var isPostgres: Bool { queue.hasPrefix("postgres://") || queue.hasPrefix("postgresql://") }
 }

@@ -17,7 +17,7 @@ public enum BuiltIns: PluginBundle {
         JPEGEncoder.plugin, PNGEncoder.plugin, WebPEncoder.plugin, HEIFEncoder.avifPlugin, HEIFEncoder.heicPlugin,
         GIFEncoder.plugin, TIFFEncoder.plugin, AutoEncoder.plugin,
         LocalDirectory.plugin, S3Destination.plugin,
-        FileList.plugin, S3List.plugin, SQSList.plugin,
+        FileList.plugin, S3List.plugin, SQSList.plugin, PostgresList.plugin,
         JSONReport.plugin, JSONLinesReport.plugin,
     ]
 

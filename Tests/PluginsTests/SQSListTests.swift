@@ -79,12 +79,12 @@ import TestSupport
     /// A failure that may pass releases the message for a later try, with a backoff; it is not
     /// deleted and not dead-lettered.
     @Test func aFailureThatMayPassIsReleasedNotDeleted() async throws {
-        #expect(SQSList.mayPass(ItemError(stage: .load, kind: .timeout, message: "timed out")))
-        #expect(SQSList.mayPass(ItemError(stage: .load, kind: .httpStatus, message: "HTTP 503 Service Unavailable")))
-        #expect(SQSList.mayPass(ItemError(stage: .output, kind: .writeFailed, message: "PUT failed")))
-        #expect(!SQSList.mayPass(ItemError(stage: .load, kind: .httpStatus, message: "HTTP 404 Not Found")))
-        #expect(!SQSList.mayPass(ItemError(stage: .decode, kind: .notAnImage, message: "HTML")))
-        #expect(!SQSList.mayPass(ItemError(stage: .output, kind: .outputCollision, message: "taken")))
+        #expect(QueueSettlement.mayPass(ItemError(stage: .load, kind: .timeout, message: "timed out")))
+        #expect(QueueSettlement.mayPass(ItemError(stage: .load, kind: .httpStatus, message: "HTTP 503 Service Unavailable")))
+        #expect(QueueSettlement.mayPass(ItemError(stage: .output, kind: .writeFailed, message: "PUT failed")))
+        #expect(!QueueSettlement.mayPass(ItemError(stage: .load, kind: .httpStatus, message: "HTTP 404 Not Found")))
+        #expect(!QueueSettlement.mayPass(ItemError(stage: .decode, kind: .notAnImage, message: "HTML")))
+        #expect(!QueueSettlement.mayPass(ItemError(stage: .output, kind: .outputCollision, message: "taken")))
 
         let moto = try await MotoServer.start(buckets: [])
         defer { moto.stop() }

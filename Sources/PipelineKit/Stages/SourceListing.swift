@@ -30,6 +30,28 @@ public protocol SourceListing: Sendable {
     /// Called once when the run is over, every started item settled: a queue hands back what it
     /// received but never started. Default: nothing.
     func runEnded() async
+    /// How much waits in the list now, as far as it can tell (a queue's depth); `nil` for a list
+    /// that cannot tell (a file). Asked when metrics are scraped. Default: `nil`.
+    func depth() async -> ListDepth?
+}
+
+/// What waits in a queue, for a worker's metrics: each figure `nil` when the queue does not tell.
+public struct ListDepth: Sendable, Equatable {
+    /// Items waiting to be received (SQS: ApproximateNumberOfMessages).
+    public var waiting: Int?
+    /// Items received by some worker and not yet acknowledged (SQS: ...NotVisible).
+    public var inFlight: Int?
+    /// Items failed for good, kept in the queue (PostgreSQL).
+    public var failed: Int?
+    /// Age of the oldest waiting item, in seconds.
+    public var oldestSeconds: Double?
+
+    public init(waiting: Int? = nil, inFlight: Int? = nil, failed: Int? = nil, oldestSeconds: Double? = nil) {
+        self.waiting = waiting
+        self.inFlight = inFlight
+        self.failed = failed
+        self.oldestSeconds = oldestSeconds
+    }
 }
 
 extension SourceListing {
@@ -37,6 +59,7 @@ extension SourceListing {
     public func settle(_ source: Source, as result: ItemResult) async {}
     public func stopReading() {}
     public func runEnded() async {}
+    public func depth() async -> ListDepth? { nil }
 }
 
 /// An open list: its sources in order, each once; `nil` at the end. Read by one task at a time.
@@ -61,5 +84,63 @@ public struct SourceCursorSequence: AsyncSequence, Sendable {
     public struct Iterator: AsyncIteratorProtocol {
         let cursor: any SourceCursor
         public mutating func next() async throws -> Source? { try await cursor.next() }
+    }
+}
+
+/// A list that is a queue `pipelinectl queue` can set up and fill (`pipelinectl queue init|enqueue|
+/// status|retry|purge URL`): the list plugin of the URL's scheme makes it, as for `work`.
+public protocol QueueAdministering: SourceListing {
+    /// Creates what the queue needs (a table, its indexes), if missing; safe to run again.
+    func initialize() async throws
+    /// Adds sources (one item each); how many were added.
+    func enqueue(_ sources: [String]) async throws -> Int
+    /// The queue's figures now.
+    func status() async throws -> QueueStatus
+    /// Queues items failed for good again (those of `kind`, or all); how many.
+    func retryFailed(kind: String?) async throws -> Int
+    /// Deletes items failed for good (those of `kind`, or all); how many.
+    func purgeFailed(kind: String?) async throws -> Int
+}
+
+/// A queue's figures: what `pipelinectl queue status` prints and a worker's /metrics exposes.
+public struct QueueStatus: Sendable, Equatable, Codable {
+    public init(queued: Int, delayed: Int, running: Int, workers: Int, failed: Int, oldestQueuedSeconds: Double, failedByKind: [KindCount] = []) {
+        self.queued = queued
+        self.delayed = delayed
+        self.running = running
+        self.workers = workers
+        self.failed = failed
+        self.oldestQueuedSeconds = oldestQueuedSeconds
+        self.failedByKind = failedByKind
+    }
+
+    /// Items waiting (including those waiting for a retry).
+    public var queued: Int
+    /// Of those, items released after a failure that may pass, waiting for their retry time.
+    public var delayed: Int
+    /// Items claimed by a worker now.
+    public var running: Int
+    /// Workers holding items now.
+    public var workers: Int
+    /// Items that failed for good.
+    public var failed: Int
+    /// Age of the oldest waiting item, in seconds (0 when none waits).
+    public var oldestQueuedSeconds: Double
+    public var failedByKind: [KindCount] = []
+
+    public struct KindCount: Sendable, Equatable, Codable {
+        public var kind: String
+        public var count: Int
+
+        public init(kind: String, count: Int) {
+            self.kind = kind
+            self.count = count
+        }
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case queued, delayed, running, workers, failed
+        case oldestQueuedSeconds = "oldest_queued_seconds"
+        case failedByKind = "failed_by_kind"
     }
 }

@@ -24,18 +24,8 @@ public final class SQSList: SourceListing, Sendable {
     let ignoredPrefixes: [String]
     let untilEmpty: Bool
 
-    /// A received message and the sources of it not yet settled.
-    struct Held {
-        var message: SQSMessage
-        var pending: Int
-        var failures: [ItemError] = []
-    }
-
     struct State {
-        var held: [String: Held] = [:]
-        /// Source text -> ids of the held messages waiting for it (a duplicate message waits too).
-        var waiting: [String: [String]] = [:]
-        var nextIndex = 1
+        var held = HeldMessages<SQSMessage>()
         var keeper: Task<Void, Never>?
         var stopped = false
     }
@@ -74,6 +64,11 @@ public final class SQSList: SourceListing, Sendable {
         return Cursor(list: self)
     }
 
+    public func depth() async -> ListDepth? {
+        guard let (visible, inFlight) = try? await client.depth() else { return nil }
+        return ListDepth(waiting: visible, inFlight: inFlight)
+    }
+
     /// Messages held now (received, not yet acknowledged or released).
     var heldCount: Int { state.withLock { $0.held.count } }
 
@@ -83,10 +78,7 @@ public final class SQSList: SourceListing, Sendable {
     public func runEnded() async {
         let left = state.withLock { state -> [SQSMessage] in
             state.keeper?.cancel()
-            let messages = state.held.values.map(\.message)
-            state.held = [:]
-            state.waiting = [:]
-            return messages
+            return state.held.removeAll()
         }
         for message in left { try? await client.extendVisibility(message, seconds: 0) }
     }
@@ -110,32 +102,16 @@ public final class SQSList: SourceListing, Sendable {
     }
 
     public func settle(_ source: Source, as result: ItemResult) async {
-        var finished: [Held] = []
-        state.withLock { state in
-            guard let id = state.waiting[source.text]?.first else { return }
-            state.waiting[source.text]?.removeFirst()
-            if state.waiting[source.text]?.isEmpty == true { state.waiting[source.text] = nil }
-            guard var held = state.held[id] else { return }
-            held.pending -= 1
-            if result.status == .failed, let error = result.error { held.failures.append(error) }
-            if held.pending <= 0 {
-                state.held[id] = nil
-                finished.append(held)
-            } else {
-                state.held[id] = held
-            }
-        }
-        for held in finished { await finish(held) }
+        if let finished = state.withLock({ $0.held.settle(source.text, as: result) }) { await finish(finished) }
     }
 
     /// Acknowledges, releases or dead-letters a message whose sources are all settled.
-    func finish(_ held: Held) async {
+    func finish(_ held: HeldMessages<SQSMessage>.Held) async {
         do {
             if held.failures.isEmpty {
                 try await client.delete(held.message)
-            } else if held.failures.contains(where: Self.mayPass) {
-                let backoff = min(900, 10 * (1 << min(7, max(0, held.message.receiveCount - 1))))
-                try await client.extendVisibility(held.message, seconds: backoff)
+            } else if held.failures.contains(where: QueueSettlement.mayPass) {
+                try await client.extendVisibility(held.message, seconds: QueueSettlement.backoff(deliveries: held.message.receiveCount))
             } else {
                 try await deadLetterAndDelete(held.message, kind: held.failures[0].kind.rawValue)
             }
@@ -149,15 +125,6 @@ public final class SQSList: SourceListing, Sendable {
         try await client.delete(message)
     }
 
-    /// Whether a failure may pass if the item is tried again later.
-    static func mayPass(_ error: ItemError) -> Bool {
-        switch error.kind {
-        case .timeout, .dns, .connect, .tls, .network, .truncated, .io, .writeFailed, .cancelled, .auth: return true
-        case .httpStatus: return error.message.contains("HTTP 5") || error.message.contains("HTTP 429")
-        default: return error.stage == .output && error.kind != .outputCollision
-        }
-    }
-
     /// Extends the visibility of every held message, every third of the visibility timeout.
     func startKeeper() {
         let task = Task { [weak self] in
@@ -165,7 +132,7 @@ public final class SQSList: SourceListing, Sendable {
                 guard let interval = self.map({ Double($0.visibility) / 3 }) else { return }
                 try? await Task.sleep(for: .seconds(interval))
                 guard let self else { return }
-                let messages = self.state.withLock { $0.held.values.map(\.message) }
+                let messages = self.state.withLock { $0.held.messages }
                 for message in messages { try? await self.client.extendVisibility(message, seconds: self.visibility) }
             }
         }
@@ -218,17 +185,11 @@ public final class SQSList: SourceListing, Sendable {
             return list.state.withLock { state in
                 // A message received again while still held (its visibility ran out) replaces the
                 // old handle: only the newest one can delete it.
-                if var held = state.held[message.id] {
-                    held.message = message
-                    state.held[message.id] = held
+                if state.held.contains(message.id) {
+                    state.held.replace(message.id, with: message)
                     return []
                 }
-                state.held[message.id] = Held(message: message, pending: wanted.count)
-                return wanted.map { text in
-                    state.waiting[text, default: []].append(message.id)
-                    defer { state.nextIndex += 1 }
-                    return Source(text: text, index: state.nextIndex)
-                }
+                return state.held.hold(message.id, message, sources: wanted)
             }
         }
     }

@@ -1,0 +1,80 @@
+import Foundation
+import PipelineKit
+
+/// The bookkeeping of a queue list (SQS, PostgreSQL): the messages received and not yet settled,
+/// and which sources each waits for. A message is finished when every source it named is settled;
+/// the same source named by several held messages (duplicates) settles them one by one, in order.
+struct HeldMessages<Message: Sendable>: Sendable {
+    /// A received message and the sources of it not yet settled.
+    struct Held: Sendable {
+        var message: Message
+        var pending: Int
+        var failures: [ItemError] = []
+    }
+
+    private(set) var held: [String: Held] = [:]
+    /// Source text -> ids of the held messages waiting for it.
+    private var waiting: [String: [String]] = [:]
+    private var nextIndex = 1
+
+    var count: Int { held.count }
+    var messages: [Message] { held.values.map(\.message) }
+
+    /// Whether the message `id` is held.
+    func contains(_ id: String) -> Bool { held[id] != nil }
+
+    /// Replaces the handle of a held message received again (only the newest handle may
+    /// acknowledge it, in SQS).
+    mutating func replace(_ id: String, with message: Message) { held[id]?.message = message }
+
+    /// Holds `message` until each of `sources` is settled; the sources for the engine, numbered.
+    mutating func hold(_ id: String, _ message: Message, sources: [String]) -> [Source] {
+        held[id] = Held(message: message, pending: sources.count)
+        return sources.map { text in
+            waiting[text, default: []].append(id)
+            defer { nextIndex += 1 }
+            return Source(text: text, index: nextIndex)
+        }
+    }
+
+    /// Settles one source of the first message waiting for it; that message when it is now finished.
+    mutating func settle(_ text: String, as result: ItemResult) -> Held? {
+        guard let id = waiting[text]?.first else { return nil }
+        waiting[text]?.removeFirst()
+        if waiting[text]?.isEmpty == true { waiting[text] = nil }
+        guard var entry = held[id] else { return nil }
+        entry.pending -= 1
+        if result.status == .failed, let error = result.error { entry.failures.append(error) }
+        guard entry.pending <= 0 else {
+            held[id] = entry
+            return nil
+        }
+        held[id] = nil
+        return entry
+    }
+
+    /// Forgets every held message; those messages (to hand back).
+    mutating func removeAll() -> [Message] {
+        defer {
+            held = [:]
+            waiting = [:]
+        }
+        return messages
+    }
+}
+
+/// How a queue settles a failed item, the same for every queue.
+enum QueueSettlement {
+    /// Whether a failure may pass if the item is tried again later: the message is released for
+    /// redelivery with a backoff rather than recorded as failed.
+    static func mayPass(_ error: ItemError) -> Bool {
+        switch error.kind {
+        case .timeout, .dns, .connect, .tls, .network, .truncated, .io, .writeFailed, .cancelled, .auth: return true
+        case .httpStatus: return error.message.contains("HTTP 5") || error.message.contains("HTTP 429")
+        default: return error.stage == .output && error.kind != .outputCollision
+        }
+    }
+
+    /// The wait before a released message comes back: 10 s doubling with each delivery, at most 15 minutes.
+    static func backoff(deliveries: Int) -> Int { min(900, 10 * (1 << min(7, max(0, deliveries - 1)))) }
+}

@@ -49,6 +49,33 @@ import TestSupport
         encoder: jpeg
         """
 
+    /// A queue's worker waits for its next message for as long as there is none: an item that
+    /// finished meanwhile is reported (onItem: the report line, the metrics) at once, not when
+    /// the next message comes. The list here sends its second source only after the first is
+    /// reported; before, the run waited for ever (the time limit ends it).
+    @Test(.timeLimit(.minutes(2))) func itemsAreReportedWhileTheListWaits() async throws {
+        let files = try Fixtures.temporaryDirectory("in")
+        try Fixtures.jpeg(300, 200).write(to: files.appendingPathComponent("a.jpg"))
+        try Fixtures.jpeg(300, 200).write(to: files.appendingPathComponent("b.jpg"))
+        let dir = try Fixtures.temporaryDirectory("out")
+        var options = RunOptions()
+        options.outputDirectory = dir.path
+        let runner = try PipelineRunner(pipeline: try pipeline("loader: file\nprocessors:\n  - resize: { width: 32 }\nencoder: jpeg\n"),
+                                        registry: registry, options: options)
+        let (sources, feed) = AsyncStream<Source>.makeStream()
+        feed.yield(Source(text: "a.jpg", index: 1, base: files.path))
+        let reported = Mutex<[String]>([])
+        let summary = try await runner.run(sources) { item in
+            let count = reported.withLock { $0.append(item.source); return $0.count }
+            if count == 1 {
+                feed.yield(Source(text: "b.jpg", index: 2, base: files.path))
+                feed.finish()
+            }
+        }
+        #expect(reported.withLock { $0 } == ["a.jpg", "b.jpg"])
+        #expect(summary.ok == 2)
+    }
+
     @Test func autoEncoderNamesOutputsByTheFormatItChose() async throws {
         let files = try Fixtures.temporaryDirectory("in")
         try Fixtures.alphaPNG(300, 200).write(to: files.appendingPathComponent("logo.png"))

@@ -107,7 +107,7 @@ import TestSupport
                           "processor/sharpen", "processor/strip", "processor/tint", "processor/trim", "processor/unsharp",
                           "processor/watermark", "image_cache/memory", "encoder/auto", "encoder/avif", "encoder/gif",
                           "encoder/heic", "encoder/jpeg", "encoder/png", "encoder/tiff", "encoder/webp",
-                          "destination/local", "destination/s3", "list/file", "list/s3", "list/sqs", "report/json", "report/jsonl"])
+                          "destination/local", "destination/s3", "list/file", "list/postgres", "list/s3", "list/sqs", "report/json", "report/jsonl"])
         #expect(registry.origin(of: "resize", in: .processor) == "BuiltIns")
     }
 

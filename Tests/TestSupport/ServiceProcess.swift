@@ -18,11 +18,13 @@ public final class ServiceProcess: Sendable {
         }
     }
 
-    /// Starts `binary serve ARGUMENTS --listen 127.0.0.1:0` and waits until it listens (or exits).
-    public static func start(_ binary: String, _ arguments: [String], environment: [String: String] = [:]) async throws -> ServiceProcess {
+    /// Starts `binary serve ARGUMENTS --listen 127.0.0.1:0` (or another subcommand that listens,
+    /// `work`) and waits until it listens (or exits).
+    public static func start(_ binary: String, _ arguments: [String], environment: [String: String] = [:],
+                             subcommand: String = "serve") async throws -> ServiceProcess {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = ["serve"] + arguments + ["--listen", "127.0.0.1:0"]
+        process.arguments = [subcommand] + arguments + ["--listen", "127.0.0.1:0"]
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         process.currentDirectoryURL = Fixtures.packageRoot
         let out = Pipe(), err = Pipe()

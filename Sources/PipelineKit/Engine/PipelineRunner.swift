@@ -276,11 +276,12 @@ public final class PipelineRunner: Sendable {
         onItem: @escaping @Sendable (ItemResult) async -> Void
     ) async throws -> RunSummary where S.Element == Source {
         let start = ContinuousClock.now
-        var tally = Tally(onItem: onItem)
-        if let shard {
-            tally.summary.shard = shard.description
-            tally.summary.otherShards = 0
-        }
+        // Items are counted (and `onItem` called) by their own task as each finishes, not when
+        // the loop below next looks: a queue's worker waiting for its next message still reports
+        // and counts what finished meanwhile.
+        let tally = Tally(onItem: onItem)
+        var notStarted: Int?
+        var otherShards: Int?
         var ownership: (@Sendable (Source) -> Bool)?
         if shard != nil { ownership = { [self] source in owns(source) } }
         try await withThrowingTaskGroup(of: ItemResult?.self) { group in
@@ -294,9 +295,8 @@ public final class PipelineRunner: Sendable {
             /// Takes one finished child: an item is counted; the abort cancels the items in flight.
             func take(_ done: ItemResult??) async {
                 guard let done else { return }
-                if let item = done {
+                if done != nil {
                     inFlight -= 1
-                    await tally.add(item)
                 } else {
                     group.cancelAll()
                 }
@@ -304,22 +304,32 @@ public final class PipelineRunner: Sendable {
             var iterator = OwnedSources<S.AsyncIterator>(sources.makeAsyncIterator(), owns: ownership, readAhead: Self.readsAhead(sources))
             while let source = try await iterator.next() {
                 if stopRequested.withLock({ $0 }) {
-                    tally.summary.notStarted = 1
-                    while let _ = try await iterator.next() { tally.summary.notStarted! += 1 }
+                    notStarted = 1
+                    while let _ = try await iterator.next() { notStarted! += 1 }
                     break
                 }
                 while inFlight >= maxInFlight { await take(try await group.next()) }  // grows as loaders are built
-                group.addTask { await self.runItem(source, settle: settle) }
+                group.addTask {
+                    let item = await self.runItem(source, settle: settle)
+                    await tally.add(item)
+                    return item
+                }
                 inFlight += 1
             }
-            if shard != nil { tally.summary.otherShards = iterator.skipped }
+            if shard != nil { otherShards = iterator.skipped }
             while inFlight > 0 { await take(try await group.next()) }
             group.cancelAll()
         }
-        tally.summary.wallSeconds = (ContinuousClock.now - start).seconds
-        tally.summary.imageCacheEvictions = imageCache?.evictionCount
-        await dataCache?.recordRun(CacheUsage(counts: tally.dataCache))
-        return tally.summary
+        var summary = await tally.summary
+        if let shard {
+            summary.shard = shard.description
+            summary.otherShards = otherShards ?? 0
+        }
+        summary.notStarted = notStarted
+        summary.wallSeconds = (ContinuousClock.now - start).seconds
+        summary.imageCacheEvictions = imageCache?.evictionCount
+        await dataCache?.recordRun(CacheUsage(counts: await tally.dataCache))
+        return summary
     }
 
     /// Reading ahead is for a list in a file; lines on standard input or from a queue may come
@@ -336,13 +346,15 @@ public final class PipelineRunner: Sendable {
         return result
     }
 
-    /// The run's counts as items finish.
-    private struct Tally {
+    /// The run's counts as items finish; items are added one at a time.
+    private actor Tally {
         let onItem: @Sendable (ItemResult) async -> Void
         var summary = RunSummary()
         var dataCache = RunStatistics.CacheCounts()
 
-        mutating func add(_ item: ItemResult) async {
+        init(onItem: @escaping @Sendable (ItemResult) async -> Void) { self.onItem = onItem }
+
+        func add(_ item: ItemResult) async {
             summary.add(item)
             dataCache.add(item.cacheData)
             await onItem(item)

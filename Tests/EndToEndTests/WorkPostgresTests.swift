@@ -1,0 +1,166 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// `pipelinectl queue` and `pipelinectl work --queue postgres://...`, the real binary, against a
+/// real PostgreSQL 15 on loopback: a queue with a poison file and 100 duplicates drains to one set
+/// of outputs with the poison kept as failed with its kind; a waiting worker serves /livez,
+/// /readyz and /metrics (with the queue's depth), is woken by an INSERT and stops on SIGTERM with
+/// exit 0; a worker killed with SIGKILL mid-batch loses nothing.
+@Suite(.serialized) struct WorkPostgresTests {
+    func pipeline(in dir: URL, slow: Bool = false) throws -> String {
+        let path = dir.appendingPathComponent("uploads.yaml")
+        try """
+            version: 1
+            name: uploads
+            processors:\(slow ? "\n  - blur: { sigma: 5 }" : "")
+              - resize: { width: 120 }
+            encoder: jpeg
+            output: { dir: "\(dir.appendingPathComponent("out").path)", name: "{stem}.{ext}" }
+            """.write(to: path, atomically: true, encoding: .utf8)
+        return path.path
+    }
+
+    func outputs(_ dir: URL) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("out").path)) ?? [])
+            .filter { !$0.hasPrefix(".") }.sorted()
+    }
+
+    func ctl(_ arguments: [String], stdin: Data? = nil, in dir: URL) async throws -> Command.Result {
+        try await Command.run(CLITests.binary, arguments, stdin: stdin, directory: dir)
+    }
+
+    @Test func aQueueWithPoisonAndDuplicatesDrainsToOneSetOfOutputs() async throws {
+        let server = try await PostgresServer.start()
+        let dir = try Fixtures.temporaryDirectory("work-pg")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        do {
+            let url = server.url()
+            // Before init: the table is missing, and the message says what to run.
+            let early = try await ctl(["queue", "status", url], in: dir)
+            #expect(early.status == 2 && early.stderr.contains("pipelinectl queue init"), "\(early.stderr)")
+            #expect(!early.stderr.contains(PostgresServer.password), "the password leaked: \(early.stderr)")
+            let initialised = try await ctl(["queue", "init", url], in: dir)
+            #expect(initialised.status == 0, "\(initialised.stderr)")
+            var sources: [String] = []
+            for name in ["a", "b", "c"] {
+                let path = dir.appendingPathComponent("\(name).jpg")
+                try Fixtures.image("plasma:", width: 400, height: 300).write(to: path)
+                sources.append(path.path)
+            }
+            let poison = dir.appendingPathComponent("page.jpg")
+            try Data("<html>not an image</html>".utf8).write(to: poison)
+            let list = sources + [poison.path] + Array(repeating: sources[0], count: 100)
+            let enqueued = try await ctl(["queue", "enqueue", url, "-"], stdin: Data(list.joined(separator: "\n").utf8), in: dir)
+            #expect(enqueued.status == 0 && enqueued.stdout.contains("enqueued 104 sources"), "\(enqueued.stdout)\(enqueued.stderr)")
+            let status = try await ctl(["queue", "status", url, "--json"], in: dir)
+            #expect(status.stdout.contains("\"queued\" : 104"), "\(status.stdout)")
+
+            let report = dir.appendingPathComponent("work.jsonl")
+            let run = try await ctl(["work", try pipeline(in: dir), "--queue", url, "--until-empty", "--report", report.path,
+                                     "--report-format", "jsonl", "--progress", "none"], in: dir)
+            #expect(run.status == 1, "one item failed: \(run.stdout)\(run.stderr)")
+            #expect(outputs(dir) == ["a.jpg", "b.jpg", "c.jpg"])
+            let lines = try String(contentsOf: report, encoding: .utf8).split(separator: "\n")
+            #expect(lines.filter { $0.contains("\"type\":\"item\"") }.count == 104, "every row reported once")
+            let after = try await ctl(["queue", "status", url], in: dir)
+            #expect(after.stdout.contains("queued   0") && after.stdout.contains("running  0"), "\(after.stdout)")
+            #expect(after.stdout.contains("failed   1: not_an_image 1"), "\(after.stdout)")
+            #expect(try await server.sql("SELECT source, error_kind FROM pipelinectl_queue") == "\(poison.path)|not_an_image")
+
+            // A wrong password: refused, named, exit 2; a server that is down: exit 3.
+            let wrong = try await ctl(["queue", "status", url.replacingOccurrences(of: PostgresServer.password, with: "nope")], in: dir)
+            #expect(wrong.status == 2 && wrong.stderr.contains("password authentication failed"), "\(wrong.stderr)")
+            let down = try await ctl(["work", try pipeline(in: dir), "--queue", "postgres://postgres@127.0.0.1:\(try MotoServer.freePort())/x",
+                                      "--until-empty", "--progress", "none"], in: dir)
+            #expect(down.status == 3 && down.stderr.contains("cannot connect"), "\(down.stderr)")
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+    }
+
+    @Test func aWaitingWorkerServesHealthAndMetricsWakesOnInsertAndStopsOnSigterm() async throws {
+        let server = try await PostgresServer.start()
+        let dir = try Fixtures.temporaryDirectory("work-pg-live")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        do {
+            let url = server.url("?table=uploads")
+            #expect(try await ctl(["queue", "init", url], in: dir).status == 0)
+            let worker = try await ServiceProcess.start(CLITests.binary, [try pipeline(in: dir), "--queue", url, "--progress", "none"],
+                                                        subcommand: "work")
+            #expect(try await worker.get("/livez").status == 200)
+            #expect(try await worker.get("/readyz").status == 200)
+            let image = dir.appendingPathComponent("new.jpg")
+            try Fixtures.image("plasma:", width: 300, height: 200).write(to: image)
+            _ = try await server.sql("INSERT INTO uploads (source) VALUES ('\(image.path)')")
+            // The event: the output appears (generous for a loaded machine; the worker polls every 5 minutes
+            // here only if the notification is lost, so this passing means LISTEN woke it).
+            for _ in 0..<600 where outputs(dir).isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+            #expect(outputs(dir) == ["new.jpg"])
+            // The item is counted when it is settled, just after its output is renamed into place.
+            let counted = "pipelinectl_items_total{pipeline=\"uploads\",status=\"ok\"} 1"
+            var metrics = ""
+            for _ in 0..<600 where !metrics.contains(counted) {
+                metrics = try await worker.get("/metrics").text
+                if !metrics.contains(counted) { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(metrics.contains(counted), "\(metrics)")
+            #expect(metrics.contains("pipelinectl_queue_waiting{queue="), "\(metrics)")
+            #expect(metrics.contains("pipelinectl_queue_oldest_age_seconds{queue="), "\(metrics)")
+            #expect(!metrics.contains(PostgresServer.password), "the password leaked into /metrics")
+            worker.signal(SIGTERM)
+            #expect(await worker.wait() == 0, "\(worker.stderr)")
+            #expect(try await server.sql("SELECT count(*) FROM uploads") == "0")
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+    }
+
+    /// A worker killed with SIGKILL mid-batch: the rows it held come back when their lease runs
+    /// out, a second worker makes them; every source ends with its output, the queue empty.
+    @Test func aKilledWorkerLosesNothing() async throws {
+        let server = try await PostgresServer.start()
+        let dir = try Fixtures.temporaryDirectory("work-pg-kill")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        do {
+            let url = server.url()
+            #expect(try await ctl(["queue", "init", url], in: dir).status == 0)
+            let image = try Fixtures.image("plasma:", width: 3000, height: 2000)
+            var sources: [String] = []
+            for index in 1...6 {
+                let path = dir.appendingPathComponent("p\(index).jpg")
+                try image.write(to: path)
+                sources.append(path.path)
+            }
+            _ = try await ctl(["queue", "enqueue", url], stdin: Data(sources.joined(separator: "\n").utf8), in: dir)
+            let arguments = ["work", try pipeline(in: dir, slow: true), "--queue", url, "--visibility", "10s", "--workers", "1",
+                             "--progress", "none"]
+            let first = try Command.start(CLITests.binary, arguments)
+            for _ in 0..<1200 where outputs(dir).isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+            #expect(!outputs(dir).isEmpty, "the first worker made nothing")
+            kill(first.process.processIdentifier, SIGKILL)
+            _ = try await first.wait()
+            let held = try await server.sql("SELECT count(*) FROM pipelinectl_queue WHERE state = 'running'")
+            #expect((Int(held) ?? 0) > 0, "the first worker was not killed mid-batch")
+            let second = try Command.start(CLITests.binary, arguments)
+            var left = "?"
+            for _ in 0..<1800 where left != "0" {
+                left = try await server.sql("SELECT count(*) FROM pipelinectl_queue")
+                if left != "0" { try await Task.sleep(for: .milliseconds(200)) }
+            }
+            kill(second.process.processIdentifier, SIGTERM)
+            let ended = try await second.wait()
+            #expect(ended.status == 0, "\(ended.stderr)")
+            #expect(left == "0", "rows left in the queue")
+            #expect(outputs(dir) == (1...6).map { "p\($0).jpg" })
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+    }
+}

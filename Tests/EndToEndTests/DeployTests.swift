@@ -139,7 +139,7 @@ extension ObjectStorageTests {
         let printed = try await Command.run(ObjectStorageTests.binary, ["--version"])
         let version = try #require(printed.stdout.split(separator: "\n").first).dropFirst("pipelinectl ".count)
         let image = "pipelinectl:\(version)"
-        for manifest in ["kubernetes/service.yaml", "kubernetes/thumbnails-job.yaml", "aws-batch/job-definition.json"] {
+        for manifest in ["kubernetes/service.yaml", "kubernetes/thumbnails-job.yaml", "kubernetes/worker-sqs.yaml", "kubernetes/worker-postgres.yaml", "aws-batch/job-definition.json"] {
             let text = try String(contentsOf: Self.deploy.appendingPathComponent(manifest), encoding: .utf8)
             let named = text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { $0.hasPrefix("image:") || $0.hasPrefix("\"image\":") }
                 .map { $0.split(separator: ":", maxSplits: 1)[1].trimmingCharacters(in: CharacterSet(charactersIn: " \",")) }

@@ -12,10 +12,12 @@ import Synchronization
 /// `listPlugin` and `listOptions` choose the list plugin by name and set its options (`work` reads
 /// a queue so); `ignoreOwnOutputs` tells the list the output location's prefix, whose sources it
 /// does not process; with `stopExitsZero`, a stop by signal is the normal end (a worker's) and exits 0.
-/// With `listen`, `/livez`, `/readyz` and `/metrics` are served there while the run goes.
+/// With `listen`, `/livez`, `/readyz` and `/metrics` are served there while the run goes; with
+/// `rotate`, the report is written in parts of that size or age (``RotatingReport``).
 func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunOutputOptions, stopGrace: Double,
                  listPlugin: String? = nil, listOptions: [String: OptionValue] = [:], ignoreOwnOutputs: Bool = false,
-                 stopExitsZero: Bool = false, listen: ListenAddress? = nil) async throws {
+                 stopExitsZero: Bool = false, listen: ListenAddress? = nil,
+                 rotate: (bytes: Int?, seconds: Double?)? = nil) async throws {
     var output = output
     if let shard = options.shard {
         output.report = output.report.map(shard.name)
@@ -54,7 +56,28 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
         throw Exit.invalid
     }
     let header = runHeader(pipeline, runner: runner, list: list, shard: options.shard)
-    let report = try openReport(output, localPath: remoteReport?.localPath, header: header)
+    let rotating = rotate.map { rotate in
+        RotatingReport(path: remoteReport?.localPath ?? output.report ?? "report.jsonl", format: output.reportFormat,
+                       maxBytes: rotate.bytes, maxSeconds: rotate.seconds, closed: remoteReport.map { remote in
+            { @Sendable path, name in
+                do { try await remote.upload(localPath: path, as: name) } catch {
+                    printError("warning: cannot write the report part \(name) to \(remote.directoryURL): \((error as? PipelineError)?.message ?? "\(error)"); kept in \(path)")
+                    return
+                }
+                try? FileManager.default.removeItem(atPath: path)
+            }
+        })
+    }
+    let report: (any ReportWriting)?
+    if let rotating {
+        do { try rotating.begin(header) } catch {
+            printError("error: cannot write the report to \(output.report ?? "?"): \((error as? PipelineError)?.message ?? "\(error)")")
+            throw Exit.invalid
+        }
+        report = rotating
+    } else {
+        report = try openReport(output, localPath: remoteReport?.localPath, header: header)
+    }
     let metrics = output.metrics != nil || listen != nil ? RunMetrics(pipeline: pipeline.name) : nil
     let endpoints = listen.map { WorkEndpoints(list: list, metrics: metrics!, address: $0) }
     if let endpoints {
@@ -71,9 +94,10 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
     defer { signals.cancel() }
     let outcome = try await execute(runner, list: list, cursor: cursor, output: output, report: report, metrics: metrics)
     await list.runEnded()
+    await rotating?.handedOff()
     try finish(outcome, pipeline: pipeline, runner: runner, output: output, fetchOnly: options.fetchOnly,
-               shownReport: remoteReport?.url)
-    if let remoteReport {
+               shownReport: rotating != nil ? (remoteReport?.directoryURL ?? rotating?.directory).map { "\($0)/ (in parts)" } : remoteReport?.url)
+    if let remoteReport, rotating == nil {
         do { try await remoteReport.upload() } catch {
             printError("error: cannot write the report to \(remoteReport.url): \((error as? PipelineError)?.message ?? "\(error)")")
             throw Exit.infrastructure
@@ -172,11 +196,17 @@ struct RemoteReport {
         localPath = dir.appendingPathComponent(name).path
     }
 
-    func upload() async throws {
-        let data = try Data(contentsOf: URL(fileURLWithPath: localPath))
+    func upload() async throws { try await upload(localPath: localPath, as: name) }
+
+    /// Puts the file at `path` as the object `name` beside the report's (a part of a rotated report).
+    func upload(localPath path: String, as name: String) async throws {
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
         try await destination.write(OutputFile(relative: name, data: data, fingerprint: OutputFingerprint(
             recipe: OutputFingerprint.recipe("report"), source: "d" + Hashing.sha256Hex(data).prefix(32))))
     }
+
+    /// The report's bucket and prefix (`s3://bucket/reports`).
+    var directoryURL: String { String(url.dropLast(name.count + 1)) }
 
     func removeLocal() {
         try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: localPath).deletingLastPathComponent().path)

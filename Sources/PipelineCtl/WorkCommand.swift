@@ -39,6 +39,8 @@ struct Work: AsyncParsableCommand {
                 --dead-letter sqs://123456789012/uploads-failed --report work.jsonl
               pipelinectl work thumbnails --queue sqs://000000000000/uploads --until-empty
               pipelinectl work thumbnails --queue postgres://app@db/images --listen :9090
+              pipelinectl work thumbnails --queue sqs://123456789012/uploads \\
+                --report s3://logs/pipelinectl/work.jsonl --report-format jsonl --report-rotate 1h
             """))
 
     @Argument(help: "The pipeline file, or its name in pipelines/.")
@@ -58,6 +60,9 @@ struct Work: AsyncParsableCommand {
 
     @Option(help: "Serve /livez, /readyz and /metrics on this address (e.g. :9090 or 127.0.0.1:9090).")
     var listen: String?
+
+    @Option(help: "Write the --report in parts of this size (100MB) or age (1h), each a whole report named STEM-TIME-RUN.EXT beside --report; parts of an s3:// report are uploaded as each closes.")
+    var reportRotate: String?
 
     @Flag(help: "Process what is queued, then exit when the queue is empty (for a job that drains a queue).")
     var untilEmpty = false
@@ -83,6 +88,15 @@ struct Work: AsyncParsableCommand {
         if isPostgres, deadLetter != nil {
             throw ValidationError("--dead-letter is for SQS; a PostgreSQL queue keeps failed items in its table (pipelinectl queue status)")
         }
+        if let reportRotate {
+            guard RotatingReport.parse(reportRotate) != nil else {
+                throw ValidationError("--report-rotate expects a size (100MB) or a duration (1h), got '\(reportRotate)'")
+            }
+            guard output.report != nil else { throw ValidationError("--report-rotate needs --report") }
+            guard output.reportFormat == "jsonl" else {
+                throw ValidationError("--report-rotate needs --report-format jsonl (a json report is one document, written whole at the end)")
+            }
+        }
         if let listen, (try? ListenAddress(listen)) == nil {
             throw ValidationError("--listen expects HOST:PORT or :PORT, got '\(listen)'")
         }
@@ -101,7 +115,8 @@ struct Work: AsyncParsableCommand {
         try await runPipeline(pipeline, urls: queue, options: options, output: output,
                               stopGrace: Units.parseDuration(stopGrace) ?? 25,
                               listPlugin: isPostgres ? "postgres" : "sqs", listOptions: listOptions, ignoreOwnOutputs: true,
-                              stopExitsZero: true, listen: try listen.map { try ListenAddress($0) })
+                              stopExitsZero: true, listen: try listen.map { try ListenAddress($0) },
+                              rotate: reportRotate.flatMap(RotatingReport.parse))
     }
 
     var isPostgres: Bool { queue.hasPrefix("postgres://") || queue.hasPrefix("postgresql://") }

@@ -120,6 +120,45 @@ import TestSupport
         await server.stop()
     }
 
+    /// A worker's JSONL report in parts: each part a whole report (run line, items, summary of its
+    /// items), named by time and run, and `pipelinectl report` reads them as one.
+    @Test func theReportIsWrittenInParts() async throws {
+        let server = try await PostgresServer.start()
+        let dir = try Fixtures.temporaryDirectory("work-pg-rotate")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        do {
+            let url = server.url()
+            #expect(try await ctl(["queue", "init", url], in: dir).status == 0)
+            var sources: [String] = []
+            for index in 1...4 {
+                let path = dir.appendingPathComponent("r\(index).jpg")
+                try Fixtures.image("plasma:", width: 200, height: 150).write(to: path)
+                sources.append(path.path)
+            }
+            _ = try await ctl(["queue", "enqueue", url], stdin: Data(sources.joined(separator: "\n").utf8), in: dir)
+            let reports = dir.appendingPathComponent("reports")
+            let wrong = try await ctl(["work", try pipeline(in: dir), "--queue", url, "--report", "x.json", "--report-rotate", "1h"], in: dir)
+            #expect(wrong.status == 2 && wrong.stderr.contains("--report-format jsonl"), "\(wrong.stderr)")
+            // 1 byte: a new part after every item.
+            let run = try await ctl(["work", try pipeline(in: dir), "--queue", url, "--until-empty", "--report", reports.appendingPathComponent("work.jsonl").path,
+                                     "--report-format", "jsonl", "--report-rotate", "1B", "--progress", "none"], in: dir)
+            #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+            let parts = try FileManager.default.contentsOfDirectory(atPath: reports.path).sorted()
+            #expect(parts.count == 4, "\(parts)")
+            for part in parts {
+                #expect(part.hasPrefix("work-") && part.hasSuffix(".jsonl"), "\(part)")
+                let lines = try String(contentsOf: reports.appendingPathComponent(part), encoding: .utf8).split(separator: "\n")
+                #expect(lines.count == 3 && lines[0].contains("\"type\":\"run\"") && lines[2].contains("\"type\":\"summary\""), "\(lines)")
+            }
+            let merged = try await ctl(["report"] + parts.map { reports.appendingPathComponent($0).path }, in: dir)
+            #expect(merged.status == 0 && merged.stdout.contains("4"), "\(merged.stdout)\(merged.stderr)")
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+    }
+
     /// A worker killed with SIGKILL mid-batch: the rows it held come back when their lease runs
     /// out, a second worker makes them; every source ends with its output, the queue empty.
     @Test func aKilledWorkerLosesNothing() async throws {

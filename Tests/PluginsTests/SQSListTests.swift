@@ -57,6 +57,7 @@ import TestSupport
         _ = try await runner.run(SourceCursorSequence(cursor, readsAhead: false), settle: { source, result in
             await list.settle(source, as: result)
         }) { item in results.withLock { $0.append(item) } }
+        await list.runEnded()  // as runPipeline does: deletes the done messages still waiting for a full batch
 
         let items = results.withLock { $0 }
         #expect(Set(items.map(\.source)) == ["s3://uploads/in/a.jpg", "s3://uploads/in/b.jpg", "s3://uploads/in/page.jpg"], "\(items.map(\.source))")

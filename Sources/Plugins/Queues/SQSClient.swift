@@ -108,6 +108,15 @@ final class SQSClient: Sendable {
         _ = try await call("DeleteMessage", ["QueueUrl": queue.url, "ReceiptHandle": message.receiptHandle])
     }
 
+    /// Deletes up to 10 messages in one call; those the queue did not delete.
+    func delete(_ messages: [SQSMessage]) async throws -> [SQSMessage] {
+        guard !messages.isEmpty else { return [] }
+        let entries = messages.prefix(10).enumerated().map { ["Id": "m\($0.offset)", "ReceiptHandle": $0.element.receiptHandle] }
+        let answer = try await call("DeleteMessageBatch", ["QueueUrl": queue.url, "Entries": entries])
+        let failed = (answer["Failed"] as? [[String: Any]] ?? []).compactMap { ($0["Id"] as? String).flatMap { Int($0.dropFirst()) } }
+        return failed.compactMap { $0 < messages.count ? messages[$0] : nil } + messages.dropFirst(10)
+    }
+
     /// Keeps a message invisible for `seconds` more from now (0: deliver it again at once).
     func extendVisibility(_ message: SQSMessage, seconds: Int) async throws {
         _ = try await call("ChangeMessageVisibility", ["QueueUrl": queue.url, "ReceiptHandle": message.receiptHandle,

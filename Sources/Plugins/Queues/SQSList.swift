@@ -28,6 +28,9 @@ public final class SQSList: SourceListing, Sendable {
         var held = HeldMessages<SQSMessage>()
         var keeper: Task<Void, Never>?
         var stopped = false
+        /// Done messages waiting to be deleted, ten to a call (DeleteMessageBatch).
+        var done: [SQSMessage] = []
+        var flusher: Task<Void, Never>?
     }
 
     let state = Mutex(State())
@@ -74,8 +77,25 @@ public final class SQSList: SourceListing, Sendable {
 
     public func stopReading() { state.withLock { $0.stopped = true } }
 
+    /// Deletes the done messages waiting, ten to a call; a message whose deletion fails comes
+    /// back when its visibility runs out (done once more, its outputs already there).
+    func flushDone(all: Bool) async {
+        while true {
+            let batch = state.withLock { state -> [SQSMessage] in
+                guard state.done.count >= 10 || (all && !state.done.isEmpty) else { return [] }
+                let batch = Array(state.done.prefix(10))
+                state.done.removeFirst(batch.count)
+                return batch
+            }
+            guard !batch.isEmpty else { return }
+            _ = try? await client.delete(batch)
+        }
+    }
+
     /// Hands back every message still held (received, never started): visible again at once.
     public func runEnded() async {
+        state.withLock { $0.flusher?.cancel() }
+        await flushDone(all: true)
         let left = state.withLock { state -> [SQSMessage] in
             state.keeper?.cancel()
             return state.held.removeAll()
@@ -109,7 +129,9 @@ public final class SQSList: SourceListing, Sendable {
     func finish(_ held: HeldMessages<SQSMessage>.Held) async {
         do {
             if held.failures.isEmpty {
-                try await client.delete(held.message)
+                // Deleted ten to a call: by the next full batch, or within 100 ms.
+                state.withLock { $0.done.append(held.message) }
+                await flushDone(all: false)
             } else if held.failures.contains(where: QueueSettlement.mayPass) {
                 try await client.extendVisibility(held.message, seconds: QueueSettlement.backoff(deliveries: held.message.receiveCount))
             } else {
@@ -125,8 +147,17 @@ public final class SQSList: SourceListing, Sendable {
         try await client.delete(message)
     }
 
-    /// Extends the visibility of every held message, every third of the visibility timeout.
+    /// Extends the visibility of every held message, every third of the visibility timeout; and
+    /// deletes done messages that wait for a full batch after 100 ms.
     func startKeeper() {
+        let flusher = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(100))
+                guard let self else { return }
+                await self.flushDone(all: true)
+            }
+        }
+        state.withLock { $0.flusher?.cancel(); $0.flusher = flusher }
         let task = Task { [weak self] in
             while !Task.isCancelled {
                 guard let interval = self.map({ Double($0.visibility) / 3 }) else { return }
@@ -139,7 +170,12 @@ public final class SQSList: SourceListing, Sendable {
         state.withLock { $0.keeper?.cancel(); $0.keeper = task }
     }
 
-    deinit { state.withLock { $0.keeper?.cancel() } }
+    deinit {
+        state.withLock {
+            $0.keeper?.cancel()
+            $0.flusher?.cancel()
+        }
+    }
 
     /// Reads messages as the engine asks for sources; each message's sources handed out in turn.
     final class Cursor: SourceCursor, Sendable {

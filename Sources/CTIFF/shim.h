@@ -18,6 +18,8 @@ typedef struct {
     uint64_t size, position;
     TIFF *tiff;
     char message[200];
+    TIFFRGBAImage image;  // the band reader (pk_tiff_band_begin), when begun
+    int image_begun;
 } pk_tiff_reader;
 
 static int pk_tiff_on_error(TIFF *tiff, void *user, const char *module, const char *format, va_list args) {
@@ -71,6 +73,7 @@ static void pk_tiff_unmap(thandle_t handle, void *base, toff_t size) { (void)han
 
 static inline void pk_tiff_close(pk_tiff_reader *reader) {
     if (!reader) return;
+    if (reader->image_begun) TIFFRGBAImageEnd(&reader->image);
     if (reader->tiff) TIFFClose(reader->tiff);
     free(reader);
 }
@@ -148,6 +151,54 @@ static inline int pk_tiff_rgba_ok(pk_tiff_reader *reader) {
 /// `raster` (width x height x 4 bytes); 0 on failure.
 static inline int pk_tiff_read_rgba(pk_tiff_reader *reader, uint32_t *raster, uint32_t width, uint32_t height) {
     return TIFFReadRGBAImageOriented(reader->tiff, width, height, raster, ORIENTATION_TOPLEFT, 1);
+}
+
+/// Directories in the file (pages, or a pyramid's levels).
+static inline int pk_tiff_directories(pk_tiff_reader *reader) { return (int)TIFFNumberOfDirectories(reader->tiff); }
+
+/// Makes directory `index` the current one; its size and whether it is a reduced-resolution
+/// version of the first (a pyramid level: SubfileType has FILETYPE_REDUCEDIMAGE). 0 on failure.
+static inline int pk_tiff_select(pk_tiff_reader *reader, int index, uint32_t *width, uint32_t *height, int *reduced) {
+    if (!TIFFSetDirectory(reader->tiff, (tdir_t)index)) return 0;
+    uint32_t kind = 0;
+    *width = 0; *height = 0;
+    TIFFGetField(reader->tiff, TIFFTAG_IMAGEWIDTH, width);
+    TIFFGetField(reader->tiff, TIFFTAG_IMAGELENGTH, height);
+    TIFFGetFieldDefaulted(reader->tiff, TIFFTAG_SUBFILETYPE, &kind);
+    *reduced = (kind & FILETYPE_REDUCEDIMAGE) ? 1 : 0;
+    return 1;
+}
+
+/// The rows one read of the current directory decodes: a strip's or a tile row's (the whole
+/// image when it is one strip).
+static inline uint32_t pk_tiff_band_rows(pk_tiff_reader *reader) {
+    uint32_t rows = 0, height = 0;
+    TIFFGetField(reader->tiff, TIFFTAG_IMAGELENGTH, &height);
+    if (TIFFIsTiled(reader->tiff)) TIFFGetField(reader->tiff, TIFFTAG_TILELENGTH, &rows);
+    else TIFFGetFieldDefaulted(reader->tiff, TIFFTAG_ROWSPERSTRIP, &rows);
+    if (rows == 0 || rows > height) rows = height;
+    return rows;
+}
+
+/// Begins reading the current directory in bands of rows, top row first; 0 on failure.
+static inline int pk_tiff_band_begin(pk_tiff_reader *reader) {
+    char message[1024] = {0};
+    if (!TIFFRGBAImageBegin(&reader->image, reader->tiff, 1, message)) {
+        if (reader->message[0] == 0) snprintf(reader->message, sizeof reader->message, "%s", message);
+        return 0;
+    }
+    reader->image.req_orientation = ORIENTATION_TOPLEFT;
+    reader->image_begun = 1;
+    return 1;
+}
+
+/// Reads `rows` rows from `row` on as premultiplied 8-bit RGBA into `raster` (width x rows x 4
+/// bytes); 0 on failure. Bands are read in order; each strip or tile is decoded once when the
+/// bands follow its rows.
+static inline int pk_tiff_band_read(pk_tiff_reader *reader, uint32_t *raster, uint32_t row, uint32_t rows) {
+    reader->image.row_offset = (int)row;
+    reader->image.col_offset = 0;
+    return TIFFRGBAImageGet(&reader->image, raster, reader->image.width, rows);
 }
 
 static inline const char *pk_tiff_message(pk_tiff_reader *reader) { return reader->message; }

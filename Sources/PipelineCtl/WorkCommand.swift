@@ -103,6 +103,9 @@ struct Work: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if let report = output.report, Source.urlScheme(of: report) != nil, reportRotate == nil, !untilEmpty {
+            printError("warning: --report \(report) is uploaded only when the worker stops; add --report-rotate 1h (or a size) to upload it in parts")
+        }
         var options = RunOptions()
         options.outputDirectory = outputDirectory
         engine.apply(to: &options)

@@ -68,6 +68,7 @@ import TestSupport
                                                                      ItemError(stage: .load, kind: .timeout, message: "timed out")))
             await list.settle(sources["/in/poison.jpg"]!, as: result(sources["/in/poison.jpg"]!, .failed,
                                                                       ItemError(stage: .decode, kind: .notAnImage, message: "HTML")))
+            await list.flushDone(all: true)  // done rows are deleted many to a statement, within 100 ms
             let rows = try await server.sql("""
                 SELECT source, state, attempts, coalesce(error_kind, ''), visible_at > now() FROM jobs.thumbs ORDER BY id
                 """)

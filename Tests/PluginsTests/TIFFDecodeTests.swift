@@ -18,13 +18,35 @@ import TestSupport
     }
 
     @Test(arguments: [["-compress", "zip"], ["-compress", "lzw"], ["-compress", "jpeg", "-quality", "95"], ["-depth", "16", "-compress", "zip"],
-                      ["-compress", "none"], ["-colors", "200", "-type", "Palette"], ["-orient", "bottom-right"]])
+                      ["-compress", "none"], ["-colors", "200", "-type", "Palette"], ["-orient", "bottom-right"],
+                      // Read in bands of a strip or a tile row: strips of 16 rows, and 128x128 tiles
+                      // (edge tiles partial), deflate and JPEG-in-TIFF.
+                      ["-define", "tiff:rows-per-strip=16", "-compress", "lzw"], ["-define", "tiff:rows-per-strip=7", "-compress", "zip"],
+                      ["-define", "tiff:tile-geometry=128x128", "-compress", "zip"],
+                      ["-define", "tiff:tile-geometry=256x128", "-compress", "jpeg", "-quality", "95"]])
     func reducedAndWithin40dBOfImageMagicksFullDecode(options: [String]) async throws {
         let data = try await Self.tiff(options)
         let (reduced, full, decoded) = try thumbnails(data)
         #expect(decoded == PixelSize(width: 300, height: 200), "\(options)")  // blocks of 4
         let score = try psnr(reduced, full)
         #expect(score >= 40, "\(options): \(score) dB")
+    }
+
+    /// A pyramidal TIFF (ImageMagick's PTIF: levels of half size as reduced-resolution
+    /// directories): the smallest level that leaves the resize its headroom is read, not the full
+    /// image; the thumbnail matches the full decode's.
+    @Test func aPyramidIsReadAtTheLevelItNeeds() async throws {
+        let path = try Fixtures.temporaryDirectory("ptif").appendingPathComponent("p.tif").path
+        let made = try await Command.run("/usr/bin/convert", ["-size", "2400x1600", "plasma:", "-define", "tiff:tile-geometry=256x256",
+                                                              "-compress", "zip", "ptif:" + path])
+        try #require(made.status == 0, "\(made.stderr)")
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        let (reduced, full, decoded) = try thumbnails(data)
+        // Levels 1200x800, 600x400, 300x200, 150x100: the fit to 100x100 may shrink 24 times and
+        // leaves 3 for the resize, so 300x200 is read as it is.
+        #expect(decoded == PixelSize(width: 300, height: 200))
+        let score = try psnr(reduced, full)
+        #expect(score >= 40, "\(score) dB")
     }
 
     @Test func alphaIsAveragedWithoutDarkFringes() async throws {

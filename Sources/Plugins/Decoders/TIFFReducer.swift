@@ -26,31 +26,56 @@ enum TIFFReducer {
             var photometric: UInt16 = 0, samples: UInt16 = 0, bits: UInt16 = 0, orientation: UInt16 = 0
             var morePages: Int32 = 0
             pk_tiff_info(reader, &width, &height, &photometric, &samples, &bits, &orientation, &morePages)
-            let size = PixelSize(width: Int(width), height: Int(height))
-            guard size.width > 0, size.height > 0, orientation <= 4, !(keepsPages && morePages != 0),
+            let full = PixelSize(width: Int(width), height: Int(height))
+            guard full.width > 0, full.height > 0, orientation <= 4, !(keepsPages && morePages != 0),
                   [PHOTOMETRIC_RGB, PHOTOMETRIC_YCBCR, PHOTOMETRIC_PALETTE].contains(Int32(photometric)),
-                  let shrink = hint.maxShrink(from: size),
-                  let factor = BoxReducer.blockSize(for: size, shrink: shrink, headroom: headroom),
-                  pk_tiff_rgba_ok(reader) != 0 else { return nil }
-            let alpha = pk_tiff_has_alpha(reader) != 0
+                  let fullShrink = hint.maxShrink(from: full) else { return nil }
             var profile: Data?
             var profileLength: UInt32 = 0
             if let icc = pk_tiff_icc(reader, &profileLength), profileLength > 0 {
                 profile = Data(bytes: icc, count: Int(profileLength))
             }
-            var raster = [UInt32](repeating: 0, count: size.width * size.height)
-            let read = raster.withUnsafeMutableBufferPointer { pk_tiff_read_rgba(reader, $0.baseAddress, width, height) }
-            guard read != 0 else { throw failure(reader) }
+            // A pyramid (levels as reduced-resolution directories after the first): the smallest
+            // level that still leaves the shrink its headroom is read instead of the full image.
+            var size = full, shrink = fullShrink, level = false
+            if morePages != 0, !keepsPages, let chosen = smallestLevel(reader, full: full, shrink: fullShrink, headroom: headroom) {
+                (size, level) = (chosen.size, true)
+                shrink = fullShrink * Double(chosen.size.width) / Double(full.width)
+                var reduced: Int32 = 0
+                guard pk_tiff_select(reader, chosen.index, &width, &height, &reduced) != 0 else { throw failure(reader) }
+            }
+            let factor = BoxReducer.blockSize(for: size, shrink: shrink, headroom: headroom) ?? (level ? 1 : nil)
+            guard let factor, pk_tiff_rgba_ok(reader) != 0 else { return nil }
+            let alpha = pk_tiff_has_alpha(reader) != 0
+            // Read in bands of a strip or a tile row, each reduced as it comes: memory is the
+            // band and the output, not the page (a 160 MP page is 640 MB as RGBA).
+            // Flipped orientations (2-4) are read whole: libtiff turns the page as a whole, and
+            // bands come in the file's row order.
+            let banded = orientation <= 1
+            if banded { guard pk_tiff_band_begin(reader) != 0 else { throw failure(reader) } }
+            let band = banded ? Int(pk_tiff_band_rows(reader)) : size.height
+            var buffer = [UInt32](repeating: 0, count: size.width * band)
+            var bandStart = -band
             var box = BoxReducer(width: size.width, height: size.height, factor: factor, alpha: true)
             box.premultiplied = true
             var y = 0
-            let rgba = try raster.withUnsafeBytes { pixels in
-                try box.reduce { row in
-                    row.withUnsafeMutableBytes {
-                        $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: pixels[(y * size.width * 4)..<((y + 1) * size.width * 4)]))
+            let rgba = try box.reduce { row in
+                if y >= bandStart + band {
+                    bandStart = y
+                    let rows = min(band, size.height - y)
+                    let read = buffer.withUnsafeMutableBufferPointer { pixels in
+                        banded ? pk_tiff_band_read(reader, pixels.baseAddress, UInt32(y), UInt32(rows))
+                            : pk_tiff_read_rgba(reader, pixels.baseAddress, UInt32(size.width), UInt32(size.height))
                     }
-                    y += 1
+                    guard read != 0 else { throw failure(reader) }
                 }
+                let offset = (y - bandStart) * size.width
+                buffer.withUnsafeBytes { pixels in
+                    row.withUnsafeMutableBytes {
+                        $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: pixels[(offset * 4)..<((offset + size.width) * 4)]))
+                    }
+                }
+                y += 1
             }
             let wand: Wand
             if alpha {
@@ -66,6 +91,33 @@ enum TIFFReducer {
             if let profile { try wand.setICCProfile(profile) }
             return wand
         }
+    }
+
+    struct Level {
+        let index: Int32
+        let size: PixelSize
+    }
+
+    /// The smallest reduced-resolution directory of a pyramid that may still be shrunk `headroom`
+    /// times to the target, or `nil` (no pyramid, or no level small enough to pay).
+    static func smallestLevel(_ reader: UnsafeMutablePointer<pk_tiff_reader>, full: PixelSize, shrink: Double, headroom: Int) -> Level? {
+        let count = pk_tiff_directories(reader)
+        guard count > 1 else { return nil }
+        var best: Level?
+        for index in 1..<min(count, 64) {
+            var width: UInt32 = 0, height: UInt32 = 0, reduced: Int32 = 0
+            guard pk_tiff_select(reader, index, &width, &height, &reduced) != 0 else { break }
+            guard reduced != 0, width > 0, height > 0, Int(width) < full.width else { continue }
+            // The same picture, smaller: its aspect within a pixel of the first directory's.
+            let expected = Double(full.height) * Double(width) / Double(full.width)
+            guard abs(expected - Double(height)) <= 1.5 else { continue }
+            let levelShrink = shrink * Double(width) / Double(full.width)
+            guard levelShrink >= Double(headroom), best.map({ Int(width) < $0.size.width }) ?? true else { continue }
+            best = Level(index: index, size: PixelSize(width: Int(width), height: Int(height)))
+        }
+        var width: UInt32 = 0, height: UInt32 = 0, reduced: Int32 = 0
+        guard pk_tiff_select(reader, 0, &width, &height, &reduced) != 0 else { return nil }
+        return best
     }
 
     /// libtiff's reason for the reader's last failure.

@@ -31,6 +31,11 @@ public final class PostgresList: QueueAdministering, Sendable {
         var held = HeldMessages<PostgresQueue.Claim>()
         var keeper: Task<Void, Never>?
         var stopped = false
+        /// Done rows waiting to be deleted, many to a statement.
+        var done: [PostgresQueue.Claim] = []
+        var flusher: Task<Void, Never>?
+        /// When leases that ran out were last looked for.
+        var reclaimed: ContinuousClock.Instant?
     }
 
     let state = Mutex(State())
@@ -105,8 +110,22 @@ public final class PostgresList: QueueAdministering, Sendable {
 
     public func stopReading() { state.withLock { $0.stopped = true } }
 
+    /// Deletes the done rows waiting (all, or only when there are 50); a row whose deletion
+    /// fails comes back when its lease runs out (done once more, its outputs already there).
+    func flushDone(all: Bool) async {
+        let batch = state.withLock { state -> [PostgresQueue.Claim] in
+            guard state.done.count >= 50 || (all && !state.done.isEmpty) else { return [] }
+            defer { state.done = [] }
+            return state.done
+        }
+        guard !batch.isEmpty else { return }
+        try? await writer.acknowledge(batch)
+    }
+
     /// Hands back every row still held (claimed, never started): claimable again at once.
     public func runEnded() async {
+        state.withLock { $0.flusher?.cancel() }
+        await flushDone(all: true)
         let left = state.withLock { state -> [PostgresQueue.Claim] in
             state.keeper?.cancel()
             return state.held.removeAll()
@@ -150,7 +169,9 @@ public final class PostgresList: QueueAdministering, Sendable {
         let claim = held.message
         do {
             if held.failures.isEmpty {
-                try await writer.acknowledge(claim)
+                // Deleted many to a statement: by the next 50, or within 100 ms.
+                state.withLock { $0.done.append(claim) }
+                await flushDone(all: false)
             } else if let passing = held.failures.first(where: QueueSettlement.mayPass), claim.attempts < maxAttempts {
                 try await writer.release(claim, after: QueueSettlement.backoff(deliveries: claim.attempts), error: passing)
             } else {
@@ -161,8 +182,17 @@ public final class PostgresList: QueueAdministering, Sendable {
         }
     }
 
-    /// Extends the lease of every held row, every third of the lease.
+    /// Extends the lease of every held row, every third of the lease; and deletes done rows that
+    /// wait for a full statement after 100 ms.
     func startKeeper() {
+        let flusher = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(100))
+                guard let self else { return }
+                await self.flushDone(all: true)
+            }
+        }
+        state.withLock { $0.flusher?.cancel(); $0.flusher = flusher }
         let task = Task { [weak self] in
             while !Task.isCancelled {
                 guard let interval = self.map({ Double($0.lease) / 3 }) else { return }
@@ -175,7 +205,12 @@ public final class PostgresList: QueueAdministering, Sendable {
         state.withLock { $0.keeper?.cancel(); $0.keeper = task }
     }
 
-    deinit { state.withLock { $0.keeper?.cancel() } }
+    deinit {
+        state.withLock {
+            $0.keeper?.cancel()
+            $0.flusher?.cancel()
+        }
+    }
 
     var isStopped: Bool { state.withLock { $0.stopped } }
 
@@ -198,7 +233,15 @@ public final class PostgresList: QueueAdministering, Sendable {
                 if list.isStopped { return nil }
                 let claims: [PostgresQueue.Claim]
                 do {
-                    claims = try await queue.claim(limit: list.batch, lease: list.lease, worker: list.worker, maxAttempts: list.maxAttempts)
+                    // Leases that ran out are looked for every poll interval, and whenever nothing is due.
+                    let reclaim = list.state.withLock { state in
+                        state.reclaimed.map { ContinuousClock.now - $0 >= .seconds(list.poll) } ?? true
+                    }
+                    if reclaim {
+                        try await queue.reclaimExpired(maxAttempts: list.maxAttempts)
+                        list.state.withLock { $0.reclaimed = .now }
+                    }
+                    claims = try await queue.claim(limit: list.batch, lease: list.lease, worker: list.worker)
                     failures.withLock { $0 = 0 }
                 } catch let error as PipelineError where error.kind == .connect {
                     // The server went away: wait and claim again (its connection is reset and
@@ -216,6 +259,10 @@ public final class PostgresList: QueueAdministering, Sendable {
                     return nil
                 }
                 if claims.isEmpty {
+                    if list.state.withLock({ $0.reclaimed.map { ContinuousClock.now - $0 >= .milliseconds(500) } ?? true }) {
+                        list.state.withLock { $0.reclaimed = nil }  // look for run-out leases before waiting or ending
+                        continue
+                    }
                     if list.untilEmpty { return nil }
                     try await waitForWork()
                     continue

@@ -112,9 +112,8 @@ public final class PostgresQueue: Sendable {
         let attempts: Int
     }
 
-    /// Returns rows whose lease ran out to the queue (or fails them as `abandoned` after
-    /// `maxAttempts`), then claims up to `limit` queued rows for `worker`, leased for `lease` seconds.
-    func claim(limit: Int, lease: Int, worker: String, maxAttempts: Int) async throws -> [Claim] {
+    /// Returns rows whose lease ran out to the queue, or fails them as `abandoned` after `maxAttempts`.
+    func reclaimExpired(maxAttempts: Int) async throws {
         try await connection.query("""
             UPDATE \(table) SET
               state = CASE WHEN attempts >= $1 THEN 'failed' ELSE 'queued' END,
@@ -123,6 +122,10 @@ public final class PostgresQueue: Sendable {
               visible_at = now(), lease_until = NULL, updated_at = now()
             WHERE state = 'running' AND lease_until < now()
             """, [String(maxAttempts)])
+    }
+
+    /// Claims up to `limit` queued rows that are due for `worker`, leased for `lease` seconds.
+    func claim(limit: Int, lease: Int, worker: String) async throws -> [Claim] {
         let rows = try await connection.query("""
             UPDATE \(table) q SET state = 'running', attempts = q.attempts + 1, lease_until = now() + make_interval(secs => $2),
               worker = $3, updated_at = now()
@@ -146,9 +149,15 @@ public final class PostgresQueue: Sendable {
     }
 
     /// Deletes a done row, if this claim still holds it.
-    func acknowledge(_ claim: Claim) async throws {
-        try await connection.query("DELETE FROM \(table) WHERE id = $1 AND attempts = $2 AND state = 'running'",
-                                   [claim.id, String(claim.attempts)])
+    func acknowledge(_ claim: Claim) async throws { try await acknowledge([claim]) }
+
+    /// Deletes done rows in one statement, each if its claim still holds it.
+    func acknowledge(_ claims: [Claim]) async throws {
+        guard !claims.isEmpty else { return }
+        try await connection.query("""
+            DELETE FROM \(table) q USING unnest($1::bigint[], $2::integer[]) AS d(id, attempts)
+            WHERE q.id = d.id AND q.attempts = d.attempts AND q.state = 'running'
+            """, ["{" + claims.map(\.id).joined(separator: ",") + "}", "{" + claims.map { String($0.attempts) }.joined(separator: ",") + "}"])
     }
 
     /// Queues a claimed row again after `delay` seconds (0: at once), keeping `error` as its last error.

@@ -63,15 +63,27 @@ output: {{ dir: "{work}/unused", name: "{{stem}}.{{ext}}" }}
     return path
 
 
-def timed(args, env=ENV, cwd=None):
-    """Runs args under /usr/bin/time; (wall seconds, peak RSS MiB, stdout+stderr)."""
+def cpu_seconds(pid):
+    """User + system CPU seconds of a running process so far (from /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed(args, env=ENV, cwd=None, server=None):
+    """Runs args under /usr/bin/time; (wall seconds, peak RSS MiB, CPU seconds of the command,
+    CPU seconds the server process (moto, PostgreSQL's postmaster children excluded) spent meanwhile,
+    stdout+stderr)."""
+    before = cpu_seconds(server) if server else 0
     started = time.monotonic()
-    result = subprocess.run(["/usr/bin/time", "-f", "RSSKB %M"] + args, env=env, cwd=cwd, capture_output=True, text=True)
+    result = subprocess.run(["/usr/bin/time", "-f", "RSSKB %M CPU %U %S"] + args, env=env, cwd=cwd, capture_output=True, text=True)
     wall = time.monotonic() - started
-    rss = next((int(line.split()[1]) for line in result.stderr.splitlines() if line.startswith("RSSKB ")), 0) / 1024
+    served = (cpu_seconds(server) - before) if server else 0
+    line = next((line.split() for line in result.stderr.splitlines() if line.startswith("RSSKB ")), ["", "0", "", "0", "0"])
+    rss, cpu = int(line[1]) / 1024, float(line[3]) + float(line[4])
     if result.returncode not in (0, 1):
         sys.exit(f"{' '.join(args)} failed ({result.returncode}): {result.stdout}{result.stderr}")
-    return wall, rss, result.stdout + result.stderr
+    return wall, rss, cpu, served, result.stdout + result.stderr
 
 
 def count_outputs(out):
@@ -180,14 +192,17 @@ def bench_sqs(work, files):
         with open(listing, "w") as f:
             f.write("".join(f"s3://uploads/{k}\n" for k in keys))
         yaml = pipeline(work, f'{{ s3: {{ endpoint: "{endpoint}", region: us-east-1 }} }}')
-        run_wall, run_rss, _ = timed([BIN, "run", yaml, listing, "-o", os.path.join(work, "sqs-run"), "--progress", "none", "-q"], env)
-        work_wall, work_rss, text = timed([BIN, "work", yaml, "--queue", queue, "--until-empty", "-o", os.path.join(work, "sqs-work"),
-                                           "--progress", "none", "-q"], env)
+        run_wall, run_rss, run_cpu, run_moto, _ = timed([BIN, "run", yaml, listing, "-o", os.path.join(work, "sqs-run"),
+                                                         "--progress", "none", "-q"], env, server=moto.pid)
+        work_wall, work_rss, work_cpu, work_moto, text = timed([BIN, "work", yaml, "--queue", queue, "--until-empty",
+                                                                "-o", os.path.join(work, "sqs-work"), "--progress", "none", "-q"],
+                                                               env, server=moto.pid)
         made_run, made_work = count_outputs(os.path.join(work, "sqs-run")), count_outputs(os.path.join(work, "sqs-work"))
         if made_work != made_run or made_run != UPLOADS:
             sys.exit(f"SQS: run made {made_run}, work made {made_work} of {UPLOADS}: {text}")
-        rows = [f"| SQS, {UPLOADS} uploads queued | {run_wall:.1f} s ({UPLOADS / run_wall:.1f}/s) | {work_wall:.1f} s "
-                f"({UPLOADS / work_wall:.1f}/s) | **{run_wall / work_wall:.2f}x** | {run_rss:.0f} MiB | {work_rss:.0f} MiB |"]
+        rows = [f"| SQS (moto), {UPLOADS} uploads queued | {run_wall:.1f} s ({UPLOADS / run_wall:.1f}/s) | {work_wall:.1f} s "
+                f"({UPLOADS / work_wall:.1f}/s) | **{run_wall / work_wall:.2f}x** | {run_cpu:.1f} s / {work_cpu:.1f} s | "
+                f"{run_moto:.1f} s / {work_moto:.1f} s | {run_rss:.0f} MiB | {work_rss:.0f} MiB |"]
         # Latency at a steady rate: a waiting worker.
         out = os.path.join(work, "sqs-live")
         watcher = Watcher(out)
@@ -205,6 +220,25 @@ def bench_sqs(work, files):
     finally:
         moto.kill()
         moto.wait()
+
+
+def postgres_cpu(data):
+    """CPU seconds of the PostgreSQL server in data/data: the postmaster, the backends it has
+    reaped (its children's times) and those alive now."""
+    with open(f"{data}/data/postmaster.pid") as f:
+        master = int(f.readline())
+    with open(f"/proc/{master}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    total = sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if pid.isdigit() and int(fields[1]) == master:
+                total += cpu_seconds(int(pid))
+        except (OSError, ValueError):
+            pass
+    return total
 
 
 def bench_postgres(work, files):
@@ -246,14 +280,17 @@ def bench_postgres(work, files):
         subprocess.run([BIN, "queue", "enqueue", url, listing], check=True, capture_output=True)
         enqueue = time.monotonic() - started
         yaml = pipeline(work, "file")
-        run_wall, run_rss, _ = timed([BIN, "run", yaml, listing, "-o", os.path.join(work, "pg-run"), "--progress", "none", "-q"])
-        work_wall, work_rss, text = timed([BIN, "work", yaml, "--queue", url, "--until-empty", "-o", os.path.join(work, "pg-work"),
-                                           "--progress", "none", "-q"])
+        run_wall, run_rss, run_cpu, _, _ = timed([BIN, "run", yaml, listing, "-o", os.path.join(work, "pg-run"), "--progress", "none", "-q"])
+        server_before = postgres_cpu(data)
+        work_wall, work_rss, work_cpu, _, text = timed([BIN, "work", yaml, "--queue", url, "--until-empty", "-o", os.path.join(work, "pg-work"),
+                                                        "--progress", "none", "-q"])
+        server_cpu = postgres_cpu(data) - server_before
         made_run, made_work = count_outputs(os.path.join(work, "pg-run")), count_outputs(os.path.join(work, "pg-work"))
         if made_work != made_run or made_run != PG_ROWS:
             sys.exit(f"PostgreSQL: run made {made_run}, work made {made_work} of {PG_ROWS}: {text}")
         rows = [f"| PostgreSQL, {PG_ROWS} small images queued (enqueue: {enqueue:.1f} s) | {run_wall:.1f} s ({PG_ROWS / run_wall:.0f}/s) | "
-                f"{work_wall:.1f} s ({PG_ROWS / work_wall:.0f}/s) | **{run_wall / work_wall:.2f}x** | {run_rss:.0f} MiB | {work_rss:.0f} MiB |"]
+                f"{work_wall:.1f} s ({PG_ROWS / work_wall:.0f}/s) | **{run_wall / work_wall:.2f}x** | {run_cpu:.1f} s / {work_cpu:.1f} s | "
+                f"- / {server_cpu:.1f} s | {run_rss:.0f} MiB | {work_rss:.0f} MiB |"]
         # Latency: INSERTs at a steady rate through one psql session.
         out = os.path.join(work, "pg-live")
         watcher = Watcher(out)
@@ -303,8 +340,8 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
     version = subprocess.run([BIN, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     lines = [f"{version}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}", "",
-             "| Queue | run (same sources) | work --until-empty | work vs run | run peak RSS | work peak RSS |",
-             "|---|---|---|---|---|---|"] + throughput + ["",
+             "| Queue | run (same sources) | work --until-empty | work vs run | CPU of run / work | CPU of the queue server during run / work | run peak RSS | work peak RSS |",
+             "|---|---|---|---|---|---|---|---|"] + throughput + ["",
              "| Queue | uploads | outputs | p50 upload-to-output | p99 | max | worker peak RSS |",
              "|---|---|---|---|---|---|---|"] + latency
     text = "\n".join(lines)

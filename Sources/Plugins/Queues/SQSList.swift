@@ -178,67 +178,26 @@ public final class SQSList: SourceListing, Sendable {
     }
 
     /// Reads messages as the engine asks for sources; each message's sources handed out in turn.
-    /// Receives run ahead: while the engine starts the sources of one batch, the next receive (two
-    /// at once, each up to 10 messages) is already on its way, so a receive's round trip is not
-    /// paid between batches. Messages received ahead are held (their visibility kept) like the rest.
     final class Cursor: SourceCursor, Sendable {
         let list: SQSList
         let buffer = Mutex<[Source]>([])
-        let ahead = Mutex<[Task<[SQSMessage], any Error>]>([])
-        static let receivesAhead = 2
 
         init(list: SQSList) { self.list = list }
-
-        deinit { ahead.withLock { for task in $0 { task.cancel() } } }
-
-        func startReceive() -> Task<[SQSMessage], any Error> {
-            Task { [list] in
-                try await list.client.receive(limit: 10, wait: list.untilEmpty ? 1 : 20, visibility: list.visibility)
-            }
-        }
 
         func next() async throws -> Source? {
             while true {
                 if let source = buffer.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { return source }
-                if list.state.withLock({ $0.stopped }) {
-                    await handBackAhead()
-                    return nil
-                }
-                let receive = ahead.withLock { ahead -> Task<[SQSMessage], any Error> in
-                    while ahead.count < Self.receivesAhead { ahead.append(startReceive()) }
-                    return ahead.removeFirst()
-                }
-                var messages = try await receive.value
-                if messages.isEmpty, list.untilEmpty {
-                    // Empty: done unless a receive still on its way brings something.
-                    let pending = ahead.withLock { ahead -> [Task<[SQSMessage], any Error>] in
-                        defer { ahead = [] }
-                        return ahead
-                    }
-                    for task in pending { messages += (try? await task.value) ?? [] }
-                }
+                if list.state.withLock({ $0.stopped }) { return nil }
+                let messages = try await list.client.receive(limit: 10, wait: list.untilEmpty ? 1 : 20, visibility: list.visibility)
                 if list.state.withLock({ $0.stopped }) {
                     // Received while stopping: handed back, visible again at once.
                     for message in messages { try? await list.client.extendVisibility(message, seconds: 0) }
-                    await handBackAhead()
                     return nil
                 }
                 if messages.isEmpty, list.untilEmpty { return nil }
-                ahead.withLock { ahead in while ahead.count < Self.receivesAhead { ahead.append(startReceive()) } }
                 var sources: [Source] = []
                 for message in messages { sources += await take(message) }
                 buffer.withLock { $0 += sources }
-            }
-        }
-
-        /// Waits for the receives still on their way and hands back what they bring.
-        func handBackAhead() async {
-            let pending = ahead.withLock { ahead -> [Task<[SQSMessage], any Error>] in
-                defer { ahead = [] }
-                return ahead
-            }
-            for task in pending {
-                for message in (try? await task.value) ?? [] { try? await list.client.extendVisibility(message, seconds: 0) }
             }
         }
 

@@ -40,7 +40,8 @@ struct Work: AsyncParsableCommand {
               pipelinectl work thumbnails --queue sqs://000000000000/uploads --until-empty
               pipelinectl work thumbnails --queue postgres://app@db/images --listen :9090
               pipelinectl work thumbnails --queue sqs://123456789012/uploads \\
-                --report s3://logs/pipelinectl/work.jsonl --report-format jsonl --report-rotate 1h
+                --report s3://logs/work.jsonl --report-format jsonl \\
+                --report-rotate 1h
             """))
 
     @Argument(help: "The pipeline file, or its name in pipelines/.")

@@ -76,6 +76,34 @@ import TestSupport
         #expect(summary.ok == 2)
     }
 
+    /// onItem is called for one item at a time (a report writer relies on it: JSON items written
+    /// side by side once made an invalid report), even when it suspends.
+    @Test func onItemIsNeverCalledTwiceAtOnce() async throws {
+        let files = try Fixtures.temporaryDirectory("in")
+        var lines: [String] = []
+        for index in 0..<24 {
+            try Fixtures.jpeg(64, 48).write(to: files.appendingPathComponent("p\(index).jpg"))
+            lines.append("p\(index).jpg")
+        }
+        let active = Mutex((now: 0, most: 0, calls: 0))
+        let dir = try Fixtures.temporaryDirectory("out")
+        var options = RunOptions()
+        options.outputDirectory = dir.path
+        let runner = try PipelineRunner(pipeline: try pipeline("loader: file\nprocessors:\n  - resize: { width: 16 }\nencoder: jpeg\noutput: { name: \"{stem}.{ext}\" }\n"),
+                                        registry: registry, options: options)
+        let sources = lines.enumerated().map { Source(text: $0.element, index: $0.offset + 1, base: files.path) }
+        _ = try await runner.run(AsyncStream { continuation in
+            for source in sources { continuation.yield(source) }
+            continuation.finish()
+        }) { _ in
+            active.withLock { $0.now += 1; $0.most = max($0.most, $0.now); $0.calls += 1 }
+            for _ in 0..<20 { await Task.yield() }  // a suspension where another call could come in
+            active.withLock { $0.now -= 1 }
+        }
+        #expect(active.withLock { $0.calls } == 24)
+        #expect(active.withLock { $0.most } == 1)
+    }
+
     @Test func autoEncoderNamesOutputsByTheFormatItChose() async throws {
         let files = try Fixtures.temporaryDirectory("in")
         try Fixtures.alphaPNG(300, 200).write(to: files.appendingPathComponent("logo.png"))

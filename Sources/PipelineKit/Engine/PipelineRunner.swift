@@ -276,10 +276,16 @@ public final class PipelineRunner: Sendable {
         onItem: @escaping @Sendable (ItemResult) async -> Void
     ) async throws -> RunSummary where S.Element == Source {
         let start = ContinuousClock.now
-        // Items are counted (and `onItem` called) by their own task as each finishes, not when
-        // the loop below next looks: a queue's worker waiting for its next message still reports
-        // and counts what finished meanwhile.
-        let tally = Tally(onItem: onItem)
+        // Items are counted (and `onItem` called, one at a time, in completion order) by a task of
+        // their own as each finishes, not when the loop below next looks: a queue's worker waiting
+        // for its next message still reports and counts what finished meanwhile.
+        let (finished, sink) = AsyncStream<ItemResult>.makeStream()
+        let counting = Task {
+            var tally = Tally(onItem: onItem)
+            for await item in finished { await tally.add(item) }
+            return tally
+        }
+        defer { sink.finish() }  // the list broke off: the counting task ends too
         var notStarted: Int?
         var otherShards: Int?
         var ownership: (@Sendable (Source) -> Bool)?
@@ -311,7 +317,7 @@ public final class PipelineRunner: Sendable {
                 while inFlight >= maxInFlight { await take(try await group.next()) }  // grows as loaders are built
                 group.addTask {
                     let item = await self.runItem(source, settle: settle)
-                    await tally.add(item)
+                    sink.yield(item)
                     return item
                 }
                 inFlight += 1
@@ -320,7 +326,9 @@ public final class PipelineRunner: Sendable {
             while inFlight > 0 { await take(try await group.next()) }
             group.cancelAll()
         }
-        var summary = await tally.summary
+        sink.finish()
+        let tally = await counting.value
+        var summary = tally.summary
         if let shard {
             summary.shard = shard.description
             summary.otherShards = otherShards ?? 0
@@ -328,7 +336,7 @@ public final class PipelineRunner: Sendable {
         summary.notStarted = notStarted
         summary.wallSeconds = (ContinuousClock.now - start).seconds
         summary.imageCacheEvictions = imageCache?.evictionCount
-        await dataCache?.recordRun(CacheUsage(counts: await tally.dataCache))
+        await dataCache?.recordRun(CacheUsage(counts: tally.dataCache))
         return summary
     }
 
@@ -346,15 +354,13 @@ public final class PipelineRunner: Sendable {
         return result
     }
 
-    /// The run's counts as items finish; items are added one at a time.
-    private actor Tally {
+    /// The run's counts as items finish, added one at a time by one task.
+    private struct Tally {
         let onItem: @Sendable (ItemResult) async -> Void
         var summary = RunSummary()
         var dataCache = RunStatistics.CacheCounts()
 
-        init(onItem: @escaping @Sendable (ItemResult) async -> Void) { self.onItem = onItem }
-
-        func add(_ item: ItemResult) async {
+        mutating func add(_ item: ItemResult) async {
             summary.add(item)
             dataCache.add(item.cacheData)
             await onItem(item)

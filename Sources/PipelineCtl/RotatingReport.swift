@@ -4,8 +4,8 @@ import Synchronization
 
 /// A report in parts (`pipelinectl work --report DIR/work.jsonl --report-rotate 100MB|1h`): each
 /// part is a whole report of the format's own (a run line, its items, a summary line of its
-/// items), named `STEM-YYYYMMDDTHHMMSSZ-RUN.EXT` after the time it began and the run's id, so that
-/// parts of several workers never collide and sort by time. A part is closed when it reaches the
+/// items), named `STEM-YYYYMMDDTHHMMSSZ-RUN-NNNN.EXT` after the time it began, the run's id and its
+/// number, so that parts of several workers never collide and sort by time. A part is closed when it reaches the
 /// size, or the age, and then handed to `closed` (which uploads a part of an `s3://` report and
 /// removes the local file). `pipelinectl report` reads any number of parts as one.
 final class RotatingReport: ReportWriting, Sendable {
@@ -32,6 +32,7 @@ final class RotatingReport: ReportWriting, Sendable {
         var part: Part?
         var handoffs: [Task<Void, Never>] = []
         var timer: Task<Void, Never>?
+        var parts = 0
     }
 
     private let state = Mutex(State())
@@ -60,7 +61,8 @@ final class RotatingReport: ReportWriting, Sendable {
     func begin(_ run: RunHeader) throws {
         try state.withLock { state in
             state.header = run
-            state.part = try open(run)
+            state.part = try open(run, number: 1)
+            state.parts = 1
         }
         if let maxSeconds {
             // An idle worker's part is closed on time too, not only when the next item comes.
@@ -108,22 +110,21 @@ final class RotatingReport: ReportWriting, Sendable {
         if let maxBytes, let size = (try? FileManager.default.attributesOfItem(atPath: part.path)[.size]) as? Int, size >= maxBytes { due = true }
         guard due else { return }
         try close(part, in: &state)
-        state.part = try open(header)
+        state.parts += 1
+        state.part = try open(header, number: state.parts)
     }
 
-    private func open(_ header: RunHeader) throws -> Part {
+    private func open(_ header: RunHeader, number: Int) throws -> Part {
+        var header = header
+        header.part = number
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "UTC")
         formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
-        var name = "\(stem)-\(formatter.string(from: Date()))-\(header.id.prefix(8)).\(ext)"
-        var path = URL(fileURLWithPath: directory).appendingPathComponent(name).path
-        var suffix = 1
-        while FileManager.default.fileExists(atPath: path) {  // two parts within a second
-            suffix += 1
-            name = "\(stem)-\(formatter.string(from: Date()))-\(header.id.prefix(8))-\(suffix).\(ext)"
-            path = URL(fileURLWithPath: directory).appendingPathComponent(name).path
-        }
+        // The part's number makes its name unique even when parts close within a second (a
+        // part uploaded to a store is gone from here: its name cannot be checked locally).
+        let name = "\(stem)-\(formatter.string(from: Date()))-\(header.id.prefix(8))-\(String(format: "%04d", number)).\(ext)"
+        let path = URL(fileURLWithPath: directory).appendingPathComponent(name).path
         let writer = try PipelineCtl.registry.makeReport(format, path: path)
         try writer.begin(header)
         return Part(writer: writer, path: path, name: name, started: .now)

@@ -62,7 +62,7 @@ struct Work: AsyncParsableCommand {
     @Option(help: "Serve /livez, /readyz and /metrics on this address (e.g. :9090 or 127.0.0.1:9090).")
     var listen: String?
 
-    @Option(help: "Write the --report in parts of this size (100MB) or age (1h), each a whole report named STEM-TIME-RUN.EXT beside --report; parts of an s3:// report are uploaded as each closes.")
+    @Option(help: "Write the --report in parts of this size (100MB) or age (1h), each a whole report named STEM-TIME-RUN-NNNN.EXT beside --report; parts of an s3:// report are uploaded as each closes.")
     var reportRotate: String?
 
     @Flag(help: "Process what is queued, then exit when the queue is empty (for a job that drains a queue).")

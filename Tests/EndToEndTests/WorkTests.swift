@@ -92,6 +92,30 @@ import TestSupport
         #expect(dlq == "not_an_image in/page.jpg")
     }
 
+    /// `--report s3://... --report-rotate`: each part uploaded as it closes, each a whole report,
+    /// and `pipelinectl report` reads the parts as one run's items.
+    @Test func aRotatedReportIsUploadedInParts() async throws {
+        let moto = try await MotoServer.start(buckets: ["uploads", "reports"])
+        defer { moto.stop() }
+        let (events, _) = try await setUp(moto)
+        try await upload(moto, ["in/a.jpg", "in/b.jpg", "in/c.jpg"])
+        let dir = try Fixtures.temporaryDirectory("work-rotate")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let run = try await Command.run(CLITests.binary, ["work", try pipeline(in: dir), "--queue", events, "--until-empty",
+                                                          "--report", "s3://reports/worker/work.jsonl", "--report-format", "jsonl",
+                                                          "--report-rotate", "1B", "--progress", "none"],
+                                        environment: moto.environment, directory: dir)
+        #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+        let parts = try await moto.boto("""
+            for o in s3.list_objects_v2(Bucket='reports', Prefix='worker/').get('Contents', []):
+                s3.download_file('reports', o['Key'], args[0] + '/' + o['Key'].split('/')[-1]); print(o['Key'])
+            """, [dir.path]).split(separator: "\n").map(String.init)
+        #expect(parts.count == 3 && parts.allSatisfy { $0.hasPrefix("worker/work-") && $0.hasSuffix(".jsonl") }, "\(parts)")
+        let merged = try await Command.run(CLITests.binary, ["report"] + parts.map { dir.path + "/" + $0.split(separator: "/").last! },
+                                           directory: dir)
+        #expect(merged.status == 0 && merged.stdout.contains("3 items: 3 ok"), "\(merged.stdout)\(merged.stderr)")
+    }
+
     @Test func sigtermStopsAWaitingWorkerWithExitZero() async throws {
         let moto = try await MotoServer.start(buckets: ["uploads"])
         defer { moto.stop() }

@@ -38,12 +38,13 @@ public struct ReportMerge: Sendable {
         var seen: [String: String] = [:]
         var unique: [Input] = []
         for input in inputs {
-            if let id = input.report.run?.id {
-                if let first = seen[id] {
+            if let run = input.report.run {
+                let id = run.id, key = run.part.map { "\(run.id)#\($0)" } ?? run.id
+                if let first = seen[key] {
                     warnings.append("'\(input.name)' is the same run as '\(first)' (run \(id.prefix(8))): read once")
                     continue
                 }
-                seen[id] = input.name
+                seen[key] = input.name
             }
             unique.append(input)
         }

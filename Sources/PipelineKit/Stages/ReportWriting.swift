@@ -29,6 +29,9 @@ public struct RunHeader: Sendable, Codable, Equatable {
     public var fingerprint: String
     /// `K/N` for one shard of the list.
     public var shard: String?
+    /// The part, from 1, of a report written in parts (`pipelinectl work --report-rotate`): the
+    /// parts of one run are read together, not as the same run given twice.
+    public var part: Int?
     /// The version of pipelinectl that ran.
     public var version: String?
     /// The source revision of the pipelinectl that ran (`pipelinectl --version`).
@@ -52,7 +55,7 @@ public struct RunHeader: Sendable, Codable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case id, started, pipeline, fingerprint, shard, version, revision, list
+        case id, started, pipeline, fingerprint, shard, part, version, revision, list
         case listBase = "list_base", output, outputURL = "output_url", workingDirectory = "working_directory"
     }
 

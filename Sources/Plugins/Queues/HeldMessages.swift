@@ -65,6 +65,17 @@ struct HeldMessages<Message: Sendable>: Sendable {
 
 /// How a queue settles a failed item, the same for every queue.
 enum QueueSettlement {
+    /// Runs `body` every `seconds` until it returns `false` (its list is gone) or the task is
+    /// cancelled: a queue list's lease keeper and its flusher of done messages.
+    static func repeating(every seconds: Double, _ body: @escaping @Sendable () async -> Bool) -> Task<Void, Never> {
+        Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(seconds))
+                guard await body() else { return }
+            }
+        }
+    }
+
     /// Whether a failure may pass if the item is tried again later: the message is released for
     /// redelivery with a backoff rather than recorded as failed.
     static func mayPass(_ error: ItemError) -> Bool {

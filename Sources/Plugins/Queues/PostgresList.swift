@@ -185,22 +185,17 @@ public final class PostgresList: QueueAdministering, Sendable {
     /// Extends the lease of every held row, every third of the lease; and deletes done rows that
     /// wait for a full statement after 100 ms.
     func startKeeper() {
-        let flusher = Task { [weak self] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(100))
-                guard let self else { return }
-                await self.flushDone(all: true)
-            }
+        let flusher = QueueSettlement.repeating(every: 0.1) { [weak self] in
+            guard let self else { return false }
+            await self.flushDone(all: true)
+            return true
         }
         state.withLock { $0.flusher?.cancel(); $0.flusher = flusher }
-        let task = Task { [weak self] in
-            while !Task.isCancelled {
-                guard let interval = self.map({ Double($0.lease) / 3 }) else { return }
-                try? await Task.sleep(for: .seconds(interval))
-                guard let self else { return }
-                let claims = self.state.withLock { $0.held.messages }
-                try? await self.writer.extend(claims, lease: self.lease, worker: self.worker)
-            }
+        let task = QueueSettlement.repeating(every: Double(lease) / 3) { [weak self] in
+            guard let self else { return false }
+            let claims = self.state.withLock { $0.held.messages }
+            try? await self.writer.extend(claims, lease: self.lease, worker: self.worker)
+            return true
         }
         state.withLock { $0.keeper?.cancel(); $0.keeper = task }
     }

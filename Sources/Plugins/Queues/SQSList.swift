@@ -150,22 +150,17 @@ public final class SQSList: SourceListing, Sendable {
     /// Extends the visibility of every held message, every third of the visibility timeout; and
     /// deletes done messages that wait for a full batch after 100 ms.
     func startKeeper() {
-        let flusher = Task { [weak self] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(100))
-                guard let self else { return }
-                await self.flushDone(all: true)
-            }
+        let flusher = QueueSettlement.repeating(every: 0.1) { [weak self] in
+            guard let self else { return false }
+            await self.flushDone(all: true)
+            return true
         }
         state.withLock { $0.flusher?.cancel(); $0.flusher = flusher }
-        let task = Task { [weak self] in
-            while !Task.isCancelled {
-                guard let interval = self.map({ Double($0.visibility) / 3 }) else { return }
-                try? await Task.sleep(for: .seconds(interval))
-                guard let self else { return }
-                let messages = self.state.withLock { $0.held.messages }
-                for message in messages { try? await self.client.extendVisibility(message, seconds: self.visibility) }
-            }
+        let task = QueueSettlement.repeating(every: Double(visibility) / 3) { [weak self] in
+            guard let self else { return false }
+            let messages = self.state.withLock { $0.held.messages }
+            for message in messages { try? await self.client.extendVisibility(message, seconds: self.visibility) }
+            return true
         }
         state.withLock { $0.keeper?.cancel(); $0.keeper = task }
     }

@@ -139,25 +139,17 @@ public final class PostgresList: QueueAdministering, Sendable {
     }
 
     public func initialize() async throws { try await writer.initialize() }
-    public func enqueue(_ sources: [String]) async throws -> Int {
+    public func enqueue(_ sources: [String]) async throws -> Int { try await checkedWriter().enqueue(sources) }
+    public func status() async throws -> QueueStatus { try await checkedWriter().status() }
+    public func retryFailed(kind: String?) async throws -> Int { try await checkedWriter().requeueFailed(kind: kind) }
+    public func purgeFailed(kind: String?) async throws -> Int { try await checkedWriter().purgeFailed(kind: kind) }
+
+    /// The writer connection, once the table is known to be a queue table (else `not_found`
+    /// saying to run `pipelinectl queue init`).
+    private func checkedWriter() async throws -> PostgresQueue {
         let writer = try await writer
         try await writer.check()
-        return try await writer.enqueue(sources)
-    }
-    public func status() async throws -> QueueStatus {
-        let writer = try await writer
-        try await writer.check()
-        return try await writer.status()
-    }
-    public func retryFailed(kind: String?) async throws -> Int {
-        let writer = try await writer
-        try await writer.check()
-        return try await writer.requeueFailed(kind: kind)
-    }
-    public func purgeFailed(kind: String?) async throws -> Int {
-        let writer = try await writer
-        try await writer.check()
-        return try await writer.purgeFailed(kind: kind)
+        return writer
     }
 
     public func settle(_ source: Source, as result: ItemResult) async {

@@ -23,12 +23,6 @@ public final class PostgresQueue: Sendable {
         table = url.table.split(separator: ".").map { "\"\($0)\"" }.joined(separator: ".")
     }
 
-    /// Connects to the queue at `url`.
-    public static func connect(_ url: String) async throws -> PostgresQueue {
-        let parsed = try PostgresQueueURL(url)
-        return PostgresQueue(url: parsed, connection: try await PostgresConnection.connect(parsed))
-    }
-
     /// The notification channel: the table's name.
     var channel: String { url.table }
     /// A name derived from the table's for its index, function and trigger.

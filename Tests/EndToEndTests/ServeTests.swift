@@ -418,6 +418,46 @@ import TestSupport
         await origin.stop()
     }
 
+    /// A stored result needs no job: it is answered while every job and queue place is taken,
+    /// and, like a 429, on a connection that stays open for the next request.
+    @Test func storedResultsAreAnsweredWhileEveryPlaceIsTakenOnAConnectionKeptOpen() async throws {
+        let jpeg = try Fixtures.jpeg(640, 480)
+        let gate = DispatchSemaphore(value: 0)
+        let origin = try ScriptedServer { request, connection in
+            if request.path == "/busy.jpg" { gate.wait() }
+            connection.write("HTTP/1.1 200 OK\r\nContent-Type: image/jpeg\r\nContent-Length: \(jpeg.count)\r\nConnection: close\r\n\r\n")
+            connection.write(jpeg)
+        }
+        defer { origin.stop() }
+        let setup = try Setup()
+        try setup.write("cached", """
+            loader:
+              http: { allow_loopback: true, timeout: 10m }
+            data_cache:
+              disk: { path: \(setup.dir.path)/cache, store: processed, policy: ttl, ttl: 1d }
+            processors:
+              - resize: { width: 100, height: 100 }
+            encoder: jpeg
+            output: { dir: \(setup.dir.path)/out }
+            """)
+        let service = try await Self.start(setup, ["--jobs", "1", "--queue", "0"])
+        defer { service.stop() }
+        let stored = try Self.sign("cached", origin.url("/stored.jpg"))
+        let made = try await service.get(stored)
+        #expect(made.status == 200)
+        // The only place is taken by a request whose origin has not answered.
+        let busy = Task { try await service.get(try Self.sign("cached", origin.url("/busy.jpg"))) }
+        #expect(await Self.waitForInFlight(service, 1))
+        let answers = try await RawHTTP.getKeptAlive(port: service.port, targets: [stored, try Self.sign("cached", origin.url("/new.jpg")), stored])
+        #expect(answers.map(\.status) == [200, 429, 200], "\(answers.map { ($0.status, $0.text.prefix(200)) })")
+        #expect(answers.first?.body == made.body && answers.last?.headers["etag"] == made.headers["etag"])
+        gate.signal()
+        #expect(try await busy.value.status == 200)
+        #expect(origin.requests("/stored.jpg") == 1 && origin.requests("/new.jpg") == 0)
+        let log = service.accessLog.joined()
+        #expect(log.components(separatedBy: "\"cache\":\"stored\"").count - 1 == 2, "\(log)")
+    }
+
     /// Polls `/metrics` (an event the test waits on, not a time) until `count` requests are admitted.
     static func waitForInFlight(_ service: ServiceProcess, _ count: Int) async -> Bool {
         await waitForMetric(service, "pipelinectl_requests_in_flight", count)

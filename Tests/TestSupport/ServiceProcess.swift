@@ -149,6 +149,54 @@ public enum RawHTTP {
         return fd
     }
 
+    /// Sends `targets` one after another on one kept-alive connection, each once the answer
+    /// before it has come whole (by its Content-Length), and returns the answers read before the
+    /// server closed the connection: fewer than `targets` when it closed after one of them.
+    public static func getKeptAlive(port: UInt16, targets: [String]) async throws -> [Response] {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread { continuation.resume(with: Result { try getKeptAliveBlocking(port: port, targets: targets) }) }.start()
+        }
+    }
+
+    static func getKeptAliveBlocking(port: UInt16, targets: [String]) throws -> [Response] {
+        guard let first = targets.first else { return [] }
+        let fd = try send(port: port, target: first, keepAlive: true)
+        defer { close(fd) }
+        var responses: [Response] = []
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while responses.count < targets.count {
+            // One whole answer: its head, then Content-Length bytes.
+            var answer: Response?
+            while answer == nil {
+                if let end = data.range(of: Data("\r\n\r\n".utf8)) {
+                    let head = String(decoding: data[..<end.lowerBound], as: UTF8.self).components(separatedBy: "\r\n")
+                    var fields: [String: String] = [:]
+                    for line in head.dropFirst() {
+                        guard let colon = line.firstIndex(of: ":") else { continue }
+                        fields[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                    }
+                    let length = Int(fields["content-length"] ?? "0") ?? 0
+                    if data.count - (end.upperBound - data.startIndex) >= length {
+                        let status = head.first?.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+                        answer = Response(status: status, headers: fields, body: Data(data[end.upperBound..<(end.upperBound + length)]))
+                        data = Data(data[(end.upperBound + length)...])
+                        break
+                    }
+                }
+                let n = recv(fd, &buffer, buffer.count, 0)
+                if n <= 0 { return responses }
+                data.append(contentsOf: buffer[0..<n])
+            }
+            responses.append(answer!)
+            guard responses.count < targets.count else { break }
+            var head = "GET \(targets[responses.count]) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\r\n"
+            let sent = head.withUTF8 { Foundation.send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
+            if sent <= 0 { return responses }
+        }
+        return responses
+    }
+
     public static func getBlocking(port: UInt16, target: String, headers: [String: String] = [:], method: String = "GET") throws -> Response {
         let fd = try send(port: port, target: target, headers: headers, method: method)
         defer { close(fd) }

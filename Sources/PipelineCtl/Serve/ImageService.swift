@@ -61,23 +61,102 @@ final class ImageService: Sendable {
     var isDraining: Bool { draining.load(ordering: .relaxed) }
 
     /// Answers `GET`/`HEAD` `target` (the raw request target) with the request's `Accept` and
-    /// `If-None-Match`.
+    /// `If-None-Match`: ``prepare(target:accept:ifNoneMatch:)``, then the job if one was admitted.
     func answer(target: String, accept: String?, ifNoneMatch: String?) async -> ServeAnswer {
+        switch await prepare(target: target, accept: accept, ifNoneMatch: ifNoneMatch) {
+        case .answered(let answer): return answer
+        case .admitted(let job): return await run(job)
+        }
+    }
+
+    /// What a request needs before any image work: its answer when that needs no job (a refusal,
+    /// a stored result, a 304 for one, or 429 when every place is taken), else its admitted job,
+    /// which holds a place until ``run(_:)`` returns. Only a job is worth cancelling when the
+    /// client leaves; everything else is answered at once.
+    func prepare(target: String, accept: String?, ifNoneMatch: String?) async -> Prepared {
         let request: ServeRequest
         do {
             request = try ServeRequest(target: target) { [presets] name in presets[name].map(\.pipeline.hasVariants) }
         } catch let failure as PipelineError {
-            return .problem(failure.kind == .notFound ? 404 : 400, kind: failure.kind == .notFound ? "not_found" : "bad_request", failure.message)
-        } catch { return .problem(400, kind: "bad_request", "\(error)") }
+            return .answered(.problem(failure.kind == .notFound ? 404 : 400, kind: failure.kind == .notFound ? "not_found" : "bad_request",
+                                      failure.message))
+        } catch { return .answered(.problem(400, kind: "bad_request", "\(error)")) }
         let preset = presets[request.pipeline]!
-        if let refused = checkSignature(request) {
-            var answer = refused
-            answer.pipeline = preset.name
-            return answer
+        if var refused = checkSignature(request) {
+            refused.pipeline = preset.name
+            return .answered(refused)
         }
-        var answer = await answer(request, preset: preset, accept: accept, ifNoneMatch: ifNoneMatch)
-        answer.pipeline = preset.name
-        answer.source = String(request.source.prefix { $0 != "?" })
+        var prepared = await prepare(request, preset: preset, accept: accept, ifNoneMatch: ifNoneMatch)
+        if case .answered(var answer) = prepared {
+            answer.pipeline = preset.name
+            answer.source = String(request.source.prefix { $0 != "?" })
+            prepared = .answered(answer)
+        }
+        return prepared
+    }
+
+    /// A request's answer, or its admitted job (see ``prepare(target:accept:ifNoneMatch:)``).
+    enum Prepared: Sendable {
+        case answered(ServeAnswer)
+        case admitted(AdmittedJob)
+    }
+
+    /// A request admitted to run on its preset's engine: it holds a place (running or waiting)
+    /// until ``ImageService/run(_:)`` returns.
+    struct AdmittedJob: Sendable {
+        let preset: Preset
+        let runner: PipelineRunner
+        let source: String
+        let ifNoneMatch: String?
+    }
+
+    /// A request whose signature holds: its answer, or its admitted job.
+    func prepare(_ request: ServeRequest, preset: Preset, accept: String?, ifNoneMatch: String?) async -> Prepared {
+        var values: [String: String] = [:]
+        for (name, value) in request.parameters where name != "expires" {
+            guard values[name] == nil else { return .answered(.problem(400, kind: "bad_parameter", "parameter '\(name)' is given twice")) }
+            values[name] = value
+        }
+        if let refused = checkSource(request.source, preset: preset) { return .answered(refused) }
+        let format = preset.pipeline.negotiatesFormat ? Pipeline.negotiatedFormat(accept: accept) : nil
+        let runner: PipelineRunner
+        do { runner = try self.runner(preset, variant: request.variant, values: values, format: format) } catch let failure as PipelineError {
+            return .answered(failure.kind == .notFound ? .problem(404, kind: "not_found", failure.message)
+                : .problem(400, kind: "bad_parameter", failure.message))
+        } catch { return .answered(.problem(400, kind: "bad_parameter", "\(error)")) }
+        // A stored result needs no job: answered at once, whatever the load.
+        if let stored = await runner.storedResult(Source(text: request.source, index: 1)), stored.status == .ok || stored.status == .kept {
+            var answer = respond(stored, preset: preset, negotiated: preset.pipeline.negotiatesFormat, ifNoneMatch: ifNoneMatch)
+            answer.item = stored
+            if answer.status < 500 { return .answered(answer) }
+        }
+        guard admission.tryEnter() else {
+            var busy = ServeAnswer.problem(429, kind: "busy", "every job and queue place is taken; retry shortly")
+            busy.headers.append(("Retry-After", "1"))
+            return .answered(busy)
+        }
+        return .admitted(AdmittedJob(preset: preset, runner: runner, source: request.source, ifNoneMatch: ifNoneMatch))
+    }
+
+    /// Runs an admitted job (waiting for a job place first) and gives its place back.
+    func run(_ job: AdmittedJob) async -> ServeAnswer {
+        defer { admission.leave() }
+        var answer = await running(job)
+        answer.pipeline = job.preset.name
+        answer.source = String(job.source.prefix { $0 != "?" })
+        return answer
+    }
+
+    private func running(_ job: AdmittedJob) async -> ServeAnswer {
+        do { try await admission.waitForJob() } catch { return .problem(499, kind: "cancelled", "the client went away") }
+        defer { admission.finishJob() }
+        let runner = job.runner
+        let result = await withinTimeLimit { await runner.runItem(Source(text: job.source, index: 1)) }
+        guard let result else {
+            return .problem(504, kind: "timeout", "the image was not ready within \(Units.formatDuration(timeout))")
+        }
+        var answer = respond(result, preset: job.preset, negotiated: job.preset.pipeline.negotiatesFormat, ifNoneMatch: job.ifNoneMatch)
+        answer.item = result
         return answer
     }
 
@@ -91,36 +170,6 @@ final class ImageService: Sendable {
             if Double(seconds) < Date().timeIntervalSince1970 { return .problem(403, kind: "expired", "the link expired at \(seconds) (Unix seconds)") }
         }
         return nil
-    }
-
-    func answer(_ request: ServeRequest, preset: Preset, accept: String?, ifNoneMatch: String?) async -> ServeAnswer {
-        var values: [String: String] = [:]
-        for (name, value) in request.parameters where name != "expires" {
-            guard values[name] == nil else { return .problem(400, kind: "bad_parameter", "parameter '\(name)' is given twice") }
-            values[name] = value
-        }
-        if let refused = checkSource(request.source, preset: preset) { return refused }
-        let format = preset.pipeline.negotiatesFormat ? Pipeline.negotiatedFormat(accept: accept) : nil
-        let runner: PipelineRunner
-        do { runner = try self.runner(preset, variant: request.variant, values: values, format: format) } catch let failure as PipelineError {
-            return failure.kind == .notFound ? .problem(404, kind: "not_found", failure.message)
-                : .problem(400, kind: "bad_parameter", failure.message)
-        } catch { return .problem(400, kind: "bad_parameter", "\(error)") }
-        guard admission.tryEnter() else {
-            var busy = ServeAnswer.problem(429, kind: "busy", "every job and queue place is taken; retry shortly")
-            busy.headers.append(("Retry-After", "1"))
-            return busy
-        }
-        defer { admission.leave() }
-        do { try await admission.waitForJob() } catch { return .problem(499, kind: "cancelled", "the client went away") }
-        defer { admission.finishJob() }
-        let result = await withinTimeLimit { await runner.runItem(Source(text: request.source, index: 1)) }
-        guard let result else {
-            return .problem(504, kind: "timeout", "the image was not ready within \(Units.formatDuration(timeout))")
-        }
-        var answer = respond(result, preset: preset, negotiated: preset.pipeline.negotiatesFormat, ifNoneMatch: ifNoneMatch)
-        answer.item = result
-        return answer
     }
 
     /// Sources outside `serve.sources` are refused; so are local paths unless a directory is listed.

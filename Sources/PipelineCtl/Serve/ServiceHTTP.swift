@@ -73,20 +73,23 @@ struct ServiceHTTP: Sendable {
         return Self.response(answer, head: request.method == .head)
     }
 
-    /// The image answer; the work is cancelled when the client closes the connection first (work
-    /// that another request waits for goes on: the engine shares it).
+    /// The image answer. Answers that need no job (refusals, stored results, 304s for them, 429s)
+    /// are sent at once and keep the connection alive. A job is cancelled when the client closes
+    /// the connection first (work that another request waits for goes on: the engine shares it).
     ///
     /// Hummingbird sees a client leave only by reading the connection while the answer is made,
-    /// and a connection read that way is closed after its response: image answers do not keep the
-    /// connection alive. (Watching only answers slower than a few milliseconds, so that stored
-    /// results would keep it, did not work: the client's close was not seen once the handler had
-    /// started without reading.)
+    /// and a connection read that way is closed after its response: answers made by a job do not
+    /// keep the connection alive. (Watching only answers slower than a few milliseconds did not
+    /// work: the client's close was not seen once the handler had started without reading.)
     func answerCancellingOnClose(_ request: Request, target: String) async -> ServeAnswer {
         let accept = request.headers[.accept], ifNoneMatch = request.headers[.ifNoneMatch]
+        let job: ImageService.AdmittedJob
+        switch await service.prepare(target: target, accept: accept, ifNoneMatch: ifNoneMatch) {
+        case .answered(let answer): return answer
+        case .admitted(let admitted): job = admitted
+        }
         do {
-            return try await request.body.consumeWithCancellationOnInboundClose { _ in
-                await service.answer(target: target, accept: accept, ifNoneMatch: ifNoneMatch)
-            }
+            return try await request.body.consumeWithCancellationOnInboundClose { _ in await service.run(job) }
         } catch {
             return .problem(499, kind: "cancelled", "the client closed the connection")
         }

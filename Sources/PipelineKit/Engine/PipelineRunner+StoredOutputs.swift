@@ -43,6 +43,35 @@ extension PipelineRunner {
         return StoredOutputs(entries: valid, loaded: loaded, digest: digest)
     }
 
+    /// The item's result made only of outputs the data cache holds fresh for every variant (all
+    /// from the same source bytes): written to the destination without loading, revalidating,
+    /// decoding or waiting for a worker. `nil` when any output is missing or due for revalidation,
+    /// or when anything fails: then run the item (``runItem(_:)``), which checks again.
+    ///
+    /// For a service, this is a stored result answered at once, outside the job limit.
+    public func storedResult(_ source: Source) async -> ItemResult? {
+        guard !fetchOnly, let cache = outputsCache else { return nil }
+        let start = ContinuousClock.now
+        guard let plan = try? makePlan(source) else { return nil }
+        var entries: [Int: CachedEntry] = [:]
+        for (index, variant) in variants.enumerated() {
+            guard let entry = await cachedEntry(outputKey(plan.key, variant), in: cache), entry.output != nil, entry.isFresh else {
+                return nil
+            }
+            entries[index] = entry
+        }
+        guard Set(entries.values.compactMap(\.output?.sourceDigest)).count == 1 else { return nil }
+        let context = StageContext(source: source, cacheKey: plan.key, logger: logger)
+        let stored = StoredOutputs(entries: entries, milliseconds: (ContinuousClock.now - start).milliseconds)
+        guard let outcome = try? await StageContext.$taskValue.withValue(context, operation: {
+            try await self.writeStored(stored, plan, tracker: StageTracker())
+        }) else { return nil }
+        recordCompleted(outcome)
+        var result = ItemResult(source: source.text, index: source.index, status: .failed)
+        fill(&result, with: outcome, reused: false)
+        return result
+    }
+
     enum StoredCheck {
         case unchanged
         /// The source changed: its new bytes.

@@ -114,6 +114,114 @@ static inline unsigned char *pk_jpeg_icc(pk_jpeg_reader *reader, unsigned int *l
     return profile;
 }
 
+/// Whether `marker` starts a frame (SOF0-SOF15 but DHT, JPG and DAC); `*progressive` set for SOF2/SOF10.
+static inline int pk_jpeg_is_frame(unsigned char marker, int *progressive) {
+    if (marker < 0xC0 || marker > 0xCF || marker == 0xC4 || marker == 0xC8 || marker == 0xCC) return 0;
+    *progressive = (marker == 0xC2 || marker == 0xCA);
+    return 1;
+}
+
+/// A progressive JPEG without the AC scans (spectral start above 0) that a read at 1/8 does not
+/// use: those of components libjpeg decodes with its 1x1 inverse DCT, which reads the DC
+/// coefficient alone. (libjpeg scales a subsampled component's DCT up instead of upsampling it, as
+/// jdmaster.c does below: 4:2:0 chroma gets a 2x2 DCT at 1/8, and its AC scans are kept.) Every
+/// other segment, and the kept scans with their entropy-coded data (restart markers included), are
+/// copied as they are into `out` (at least `size` bytes). Returns the new length, or 0 when `data` is not a whole progressive JPEG to
+/// rewrite this way: baseline, no end-of-image marker (cut short: read it whole, so that the
+/// truncation is seen), bytes between segments, or a segment running past the end. Reads nothing
+/// outside `data`.
+static inline size_t pk_jpeg_dc_scans(const unsigned char *data, size_t size, unsigned char *out) {
+    if (size < 4 || data[0] != 0xFF || data[1] != 0xD8) return 0;
+    size_t p = 2, o = 0;
+    int progressive = -1;
+    // Per frame component: its id, and whether libjpeg reads it with a 1x1 DCT at 1/8.
+    int ids[4] = {-1, -1, -1, -1}, dc_only[4] = {0, 0, 0, 0}, count = 0;
+    out[o++] = 0xFF;
+    out[o++] = 0xD8;
+    while (1) {
+        if (p >= size || data[p] != 0xFF) return 0;
+        while (p < size && data[p] == 0xFF) p++;  // fill bytes
+        if (p >= size) return 0;
+        unsigned char marker = data[p++];
+        if (marker == 0xD9) {
+            if (progressive != 1) return 0;
+            out[o++] = 0xFF;
+            out[o++] = 0xD9;
+            return o;
+        }
+        if (marker == 0x00 || marker == 0x01 || (marker >= 0xD0 && marker <= 0xD8)) return 0;
+        if (size - p < 2) return 0;
+        size_t length = ((size_t)data[p] << 8) | data[p + 1];
+        if (length < 2 || length > size - p) return 0;
+        int frame_progressive = 0;
+        if (pk_jpeg_is_frame(marker, &frame_progressive)) {
+            if (progressive != -1 || !frame_progressive || length < 8) return 0;
+            progressive = 1;
+            count = data[p + 7];
+            if (count < 1 || count > 4 || length < 8 + 3 * (size_t)count) return 0;
+            int max_h = 1, max_v = 1;
+            for (int c = 0; c < count; c++) {
+                int h = data[p + 9 + 3 * c] >> 4, v = data[p + 9 + 3 * c] & 15;
+                if (h < 1 || v < 1) return 0;
+                if (h > max_h) max_h = h;
+                if (v > max_v) max_v = v;
+            }
+            for (int c = 0; c < count; c++) {
+                int h = data[p + 9 + 3 * c] >> 4, v = data[p + 9 + 3 * c] & 15, scaled = 1;
+                while (scaled < 8 && (max_h % (h * scaled * 2)) == 0 && (max_v % (v * scaled * 2)) == 0) scaled *= 2;
+                ids[c] = data[p + 8 + 3 * c];
+                dc_only[c] = scaled == 1;
+            }
+        }
+        if (marker != 0xDA) {
+            out[o++] = 0xFF;
+            out[o++] = marker;
+            memcpy(out + o, data + p, length);
+            o += length;
+            p += length;
+            continue;
+        }
+        // A scan: its header, then entropy-coded data up to the next marker that is not a
+        // stuffed 0xFF00 or a restart marker.
+        if (progressive != 1 || length < 3) return 0;
+        size_t components = data[p + 2];
+        if (length < 6 + 2 * components) return 0;
+        // Ss: 0 for a DC scan. An AC scan (one component) goes when that component's DCT is 1x1.
+        int keep = data[p + 3 + 2 * components] == 0;
+        if (!keep) {
+            int drop = 0;
+            if (components == 1)
+                for (int c = 0; c < count; c++)
+                    if (ids[c] == data[p + 3]) drop = dc_only[c];
+            keep = !drop;
+        }
+        size_t start = p + length, q = start;
+        while (1) {
+            const unsigned char *ff = (const unsigned char *)memchr(data + q, 0xFF, size - q);
+            if (!ff) return 0;
+            size_t r = (size_t)(ff - data);
+            if (r + 1 >= size) return 0;
+            unsigned char next = data[r + 1];
+            if (next == 0x00 || (next >= 0xD0 && next <= 0xD7)) { q = r + 2; continue; }
+            if (next == 0xFF) { q = r + 1; continue; }
+            q = r;
+            break;
+        }
+        if (keep) {
+            out[o++] = 0xFF;
+            out[o++] = 0xDA;
+            memcpy(out + o, data + p, q - p);
+            o += q - p;
+        }
+        p = q;
+    }
+}
+
+/// Turns off block smoothing: estimating AC coefficients a progressive file has not sent yet.
+/// For a stream whose AC scans were taken out on purpose (pk_jpeg_dc_scans), so that the pixels
+/// are those of the whole file. Call before pk_jpeg_start.
+static inline void pk_jpeg_no_smoothing(pk_jpeg_reader *reader) { reader->info.do_block_smoothing = FALSE; }
+
 /// Starts decompressing to 8-bit RGB at 1/`denominator` (1, 2, 4 or 8); the output size in
 /// `*width` x `*height`. Returns 0 on failure.
 static inline int pk_jpeg_start(pk_jpeg_reader *reader, int denominator, int *width, int *height) {

@@ -36,6 +36,54 @@ import TestSupport
         #expect(try psnr(reduced, full) >= 40)
     }
 
+    /// At 1/8 only the DC coefficients count (libjpeg's 1x1 inverse DCT reads nothing else): a
+    /// progressive JPEG is read without its AC scans, to the very same pixels.
+    /// With 4:2:0 chroma (quality 75 here) libjpeg reads chroma with a 2x2 DCT at 1/8: its AC
+    /// scans stay.
+    @Test(arguments: [92, 75])
+    func aProgressiveJPEGReadAtAnEighthSkipsItsACScansForTheSamePixels(quality: Int) throws {
+        let wand = try Self.plasma(1600, 800)
+        wand.setProgressive(true)
+        let data = try wand.encode(format: "JPEG", quality: quality)
+        let hint = DecodeHint(targetSize: PixelSize(width: 50, height: 50), fit: true)
+        let plan = try #require(JPEGReducer.plan(PixelSize(width: 1600, height: 800), hint: hint, headroom: 2))
+        #expect(plan.denominator == 8)
+        let dc = try #require(JPEGReducer.dcScansOnly(data))
+        #expect(dc.count < data.count * (quality == 92 ? 1 : 3) / 4, "\(dc.count) of \(data.count) bytes")
+        let skipped = try #require(try JPEGReducer.decode(data, plan: plan, toSRGB: true, autoOrient: true))
+        let whole = try #require(try JPEGReducer.decode(data, plan: plan, toSRGB: true, autoOrient: true, skipACScans: false))
+        #expect(skipped.damage == nil)
+        #expect((skipped.wand.width, skipped.wand.height) == (whole.wand.width, whole.wand.height))
+        #expect(try Self.rows(skipped.wand) == Self.rows(whole.wand))
+
+        // Baseline, or cut short anywhere (damage is then seen as before): the file is read whole.
+        let baseline = try Self.plasma(1600, 800).encode(format: "JPEG", quality: 92)
+        #expect(JPEGReducer.dcScansOnly(baseline) == nil)
+        for cut in [data.count - 2, data.count - 300, data.count / 2, 40] {
+            #expect(JPEGReducer.dcScansOnly(data.prefix(cut)) == nil, "cut at \(cut)")
+        }
+        #expect(throws: PipelineError(.decodeFailed, "JPEG: Premature end of JPEG file")) {
+            try JPEGReducer.decode(data.prefix(data.count - 300), plan: plan, toSRGB: true, autoOrient: true)
+        }
+        // Damaged anywhere: a result or an error, never a read outside the file.
+        var generator = SplitMix64(seed: 34)
+        for _ in 0..<300 {
+            var bytes = [UInt8](data)
+            for _ in 0..<8 { bytes[Int.random(in: 2..<bytes.count, using: &generator)] ^= UInt8.random(in: 1...255, using: &generator) }
+            if let rewritten = JPEGReducer.dcScansOnly(Data(bytes)) { #expect(rewritten.count <= bytes.count) }
+            do { _ = try JPEGReducer.decode(Data(bytes), plan: plan, toSRGB: true, autoOrient: true, failOn: .none) } catch is PipelineError {}
+        }
+    }
+
+    /// Every row's 16-bit RGB samples.
+    static func rows(_ wand: Wand) throws -> [[UInt16]] {
+        try (0..<wand.height).map { y in
+            var row = [UInt16](repeating: 0, count: wand.width * 3)
+            try wand.exportRow(y, channels: "RGB", into: &row)
+            return row
+        }
+    }
+
     @Test func theFrameHeaderGivesSizeComponentsAndProgressive() throws {
         let baseline = try Self.plasma(640, 480).encode(format: "JPEG", quality: 90)
         #expect(HeaderProbe.jpegFrame(baseline) == HeaderProbe.JPEGFrame(size: PixelSize(width: 640, height: 480), components: 3, progressive: false))

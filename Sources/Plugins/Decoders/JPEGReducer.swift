@@ -46,8 +46,35 @@ enum JPEGReducer {
     /// The reduced image, with the damage read past (as `fail_on` allows) when there was some, or
     /// `nil` when this JPEG is one for ImageMagick (not 3-component YCbCr or RGB). Throws
     /// `decode_failed` with libjpeg's reason for a file too damaged for `failOn`.
+    ///
+    /// At 1/8 a progressive JPEG is read from its DC scans alone (``dcScansOnly(_:)``) unless
+    /// `skipACScans` is false: the same pixels, without the Huffman decoding of the AC scans that
+    /// make up most of the file. Damage inside those scans is then not seen; it could not change
+    /// the result.
     static func decode(_ data: Data, plan: Plan, toSRGB: Bool, autoOrient: Bool,
-                       failOn: FailOn = .warning) throws -> (wand: Wand, damage: Damage?)? {
+                       failOn: FailOn = .warning, skipACScans: Bool = true) throws -> (wand: Wand, damage: Damage?)? {
+        if skipACScans, plan.denominator == 8, let dc = dcScansOnly(data) {
+            return try decode(dc, plan: plan, toSRGB: toSRGB, autoOrient: autoOrient, failOn: failOn, smoothing: false)
+        }
+        return try decode(data, plan: plan, toSRGB: toSRGB, autoOrient: autoOrient, failOn: failOn, smoothing: true)
+    }
+
+    /// A progressive JPEG without its AC scans (every other segment kept as it is), or `nil` when
+    /// `data` is not a whole progressive JPEG (baseline, cut short, malformed between segments).
+    static func dcScansOnly(_ data: Data) -> Data? {
+        guard data.count >= 4 else { return nil }
+        var out = Data(count: data.count)
+        let length = data.withUnsafeBytes { raw in
+            out.withUnsafeMutableBytes { pk_jpeg_dc_scans(raw.bindMemory(to: UInt8.self).baseAddress, raw.count,
+                                                          $0.bindMemory(to: UInt8.self).baseAddress) }
+        }
+        guard length > 0 else { return nil }
+        out.count = length
+        return out
+    }
+
+    private static func decode(_ data: Data, plan: Plan, toSRGB: Bool, autoOrient: Bool,
+                               failOn: FailOn, smoothing: Bool) throws -> (wand: Wand, damage: Damage?)? {
         try data.withUnsafeBytes { raw -> (wand: Wand, damage: Damage?)? in
             var ok: Int32 = 0
             guard let reader = pk_jpeg_open(raw.baseAddress, raw.count, failOn.failLevel, &ok) else { return nil }
@@ -68,6 +95,7 @@ enum JPEGReducer {
             let exif = Self.exif(reader)
 
             var outW: Int32 = 0, outH: Int32 = 0
+            if !smoothing { pk_jpeg_no_smoothing(reader) }
             guard pk_jpeg_start(reader, Int32(plan.denominator), &outW, &outH) != 0 else { throw failure(reader) }
             let box = BoxReducer(width: Int(outW), height: Int(outH), factor: plan.block, alpha: false)
             let rowBytes = Int(outW) * 3

@@ -1,6 +1,7 @@
 #ifndef PIPELINEKIT_CPNG_SHIM_H
 #define PIPELINEKIT_CPNG_SHIM_H
-// libpng, row by row, for PNG shrink-on-load (Plugins/Decoders/PNGReducer.swift).
+// libpng, row by row, for PNG shrink-on-load (Plugins/Decoders/PNGReducer.swift), and for
+// writing PNG outputs (Plugins/Encoders/PNGWriter.swift, at the end).
 //
 // libpng reports errors by longjmp, which must never cross a Swift frame. Every call that can fail
 // is therefore made inside one of the small functions below, each of which sets its own jump
@@ -140,4 +141,94 @@ static inline int pk_png_read_row(pk_png_reader *reader, unsigned char *row) {
     png_read_row(reader->png, row, NULL);
     return 1;
 }
+// ---- Writing (Plugins/Encoders/PNGWriter.swift) ----------------------------------------------
+// libpng keeps no process-wide state while writing, so PNG outputs are written side by side
+// (ImageMagick's PNG coder holds a process-wide lock around every write).
+
+/// One PNG being written to memory.
+typedef struct {
+    png_structp png;
+    png_infop info;
+    unsigned char *data;
+    size_t size, capacity;
+    char message[160];
+} pk_png_writer;
+
+static void pk_png_write_error(png_structp png, png_const_charp message) {
+    pk_png_writer *writer = (pk_png_writer *)png_get_error_ptr(png);
+    strncpy(writer->message, message ? message : "unknown error", sizeof writer->message - 1);
+    writer->message[sizeof writer->message - 1] = 0;
+    png_longjmp(png, 1);
+}
+
+static void pk_png_write_warning(png_structp png, png_const_charp message) { (void)png; (void)message; }
+
+static void pk_png_on_write(png_structp png, png_bytep bytes, size_t length) {
+    pk_png_writer *writer = (pk_png_writer *)png_get_io_ptr(png);
+    if (length > writer->capacity - writer->size) {
+        size_t want = writer->capacity ? writer->capacity : 65536;
+        while (want - writer->size < length) want *= 2;
+        unsigned char *grown = (unsigned char *)realloc(writer->data, want);
+        if (!grown) png_error(png, "out of memory");
+        writer->data = grown;
+        writer->capacity = want;
+    }
+    memcpy(writer->data + writer->size, bytes, length);
+    writer->size += length;
+}
+
+static void pk_png_on_flush(png_structp png) { (void)png; }
+
+/// Writes `height` rows of `width` 8-bit pixels with `channels` samples each (1 grey, 2 grey and
+/// alpha, 3 RGB, 4 RGBA), rows back to back, at zlib `level` (0-9) with libpng's row `filters`
+/// (PNG_ALL_FILTERS: adaptive, or one of PNG_FILTER_NONE...PNG_FILTER_PAETH), and the ICC profile
+/// `icc` as an iCCP chunk when not NULL. Returns the file (malloc'ed: free it) with its length in
+/// `*length`; NULL with the reason in `message` (160 bytes), "icc" when libpng refuses the profile
+/// (the caller writes through ImageMagick instead, which keeps any profile).
+static inline unsigned char *pk_png_write(const unsigned char *pixels, uint32_t width, uint32_t height, int channels,
+                                          int level, int filters, const unsigned char *icc, uint32_t icc_length,
+                                          size_t *length, char *message) {
+    static const int types[] = {0, PNG_COLOR_TYPE_GRAY, PNG_COLOR_TYPE_GRAY_ALPHA, PNG_COLOR_TYPE_RGB, PNG_COLOR_TYPE_RGB_ALPHA};
+    pk_png_writer *writer = (pk_png_writer *)calloc(1, sizeof(pk_png_writer));
+    *length = 0;
+    message[0] = 0;
+    if (!writer || channels < 1 || channels > 4) { free(writer); strcpy(message, "out of memory"); return NULL; }
+    writer->png = png_create_write_struct(PNG_LIBPNG_VER_STRING, writer, pk_png_write_error, pk_png_write_warning);
+    if (writer->png) writer->info = png_create_info_struct(writer->png);
+    if (!writer->png || !writer->info) {
+        png_destroy_write_struct(&writer->png, NULL);
+        free(writer);
+        strcpy(message, "out of memory");
+        return NULL;
+    }
+    if (setjmp(png_jmpbuf(writer->png))) {
+        strncpy(message, writer->message, 159);
+        message[159] = 0;
+        png_destroy_write_struct(&writer->png, &writer->info);
+        free(writer->data);
+        free(writer);
+        return NULL;
+    }
+    png_set_write_fn(writer->png, writer, pk_png_on_write, pk_png_on_flush);
+    png_set_IHDR(writer->png, writer->info, width, height, 8, types[channels], PNG_INTERLACE_NONE,
+                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    png_set_compression_level(writer->png, level);
+    png_set_filter(writer->png, PNG_FILTER_TYPE_BASE, filters);
+    if (icc && icc_length) {
+        png_set_option(writer->png, PNG_SKIP_sRGB_CHECK_PROFILE, PNG_OPTION_ON);
+        png_set_benign_errors(writer->png, 1);
+        png_set_iCCP(writer->png, writer->info, "icc", PNG_COMPRESSION_TYPE_BASE, icc, icc_length);
+        if (!png_get_valid(writer->png, writer->info, PNG_INFO_iCCP)) png_error(writer->png, "icc");
+    }
+    png_write_info(writer->png, writer->info);
+    size_t stride = (size_t)width * (size_t)channels;
+    for (uint32_t y = 0; y < height; y++) png_write_row(writer->png, pixels + (size_t)y * stride);
+    png_write_end(writer->png, writer->info);
+    png_destroy_write_struct(&writer->png, &writer->info);
+    unsigned char *data = writer->data;
+    *length = writer->size;
+    free(writer);
+    return data;
+}
+
 #endif

@@ -282,7 +282,7 @@ extension Wand {
     public func rgbaBytes() throws -> [UInt8] { try bytes(channels: "RGBA") }
 
     /// The pixels as 8-bit samples in the order of `channels` (`RGB`, `RGBA`...), row by row.
-    func bytes(channels: String) throws -> [UInt8] {
+    public func bytes(channels: String) throws -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: width * height * channels.count)
         let w = width, h = height
         let status = bytes.withUnsafeMutableBytes { MagickExportImagePixels(pointer, 0, 0, w, h, channels, CharPixel, $0.baseAddress) }

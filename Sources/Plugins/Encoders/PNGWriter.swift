@@ -1,0 +1,59 @@
+import CPNG
+import Foundation
+import MagickKit
+import PipelineKit
+
+/// PNG written by libpng directly, for the `png` encoder: 8-bit RGB or RGBA with the ICC profile
+/// when the pipeline keeps it. libpng keeps no process-wide state while writing, so PNG outputs
+/// are written side by side; ImageMagick's PNG coder holds a process-wide lock around every write.
+///
+/// ImageMagick still writes what this does not cover: palette PNGs, EXIF, XMP or IPTC to keep,
+/// `max_bytes`, images that are not sRGB (grey ones are written as grey PNGs there), and an ICC
+/// profile libpng refuses.
+enum PNGWriter {
+    /// libpng's row filter: `adaptive` tries every filter on each row and keeps the one likely to
+    /// compress best (as ImageMagick does by default); one named filter is faster, often larger.
+    enum Filter: String, CaseIterable, Sendable {
+        case adaptive, none, sub, up, average, paeth
+
+        var flags: Int32 {
+            switch self {
+            case .adaptive: return Int32(PNG_FILTER_NONE | PNG_FILTER_SUB | PNG_FILTER_UP | PNG_FILTER_AVG | PNG_FILTER_PAETH)
+            case .none: return Int32(PNG_FILTER_NONE)
+            case .sub: return Int32(PNG_FILTER_SUB)
+            case .up: return Int32(PNG_FILTER_UP)
+            case .average: return Int32(PNG_FILTER_AVG)
+            case .paeth: return Int32(PNG_FILTER_PAETH)
+            }
+        }
+    }
+
+    /// The PNG of `image` at zlib `level` with `filter`, or `nil` when ImageMagick must write it
+    /// (see the type's comment).
+    static func write(_ image: PipelineImage, level: Int, filter: Filter) throws -> Data? {
+        let metadata = image.metadata ?? ImageMetadata()
+        guard image.frameCount == 1, metadata.exif == nil, metadata.xmp == nil, metadata.iptc == nil else { return nil }
+        return try image.withCopy { wand -> Data? in
+            guard wand.colorspaceName == "sRGB" else { return nil }
+            let channels = wand.hasAlpha ? "RGBA" : "RGB"
+            let pixels = try wand.bytes(channels: channels)
+            let profile = metadata.keepsICC ? wand.iccProfile : nil
+            var length = 0
+            var message = [CChar](repeating: 0, count: 160)
+            let written = pixels.withUnsafeBufferPointer { rows in
+                (profile ?? Data()).withUnsafeBytes { icc in
+                    pk_png_write(rows.baseAddress, UInt32(wand.width), UInt32(wand.height), Int32(channels.count), Int32(level),
+                                 filter.flags, profile == nil ? nil : icc.bindMemory(to: UInt8.self).baseAddress,
+                                 UInt32(profile?.count ?? 0), &length, &message)
+                }
+            }
+            guard let written else {
+                let reason = String(cString: message)
+                if reason == "icc" { return nil }  // libpng refuses the profile: ImageMagick keeps it
+                throw PipelineError(.encodeFailed, "PNG: " + reason)
+            }
+            defer { free(written) }
+            return Data(bytes: written, count: length)
+        }
+    }
+}

@@ -1,4 +1,5 @@
 import Foundation
+import CMagickWand
 import MagickKit
 import PipelineKit
 @testable import Plugins
@@ -176,6 +177,18 @@ import TestSupport
         // 60000x60000: refused from the header, before libjpeg allocates anything.
         let huge = try #require(throws: PipelineError.self) { try decoder.decode(LoadedData(data: Self.withFrameSize(data, 60000, 60000)), hint: hint) }
         #expect(huge.kind == .tooLarge)
+    }
+
+    /// Read whole (no resize reduces it), an image over ImageMagick's area limit from the
+    /// machine's policy.xml is too large for that reason, and the message says so.
+    @Test func anImageOverImageMagicksAreaLimitSaysSo() throws {
+        let area = Magick.resourceLimit(AreaResource)
+        try #require(area < 16000 * 9000, "this machine's policy.xml allows \(area) pixels")
+        let data = Self.withFrameSize(try Self.plasma().encode(format: "JPEG", quality: 92), 16000, 9000)
+        let trusting = try decoder(["max_pixels": .int(400_000_000), "max_width": .int(40000), "max_height": .int(40000)])
+        let error = try #require(throws: PipelineError.self) { try trusting.decode(LoadedData(data: data), hint: DecodeHint()) }
+        #expect(error.kind == .tooLarge)
+        #expect(error.message.contains("16000x9000") && error.message.contains("policy.xml"), "\(error.message)")
     }
 
     /// `jpeg` with its start-of-frame's size rewritten.

@@ -24,7 +24,7 @@ extension ImageMagickDecoder {
                 try wand.read(reader.data, format: format.coder, maxFrames: frames)
             } catch let error as PipelineError {
                 if let salvaged = try reader.salvage(settings) { return image(salvaged.wand, format, salvaged.damage) }
-                throw Self.readFailure(error, format: format, refused: refused)
+                throw Self.readFailure(error, format: format, refused: refused, size: reader.size)
             }
             if var problem = wand.readProblem() {
                 if let salvaged = try reader.salvage(settings) { return image(salvaged.wand, format, salvaged.damage) }
@@ -49,15 +49,24 @@ extension ImageMagickDecoder {
         return image(wand, format, damage)
     }
 
-    /// Why ImageMagick's read failed, as the item's error: a frame larger than the header said (a
-    /// GIF's image descriptor, say) meets ImageMagick's resource limits, which means too large, not
-    /// broken; otherwise the reduced path's reason when it gave one (the more precise).
-    static func readFailure(_ error: PipelineError, format: ImageFormat, refused: PipelineError?) -> PipelineError {
+    /// Why ImageMagick's read failed, as the item's error. Running into ImageMagick's resource
+    /// limits means too large, not broken: an image whose header size is over the area or
+    /// width/height limits of the machine's policy.xml (read whole, as when no resize reduces it),
+    /// or a frame larger than the header said (a GIF's image descriptor, say). Otherwise the
+    /// reduced path's reason when it gave one (the more precise).
+    static func readFailure(_ error: PipelineError, format: ImageFormat, refused: PipelineError?, size: PixelSize? = nil) -> PipelineError {
         let exhausted = ["memory allocation failed", "cache resources exhausted", "width or height exceeds limit", "too much memory"]
-        if refused == nil, exhausted.contains(where: error.message.lowercased().contains) {
-            return PipelineError(.tooLarge, "\(format.coder): \(error.message) (the image holds more than its header declares)")
+        guard refused == nil, exhausted.contains(where: error.message.lowercased().contains) else { return refused ?? error }
+        if let size {
+            let area = Magick.resourceLimit(AreaResource)
+            let width = Magick.resourceLimit(WidthResource), height = Magick.resourceLimit(HeightResource)
+            if UInt64(size.width) * UInt64(size.height) > area || UInt64(size.width) > width || UInt64(size.height) > height {
+                return PipelineError(.tooLarge, "\(format.coder): \(size.width)x\(size.height) is over ImageMagick's limits in policy.xml "
+                    + "(area \(Units.formatPixels(Int(min(area, UInt64(Int.max))))), width \(width), height \(height)), which apply when the "
+                    + "image is read whole: keep a resize in the chain, so that it is reduced while read, or raise the limits")
+            }
         }
-        return refused ?? error
+        return PipelineError(.tooLarge, "\(format.coder): \(error.message) (the image holds more than its header declares)")
     }
 
     /// The frames `max_frames` keeps: the first only, or the animation coalesced (within the limits).

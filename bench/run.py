@@ -201,6 +201,81 @@ def decoder_floor(paths):
     return time.monotonic() - start
 
 
+HUGE = (16000, 10000)  # 160 MP
+
+
+def huge_files(work, corpus):
+    """The huge-image group, made from the largest corpus photo scaled to 160 MP by vips (ImageMagick's
+    policy.xml refuses images this large): JPEG, PNG, LZW strip TIFF, tiled pyramidal TIFF (JPEG
+    tiles). With a reference for each from the whole image (vips resize, Lanczos 3)."""
+    biggest = max((os.path.join(corpus, f) for f in os.listdir(corpus) if f.endswith(".jpg")), key=os.path.getsize)
+    w, h = map(int, subprocess.run(["vipsheader", "-f", "width", biggest], capture_output=True, text=True).stdout.split() +
+               subprocess.run(["vipsheader", "-f", "height", biggest], capture_output=True, text=True).stdout.split())
+    directory = os.path.join(work, "huge")
+    os.makedirs(directory)
+    master = os.path.join(directory, "master.v")
+    subprocess.run(["vips", "resize", biggest, master, str(HUGE[0] / w), "--vscale", str(HUGE[1] / h)], check=True)
+    made = {
+        "JPEG q90": ("huge.jpg", ["vips", "jpegsave", master, "huge.jpg", "--Q", "90"]),
+        "PNG": ("huge.png", ["vips", "pngsave", master, "huge.png", "--compression", "6"]),
+        "TIFF, LZW strips": ("huge-strips.tif", ["vips", "tiffsave", master, "huge-strips.tif", "--compression", "lzw"]),
+        "TIFF, tiled pyramid (JPEG tiles)": ("huge-pyramid.tif", ["vips", "tiffsave", master, "huge-pyramid.tif", "--tile", "--pyramid",
+                                                                  "--compression", "jpeg", "--Q", "85"]),
+    }
+    files = []
+    for label, (name, command) in made.items():
+        subprocess.run(command, cwd=directory, check=True)
+        files.append((label, os.path.join(directory, name)))
+    reference = os.path.join(directory, "reference.png")
+    scale = min(SIZE / HUGE[0], SIZE / HUGE[1])
+    subprocess.run(["vips", "resize", master, reference, str(scale), "--kernel", "lanczos3"], check=True)
+    os.remove(master)
+    return files, reference
+
+
+def huge_table(work, corpus):
+    """One 160 MP image at a time (a lone huge image: can it use both cores?): pipelinectl with the
+    archive-masters limits against vipsthumbnail (its default threads), median of ROUNDS; the cores
+    busy are CPU time over wall time."""
+    files, reference = huge_files(work, corpus)
+    yaml = os.path.join(work, "huge.yaml")
+    with open(yaml, "w") as f:
+        f.write(f"""version: 1
+name: huge
+loader:
+  file: {{ max_bytes: 2GB }}
+decoder:
+  imagemagick: {{ max_pixels: 400MP, max_width: 40000, max_height: 40000 }}
+processors:
+  - resize: {{ width: {SIZE}, height: {SIZE}, mode: fit }}
+encoder: {{ jpeg: {{ quality: {QUALITY} }} }}
+output: {{ dir: out, name: "{{stem}}.{{ext}}", existing: replace }}
+""")
+    lines = ["| file | size | pipelinectl s (cores busy) | peak RSS | vipsthumbnail s (cores busy) | peak RSS | ours/vips speed | PSNR ours / vips (dB) |",
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
+    for label, path in files:
+        listed = os.path.join(work, "huge-list.txt")
+        with open(listed, "w") as f:
+            f.write(path + "\n")
+        ours_out, vips_out = os.path.join(work, "huge-out-ours"), os.path.join(work, "huge-out-vips")
+        os.makedirs(vips_out, exist_ok=True)
+        stem = os.path.splitext(os.path.basename(path))[0]
+        ours, vips = [], []
+        for _ in range(ROUNDS):
+            ours.append(measure("pipelinectl " + label, [BIN, "run", yaml, listed, "-o", ours_out, "--progress", "none"], 1,
+                                check_output="1 ok"))
+            vips.append(measure("vipsthumbnail " + label, ["vipsthumbnail", "--size", f"{SIZE}x{SIZE}", "-o",
+                                                          os.path.join(vips_out, "%s.jpg") + f"[Q={QUALITY}]", path], 1))
+        o = sorted(ours, key=lambda m: m.wall)[len(ours) // 2]
+        v = sorted(vips, key=lambda m: m.wall)[len(vips) // 2]
+        quality_ours = psnr(os.path.join(ours_out, stem + ".jpg"), reference)
+        quality_vips = psnr(os.path.join(vips_out, stem + ".jpg"), reference)
+        lines.append(f"| {label} | {os.path.getsize(path) / 1e6:.0f} MB | {o.wall:.2f} ({o.cpu / o.wall:.2f}) | {o.rss_kb / 1024:.0f} MiB "
+                     f"| {v.wall:.2f} ({v.cpu / v.wall:.2f}) | {v.rss_kb / 1024:.0f} MiB | {v.wall / o.wall:.2f}x "
+                     f"| {quality_ours:.1f} / {quality_vips:.1f} |")
+    return lines
+
+
 def format_table(work, corpus):
     """Every format group of both corpora (corpus.sh's JPEG and PNG, formats.sh's folders) against
     vipsthumbnail's faster 2-core configuration, in interleaved rounds like the main runs; the
@@ -395,6 +470,13 @@ def main():
         with open(url_list, "w") as f:
             f.write("\n".join(f"http://127.0.0.1:{port}/{x}" for x in files) + "\n")
 
+        if os.environ.get("BENCH_ONLY") == "huge":
+            print("huge images:", flush=True)
+            lines = huge_table(work, corpus)
+            write_report(["## Machine", *[f"- {k}: {v}" for k, v in machine().items()], "",
+                          f"## One 160 MP image at a time (fit {SIZE}x{SIZE}, JPEG quality {QUALITY}, median of {ROUNDS})", *lines],
+                         [], "huge.md")
+            return
         if os.environ.get("BENCH_ONLY") == "formats":
             print("per-format table:", flush=True)
             table, mixed, sol = format_table(work, corpus)

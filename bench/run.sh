@@ -3,7 +3,8 @@
 # ImageMagick's convert on the corpus, in one run. Installs the peers when missing (Debian:
 # libvips-tools, imagemagick, curl), builds the release binary, fetches the corpus, prints the
 # table and writes it to bench/results/latest.md. Takes about fourteen minutes on two cores
-# (BENCH_ONLY=formats: only the per-format table of both corpora, about four).
+# (BENCH_ONLY=formats: only the per-format table of both corpora, about four; BENCH_ONLY=huge:
+# one 160 MP JPEG, PNG, strip TIFF and pyramidal TIFF at a time, made by vips, to bench/results/huge.md).
 # Usage: bench/run.sh   (env: BENCH_ROUNDS=3 BENCH_LONG_LIST=20000 BENCH_SHORT_LIST=1000 BENCH_KEEP=1)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -142,8 +142,7 @@ static inline int pk_png_read_row(pk_png_reader *reader, unsigned char *row) {
     return 1;
 }
 // ---- Writing (Plugins/Encoders/PNGWriter.swift) ----------------------------------------------
-// libpng keeps no process-wide state while writing, so PNG outputs are written side by side
-// (ImageMagick's PNG coder holds a process-wide lock around every write).
+// libpng keeps no process-wide state while writing: PNG outputs are written side by side.
 
 /// One PNG being written to memory.
 typedef struct {

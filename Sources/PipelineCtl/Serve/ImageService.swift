@@ -17,6 +17,13 @@ struct ServeAnswer: Sendable {
     /// The item, when one ran (for the run's metrics).
     var item: ItemResult?
 
+    /// Names the pipeline and the source (without its query, which may hold an origin's token)
+    /// for the access log and the metrics.
+    mutating func label(_ pipeline: String, source: String) {
+        self.pipeline = pipeline
+        self.source = String(source.prefix { $0 != "?" })
+    }
+
     /// An `application/problem+json` answer naming the error's kind.
     static func problem(_ status: Int, kind: String, _ detail: String, pipeline: String = "-") -> ServeAnswer {
         let body: [String: Any] = ["type": "https://pipelinectl.dev/problems/" + kind, "title": kind, "status": status, "detail": detail]
@@ -88,8 +95,7 @@ final class ImageService: Sendable {
         }
         var prepared = await prepare(request, preset: preset, accept: accept, ifNoneMatch: ifNoneMatch)
         if case .answered(var answer) = prepared {
-            answer.pipeline = preset.name
-            answer.source = String(request.source.prefix { $0 != "?" })
+            answer.label(preset.name, source: request.source)
             prepared = .answered(answer)
         }
         return prepared
@@ -125,7 +131,7 @@ final class ImageService: Sendable {
                 : .problem(400, kind: "bad_parameter", failure.message))
         } catch { return .answered(.problem(400, kind: "bad_parameter", "\(error)")) }
         // A stored result needs no job: answered at once, whatever the load.
-        if let stored = await runner.storedResult(Source(text: request.source, index: 1)), stored.status == .ok || stored.status == .kept {
+        if let stored = await runner.storedResult(Source(text: request.source, index: 1)) {
             var answer = respond(stored, preset: preset, negotiated: preset.pipeline.negotiatesFormat, ifNoneMatch: ifNoneMatch)
             answer.item = stored
             if answer.status < 500 { return .answered(answer) }
@@ -142,8 +148,7 @@ final class ImageService: Sendable {
     func run(_ job: AdmittedJob) async -> ServeAnswer {
         defer { admission.leave() }
         var answer = await running(job)
-        answer.pipeline = job.preset.name
-        answer.source = String(job.source.prefix { $0 != "?" })
+        answer.label(job.preset.name, source: job.source)
         return answer
     }
 

@@ -19,12 +19,9 @@ extension PipelineRunner {
     func storedOutputs(_ plan: ItemPlan) async throws -> StoredOutputs {
         guard let cache = outputsCache else { return StoredOutputs() }
         let start = ContinuousClock.now
-        var entries: [Int: CachedEntry] = [:]
-        for (index, variant) in variants.enumerated() {
-            if let entry = await cachedEntry(outputKey(plan.key, variant), in: cache), entry.output != nil { entries[index] = entry }
-        }
+        let entries = await storedEntries(plan, in: cache)
         var preloaded: LoadedSource?
-        if entries.count == variants.count, Set(entries.values.compactMap(\.output?.sourceDigest)).count == 1 {
+        if Self.coverEveryVariant(entries, variants.count) {
             switch try await revalidate(entries, plan, cache) {
             case .unchanged:
                 return StoredOutputs(entries: entries, milliseconds: (ContinuousClock.now - start).milliseconds)
@@ -53,14 +50,8 @@ extension PipelineRunner {
         guard !fetchOnly, let cache = outputsCache else { return nil }
         let start = ContinuousClock.now
         guard let plan = try? makePlan(source) else { return nil }
-        var entries: [Int: CachedEntry] = [:]
-        for (index, variant) in variants.enumerated() {
-            guard let entry = await cachedEntry(outputKey(plan.key, variant), in: cache), entry.output != nil, entry.isFresh else {
-                return nil
-            }
-            entries[index] = entry
-        }
-        guard Set(entries.values.compactMap(\.output?.sourceDigest)).count == 1 else { return nil }
+        let entries = await storedEntries(plan, in: cache)
+        guard Self.coverEveryVariant(entries, variants.count), entries.values.allSatisfy(\.isFresh) else { return nil }
         let context = StageContext(source: source, cacheKey: plan.key, logger: logger)
         let stored = StoredOutputs(entries: entries, milliseconds: (ContinuousClock.now - start).milliseconds)
         guard let outcome = try? await StageContext.$taskValue.withValue(context, operation: {
@@ -70,6 +61,20 @@ extension PipelineRunner {
         var result = ItemResult(source: source.text, index: source.index, status: .failed)
         fill(&result, with: outcome, reused: false)
         return result
+    }
+
+    /// The data cache's entries holding an encoded output for this source, by variant index.
+    func storedEntries(_ plan: ItemPlan, in cache: any DataCaching) async -> [Int: CachedEntry] {
+        var entries: [Int: CachedEntry] = [:]
+        for (index, variant) in variants.enumerated() {
+            if let entry = await cachedEntry(outputKey(plan.key, variant), in: cache), entry.output != nil { entries[index] = entry }
+        }
+        return entries
+    }
+
+    /// Whether `entries` hold every variant's output, all made from the same source bytes.
+    static func coverEveryVariant(_ entries: [Int: CachedEntry], _ count: Int) -> Bool {
+        entries.count == count && Set(entries.values.compactMap(\.output?.sourceDigest)).count == 1
     }
 
     enum StoredCheck {

@@ -54,17 +54,15 @@ extension ImageMagickDecoder {
     /// width/height limits of the machine's policy.xml (read whole, as when no resize reduces it),
     /// or a frame larger than the header said (a GIF's image descriptor, say). Otherwise the
     /// reduced path's reason when it gave one (the more precise).
-    static func readFailure(_ error: PipelineError, format: ImageFormat, refused: PipelineError?, size: PixelSize? = nil) -> PipelineError {
+    static func readFailure(_ error: PipelineError, format: ImageFormat, refused: PipelineError?, size: PixelSize) -> PipelineError {
         let exhausted = ["memory allocation failed", "cache resources exhausted", "width or height exceeds limit", "too much memory"]
         guard refused == nil, exhausted.contains(where: error.message.lowercased().contains) else { return refused ?? error }
-        if let size {
-            let area = Magick.resourceLimit(AreaResource)
-            let width = Magick.resourceLimit(WidthResource), height = Magick.resourceLimit(HeightResource)
-            if UInt64(size.width) * UInt64(size.height) > area || UInt64(size.width) > width || UInt64(size.height) > height {
-                return PipelineError(.tooLarge, "\(format.coder): \(size.width)x\(size.height) is over ImageMagick's limits in policy.xml "
-                    + "(area \(Units.formatPixels(Int(min(area, UInt64(Int.max))))), width \(width), height \(height)), which apply when the "
-                    + "image is read whole: keep a resize in the chain, so that it is reduced while read, or raise the limits")
-            }
+        let area = Magick.resourceLimit(AreaResource)
+        let width = Magick.resourceLimit(WidthResource), height = Magick.resourceLimit(HeightResource)
+        if UInt64(size.width) * UInt64(size.height) > area || UInt64(size.width) > width || UInt64(size.height) > height {
+            return PipelineError(.tooLarge, "\(format.coder): \(size.width)x\(size.height) is over ImageMagick's limits in policy.xml "
+                + "(area \(Units.formatPixels(Int(min(area, UInt64(Int.max))))), width \(width), height \(height)), which apply when the "
+                + "image is read whole: keep a resize in the chain, so that it is reduced while read, or raise the limits")
         }
         return PipelineError(.tooLarge, "\(format.coder): \(error.message) (the image holds more than its header declares)")
     }

@@ -90,8 +90,9 @@ public struct AutoEncoder: ImageEncoding {
         let choices = choices(for: image)
         guard !choices.isEmpty else {
             let format = format(for: image)
-            // PNG as the png encoder writes it by default (libpng, level 6, adaptive filters).
-            if format == "PNG", maxBytes == nil, let png = try PNGWriter.write(image, level: 6, filter: .adaptive) {
+            // PNG as the png encoder writes it by default.
+            if format == "PNG", maxBytes == nil,
+               let png = try PNGWriter.write(image, level: PNGWriter.defaultLevel, filter: PNGWriter.defaultFilter) {
                 return EncodedImage(data: png, fileExtension: "png", facts: [:])
             }
             let (data, facts) = try encoding(format, target: format == "WEBP" && image.frameCount > 1 ? nil : target).encoded(image)

@@ -8,8 +8,8 @@ public struct PNGEncoder: ImageEncoding {
             name: "png",
             summary: "Writes PNG, keeping transparency; optionally quantised to a palette (much smaller for graphics).",
             options: [
-                .int("compression", default: 6, range: 0...9, doc: "zlib compression level (0 fastest, 9 smallest)."),
-                .oneOf("filter", PNGWriter.Filter.allCases.map(\.rawValue), default: "adaptive",
+                .int("compression", default: PNGWriter.defaultLevel, range: 0...9, doc: "zlib compression level (0 fastest, 9 smallest)."),
+                .oneOf("filter", PNGWriter.Filter.allCases.map(\.rawValue), default: PNGWriter.defaultFilter.rawValue,
                        doc: "libpng's row filter: adaptive picks one per row (smallest files, as ImageMagick writes them); none is fastest to write, usually larger; sub, up, average, paeth use that one filter."),
                 .bool("palette", default: false, doc: "Quantise to a palette of at most `colors` colours (8-bit indexed PNG)."),
                 .int("colors", default: 256, range: 2...256, doc: "Palette size when `palette` is true."),
@@ -33,7 +33,7 @@ public struct PNGEncoder: ImageEncoding {
                                   coderOptions: coder, paletteColors: palette ? options.int("colors") ?? 256 : nil,
                                   dither: options.bool("dither") ?? true, maxBytes: options.int("max_bytes"))
         identifier = "png(\(options.canonical))"
-        let filter = options.string("filter").flatMap(PNGWriter.Filter.init(rawValue:)) ?? .adaptive
+        let filter = options.string("filter").flatMap(PNGWriter.Filter.init(rawValue:)) ?? PNGWriter.defaultFilter
         direct = palette || options.int("max_bytes") != nil ? nil : (options.int("compression")!, filter)
     }
 

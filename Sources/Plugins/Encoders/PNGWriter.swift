@@ -13,6 +13,10 @@ import PipelineKit
 /// `max_bytes`, images that are not sRGB (grey ones are written as grey PNGs there), and an ICC
 /// profile libpng refuses.
 enum PNGWriter {
+    /// The `png` encoder's defaults, which `auto` writes PNG with too.
+    static let defaultLevel = 6
+    static let defaultFilter = Filter.adaptive
+
     /// libpng's row filter: `adaptive` tries every filter on each row and keeps the one likely to
     /// compress best (as ImageMagick does by default); one named filter is faster, often larger.
     enum Filter: String, CaseIterable, Sendable {

@@ -1,5 +1,6 @@
 import CMagickWand
 import Foundation
+import Synchronization
 
 /// The one owner of a `MagickWand *`: creates it, frees it exactly once, and turns ImageMagick's
 /// exceptions into Swift errors.
@@ -115,10 +116,23 @@ public final class Wand {
 
     /// Reads an ImageMagick built-in image or generator such as `rose:` or `plasma:`.
     /// For tests and samples only: never call this with untrusted text.
+    ///
+    /// The same spec and size give the same pixels every time: generators that draw random
+    /// numbers (`plasma:`, `fractal:`) are seeded with a fixed key, as `-seed` does on the command
+    /// line, so a test on them cannot pass or fail by chance.
     public func readBuiltIn(_ spec: String, size: (Int, Int)? = nil) throws {
         if let size { _ = MagickSetSize(pointer, size.0, size.1) }
-        try check(MagickReadImage(pointer, spec), .decodeFailed, "reading \(spec)")
+        let status = Wand.seeded.withLock { _ in
+            // The key is process-wide and read when a generator acquires its random state; it is
+            // put back (~0 is ImageMagick's "no key": seed from entropy) before anyone else reads.
+            SetRandomSecretKey(1)
+            defer { SetRandomSecretKey(~0) }
+            return MagickReadImage(pointer, spec)
+        }
+        try check(status, .decodeFailed, "reading \(spec)")
     }
+
+    private static let seeded = Mutex(())
 
     /// Number of frames (images) in the wand.
     public var frameCount: Int { MagickGetNumberImages(pointer) }

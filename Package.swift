@@ -102,6 +102,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
+                "CLinux",
             ]
         ),
         // ImageMagick behind Swift types (`Wand`, `PipelineImage` on MagickWand pixels), for the
@@ -123,6 +124,7 @@ let package = Package(
                 "PipelineKit",
                 "MagickKit",
                 "CBuildInfo",
+                "CLinux",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

@@ -45,6 +45,8 @@ QUALITY = 80
 SECONDS = int(os.environ.get("BENCH_SERVE_SECONDS", "20"))
 OVERLOAD_SECONDS = int(os.environ.get("BENCH_OVERLOAD_SECONDS", "60"))
 KEY = os.urandom(32)
+# More `pipelinectl serve` options for every run of ours, e.g. "--http-nice 0" to compare.
+EXTRA = os.environ.get("BENCH_SERVE_EXTRA", "").split()
 
 
 def free_port():
@@ -131,7 +133,7 @@ def start_ours(work, name, decoder, cache=None):
     directory = write_preset(work, name, decoder, cache)
     env = dict(os.environ, PIPELINECTL_KEYS="bench:" + KEY.hex())
     process = subprocess.Popen([BIN, "serve", directory, "--listen", "127.0.0.1:0", "--no-access-log", "--queue", "256",
-                                "--timeout", "120s"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True,
+                                "--timeout", "120s"] + EXTRA, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True,
                                start_new_session=True)
     line = process.stdout.readline()
     match = re.search(r":(\d+) ", line)
@@ -404,7 +406,7 @@ def start_ours_overload(work):
     """The service as deployed by default (jobs = cores, queue = 4 per job)."""
     directory = write_preset(work, "overload", "{}")
     env = dict(os.environ, PIPELINECTL_KEYS="bench:" + KEY.hex())
-    process = subprocess.Popen([BIN, "serve", directory, "--listen", "127.0.0.1:0", "--no-access-log"], stdout=subprocess.PIPE,
+    process = subprocess.Popen([BIN, "serve", directory, "--listen", "127.0.0.1:0", "--no-access-log"] + EXTRA, stdout=subprocess.PIPE,
                                stderr=subprocess.DEVNULL, env=env, text=True, start_new_session=True)
     match = re.search(r":(\d+) ", process.stdout.readline())
     threading.Thread(target=lambda: process.stdout.read(), daemon=True).start()

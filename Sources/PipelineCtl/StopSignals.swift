@@ -69,7 +69,7 @@ final class StopSignalPipe: Sendable {
                 handle(Int32(byte))
             }
         }
-        thread.name = "pipelinectl-signals"
+        thread.name = "pk-signals"
         thread.start()
         return made
     }

@@ -145,6 +145,8 @@ import TestSupport
         #expect(shortKey.status == 2 && shortKey.stderr.contains("key 'k' has 2 bytes"), "\(shortKey.stderr)")
         let listen = try await serve([setup.pipelines.path, "--listen", "localhost"])
         #expect(listen.status == 2 && listen.stderr.contains("--listen expects HOST:PORT"), "\(listen.stderr)")
+        let nice = try await serve([setup.pipelines.path, "--http-nice", "20"])
+        #expect(nice.status == 2 && nice.stderr.contains("--http-nice must be 0 to 19, got 20"), "\(nice.stderr)")
         try setup.write("broken", "processors:\n  - resize: { widht: 10 }\nencoder: jpeg\n")
         let broken = try await serve([setup.pipelines.path])
         #expect(broken.status == 2 && broken.stderr.contains("broken.yaml:4:") && broken.stderr.contains("did you mean 'width'"), "\(broken.stderr)")
@@ -178,6 +180,27 @@ import TestSupport
             #expect(!options.isEmpty)
             for option in options { #expect(docs.contains(option), "\(command) \(option) is not in docs/serve.md") }
         }
+    }
+
+    /// Under overload the cores go to image work: the threads that read, parse and write HTTP run
+    /// at `--http-nice`, the image and I/O workers at the service's own priority.
+    @Test func httpThreadsRunBelowImageWork() async throws {
+        let setup = try Setup()
+        let service = try await Self.start(setup, ["--http-nice", "7"])
+        defer { service.stop() }
+        let good = try await service.get(try Self.sign("resize", setup.path("a.jpg")))
+        #expect(good.status == 200, "\(good.text)")
+        let threads = service.threads()
+        // The main thread keeps the priority the service was started with.
+        let base = try #require(threads.first { $0.name == "pipelinectl" }?.nice, "no main thread in \(threads)")
+        let lowered = max(base, 7)
+        let http = threads.filter { $0.name.hasPrefix("NIO-") }
+        #expect(!http.isEmpty && http.allSatisfy { $0.nice == lowered }, "HTTP threads: \(http)")
+        let workers = threads.filter { $0.name.hasPrefix("pk-cpu-") || $0.name.hasPrefix("pk-io-") }
+        #expect(workers.count >= 2 && workers.allSatisfy { $0.nice == base }, "workers: \(workers) (started at \(base))")
+        // Only the HTTP threads: Swift's shared threads, where the engine also runs, are not.
+        // (libdispatch runs its own threads at other priorities of its own: not counted.)
+        #expect(threads.filter { $0.nice == lowered }.allSatisfy { $0.name.hasPrefix("NIO-") } || base >= 7, "\(threads)")
     }
 
     @Test func signedRequestsAreServedAndEveryOtherSignatureIsRefusedBeforeAnyWork() async throws {

@@ -24,6 +24,24 @@ import Testing
         return (pipeline, found.map(\.description))
     }
 
+    /// Base64url as signatures and `b64:` sources use it: every length, with or without padding,
+    /// and nothing but its alphabet.
+    @Test func base64URLDecodesWhatItEncodesAndRefusesOtherText() throws {
+        var generator = SystemRandomNumberGenerator()
+        for length in 0..<40 {
+            let bytes = Data((0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) })
+            let unpadded = SigningKeys.base64URLEncode(bytes)
+            #expect(!unpadded.contains("=") && !unpadded.contains("+") && !unpadded.contains("/"))
+            #expect(SigningKeys.base64URLDecode(unpadded) == bytes, "length \(length): \(unpadded)")
+            let padded = unpadded + String(repeating: "=", count: (4 - unpadded.count % 4) % 4)
+            #expect(SigningKeys.base64URLDecode(padded) == bytes, "length \(length) padded: \(padded)")
+        }
+        #expect(SigningKeys.base64URLDecode("-_-_") == Data([0xFB, 0xFF, 0xBF]))
+        for bad in ["ab+c", "ab/c", "ab c", "abé", "ab\ncd", "a", "ab%3D"] {
+            #expect(SigningKeys.base64URLDecode(bad) == nil, "'\(bad)' was decoded")
+        }
+    }
+
     @Test func parametersAreCheckedAgainstTheStageOptionTheySet() throws {
         let (pipeline, found) = parse("""
             params:

@@ -72,6 +72,22 @@ public final class ServiceProcess: Sendable {
 
     public func signal(_ number: Int32) { kill(process.value.processIdentifier, number) }
 
+    /// The process id.
+    public var pid: Int32 { process.value.processIdentifier }
+
+    /// Each thread's kernel name and nice value, from /proc.
+    public func threads() -> [(name: String, nice: Int)] {
+        let dir = "/proc/\(pid)/task"
+        return ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).compactMap { tid in
+            guard let stat = try? String(contentsOfFile: "\(dir)/\(tid)/stat", encoding: .utf8),
+                  let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")") else { return nil }
+            // After "pid (comm) ": state is field 3, nice field 19.
+            let fields = stat[stat.index(close, offsetBy: 2)...].split(separator: " ")
+            guard fields.count > 16, let nice = Int(fields[16]) else { return nil }
+            return (String(stat[stat.index(after: open)..<close]), nice)
+        }
+    }
+
     /// Waits for the process to exit; its status.
     public func wait() async -> Int32 {
         await withCheckedContinuation { continuation in

@@ -26,8 +26,12 @@ struct ServeAnswer: Sendable {
 
     /// An `application/problem+json` answer naming the error's kind.
     static func problem(_ status: Int, kind: String, _ detail: String, pipeline: String = "-") -> ServeAnswer {
-        let body: [String: Any] = ["type": "https://pipelinectl.dev/problems/" + kind, "title": kind, "status": status, "detail": detail]
-        let data = (try? JSONSerialization.data(withJSONObject: body, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
+        var body = JSONLine()
+        body.add("type", "https://pipelinectl.dev/problems/" + kind)
+        body.add("title", kind)
+        body.add("status", status)
+        body.add("detail", detail)
+        let data = body.data
         var answer = ServeAnswer(status: status, headers: [("Content-Type", "application/problem+json"), ("Cache-Control", "no-store")], body: data)
         answer.pipeline = pipeline
         return answer

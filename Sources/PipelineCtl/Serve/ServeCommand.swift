@@ -59,6 +59,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "After SIGTERM, how long to keep accepting requests while /readyz says 503 (load balancers notice).")
     var drainDelay: String = "0s"
 
+    @Option(help: "Nice value of the threads that read, parse and write HTTP (0-19; 0: level with image work). Under overload, image work then keeps more of the cores and requests already accepted finish sooner.")
+    var httpNice: Int = 10
+
     @Flag(inversion: .prefixedNo, help: "One JSON line per request on standard output.")
     var accessLog = true
 
@@ -70,6 +73,7 @@ struct Serve: AsyncParsableCommand {
         if let jobs, jobs < 1 { throw ValidationError("--jobs must be at least 1") }
         if let queue, queue < 0 { throw ValidationError("--queue must be 0 or more") }
         if let workers, workers < 1 { throw ValidationError("--workers must be at least 1") }
+        if !(0...19).contains(httpNice) { throw ValidationError("--http-nice must be 0 to 19, got \(httpNice)") }
         for (name, value) in [("--timeout", timeout), ("--grace", grace), ("--drain-delay", drainDelay)] where Units.parseDuration(value) == nil {
             throw ValidationError("\(name) expects a duration such as 30s or 2m, got '\(value)'")
         }
@@ -128,6 +132,8 @@ struct ServeSettings: Sendable {
     var responseMemory: Int
     var grace: Double
     var drainDelay: Double
+    /// Nice value for the threads that answer HTTP (see `--http-nice`).
+    var httpNice: Int
 
     init(command: Serve) {
         listen = (try? ListenAddress(command.listen)) ?? ListenAddress(host: "127.0.0.1", port: 8080)
@@ -140,6 +146,7 @@ struct ServeSettings: Sendable {
         responseMemory = Units.parseSize(command.responseMemory) ?? 64 << 20
         grace = Units.parseDuration(command.grace) ?? 25
         drainDelay = Units.parseDuration(command.drainDelay) ?? 0
+        httpNice = command.httpNice
     }
 }
 

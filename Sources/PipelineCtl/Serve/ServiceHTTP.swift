@@ -1,3 +1,4 @@
+import CLinux
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -37,6 +38,20 @@ struct ServiceHTTP: Sendable {
                 FileHandle.standardOutput.write(Data("listening on http://\(settings.listen.host):\(port) (pipelines: \(names))\n".utf8))
             },
             logger: serverLogger)
+        if settings.httpNice > 0 {
+            // NIO's event loops read, parse and write every request; lowered once, here. Swift's
+            // shared threads, which run the handlers, are left alone: the engine's own steps
+            // between a job's stages run there too, and lowered they held image work back.
+            let nice = Int32(settings.httpNice)
+            let logger = serverLogger
+            for loop in app.eventLoopGroup.makeIterator() {
+                loop.execute {
+                    if pk_thread_nice_at_least(nice) == -100 {
+                        logger.warning("could not lower an HTTP thread's priority (--http-nice): \(String(cString: strerror(errno)))")
+                    }
+                }
+            }
+        }
         let group = ServiceGroup(services: [app], logger: serverLogger)
         let signals = DrainSignals(service: service, group: group, settings: settings)
         try await group.run()
@@ -105,15 +120,18 @@ struct ServiceHTTP: Sendable {
 
     /// One JSON line on standard output: no signature, no query of the source.
     static func log(_ request: Request, _ answer: ServeAnswer, seconds: Double) {
-        var line: [String: Any] = [
-            "time": ISO8601DateFormatter().string(from: Date()), "method": request.method.rawValue, "status": answer.status,
-            "pipeline": answer.pipeline, "bytes": answer.body.count, "ms": (seconds * 10_000).rounded() / 10, "cache": answer.cache,
-        ]
-        if let source = answer.source { line["source"] = source }
-        if let type = answer.headers.first(where: { $0.0 == "Content-Type" })?.1, type.hasPrefix("image/") { line["type"] = type }
-        if let error = answer.item?.error { line["error"] = error.kind.rawValue }
-        guard let data = try? JSONSerialization.data(withJSONObject: line, options: [.sortedKeys, .withoutEscapingSlashes]) else { return }
-        FileHandle.standardOutput.write(data + Data("\n".utf8))
+        var line = JSONLine()
+        line.add("time", Date().formatted(.iso8601))
+        line.add("method", request.method.rawValue)
+        line.add("status", answer.status)
+        line.add("pipeline", answer.pipeline)
+        line.add("bytes", answer.body.count)
+        line.add("ms", (seconds * 10_000).rounded() / 10)
+        line.add("cache", answer.cache)
+        if let source = answer.source { line.add("source", source) }
+        if let type = answer.headers.first(where: { $0.0 == "Content-Type" })?.1, type.hasPrefix("image/") { line.add("type", type) }
+        if let error = answer.item?.error { line.add("error", error.kind.rawValue) }
+        FileHandle.standardOutput.write(Data((line.text + "\n").utf8))
     }
 }
 

@@ -1,3 +1,4 @@
+import CLinux
 import DequeModule
 import Foundation
 import Synchronization
@@ -30,19 +31,25 @@ public final class WorkerPool: Sendable {
     /// Number of threads.
     public let threads: Int
 
-    /// Starts `threads` threads named `name-N`. A pool lives as long as the process.
+    /// Starts `threads` threads named `name-N` (what `top -H` and `/proc` show: at most 15
+    /// characters in all). A pool lives as long as the process.
     public init(threads: Int, name: String) {
         self.threads = max(1, threads)
         for index in 0..<self.threads {
-            let thread = Thread { [self] in self.loop() }
-            thread.name = "\(name)-\(index)"
+            let threadName = "\(name)-\(index)"
+            let thread = Thread { [self] in
+                // Foundation's name is not the kernel's on Linux; this one is (top -H, /proc).
+                pk_thread_set_name(threadName)
+                self.loop()
+            }
+            thread.name = threadName
             thread.stackSize = 16 << 20
             thread.start()
         }
     }
 
     /// Blocking file and cache I/O shared by the engine and plugins (4 threads).
-    public static let io = WorkerPool(threads: 4, name: "pipelinekit-io")
+    public static let io = WorkerPool(threads: 4, name: "pk-io")
 
     private static let cpuPools = Mutex<[Int: WorkerPool]>([:])
 
@@ -51,7 +58,7 @@ public final class WorkerPool: Sendable {
     public static func cpu(threads: Int) -> WorkerPool {
         cpuPools.withLock { pools in
             if let pool = pools[threads] { return pool }
-            let pool = WorkerPool(threads: threads, name: "pipelinekit-cpu")
+            let pool = WorkerPool(threads: threads, name: "pk-cpu")
             pools[threads] = pool
             return pool
         }

@@ -76,11 +76,21 @@ public struct SigningKeys: Sendable {
 
     /// Base64url with or without padding; `nil` when it is not.
     public static func base64URLDecode(_ text: String) -> Data? {
-        guard text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "=") }) else { return nil }
-        var plain = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-            .replacingOccurrences(of: "=", with: "")
-        plain += String(repeating: "=", count: (4 - plain.count % 4) % 4)
-        return Data(base64Encoded: plain)
+        // On the bytes: every request's signature comes through here, 429s included.
+        var plain = [UInt8]()
+        plain.reserveCapacity(text.utf8.count + 3)
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                plain.append(byte)
+            case UInt8(ascii: "-"): plain.append(UInt8(ascii: "+"))
+            case UInt8(ascii: "_"): plain.append(UInt8(ascii: "/"))
+            case UInt8(ascii: "="): continue
+            default: return nil
+            }
+        }
+        plain.append(contentsOf: repeatElement(UInt8(ascii: "="), count: (4 - plain.count % 4) % 4))
+        return Data(base64Encoded: Data(plain))
     }
 
     static func hexBytes(_ hex: String) -> Data? {

@@ -89,7 +89,7 @@ public struct HTTPLoader: DataLoading {
         try Self.checkCacheKey(cacheKeyTemplate)
         let rate = options.number("rate_limit")!
         rateLimiter = rate > 0 ? RateLimiter(rate: rate, burst: options.int("rate_burst")!) : nil
-        engine = CurlTransferEngine(name: "pipelinekit-curl", maxPerHost: options.int("max_per_host")!)
+        engine = CurlTransferEngine(name: "pk-curl", maxPerHost: options.int("max_per_host")!)
     }
 
     /// What every transfer is allowed and sent: limits, headers, credentials from the environment,

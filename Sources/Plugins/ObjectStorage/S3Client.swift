@@ -103,7 +103,7 @@ final class S3Client: Sendable {
         policy.addressPolicy = AddressPolicy(allowLoopback: true, allowLinkLocal: false, allowPrivate: true, optionPath: nil)
         self.policy = policy
         self.attempts = attempts
-        engine = CurlTransferEngine(name: "pipelinekit-s3", maxPerHost: 0)
+        engine = CurlTransferEngine(name: "pk-s3", maxPerHost: 0)
     }
 
     /// The object; `nil` when there is no such key (a missing bucket is an error that says so).

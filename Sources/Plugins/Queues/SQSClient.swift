@@ -74,7 +74,7 @@ final class SQSClient: Sendable {
         // The queue is the user's own configuration: a server on loopback or a private network is normal.
         policy.addressPolicy = AddressPolicy(allowLoopback: true, allowLinkLocal: false, allowPrivate: true, optionPath: nil)
         self.policy = policy
-        engine = CurlTransferEngine(name: "pipelinekit-sqs", maxPerHost: 0)
+        engine = CurlTransferEngine(name: "pk-sqs", maxPerHost: 0)
     }
 
     /// Credentials from the AWS environment variables.

@@ -1,3 +1,4 @@
+import CLinux
 import CCurl
 import Foundation
 import PipelineKit
@@ -40,7 +41,10 @@ final class CurlTransferEngine: @unchecked Sendable {
             return !started
         }
         guard first else { return }
-        let thread = Thread { [self] in self.loop() }
+        let thread = Thread { [self, name] in
+            pk_thread_set_name(name)  // what top -H and /proc show
+            self.loop()
+        }
         thread.name = name
         thread.start()
     }

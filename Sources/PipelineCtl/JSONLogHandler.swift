@@ -25,14 +25,13 @@ struct JSONLogHandler: LogHandler {
     private func write(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?) {
         var object: [String: String] = [:]
         for (key, value) in metadata.merging(explicit ?? [:], uniquingKeysWith: { $1 }) { object[key] = "\(value)" }
-        object["time"] = ISO8601DateFormatter().string(from: Date())
+        object["time"] = Date().formatted(.iso8601)
         object["level"] = level.rawValue
         object["label"] = label
         object["message"] = message.description
-        guard var data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
-        else { return }
-        data.append(0x0A)
-        FileHandle.standardError.write(data)
+        var line = JSONLine()
+        for (key, value) in object { line.add(key, value) }
+        FileHandle.standardError.write(Data((line.text + "\n").utf8))
     }
 }
 

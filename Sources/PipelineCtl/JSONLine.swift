@@ -1,9 +1,9 @@
 import Foundation
 
-/// A flat JSON object written directly, for what the service writes on every request (problem
-/// bodies, access-log lines): through JSONSerialization these cost a 429 more than the rest of
-/// its answer. Keys come out sorted, as JSONSerialization's `.sortedKeys` writes them; slashes are
-/// not escaped.
+/// A flat JSON object written directly: problem bodies, access-log lines, JSON log lines. The
+/// service writes them on every request, and through JSONSerialization they cost a 429 more than
+/// the rest of its answer. Keys come out sorted, as JSONSerialization's `.sortedKeys` writes them;
+/// slashes are not escaped.
 struct JSONLine {
     private var fields: [(key: String, json: String)] = []
 

@@ -38,7 +38,7 @@ public final class WorkerPool: Sendable {
         for index in 0..<self.threads {
             let threadName = "\(name)-\(index)"
             let thread = Thread { [self] in
-                // Foundation's name is not the kernel's on Linux; this one is (top -H, /proc).
+                // The kernel's name for the thread (top -H, /proc), set by the thread itself.
                 pk_thread_set_name(threadName)
                 self.loop()
             }

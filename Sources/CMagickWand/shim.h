@@ -23,4 +23,5 @@
 
 // M_MMAP_THRESHOLD is a macro Swift cannot call mallopt with directly from every module.
 static inline int pk_set_mmap_threshold(int bytes) { return mallopt(M_MMAP_THRESHOLD, bytes); }
+static inline int pk_set_trim_threshold(int bytes) { return mallopt(M_TRIM_THRESHOLD, bytes); }
 #endif

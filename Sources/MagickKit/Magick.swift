@@ -46,8 +46,17 @@ public enum Magick {
     /// the corpus this held peak RSS near 365 MB instead of 285 MB, at no measurable speed cost.
     /// Fixing the threshold at 4 MB stops that. Process-wide, so the command-line tool calls it
     /// once at start; an application embedding PipelineKit decides for itself.
+    ///
+    /// Fixing it also fixes glibc's trim threshold at its 128 KB default (glibc would otherwise
+    /// raise it with the mmap threshold): every item's buffers below 4 MB (decoded rows, the
+    /// resampler's, the box reducer's) went back to the system at each free and came back as
+    /// fresh zeroed pages, 5,500 page faults per 5 MP JPEG. Up to 32 MB free at the top of each
+    /// heap is kept instead: 10% less CPU for JPEG thumbnails (`run` of 72 corpus JPEGs, two
+    /// workers: 4.43 s to 4.02 s of CPU, page faults 400k to 280k) for 20-35 MB more peak RSS.
+    /// (glibc's own dynamic rule would keep up to twice the mmap threshold, up to 64 MB.)
     public static func returnLargeBlocksToTheSystem() {
         _ = pk_set_mmap_threshold(4 << 20)
+        _ = pk_set_trim_threshold(32 << 20)
     }
 
     /// The ImageMagick version string, e.g. `ImageMagick 6.9.11-60 Q16 x86_64 ...`.

@@ -17,6 +17,15 @@
 #include <string.h>
 #include <png.h>
 
+/// The length of every message buffer here, terminator included.
+#define PK_PNG_MESSAGE 160
+
+/// Copies libpng's `message` (or "unknown error") into a message buffer, always terminated.
+static void pk_png_keep_message(char *out, png_const_charp message) {
+    strncpy(out, message ? message : "unknown error", PK_PNG_MESSAGE - 1);
+    out[PK_PNG_MESSAGE - 1] = 0;
+}
+
 /// One PNG being read from memory.
 typedef struct {
     png_structp png;
@@ -28,15 +37,14 @@ typedef struct {
     /// The worst CRC mismatch read past (0 none; 1 in an ancillary chunk, which libpng drops;
     /// 2 in a critical one, whose data is used), with the first one's message.
     int damage_level;
-    char damage[160];
+    char damage[PK_PNG_MESSAGE];
     /// libpng's message for the last failure.
-    char message[160];
+    char message[PK_PNG_MESSAGE];
 } pk_png_reader;
 
 static void pk_png_on_error(png_structp png, png_const_charp message) {
     pk_png_reader *reader = (pk_png_reader *)png_get_error_ptr(png);
-    strncpy(reader->message, message ? message : "unknown error", sizeof reader->message - 1);
-    reader->message[sizeof reader->message - 1] = 0;
+    pk_png_keep_message(reader->message, message);
     png_longjmp(png, 1);
 }
 
@@ -150,13 +158,12 @@ typedef struct {
     png_infop info;
     unsigned char *data;
     size_t size, capacity;
-    char message[160];
+    char message[PK_PNG_MESSAGE];
 } pk_png_writer;
 
 static void pk_png_write_error(png_structp png, png_const_charp message) {
     pk_png_writer *writer = (pk_png_writer *)png_get_error_ptr(png);
-    strncpy(writer->message, message ? message : "unknown error", sizeof writer->message - 1);
-    writer->message[sizeof writer->message - 1] = 0;
+    pk_png_keep_message(writer->message, message);
     png_longjmp(png, 1);
 }
 
@@ -201,8 +208,7 @@ static inline unsigned char *pk_png_write(const unsigned char *pixels, uint32_t 
         return NULL;
     }
     if (setjmp(png_jmpbuf(writer->png))) {
-        strncpy(message, writer->message, 159);
-        message[159] = 0;
+        pk_png_keep_message(message, writer->message);
         png_destroy_write_struct(&writer->png, &writer->info);
         free(writer->data);
         free(writer);

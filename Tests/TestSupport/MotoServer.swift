@@ -32,33 +32,38 @@ public final class MotoServer: @unchecked Sendable {
     }
 
     public static func start(buckets: [String]) async throws -> MotoServer {
-        let port = try freePort()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         let launcher = Fixtures.packageRoot.appendingPathComponent("Tests/TestSupport/moto-server.py").path
-        process.arguments = ["python3", launcher, "-H", "127.0.0.1", "-p", String(port)]
+        // Port 0: the server binds a port the kernel picks and prints it once it listens. (Choosing a
+        // free port here and handing it over let two servers started at once get the same one, and
+        // polling the port until it answered could connect a socket to itself.)
+        process.arguments = ["python3", launcher, "-H", "127.0.0.1", "-p", "0"]
         var environment = ProcessInfo.processInfo.environment
         environment["INITIAL_NO_AUTH_ACTION_COUNT"] = "4"
         process.environment = environment
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
         try process.run()
-        // Ready when it accepts a connection (moto takes a second or two to import).
-        var ready = false
-        for _ in 0..<2400 where !ready {  // up to 2 minutes: python imports slowly on a loaded machine
-            ready = canConnect(port)
-            if !ready { try await Task.sleep(for: .milliseconds(50)) }
-        }
-        guard ready else {
-            process.terminate()
-            throw CommandError(message: "moto_server did not start on port \(port) (is moto[server] installed? make test installs it)")
+        let output = ServiceProcess.Lines(), errors = ServiceProcess.Lines()
+        ServiceProcess.readLines(out, into: output)
+        ServiceProcess.readLines(err, into: errors)
+        // Up to 2 minutes: python imports slowly on a loaded machine.
+        _ = await output.log.wait(atMost: 120) { lines in lines.contains { UInt16($0) != nil || $0 == "<eof>" } }
+        guard let port = output.lines.withLock({ $0.lazy.compactMap { UInt16($0) }.first }) else {
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            let said = errors.lines.withLock { $0.suffix(20).joined(separator: "\n") }
+            throw CommandError(message: "moto_server did not start (is moto[server] installed? make test installs it): \(said)")
         }
         let setup = Fixtures.packageRoot.appendingPathComponent("Tests/TestSupport/moto-setup.py").path
         let result = try await Command.run("/usr/bin/env", ["python3", setup, "http://127.0.0.1:\(port)"] + buckets)
         guard result.status == 0, let json = try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: String],
               let key = json["access_key"], let secret = json["secret_key"] else {
-            process.terminate()
-            throw CommandError(message: "moto setup failed: \(result.stderr)")
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            let said = errors.lines.withLock { $0.suffix(20).joined(separator: "\n") }
+            throw CommandError(message: "moto setup failed: \(result.stderr)\nthe server said: \(said)")
         }
         return MotoServer(port: port, accessKey: key, secretKey: secret, process: process)
     }
@@ -100,17 +105,5 @@ public final class MotoServer: @unchecked Sendable {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
         }
         return UInt16(bigEndian: address.sin_port)
-    }
-
-    static func canConnect(_ port: UInt16) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = port.bigEndian
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        } == 0
     }
 }

@@ -39,7 +39,7 @@ public final class PostgresServer: @unchecked Sendable {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         try Data("\(password)\n".utf8).write(to: directory.appendingPathComponent("password"))
         if let user { _ = try await Command.run("/bin/chown", ["-R", user, directory.path]) }
-        let server = PostgresServer(port: try MotoServer.freePort(), directory: directory, binaries: binaries, user: user)
+        var server = PostgresServer(port: try MotoServer.freePort(), directory: directory, binaries: binaries, user: user)
         let initdb = try await server.asUser("\(binaries)/initdb", [
             "-D", directory.appendingPathComponent("data").path, "-U", "postgres", "-E", "UTF8", "--no-sync",
             "--auth-local=trust", "--auth-host=scram-sha-256", "--pwfile=\(directory.appendingPathComponent("password").path)",
@@ -49,14 +49,22 @@ public final class PostgresServer: @unchecked Sendable {
         // must hold no pipe of this process (or of a test running beside it), or whoever reads
         // that pipe waits for the server to stop: its output goes to a file, and every inherited
         // descriptor past 2 is closed before pg_ctl starts.
-        let started = try await server.detached("\(binaries)/pg_ctl", [
-            "-D", directory.appendingPathComponent("data").path, "-l", directory.appendingPathComponent("log").path, "-w", "-t", "300",
-            "-o", "-p \(server.port) -k \(directory.path) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100", "start",
-        ])
-        guard started == 0 else {
-            let log = (try? String(contentsOf: directory.appendingPathComponent("log"), encoding: .utf8)) ?? ""
+        // PostgreSQL cannot be given port 0: a port free a moment ago may be taken by the time it
+        // binds (by another test's server or a client's own end), so a port in use means another.
+        for attempt in 1...5 {
+            let logFile = directory.appendingPathComponent("log")
+            try? FileManager.default.removeItem(at: logFile)
+            let started = try await server.detached("\(binaries)/pg_ctl", [
+                "-D", directory.appendingPathComponent("data").path, "-l", logFile.path, "-w", "-t", "300",
+                "-o", "-p \(server.port) -k \(directory.path) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100", "start",
+            ])
+            if started == 0 { break }
+            let log = (try? String(contentsOf: logFile, encoding: .utf8)) ?? ""
             let output = (try? String(contentsOf: directory.appendingPathComponent("pg_ctl.out"), encoding: .utf8)) ?? ""
-            throw CommandError(message: "PostgreSQL did not start: \(output) \(log)")
+            guard log.contains("could not bind"), attempt < 5 else {
+                throw CommandError(message: "PostgreSQL did not start: \(output) \(log)")
+            }
+            server = PostgresServer(port: try MotoServer.freePort(), directory: directory, binaries: binaries, user: user)
         }
         return server
     }

@@ -33,21 +33,8 @@ public final class ServiceProcess: Sendable {
         process.standardInput = FileHandle.nullDevice
         let output = Lines(), errors = Lines()
         try process.run()
-        for (pipe, lines) in [(out, output), (err, errors)] {
-            Thread {
-                var pending = Data()
-                while true {
-                    let chunk = pipe.fileHandleForReading.availableData
-                    if chunk.isEmpty { break }
-                    pending += chunk
-                    while let newline = pending.firstIndex(of: 10) {
-                        lines.add(String(decoding: pending[pending.startIndex..<newline], as: UTF8.self))
-                        pending = Data(pending[(newline + 1)...])
-                    }
-                }
-                lines.add("<eof>")
-            }.start()
-        }
+        readLines(out, into: output)
+        readLines(err, into: errors)
         _ = await output.log.wait(atMost: 300) { lines in lines.contains { $0.hasPrefix("listening on ") || $0 == "<eof>" } }
         let line = output.lines.withLock { $0.first { $0.hasPrefix("listening on ") } }
         guard let line, let port = line.split(separator: " ")[2].split(separator: ":").last.flatMap({ UInt16($0) }) else {
@@ -55,6 +42,23 @@ public final class ServiceProcess: Sendable {
             throw ServiceError.didNotStart(errors.lines.withLock { $0.joined(separator: "\n") })
         }
         return ServiceProcess(port: port, process: Process.Box(process), output: output, errors: errors)
+    }
+
+    /// Reads `pipe` on a thread of its own until its end, line by line into `lines`, then `<eof>`.
+    static func readLines(_ pipe: Pipe, into lines: Lines) {
+        Thread {
+            var pending = Data()
+            while true {
+                let chunk = pipe.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                pending += chunk
+                while let newline = pending.firstIndex(of: 10) {
+                    lines.add(String(decoding: pending[pending.startIndex..<newline], as: UTF8.self))
+                    pending = Data(pending[(newline + 1)...])
+                }
+            }
+            lines.add("<eof>")
+        }.start()
     }
 
     private init(port: UInt16, process: Process.Box, output: Lines, errors: Lines) {

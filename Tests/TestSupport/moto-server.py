@@ -7,13 +7,21 @@ as '%2F'. boto3's own list_objects_v2(Prefix="a/b/") is refused by it for that r
 query name and value is encoded again as SigV4 says (RFC 3986 unreserved characters kept) before
 moto computes the signature; nothing else changes.
 
-Usage: moto-server.py -H 127.0.0.1 -p PORT (the arguments of moto_server)
+It binds the port itself and prints it on stdout, one line, once it accepts connections: with
+-p 0 (the default) the kernel picks a free port, so two servers started at once cannot be handed the
+same one, and a caller waits for that line instead of polling the port (a poll of a port nobody
+listens on yet can connect to itself on loopback).
+
+Usage: moto-server.py [-H 127.0.0.1] [-p PORT]
 """
+import argparse
+import os
 import sys
 from urllib.parse import quote, unquote
 
 from moto.iam import access_control
-from moto.server import main
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+from werkzeug.serving import make_server
 
 original = access_control.IAMRequestBase._create_aws_request
 
@@ -31,4 +39,15 @@ def create_aws_request(self):
 
 
 access_control.IAMRequestBase._create_aws_request = create_aws_request
-sys.exit(main(sys.argv[1:]))
+
+parser = argparse.ArgumentParser()
+parser.add_argument("-H", "--host", default="127.0.0.1")
+parser.add_argument("-p", "--port", type=int, default=0)
+args = parser.parse_args()
+app = DomainDispatcherApplication(create_backend_app)
+server = make_server(args.host, args.port, app, threaded=True)  # bound and listening on return
+os.environ["MOTO_PORT"] = str(server.port)  # moto builds queue URLs from it
+print(server.port, flush=True)
+devnull = os.open(os.devnull, os.O_WRONLY)
+os.dup2(devnull, sys.stdout.fileno())  # nobody reads stdout after the port: never block on it
+server.serve_forever()

@@ -33,9 +33,11 @@ import TestSupport
 
     @Test func aQueuedJobWhoseCallerIsCancelledNeverRuns() async throws {
         let pool = WorkerPool(threads: 1, name: "worker-pool-cancel")
-        let blocker = DispatchSemaphore(value: 0)
+        let blocker = DispatchSemaphore(value: 0), started = DispatchSemaphore(value: 0)
         let ran = Atomic(false)
-        pool.submit { blocker.wait() }
+        pool.submit { started.signal(); blocker.wait() }
+        // The thread holds the blocker (until then the blocker itself is what is queued).
+        await withCheckedContinuation { continuation in Thread { started.wait(); continuation.resume() }.start() }
         let caller = Task { try await pool.run { ran.store(true, ordering: .relaxed) } }
         while pool.queued < 1 { await Task.yield() }
         caller.cancel()
@@ -84,4 +86,45 @@ extension WorkerPoolPriorityTests {
         let position = order.firstIndex(of: "small")!
         #expect(position == WorkerPool.maxOvertaken, "\(order)")
     }
+
+    /// One job's parts: off any pool every part runs on the caller; on a pool with an idle thread
+    /// the idle thread takes parts at the same time (part 0 waits until another part has started
+    /// elsewhere: done by one thread, it would wait out its minute and the test fails).
+    @Test func partsAreSharedWithAnIdleThreadOfThePool() async throws {
+        let callerOnly = Mutex<Set<UInt64>>([])
+        WorkerPool.shareIdleThreads(parts: 4) { _ in _ = callerOnly.withLock { $0.insert(Self.threadID()) } }
+        #expect(callerOnly.withLock { $0 } == [Self.threadID()])
+
+        let pool = WorkerPool(threads: 2, name: "pool-share")
+        let threads = Mutex<Set<UInt64>>([])
+        let second = DispatchSemaphore(value: 0)
+        let together = try await pool.run { () -> Bool in
+            let met = Atomic(false)
+            WorkerPool.shareIdleThreads(parts: 2) { part in
+                _ = threads.withLock { $0.insert(Self.threadID()) }
+                if part == 0 { met.store(second.wait(timeout: .now() + 60) == .success, ordering: .relaxed) } else { second.signal() }
+            }
+            return met.load(ordering: .relaxed)
+        }
+        #expect(together)
+        #expect(threads.withLock { $0.count } == 2)
+    }
+
+    /// With every other thread of the pool busy, the caller does every part itself and returns
+    /// without waiting for the busy thread.
+    @Test func aBusyPoolLeavesEveryPartToTheCaller() async throws {
+        let pool = WorkerPool(threads: 2, name: "pool-busy")
+        let blocker = DispatchSemaphore(value: 0), started = DispatchSemaphore(value: 0)
+        pool.submit { started.signal(); blocker.wait() }
+        await withCheckedContinuation { continuation in Thread { started.wait(); continuation.resume() }.start() }
+        let parts = try await pool.run { () -> Set<UInt64> in
+            let seen = Mutex<Set<UInt64>>([])
+            WorkerPool.shareIdleThreads(parts: 4) { _ in _ = seen.withLock { $0.insert(Self.threadID()) } }
+            return seen.withLock { $0 }
+        }
+        #expect(parts.count == 1)
+        blocker.signal()
+    }
+
+    static func threadID() -> UInt64 { UInt64(pthread_self()) }
 }

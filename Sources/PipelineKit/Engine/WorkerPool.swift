@@ -25,6 +25,8 @@ public final class WorkerPool: Sendable {
     private struct Queue: ~Copyable {
         var jobs = Deque<Job>()
         var nextID: UInt64 = 0
+        /// Threads running a job now.
+        var running = 0
     }
     private let queue = Mutex(Queue())
     private let wakeup = DispatchSemaphore(value: 0)
@@ -40,6 +42,8 @@ public final class WorkerPool: Sendable {
             let thread = Thread { [self] in
                 // The kernel's name for the thread (top -H, /proc), set by the thread itself.
                 pk_thread_set_name(threadName)
+                // Pools live as long as the process: an unretained reference is safe.
+                pthread_setspecific(Self.currentKey, Unmanaged.passUnretained(self).toOpaque())
                 self.loop()
             }
             thread.name = threadName
@@ -67,9 +71,58 @@ public final class WorkerPool: Sendable {
     private func loop() {
         while true {
             wakeup.wait()
-            let job = queue.withLock { $0.jobs.popFirst() }
-            job?.body()
+            let job = queue.withLock { queue -> Job? in
+                let job = queue.jobs.popFirst()
+                if job != nil { queue.running += 1 }
+                return job
+            }
+            guard let job else { continue }
+            job.body()
+            queue.withLock { $0.running -= 1 }
         }
+    }
+
+    /// The key of the thread-specific pointer to the pool a thread belongs to.
+    private static let currentKey: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
+
+    /// The pool the calling thread belongs to, or `nil` on any other thread.
+    public static var current: WorkerPool? {
+        pthread_getspecific(currentKey).map { Unmanaged<WorkerPool>.fromOpaque($0).takeUnretainedValue() }
+    }
+
+    /// Runs `body(0)`, `body(1)`, ... `body(parts - 1)` and returns when every part is done: the
+    /// calling thread takes the parts in order, and threads of its pool that are idle (no job
+    /// running and none waiting) take parts too, so one large job uses the cores a run leaves free
+    /// (a lone huge image at the end of a list). On a thread of no pool, or with no thread idle,
+    /// the caller does every part itself. A helper that has not started by the time the caller
+    /// has taken the last part is withdrawn: the caller never waits for a thread busy elsewhere.
+    public static func shareIdleThreads(parts: Int, _ body: @escaping @Sendable (Int) -> Void) {
+        let next = Atomic<Int>(0)
+        let work: @Sendable () -> Void = {
+            while true {
+                let part = next.wrappingAdd(1, ordering: .relaxed).oldValue
+                guard part < parts else { return }
+                body(part)
+            }
+        }
+        guard parts > 1, let pool = current else { return work() }
+        let idle = pool.queue.withLock { $0.jobs.isEmpty ? pool.threads - $0.running : 0 }
+        let group = DispatchGroup()
+        var helpers: [UInt64] = []
+        for _ in 0..<min(idle, parts - 1) {
+            group.enter()
+            helpers.append(pool.submit(priority: Int.max) {
+                work()
+                group.leave()
+            })
+        }
+        work()
+        for id in helpers where pool.withdraw(id) { group.leave() }
+        group.wait()
     }
 
     /// Queues `job` to run on one of the pool's threads; returns its number, for ``withdraw(_:)``.
@@ -141,5 +194,5 @@ enum JobPriority {
     static let finishing = Int.max
     /// A decode's priority: its compressed size, which tracks its time (entropy decoding and the
     /// pixels it holds both grow with it) closely enough to order a short queue.
-    static func decode(_ data: LoadedData) -> Int { min(data.data.count, Int.max - 1) }
+    static func decode(_ data: LoadedData) -> Int { min(data.byteCount, Int.max - 1) }
 }

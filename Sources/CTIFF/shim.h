@@ -1,6 +1,7 @@
 #ifndef PIPELINEKIT_CTIFF_SHIM_H
 #define PIPELINEKIT_CTIFF_SHIM_H
-// libtiff from memory, for TIFF shrink-on-load (Plugins/Decoders/TIFFReducer.swift): the first
+// libtiff from memory or from a file descriptor (pread: no shared offset, so several readers may
+// read one descriptor at once, and a file cut short is a read error, never a signal), for TIFF shrink-on-load (Plugins/Decoders/TIFFReducer.swift): the first
 // directory read through libtiff's RGBA interface (every photometric and bit depth it supports,
 // as premultiplied 8-bit RGBA), reduced in Swift before ImageMagick sees it.
 //
@@ -11,10 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <tiffio.h>
+#include <unistd.h>
 
 typedef struct {
-    const unsigned char *data;
+    const unsigned char *data;  // NULL when reading `fd`
+    int fd;
     uint64_t size, position;
     TIFF *tiff;
     char message[200];
@@ -43,6 +47,18 @@ static tmsize_t pk_tiff_read(thandle_t handle, void *out, tmsize_t size) {
     if (size < 0 || reader->position >= reader->size) return 0;
     uint64_t n = (uint64_t)size;
     if (n > reader->size - reader->position) n = reader->size - reader->position;
+    if (!reader->data) {
+        uint64_t done = 0;
+        while (done < n) {
+            ssize_t got = pread(reader->fd, (unsigned char *)out + done, (size_t)(n - done), (off_t)(reader->position + done));
+            if (got < 0 && errno == EINTR) continue;
+            if (got < 0) return -1;
+            if (got == 0) break;  // the file is shorter than when it was opened
+            done += (uint64_t)got;
+        }
+        reader->position += done;
+        return (tmsize_t)done;
+    }
     memcpy(out, reader->data + reader->position, (size_t)n);
     reader->position += n;
     return (tmsize_t)n;
@@ -65,6 +81,7 @@ static int pk_tiff_close_proc(thandle_t handle) { (void)handle; return 0; }
 static toff_t pk_tiff_size(thandle_t handle) { return ((pk_tiff_reader *)handle)->size; }
 static int pk_tiff_map(thandle_t handle, void **base, toff_t *size) {
     pk_tiff_reader *reader = (pk_tiff_reader *)handle;
+    if (!reader->data) return 0;
     *base = (void *)reader->data;
     *size = reader->size;
     return 1;
@@ -78,13 +95,15 @@ static inline void pk_tiff_close(pk_tiff_reader *reader) {
     free(reader);
 }
 
-/// Opens `data` (which must outlive the reader) and reads the first directory; `*ok` is 0 when it
-/// cannot (the reader then holds libtiff's message). `max_alloc` caps any single allocation.
-static inline pk_tiff_reader *pk_tiff_open(const void *data, size_t size, int64_t max_alloc, int *ok) {
+/// Opens `data` (which must outlive the reader), or when `data` is NULL the file open as `fd` (which
+/// must stay open while the reader lives; `size` is its size), and reads the first directory; `*ok`
+/// is 0 when it cannot (the reader then holds libtiff's message). `max_alloc` caps any single allocation.
+static inline pk_tiff_reader *pk_tiff_open(const void *data, int fd, size_t size, int64_t max_alloc, int *ok) {
     *ok = 0;
     pk_tiff_reader *reader = (pk_tiff_reader *)calloc(1, sizeof(pk_tiff_reader));
     if (!reader) return NULL;
     reader->data = (const unsigned char *)data;
+    reader->fd = fd;
     reader->size = size;
     TIFFOpenOptions *options = TIFFOpenOptionsAlloc();
     if (!options) return reader;

@@ -11,7 +11,7 @@ extension PipelineRunner {
         let needed = variants.indices.filter { stored.entries[$0] == nil }
         let made = try await images(plan, needed: needed, preloaded: stored.loaded, digest: stored.digest, tracker: tracker)
         tracker.enter(.encode)
-        var outcome = ItemOutcome(planned: plan.planned, bytesIn: made.loaded?.data.data.count ?? 0,
+        var outcome = ItemOutcome(planned: plan.planned, bytesIn: made.loaded?.data.byteCount ?? 0,
                                   cacheData: made.loaded?.cache ?? .off, cacheImage: made.cacheImage, timings: made.timings,
                                   degraded: made.degraded)
         outcome.sourceIdentity = made.sourceIdentity
@@ -105,6 +105,14 @@ extension PipelineRunner {
     /// pixel memory is bounded by the number of workers, not of items in flight.
     /// `identity` (``OutputFingerprint/source``) is set on the decoded image, and so on every image made from it.
     func decodeAndProcess(_ data: LoadedData, identity: String, pending: [Int], tracker: StageTracker) async throws -> ChainsJob {
+        var data = data
+        if data.file != nil, !decoder.readsLocalFiles {
+            // A file the loader left open, for a decoder that takes bytes: read it whole.
+            let open = data
+            do { data = try await WorkerPool.io.run { try open.whole() } } catch {
+                throw Self.classify(error, stage: .load, kind: .io, plugin: nil)
+            }
+        }
         // The format and header are read once; the memory asked for and the decode both follow.
         let prepared: PreparedDecode
         do { prepared = try decoder.prepare(data, hint: decodeHint) } catch {

@@ -228,7 +228,7 @@ extension PipelineRunner {
     func fetch(_ plan: ItemPlan) async throws -> ItemOutcome {
         let loaded = try await load(plan)
         var outcome = ItemOutcome()
-        outcome.bytesIn = loaded.data.data.count
+        outcome.bytesIn = loaded.data.byteCount
         outcome.cacheData = loaded.cache
         outcome.timings.load = loaded.milliseconds
         return outcome

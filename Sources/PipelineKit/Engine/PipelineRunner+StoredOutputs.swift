@@ -31,7 +31,8 @@ extension PipelineRunner {
         }
         var loaded = if let preloaded { preloaded } else { try await load(plan) }
         if loaded.cache == .off { loaded.cache = .miss }  // the cache took part, for outputs
-        let digest = Hashing.sha256Hex(loaded.data.data)
+        let body = loaded.data
+        let digest = body.file == nil ? body.bodyDigest() : try await WorkerPool.io.run { body.bodyDigest() }
         var valid: [Int: CachedEntry] = [:]
         for (index, entry) in entries where entry.output?.sourceDigest == digest {
             valid[index] = entry
@@ -102,7 +103,8 @@ extension PipelineRunner {
         case .modified(let data):
             let originals = originalsCache(plan.slot)
             if let originals { await storeQuietly(data, for: plan.key, in: originals) }
-            guard Hashing.sha256Hex(data.data) == first.output?.sourceDigest else {
+            let digest = data.file == nil ? data.bodyDigest() : try await WorkerPool.io.run { data.bodyDigest() }
+            guard digest == first.output?.sourceDigest else {
                 return .changed(LoadedSource(data: data, cache: originals == nil ? .off : .miss, milliseconds: milliseconds))
             }
             current = data.directives

@@ -67,10 +67,17 @@ public protocol ImageDecoding: Sendable {
     /// format not accepted, a size over the limits throw here), and returns the decode to run and
     /// the memory it needs. Default: ``estimatedMemory(_:hint:)`` and ``decode(_:hint:)``.
     func prepare(_ data: LoadedData, hint: DecodeHint) throws -> PreparedDecode
+
+    /// Whether this decoder takes a body left in a local file (``LoadedData/file``, with only the
+    /// first bytes in `data`) and reads what it needs from the file itself. Default: `false`: the
+    /// engine reads such a file whole before calling ``prepare(_:hint:)``.
+    var readsLocalFiles: Bool { get }
 }
 
 extension ImageDecoding {
     public func estimatedMemory(_ data: LoadedData, hint: DecodeHint) -> Int? { nil }
+
+    public var readsLocalFiles: Bool { false }
 
     public func prepare(_ data: LoadedData, hint: DecodeHint) throws -> PreparedDecode {
         PreparedDecode(estimatedMemory: estimatedMemory(data, hint: hint)) { try decode(data, hint: hint) }

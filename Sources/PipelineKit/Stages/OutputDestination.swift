@@ -138,7 +138,7 @@ public struct OutputFingerprint: Sendable, Hashable, CustomStringConvertible {
         if let validator = data.directives.etag ?? data.directives.lastModified {
             return "v" + Hashing.sha256Hex("validator:" + validator).prefix(32)
         }
-        return "d" + (digest ?? Hashing.sha256Hex(data.data)).prefix(32)
+        return "d" + (digest ?? data.bodyDigest()).prefix(32)
     }
 
     /// The source part for the `on_failure` fallback image (its bytes' digest).

@@ -70,7 +70,7 @@ public struct Source: Sendable, Hashable {
 
 /// What a loader produced: the bytes and, for network loads, facts from the response.
 public struct LoadedData: Sendable {
-    /// The body.
+    /// The body; when ``file`` is set, only the file's first bytes (see ``wholeData()``).
     public var data: Data
     /// The response's `Content-Type`, when there was one.
     public var contentType: String?
@@ -81,6 +81,11 @@ public struct LoadedData: Sendable {
     /// What the loader's look at the first bytes found, when it looked (the http loader does, to
     /// refuse HTML served as an image): a decoder uses it rather than looking again.
     public var sniffed: FormatSniffer.Sniffed?
+    /// A local file left open rather than read whole (the `file` loader does so for large files):
+    /// ``data`` then holds its first bytes, enough to tell the format, and a decoder that reads
+    /// files in place (``ImageDecoding/readsLocalFiles``) reads the rest as it needs it. The
+    /// engine reads the whole file for any other decoder.
+    public var file: LocalFile?
 
     public init(data: Data, contentType: String? = nil, finalURL: String? = nil,
                 directives: CacheDirectives = CacheDirectives()) {
@@ -88,5 +93,71 @@ public struct LoadedData: Sendable {
         self.contentType = contentType
         self.finalURL = finalURL
         self.directives = directives
+    }
+
+    /// A body left in `file`, with its first `head` bytes read.
+    public init(file: LocalFile, head: Int = 64 << 10, directives: CacheDirectives = CacheDirectives()) throws {
+        self.init(data: try file.read(at: 0, count: min(head, file.size)), directives: directives)
+        self.file = file
+    }
+
+    /// The size of the body in bytes (the file's, when it was left in place).
+    public var byteCount: Int { file?.size ?? data.count }
+
+    /// The whole body: ``data``, or the file read whole.
+    public func wholeData() throws -> Data {
+        guard let file else { return data }
+        return try file.read(at: 0, count: file.size)
+    }
+
+    /// The same, with the whole body in ``data`` and no ``file``.
+    public func whole() throws -> LoadedData {
+        guard file != nil else { return self }
+        var copy = self
+        copy.data = try wholeData()
+        copy.file = nil
+        return copy
+    }
+}
+
+/// An open local file, read with `pread` (no shared offset: readers on several threads may read it
+/// at once). A file cut short after it was opened reads short, which the reader reports as a
+/// damaged file; the descriptor keeps the file it opened even if the path is replaced. Closed when
+/// the last reference goes.
+public final class LocalFile: Sendable {
+    /// The open descriptor.
+    public let descriptor: Int32
+    /// Its size when opened, in bytes.
+    public let size: Int
+    /// The path it was opened from (for messages).
+    public let path: String
+
+    /// Takes ownership of `descriptor`, a regular file of `size` bytes opened from `path`.
+    public init(descriptor: Int32, size: Int, path: String) {
+        self.descriptor = descriptor
+        self.size = size
+        self.path = path
+    }
+
+    deinit { close(descriptor) }
+
+    /// `count` bytes from `offset`, or fewer where the file now ends; throws `io` with the reason
+    /// when the read fails.
+    public func read(at offset: Int, count: Int) throws -> Data {
+        var data = Data(count: max(0, count))
+        var done = 0
+        let failure: Int32? = data.withUnsafeMutableBytes { raw -> Int32? in
+            while done < count {
+                let got = pread(descriptor, raw.baseAddress! + done, count - done, off_t(offset + done))
+                if got < 0, errno == EINTR { continue }
+                if got < 0 { return errno }
+                if got == 0 { break }
+                done += got
+            }
+            return nil
+        }
+        if let failure { throw PipelineError(.io, "\(path): \(String(cString: strerror(failure)))") }
+        if done < count { data.count = done }
+        return data
     }
 }

@@ -100,7 +100,9 @@ public final class DiskDataCache: DataCaching, DataCacheMaintenance {
         }
         let meta = Meta(key: key, contentType: loaded.contentType, finalURL: loaded.finalURL,
                         storedAt: now().timeIntervalSince1970, directives: loaded.directives, output: output)
-        try await write(meta: meta, body: loaded.data, key: key)
+        // A body left in a local file is stored whole, never its first bytes.
+        let body = loaded.file == nil ? loaded.data : try await WorkerPool.io.run { try loaded.wholeData() }
+        try await write(meta: meta, body: body, key: key)
     }
 
     public func refresh(_ key: String, directives: CacheDirectives) async {

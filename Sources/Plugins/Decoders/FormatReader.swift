@@ -44,7 +44,10 @@ struct ReadPlan: Sendable {
 /// all come from that reading.
 protocol FormatReader: Sendable {
     var format: ImageFormat { get }
+    /// The whole file (read from disk now when the reader reads a local file in place).
     var data: Data { get }
+    /// The file's size in bytes. Default: `data`'s.
+    var byteCount: Int { get }
     /// The size the header gives.
     var size: PixelSize { get }
     /// The way to decode under `hint`.
@@ -57,12 +60,14 @@ protocol FormatReader: Sendable {
 extension FormatReader {
     func salvage(_ settings: DecodeSettings) throws -> (wand: Wand, damage: Damage?)? { nil }
 
+    var byteCount: Int { data.count }
+
     /// ImageMagick's path's peak memory for a decode at `decoded` size: 16-bit pixels (8 bytes
     /// each), the coder's own copy (a row set for JPEG, up to an 8-bit image for the others), extra
     /// (a progressive JPEG's coefficients), and the compressed bytes.
     func magickMemory(decoded: PixelSize? = nil, codecBytesPerPixel: Int = 4, extra: Int = 0) -> Int {
         let pixels = (decoded ?? size).width * (decoded ?? size).height
-        return pixels * 8 + pixels * codecBytesPerPixel + extra + data.count
+        return pixels * 8 + pixels * codecBytesPerPixel + extra + byteCount
     }
 }
 
@@ -75,15 +80,18 @@ enum HeaderReads {
 extension ImageMagickDecoder {
     /// The reader of `format` for `data`: its header read now. Throws for a header too broken to
     /// give a size (`decode_failed`, with the codec's reason where it gives one).
-    static func reader(_ format: ImageFormat, _ data: Data, settings: DecodeSettings) throws -> any FormatReader {
+    static func reader(_ format: ImageFormat, _ loaded: LoadedData, settings: DecodeSettings) throws -> any FormatReader {
         HeaderReads.add()
+        // TIFF reads a local file in place; every other reader takes the whole file.
+        if format == .tiff, let file = loaded.file { return try TIFFReader(.file(file)) }
+        let data = try loaded.wholeData()
         switch format {
         case .jpeg: return try JPEGReader(data)
         case .png: return try PNGReader(data)
         case .webp: return try WebPReader(data, keepsFrames: settings.maxFrames > 1)
         case .heic, .avif: return try HEIFReader(format, data)
         case .gif: return try GIFReader(data)
-        case .tiff: return try TIFFReader(data)
+        case .tiff: return try TIFFReader(.memory(data))
         case .svg: return SVGReader(data)
         default: return try MagickReader(format, data)
         }

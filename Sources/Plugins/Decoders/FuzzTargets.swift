@@ -83,7 +83,7 @@ enum FuzzTargets {
     /// The TIFF path: libtiff's RGBA interface through our shim, classic and BigTIFF.
     @Sendable static func tiff(_ data: Data) {
         guard fits(HeaderProbe.tiffDimensions(data)) else { return }
-        _ = try? TIFFReducer.decode(data, hint: hint(data), headroom: 2, keepsPages: data.count % 2 == 0)
+        _ = try? TIFFReducer.decode(.memory(data), hint: hint(data), headroom: 2, keepsPages: data.count % 2 == 0)
     }
 
     /// The GIF path: giflib's first image through our reader.

@@ -95,10 +95,10 @@ public struct ImageMagickDecoder: ImageDecoding {
     /// by that format's reader, the limits checked, and the decode planned: the memory it takes
     /// and the work, run later on a CPU worker.
     public func prepare(_ loaded: LoadedData, hint: DecodeHint) throws -> PreparedDecode {
-        guard !loaded.data.isEmpty else { throw PipelineError(.decodeFailed, "empty input (0 bytes)") }
+        guard loaded.byteCount > 0 else { throw PipelineError(.decodeFailed, "empty input (0 bytes)") }
         let format = try self.format(of: loaded)
         let reader: any FormatReader
-        do { reader = try Self.reader(format, loaded.data, settings: settings) } catch {
+        do { reader = try Self.reader(format, loaded, settings: settings) } catch {
             throw Self.named(error, format)
         }
         try checkLimits(reader.size)
@@ -117,6 +117,9 @@ public struct ImageMagickDecoder: ImageDecoding {
     public func decode(_ loaded: LoadedData, hint: DecodeHint) throws -> PipelineImage {
         try prepare(loaded, hint: hint).decode()
     }
+
+    /// TIFF is read from a local file in place; the other formats read it whole here.
+    public var readsLocalFiles: Bool { true }
 
     /// A decode failure named by the format the content was read as (libheif names HEIF for both of its).
     static func named(_ error: any Error, _ format: ImageFormat) -> any Error {
@@ -142,7 +145,7 @@ public struct ImageMagickDecoder: ImageDecoding {
         if sniffed == .unknown, loaded.sniffed != nil, allowed.contains(.tga) { sniffed = FormatSniffer.sniff(loaded.data, tga: true) }
         switch sniffed {
         case .image(.svg) where allowSVG:
-            try SVGScreen.check(loaded.data)
+            try SVGScreen.check(try loaded.wholeData())
             return .svg  // ImageMagick's own renderer: the SVG coder would hand the file to an external program.
         case .image(.svg):
             throw PipelineError(.unsupportedFormat, "the content is SVG, which this decoder does not accept" + served

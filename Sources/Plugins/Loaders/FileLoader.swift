@@ -12,13 +12,26 @@ public struct FileLoader: DataLoading {
             options: [
                 .size("max_bytes", default: "50MB", min: "1B", doc: "Largest file accepted."),
                 .int("max_concurrent", default: 8, range: 1...512, doc: "Files read at once."),
+                .size("in_place_above", default: "16MB", min: "0B",
+                      doc: "Files larger than this are left open for the decoder, which reads the parts it needs as it decodes (TIFF strip by strip, a pyramid only its level) instead of holding the whole file in memory; formats the decoder reads whole are read whole."),
             ]),
         schemes: ["", "file"]
-    ) { options in FileLoader(maxBytes: options.bytes("max_bytes")!, maxConcurrentLoads: options.int("max_concurrent")!) }
+    ) { options in
+        FileLoader(maxBytes: options.bytes("max_bytes")!, maxConcurrentLoads: options.int("max_concurrent")!,
+                   inPlaceAbove: options.bytes("in_place_above")!)
+    }
 
     let maxBytes: Int
+    /// Files larger than this are handed over open (``LoadedData/file``), not read.
+    var inPlaceAbove = 16 << 20
     public let maxConcurrentLoads: Int
     public var usesDataCache: Bool { false }
+
+    public init(maxBytes: Int, maxConcurrentLoads: Int, inPlaceAbove: Int = 16 << 20) {
+        self.maxBytes = maxBytes
+        self.maxConcurrentLoads = maxConcurrentLoads
+        self.inPlaceAbove = inPlaceAbove
+    }
 
     public func cacheKey(for source: Source) -> String { source.localPath.map { "file://" + $0 } ?? source.text }
 
@@ -26,28 +39,40 @@ public struct FileLoader: DataLoading {
         guard let path = source.localPath else {
             throw PipelineError(.invalidSource, "not a local path or file:// URL: \(source.text)")
         }
-        let maxBytes = self.maxBytes
+        let maxBytes = self.maxBytes, inPlaceAbove = self.inPlaceAbove
         return try await WorkerPool.io.run {
-            var info = stat()
-            guard stat(path, &info) == 0 else {
-                let reason = String(cString: strerror(errno))
-                throw PipelineError(errno == ENOENT ? .notFound : .io, "\(path): \(reason)")
+            // A FIFO or a device is refused before it is opened (opening a FIFO waits for a writer).
+            var named = stat()
+            guard stat(path, &named) == 0 else {
+                let code = errno
+                throw PipelineError(code == ENOENT ? .notFound : .io, "\(path): \(String(cString: strerror(code)))")
             }
+            guard (named.st_mode & S_IFMT) == S_IFREG else { throw PipelineError(.notFound, "\(path): not a regular file") }
+            let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+            guard descriptor >= 0 else {
+                let code = errno
+                throw PipelineError(code == ENOENT ? .notFound : .io, "\(path): \(String(cString: strerror(code)))")
+            }
+            // The descriptor's own facts: what is read is the file these describe.
+            var info = stat()
+            guard fstat(descriptor, &info) == 0 else {
+                let code = errno
+                close(descriptor)
+                throw PipelineError(.io, "\(path): \(String(cString: strerror(code)))")
+            }
+            // Owned from here: closed when the last reference goes.
+            let file = LocalFile(descriptor: descriptor, size: Int(info.st_size), path: path)
             guard (info.st_mode & S_IFMT) == S_IFREG else {
                 throw PipelineError(.notFound, "\(path): not a regular file")
             }
-            guard Int(info.st_size) <= maxBytes else {
+            guard file.size <= maxBytes else {
                 throw PipelineError(.tooLarge, "\(path) is \(info.st_size) bytes; max_bytes is \(Units.formatSize(maxBytes))")
             }
-            guard let handle = FileHandle(forReadingAtPath: path) else {
-                throw PipelineError(.io, "\(path): \(String(cString: strerror(errno)))")
-            }
-            defer { try? handle.close() }
-            let data = try handle.read(upToCount: maxBytes + 1) ?? Data()
-            guard data.count <= maxBytes else {
-                throw PipelineError(.tooLarge, "\(path) is larger than max_bytes (\(Units.formatSize(maxBytes)))")
-            }
-            return LoadedData(data: data, directives: FileLoader.directives(info))
+            let directives = FileLoader.directives(info)
+            if file.size > inPlaceAbove { return try LoadedData(file: file, directives: directives) }
+            // The size the validator names, no more (a file cut short since reads short, and its
+            // decode fails as damaged).
+            return LoadedData(data: try file.read(at: 0, count: file.size), directives: directives)
         }
     }
 

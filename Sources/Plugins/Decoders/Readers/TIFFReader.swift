@@ -5,21 +5,44 @@ import PipelineKit
 /// TIFF (and BigTIFF): the first directory's size read in place; the first page is read by
 /// libtiff's RGBA interface and averaged before ImageMagick sees it (``TIFFReducer``), or, for
 /// what that path leaves (grey, CMYK, kept pages...), by ImageMagick.
+///
+/// A large local file is read in place (``LoadedData/file``): libtiff reads the directories and
+/// then the strips or tiles as they are decoded, so memory is a band and the output, not the file.
+/// ImageMagick's path, when it is taken, reads the file whole.
 struct TIFFReader: FormatReader {
     var format: ImageFormat { .tiff }
-    let data: Data
+    let input: TIFFReducer.Input
     let size: PixelSize
 
-    init(_ data: Data) throws {
-        self.data = data
-        size = try ImageMagickDecoder.headerSize(data, format: .tiff)
+    init(_ input: TIFFReducer.Input) throws {
+        self.input = input
+        switch input {
+        case .memory(let data): size = try ImageMagickDecoder.headerSize(data, format: .tiff)
+        case .file: size = try TIFFReducer.size(input)
+        }
+    }
+
+    var data: Data {
+        switch input {
+        case .memory(let data): return data
+        // Read for ImageMagick's path or a metadata ping; a failed read leaves nothing to decode,
+        // which fails as an empty file.
+        case .file(let file): return (try? file.read(at: 0, count: file.size)) ?? Data()
+        }
+    }
+
+    var byteCount: Int {
+        switch input {
+        case .memory(let data): return data.count
+        case .file(let file): return file.size
+        }
     }
 
     func plan(_ hint: DecodeHint, _ settings: DecodeSettings) -> ReadPlan {
         guard settings.shrinkOnLoad else { return ReadPlan(estimatedMemory: magickMemory()) }
-        let data = self.data
+        let input = self.input
         return ReadPlan(reduced: {
-            guard let wand = try TIFFReducer.decode(data, hint: hint, headroom: settings.headroom, keepsPages: settings.maxFrames > 1)
+            guard let wand = try TIFFReducer.decode(input, hint: hint, headroom: settings.headroom, keepsPages: settings.maxFrames > 1)
             else { return nil }
             if settings.toSRGB { try wand.convertToSRGB() }
             return (wand, nil)

@@ -15,7 +15,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <png.h>
+#include <unistd.h>
 
 /// The length of every message buffer here, terminator included.
 #define PK_PNG_MESSAGE 160
@@ -26,11 +28,18 @@ static void pk_png_keep_message(char *out, png_const_charp message) {
     out[PK_PNG_MESSAGE - 1] = 0;
 }
 
-/// One PNG being read from memory.
+/// Bytes read from a file at a time.
+#define PK_PNG_BUFFER (1 << 20)
+
+/// One PNG being read from memory, or from a file descriptor (pread into a buffer of its own: no
+/// shared offset, and a file cut short is an error, never a signal).
 typedef struct {
     png_structp png;
     png_infop info;
-    const unsigned char *data;
+    const unsigned char *data;  // NULL when reading `fd`
+    int fd;
+    unsigned char *buffer;      // the file's bytes from buffer_start, buffer_length of them
+    size_t buffer_start, buffer_length;
     size_t size, position;
     /// 1 when the last failure was the data ending early.
     int truncated;
@@ -64,25 +73,53 @@ static void pk_png_on_read(png_structp png, png_bytep out, size_t length) {
         reader->truncated = 1;
         png_error(png, "the file ends before the image does");
     }
-    memcpy(out, reader->data + reader->position, length);
-    reader->position += length;
+    if (reader->data) {
+        memcpy(out, reader->data + reader->position, length);
+        reader->position += length;
+        return;
+    }
+    while (length > 0) {
+        if (reader->position < reader->buffer_start || reader->position >= reader->buffer_start + reader->buffer_length) {
+            size_t want = reader->size - reader->position;
+            if (want > PK_PNG_BUFFER) want = PK_PNG_BUFFER;
+            ssize_t got;
+            do { got = pread(reader->fd, reader->buffer, want, (off_t)reader->position); } while (got < 0 && errno == EINTR);
+            if (got <= 0) {
+                reader->truncated = got == 0;
+                png_error(png, got == 0 ? "the file ends before the image does" : "the file could not be read");
+            }
+            reader->buffer_start = reader->position;
+            reader->buffer_length = (size_t)got;
+        }
+        size_t offset = reader->position - reader->buffer_start;
+        size_t n = reader->buffer_length - offset;
+        if (n > length) n = length;
+        memcpy(out, reader->buffer + offset, n);
+        out += n;
+        length -= n;
+        reader->position += n;
+    }
 }
 
 static inline void pk_png_close(pk_png_reader *reader) {
     if (!reader) return;
     png_destroy_read_struct(&reader->png, &reader->info, NULL);
+    free(reader->buffer);
     free(reader);
 }
 
-/// Opens `data` (which must outlive the reader) and reads every chunk before the image data.
+/// Opens `data` (which must outlive the reader), or when `data` is NULL the file open as `fd`
+/// (open while the reader lives; `size` is its size), and reads every chunk before the image data.
 /// Returns NULL only when out of memory; otherwise check `*ok` and `message`. With `fail_level`
 /// above 2, a CRC mismatch is read past (see pk_png_reader).
-static inline pk_png_reader *pk_png_open(const void *data, size_t size, int fail_level, int *ok) {
+static inline pk_png_reader *pk_png_open(const void *data, int fd, size_t size, int fail_level, int *ok) {
     *ok = 0;
     pk_png_reader *reader = (pk_png_reader *)calloc(1, sizeof(pk_png_reader));
     if (!reader) return NULL;
     reader->data = (const unsigned char *)data;
+    reader->fd = fd;
     reader->size = size;
+    if (!data && !(reader->buffer = (unsigned char *)malloc(PK_PNG_BUFFER))) { free(reader); return NULL; }
     reader->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, reader, pk_png_on_error, pk_png_on_warning);
     if (!reader->png) { free(reader); return NULL; }
     reader->info = png_create_info_struct(reader->png);

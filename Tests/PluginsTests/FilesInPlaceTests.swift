@@ -42,28 +42,32 @@ import TestSupport
         #expect(try pixelsEqual(try full.decode(open, hint: hint), try full.decode(whole, hint: hint)))
     }
 
-    @Test func aTIFFCutShortAfterItWasOpenedFailsAsDamaged() async throws {
-        let path = try await made("cut.tif", ["-size", "1200x800", "plasma:", "-define", "tiff:rows-per-strip=16", "-compress", "zip"])
+    @Test(arguments: [("cut.tif", ["-define", "tiff:rows-per-strip=16", "-compress", "zip"]), ("cut.png", [])])
+    func aFileCutShortAfterItWasOpenedFailsAsDamaged(name: String, options: [String]) async throws {
+        let path = try await made(name, ["-size", "1200x800", "plasma:"] + options)
         let open = try await loader.load(Source(text: path, index: 1))
         let size = try #require(open.file).size
-        // Cut in place (same inode, which the descriptor keeps): the strips at the end are gone.
+        // Cut in place (same inode, which the descriptor keeps): the rows at the end are gone.
         #expect(truncate(path, off_t(size / 2)) == 0)
         let error = try #require(throws: PipelineError.self) { try decoder.decode(open, hint: hint) }
         #expect(error.kind == .decodeFailed, "\(error)")
-        #expect(error.message.contains("TIFF"), "\(error)")
+        #expect(error.message.contains(name.hasSuffix("tif") ? "TIFF" : "PNG"), "\(error)")
         // Emptied: nothing to read at all.
         #expect(truncate(path, 0) == 0)
         let emptied = try #require(throws: PipelineError.self) { try decoder.decode(open, hint: hint) }
         #expect(emptied.kind == .decodeFailed, "\(emptied)")
     }
 
-    @Test func otherFormatsAreReadWholeFromTheOpenFile() async throws {
+    /// PNG is read in place by its reduced path (and whole by ImageMagick's); the others whole.
+    @Test func everyFormatDecodesFromTheOpenFileAsFromMemory() async throws {
         for name in ["p.png", "j.jpg", "w.webp", "g.gif"] {
             let path = try await made(name, ["-size", "600x400", "plasma:"])
             let open = try await loader.load(Source(text: path, index: 1))
             #expect(open.file != nil)
             let whole = LoadedData(data: try Data(contentsOf: URL(fileURLWithPath: path)))
             #expect(try pixelsEqual(try decoder.decode(open, hint: hint), try decoder.decode(whole, hint: hint)), "\(name)")
+            let full = try decoder(["shrink_on_load": .string("false")])
+            #expect(try pixelsEqual(try full.decode(open, hint: hint), try full.decode(whole, hint: hint)), "\(name) whole")
         }
     }
 

@@ -52,7 +52,7 @@ enum FuzzTargets {
     @Sendable static func png(_ data: Data) {
         guard fits(HeaderProbe.dimensions(data, format: .png)) else { return }
         let failOn = FailOn.allCases[data.count % 4]
-        _ = try? PNGReducer.decode(data, factor: 1 + data.count % 3, toSRGB: data.count % 2 == 0, failOn: failOn)
+        _ = try? PNGReducer.decode(.memory(data), factor: 1 + data.count % 3, toSRGB: data.count % 2 == 0, failOn: failOn)
         _ = try? PNGReducer.decodeWhole(data, failOn: failOn)
     }
 

@@ -57,11 +57,11 @@ enum PNGReducer {
 
     /// A PNG opened from `data` with its header chunks read, handed to `body`; `nil` when out of
     /// memory. Throws `decode_failed` with libpng's reason when the header chunks are corrupt.
-    static func withReader<T>(_ data: Data, failOn: FailOn = .warning,
+    static func withReader<T>(_ input: EncodedInput, failOn: FailOn = .warning,
                               _ body: (UnsafeMutablePointer<pk_png_reader>) throws -> T?) throws -> T? {
-        try data.withUnsafeBytes { raw -> T? in
+        try input.withSource { bytes, descriptor, size -> T? in
             var ok: Int32 = 0
-            guard let reader = pk_png_open(raw.baseAddress, raw.count, failOn.failLevel, &ok) else { return nil }
+            guard let reader = pk_png_open(bytes, descriptor, size, failOn.failLevel, &ok) else { return nil }
             defer { pk_png_close(reader) }
             guard ok != 0 else { throw failure(reader) }
             return try body(reader)
@@ -69,16 +69,16 @@ enum PNGReducer {
     }
 
     /// Whether ``decode(_:factor:toSRGB:)`` would take `data` (reads its header chunks only).
-    static func takes(_ data: Data, toSRGB: Bool) -> Bool {
-        ((try? withReader(data) { plan($0, toSRGB: toSRGB) }) ?? nil) != nil
+    static func takes(_ input: EncodedInput, toSRGB: Bool) -> Bool {
+        ((try? withReader(input) { plan($0, toSRGB: toSRGB) }) ?? nil) != nil
     }
 
     /// The reduced image, with the damage read past (as `failOn` allows) when there was some, or
     /// `nil` when this PNG is not one for the fast path (see ``plan``). Throws `decode_failed`
     /// with libpng's reason for a file too damaged for `failOn`. When the image data stops early
     /// and `failOn` allows it, the rows not read are left black and transparent.
-    static func decode(_ data: Data, factor: Int, toSRGB: Bool, failOn: FailOn = .warning) throws -> (wand: Wand, damage: Damage?)? {
-        try withReader(data, failOn: failOn) { reader -> (wand: Wand, damage: Damage?)? in
+    static func decode(_ input: EncodedInput, factor: Int, toSRGB: Bool, failOn: FailOn = .warning) throws -> (wand: Wand, damage: Damage?)? {
+        try withReader(input, failOn: failOn) { reader -> (wand: Wand, damage: Damage?)? in
             guard let plan = plan(reader, toSRGB: toSRGB) else { return nil }
             let rowBytes = pk_png_start(reader)
             guard rowBytes == plan.width * (plan.alpha ? 4 : 3) else {
@@ -114,7 +114,7 @@ enum PNGReducer {
     /// transparent; an interlaced image keeps what its earlier passes gave. An ICC profile is
     /// attached for the caller to convert or keep.
     static func decodeWhole(_ data: Data, failOn: FailOn) throws -> (wand: Wand, damage: Damage?)? {
-        try withReader(data, failOn: failOn) { reader -> (wand: Wand, damage: Damage?)? in
+        try withReader(.memory(data), failOn: failOn) { reader -> (wand: Wand, damage: Damage?)? in
             var width: UInt32 = 0, height: UInt32 = 0, profileLength: UInt32 = 0
             var colorType: Int32 = 0, interlaced: Int32 = 0, transparency: Int32 = 0
             var profileBytes: UnsafePointer<UInt8>?

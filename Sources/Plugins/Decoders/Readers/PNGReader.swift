@@ -5,24 +5,32 @@ import PipelineKit
 /// PNG: the size from IHDR; when the output needs much less, whether the row-by-row reduced path
 /// takes it (libpng's reading of the header chunks: colour, interlacing, profile). A damaged PNG that ImageMagick
 /// gives up on is read whole by libpng as `fail_on` allows.
+///
+/// A large local file is read in place (``LoadedData/file``) by the reduced path: libpng reads it
+/// a megabyte at a time as rows are decoded. ImageMagick's path reads it whole.
 struct PNGReader: FormatReader {
     var format: ImageFormat { .png }
-    let data: Data
+    let input: EncodedInput
     let size: PixelSize
 
-    init(_ data: Data) throws {
-        self.data = data
-        size = try ImageMagickDecoder.headerSize(data, format: .png)
+    /// `head`: the file's first bytes, which hold IHDR.
+    init(_ input: EncodedInput, head: Data) throws {
+        self.input = input
+        size = try ImageMagickDecoder.headerSize(head, format: .png)
     }
+
+    var data: Data { input.data }
+    var byteCount: Int { input.byteCount }
 
     func plan(_ hint: DecodeHint, _ settings: DecodeSettings) -> ReadPlan {
         // libpng reads the header chunks (colour, interlacing, profile) only when a reduction is wanted.
-        guard let factor = settings.block(size, hint: hint), PNGReducer.takes(data, toSRGB: settings.toSRGB) else {
+        guard let factor = settings.block(size, hint: hint), PNGReducer.takes(input, toSRGB: settings.toSRGB) else {
             return ReadPlan(estimatedMemory: magickMemory())
         }
-        let data = self.data
-        return ReadPlan(reduced: { try PNGReducer.decode(data, factor: factor, toSRGB: settings.toSRGB, failOn: settings.failOn) },
-                        estimatedMemory: PNGReducer.estimatedMemory(size, factor: factor) + data.count)
+        let input = self.input
+        let held = if case .memory(let data) = input { data.count } else { 2 << 20 }  // the bytes, or libpng's buffer
+        return ReadPlan(reduced: { try PNGReducer.decode(input, factor: factor, toSRGB: settings.toSRGB, failOn: settings.failOn) },
+                        estimatedMemory: PNGReducer.estimatedMemory(size, factor: factor) + held)
     }
 
     func salvage(_ settings: DecodeSettings) throws -> (wand: Wand, damage: Damage?)? {

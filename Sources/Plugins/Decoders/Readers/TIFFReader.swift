@@ -22,21 +22,8 @@ struct TIFFReader: FormatReader {
         }
     }
 
-    var data: Data {
-        switch input {
-        case .memory(let data): return data
-        // Read for ImageMagick's path or a metadata ping; a failed read leaves nothing to decode,
-        // which fails as an empty file.
-        case .file(let file): return (try? file.read(at: 0, count: file.size)) ?? Data()
-        }
-    }
-
-    var byteCount: Int {
-        switch input {
-        case .memory(let data): return data.count
-        case .file(let file): return file.size
-        }
-    }
+    var data: Data { input.data }
+    var byteCount: Int { input.byteCount }
 
     func plan(_ hint: DecodeHint, _ settings: DecodeSettings) -> ReadPlan {
         guard settings.shrinkOnLoad else { return ReadPlan(estimatedMemory: magickMemory()) }

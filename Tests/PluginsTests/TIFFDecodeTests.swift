@@ -1,3 +1,4 @@
+import CTIFF
 import Foundation
 import MagickKit
 import PipelineKit
@@ -56,6 +57,37 @@ import TestSupport
         try expectRedSquareWithoutFringes(reduced)
         let (a, b, _) = try thumbnails(data)
         #expect(try psnr(a, b) >= 40)
+    }
+
+    /// A pyramid level read as it is (no block) is copied with alpha divided out: the same bytes
+    /// a box of one pixel makes, semi-transparent pixels included.
+    @Test func aLevelReadAsItIsMatchesABoxOfOne() async throws {
+        let data = try await Self.tiff(["-alpha", "set", "-channel", "A", "-evaluate", "set", "60%", "+channel",
+                                        "-define", "tiff:rows-per-strip=16", "-compress", "zip"])
+        let size = PixelSize(width: 1200, height: 800)
+        func rows(_ factor: Int) throws -> [UInt8] {
+            try TIFFReducer.withReader(.memory(data)) { reader in
+                #expect(pk_tiff_band_begin(reader) != 0)
+                var buffer = [UInt32](repeating: 0, count: size.width * 16)
+                if factor == 1 { return try TIFFReducer.copyRows(reader, size: size, band: 16, rows: 0..<800, buffer: &buffer) }
+                var box = BoxReducer(width: size.width, height: size.height, factor: 1, alpha: true)
+                box.premultiplied = true
+                var y = 0
+                return try box.reduce { row in
+                    if y % 16 == 0 {
+                        let read = buffer.withUnsafeMutableBufferPointer { pk_tiff_band_read(reader, $0.baseAddress, UInt32(y), 16) }
+                        #expect(read != 0)
+                    }
+                    buffer.withUnsafeBytes { pixels in
+                        row.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: pixels[((y % 16) * 1200 * 4)..<((y % 16 + 1) * 1200 * 4)])) }
+                    }
+                    y += 1
+                }
+            }
+        }
+        let copied = try rows(1), boxed = try rows(0)
+        #expect(copied == boxed)
+        #expect(copied[3] > 100 && copied[3] < 200)  // semi-transparent, as made
     }
 
     @Test func anICCProfileIsConvertedToSRGBOrKept() async throws {

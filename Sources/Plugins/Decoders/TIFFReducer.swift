@@ -127,6 +127,7 @@ enum TIFFReducer {
     static func reduceRows(_ reader: UnsafeMutablePointer<pk_tiff_reader>, size: PixelSize, band: Int, factor: Int,
                            rows: Range<Int>) throws -> [UInt8] {
         var buffer = [UInt32](repeating: 0, count: size.width * band)
+        if factor == 1 { return try copyRows(reader, size: size, band: band, rows: rows, buffer: &buffer) }
         var readStart = rows.lowerBound, readEnd = rows.lowerBound
         var box = BoxReducer(width: size.width, height: rows.count, factor: factor, alpha: true)
         box.premultiplied = true
@@ -148,6 +149,39 @@ enum TIFFReducer {
             }
             y += 1
         }
+    }
+
+    /// `rows` as they are (a pyramid level that needs no block): read a band at a time straight
+    /// into the output, alpha divided out where a pixel is not opaque.
+    static func copyRows(_ reader: UnsafeMutablePointer<pk_tiff_reader>, size: PixelSize, band: Int, rows: Range<Int>,
+                         buffer: inout [UInt32]) throws -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: size.width * rows.count * 4)
+        var y = rows.lowerBound
+        while y < rows.upperBound {
+            let end = min(rows.upperBound, (y / band + 1) * band)
+            let read = buffer.withUnsafeMutableBufferPointer { pk_tiff_band_read(reader, $0.baseAddress, UInt32(y), UInt32(end - y)) }
+            guard read != 0 else { throw failure(reader) }
+            buffer.withUnsafeBytes { source in
+                out.withUnsafeMutableBytes { target in
+                    let from = source.bindMemory(to: UInt8.self), to = target.bindMemory(to: UInt8.self)
+                    let base = (y - rows.lowerBound) * size.width * 4
+                    for i in stride(from: 0, to: (end - y) * size.width * 4, by: 4) {
+                        let a = UInt32(from[i + 3])
+                        if a == 255 || a == 0 {
+                            to[base + i] = from[i]; to[base + i + 1] = from[i + 1]; to[base + i + 2] = from[i + 2]; to[base + i + 3] = from[i + 3]
+                        } else {
+                            // Premultiplied in: the same rounding as the box's (r x 255 + a/2) / a.
+                            to[base + i] = UInt8(min(255, (UInt32(from[i]) * 255 + a / 2) / a))
+                            to[base + i + 1] = UInt8(min(255, (UInt32(from[i + 1]) * 255 + a / 2) / a))
+                            to[base + i + 2] = UInt8(min(255, (UInt32(from[i + 2]) * 255 + a / 2) / a))
+                            to[base + i + 3] = UInt8(a)
+                        }
+                    }
+                }
+            }
+            y = end
+        }
+        return out
     }
 
     /// Pieces of rows that may be reduced apart: each starts on a block boundary, so the blocks

@@ -220,5 +220,27 @@ static inline int pk_tiff_band_read(pk_tiff_reader *reader, uint32_t *raster, ui
     return TIFFRGBAImageGet(&reader->image, raster, reader->image.width, rows);
 }
 
+/// Whether the current directory's strips decode straight to the pixels wanted: 8-bit RGB, three
+/// samples interleaved, no alpha, in strips (not tiles), so a strip is read raw (libtiff still
+/// undoes the compression and the predictor) without the RGBA interface's packing.
+static inline int pk_tiff_raw_rgb(pk_tiff_reader *reader) {
+    TIFF *t = reader->tiff;
+    uint16_t photometric = 0, samples = 0, bits = 0, planar = 0, compression = 0;
+    if (TIFFIsTiled(t)) return 0;
+    TIFFGetField(t, TIFFTAG_PHOTOMETRIC, &photometric);
+    TIFFGetFieldDefaulted(t, TIFFTAG_SAMPLESPERPIXEL, &samples);
+    TIFFGetFieldDefaulted(t, TIFFTAG_BITSPERSAMPLE, &bits);
+    TIFFGetFieldDefaulted(t, TIFFTAG_PLANARCONFIG, &planar);
+    TIFFGetFieldDefaulted(t, TIFFTAG_COMPRESSION, &compression);
+    return photometric == PHOTOMETRIC_RGB && samples == 3 && bits == 8 && planar == PLANARCONFIG_CONTIG
+        && compression != COMPRESSION_OJPEG && compression != COMPRESSION_JPEG;
+}
+
+/// Decodes strip `strip` of the current directory into `out` (`size` bytes); the bytes decoded, or
+/// -1 on failure (the reader then holds libtiff's message).
+static inline int64_t pk_tiff_read_strip(pk_tiff_reader *reader, uint32_t strip, void *out, int64_t size) {
+    return (int64_t)TIFFReadEncodedStrip(reader->tiff, strip, out, (tmsize_t)size);
+}
+
 static inline const char *pk_tiff_message(pk_tiff_reader *reader) { return reader->message; }
 #endif

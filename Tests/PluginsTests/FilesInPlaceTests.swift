@@ -98,6 +98,14 @@ import TestSupport
         let open = try await loader.load(Source(text: path, index: 1))
         let sharedOpen = try await pool.run { try decoder.decode(open, hint: hint) }
         #expect(try pixelsEqual(serial, sharedOpen))
+        // The memory asked of the decode budget is the bands' and the output's, not the page's
+        // (10 MP as RGBA is 40 MB): two such files decode side by side under the default budget.
+        let estimate = try #require(try decoder.prepare(open, hint: hint).estimatedMemory)
+        #expect(estimate > 4000 * 16 * 4 && estimate < 4000 * 2500 * 4 / 4, "\(estimate)")
+        // A TIFF for ImageMagick's path (CMYK) asks for that path's memory, the whole page.
+        let cmyk = try await made("cmyk.tif", ["-size", "1200x800", "plasma:", "-colorspace", "CMYK", "-compress", "zip"])
+        let cmykOpen = try await loader.load(Source(text: cmyk, index: 1))
+        #expect(try #require(try decoder.prepare(cmykOpen, hint: hint).estimatedMemory) >= 1200 * 800 * 8)
         // Cut in the middle: the pieces past the cut fail, and so does the decode.
         let cut = data.prefix(data.count * 2 / 3)
         let error = try await #require(throws: PipelineError.self) { try await pool.run { try decoder.decode(LoadedData(data: cut), hint: hint) } }

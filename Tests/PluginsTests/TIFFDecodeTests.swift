@@ -59,6 +59,29 @@ import TestSupport
         #expect(try psnr(a, b) >= 40)
     }
 
+    /// 8-bit RGB strips are read raw (no RGBA packing); the same picture in tiles goes through
+    /// libtiff's RGBA interface. Both reduce to exactly the same pixels.
+    @Test func rawStripsReduceToThePixelsOfTheRGBAInterface() async throws {
+        let strips = try await Self.tiff(["-depth", "8", "-define", "tiff:rows-per-strip=24", "-compress", "lzw"])
+        // The same pixels in tiles (lossless from the strips).
+        let folder = try Fixtures.temporaryDirectory("tiff-raw")
+        try strips.write(to: folder.appendingPathComponent("s.tif"))
+        let made = try await Command.run("/usr/bin/convert", [folder.appendingPathComponent("s.tif").path, "-define", "tiff:tile-geometry=128x128",
+                                                              "-compress", "zip", folder.appendingPathComponent("t.tif").path])
+        try #require(made.status == 0, "\(made.stderr)")
+        let tiles = try Data(contentsOf: folder.appendingPathComponent("t.tif"))
+        let raw = try TIFFReducer.withReader(.memory(strips)) { try TIFFReducer.layout($0, hint: hint, headroom: 2, keepsPages: false) }
+        #expect(raw?.raw == true)
+        let packed = try TIFFReducer.withReader(.memory(tiles)) { try TIFFReducer.layout($0, hint: hint, headroom: 2, keepsPages: false) }
+        #expect(packed?.raw == false)
+        let a = try decoder.decode(LoadedData(data: strips), hint: hint), b = try decoder.decode(LoadedData(data: tiles), hint: hint)
+        #expect((a.width, a.height) == (300, 200) && (b.width, b.height) == (300, 200))
+        #expect(try psnr(a, b).isInfinite)
+        // A strip cut short fails with libtiff's reason, as on the RGBA path.
+        let cut = try #require(throws: PipelineError.self) { try decoder.decode(LoadedData(data: strips.prefix(strips.count / 2)), hint: hint) }
+        #expect(cut.kind == .decodeFailed && cut.message.contains("TIFF"), "\(cut)")
+    }
+
     /// A pyramid level read as it is (no block) is copied with alpha divided out: the same bytes
     /// a box of one pixel makes, semi-transparent pixels included.
     @Test func aLevelReadAsItIsMatchesABoxOfOne() async throws {

@@ -27,6 +27,40 @@ public final class WorkerPool: Sendable {
         var nextID: UInt64 = 0
         /// Threads running a job now.
         var running = 0
+        /// Jobs shared out in parts (``shareIdleThreads``) that may still have parts to take.
+        var shares: [Share] = []
+    }
+
+    /// One job's parts, taken by whichever thread claims each first.
+    final class Share: Sendable {
+        let parts: Int
+        let body: @Sendable (Int) -> Void
+        let next = Atomic<Int>(0)
+        /// Threads other than the owner inside ``work()``.
+        let helpers = DispatchGroup()
+
+        init(parts: Int, body: @escaping @Sendable (Int) -> Void) {
+            self.parts = parts
+            self.body = body
+        }
+
+        var hasParts: Bool { next.load(ordering: .relaxed) < parts }
+
+        /// Takes parts until none is left.
+        func work() {
+            while true {
+                let part = next.wrappingAdd(1, ordering: .relaxed).oldValue
+                guard part < parts else { return }
+                body(part)
+            }
+        }
+
+        /// ``work()`` on a thread other than the owner's, counted so the owner waits for it.
+        func help() {
+            helpers.enter()
+            work()
+            helpers.leave()
+        }
     }
     private let queue = Mutex(Queue())
     private let wakeup = DispatchSemaphore(value: 0)
@@ -79,6 +113,20 @@ public final class WorkerPool: Sendable {
             guard let job else { continue }
             job.body()
             queue.withLock { $0.running -= 1 }
+            joinShares()
+        }
+    }
+
+    /// With nothing queued, helps with a shared job that still has parts (a thread that became
+    /// free after the job was shared out).
+    private func joinShares() {
+        while let share = queue.withLock({ queue -> Share? in
+            guard queue.jobs.isEmpty, let share = queue.shares.first(where: \.hasParts) else { return nil }
+            queue.running += 1
+            return share
+        }) {
+            share.help()
+            queue.withLock { $0.running -= 1 }
         }
     }
 
@@ -101,28 +149,20 @@ public final class WorkerPool: Sendable {
     /// the caller does every part itself. A helper that has not started by the time the caller
     /// has taken the last part is withdrawn: the caller never waits for a thread busy elsewhere.
     public static func shareIdleThreads(parts: Int, _ body: @escaping @Sendable (Int) -> Void) {
-        let next = Atomic<Int>(0)
-        let work: @Sendable () -> Void = {
-            while true {
-                let part = next.wrappingAdd(1, ordering: .relaxed).oldValue
-                guard part < parts else { return }
-                body(part)
-            }
+        let share = Share(parts: parts, body: body)
+        guard parts > 1, let pool = current else { return share.work() }
+        // Threads idle now are woken to help; threads that finish their job later join while
+        // parts are left (``joinShares()``).
+        let idle = pool.queue.withLock { queue in
+            queue.shares.append(share)
+            return queue.jobs.isEmpty ? pool.threads - queue.running : 0
         }
-        guard parts > 1, let pool = current else { return work() }
-        let idle = pool.queue.withLock { $0.jobs.isEmpty ? pool.threads - $0.running : 0 }
-        let group = DispatchGroup()
         var helpers: [UInt64] = []
-        for _ in 0..<min(idle, parts - 1) {
-            group.enter()
-            helpers.append(pool.submit(priority: Int.max) {
-                work()
-                group.leave()
-            })
-        }
-        work()
-        for id in helpers where pool.withdraw(id) { group.leave() }
-        group.wait()
+        for _ in 0..<min(idle, parts - 1) { helpers.append(pool.submit(priority: Int.max) { share.help() }) }
+        share.work()
+        pool.queue.withLock { $0.shares.removeAll { $0 === share } }
+        for id in helpers { _ = pool.withdraw(id) }
+        share.helpers.wait()
     }
 
     /// Queues `job` to run on one of the pool's threads; returns its number, for ``withdraw(_:)``.

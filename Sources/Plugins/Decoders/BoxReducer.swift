@@ -42,17 +42,26 @@ struct BoxReducer {
     /// The reduced pixels (RGBA or RGB), reading each of the `height` rows with `readRow`, which
     /// fills the buffer it is given (`width` x 4 or 3 bytes).
     func reduce(_ readRow: (inout [UInt8]) throws -> Void) throws -> [UInt8] {
+        var row = [UInt8](repeating: 0, count: width * (alpha ? 4 : 3))
+        return try reduce(feeding: { _, take in
+            try readRow(&row)
+            row.withUnsafeBufferPointer(take)
+        })
+    }
+
+    /// The same, with rows handed over where they already are: `feed(y, take)` calls `take` once
+    /// with row `y` (`width` x 4 or 3 bytes), which adds it in place (no copy).
+    func reduce(feeding feed: (Int, (UnsafeBufferPointer<UInt8>) -> Void) throws -> Void) throws -> [UInt8] {
         let channels = alpha ? 4 : 3
         let outW = outWidth, outH = outHeight
-        var row = [UInt8](repeating: 0, count: width * channels)
         // A column total is at most factor x 255 x 255: far from UInt32's limit for any factor.
         var columns = [UInt32](repeating: 0, count: width * channels)
         var out = [UInt8](repeating: 0, count: outW * outH * channels)
         var rows = 0, outY = 0
+        let alpha = self.alpha, premultiplied = self.premultiplied
         for y in 0..<height {
-            try readRow(&row)
-            row.withUnsafeBufferPointer { row in
-                columns.withUnsafeMutableBufferPointer { columns in
+            try columns.withUnsafeMutableBufferPointer { columns in
+                try feed(y) { row in
                     if alpha, !premultiplied { Self.addPremultiplied(row, to: columns) } else { Self.add(row, to: columns) }
                 }
             }

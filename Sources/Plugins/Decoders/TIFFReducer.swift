@@ -42,45 +42,87 @@ enum TIFFReducer {
         }
     }
 
+    /// What the reduced path will read: the directory (the first, or a pyramid level, selected
+    /// in `reader` on return), its size, the block, the orientation.
+    struct Layout {
+        let size: PixelSize
+        let levelIndex: Int32?
+        let factor: Int
+        let orientation: UInt16
+        let profile: Data?
+        /// Rows one read decodes (a strip's or a tile row's).
+        let band: Int
+        /// Strips of 8-bit RGB read raw, without libtiff's RGBA packing (``reduceRawRows``).
+        let raw: Bool
+        var outWidth: Int { (size.width + factor - 1) / factor }
+        var outHeight: Int { (size.height + factor - 1) / factor }
+    }
+
+    /// The layout of the reduced read of `reader`'s file, or `nil` when it is one for ImageMagick.
+    static func layout(_ reader: UnsafeMutablePointer<pk_tiff_reader>, hint: DecodeHint, headroom: Int, keepsPages: Bool) throws -> Layout? {
+        var width: UInt32 = 0, height: UInt32 = 0
+        var photometric: UInt16 = 0, samples: UInt16 = 0, bits: UInt16 = 0, orientation: UInt16 = 0
+        var morePages: Int32 = 0
+        pk_tiff_info(reader, &width, &height, &photometric, &samples, &bits, &orientation, &morePages)
+        let full = PixelSize(width: Int(width), height: Int(height))
+        guard full.width > 0, full.height > 0, orientation <= 4, !(keepsPages && morePages != 0),
+              [PHOTOMETRIC_RGB, PHOTOMETRIC_YCBCR, PHOTOMETRIC_PALETTE].contains(Int32(photometric)),
+              let fullShrink = hint.maxShrink(from: full) else { return nil }
+        var profile: Data?
+        var profileLength: UInt32 = 0
+        if let icc = pk_tiff_icc(reader, &profileLength), profileLength > 0 {
+            profile = Data(bytes: icc, count: Int(profileLength))
+        }
+        // A pyramid (levels as reduced-resolution directories after the first): the smallest
+        // level that still leaves the shrink its headroom is read instead of the full image.
+        var size = full, shrink = fullShrink, levelIndex: Int32?
+        if morePages != 0, !keepsPages, let chosen = smallestLevel(reader, full: full, shrink: fullShrink, headroom: headroom) {
+            (size, levelIndex) = (chosen.size, chosen.index)
+            shrink = fullShrink * Double(chosen.size.width) / Double(full.width)
+            var reduced: Int32 = 0
+            guard pk_tiff_select(reader, chosen.index, &width, &height, &reduced) != 0 else { throw failure(reader) }
+        }
+        let factor = BoxReducer.blockSize(for: size, shrink: shrink, headroom: headroom) ?? (levelIndex != nil ? 1 : nil)
+        guard let factor, pk_tiff_rgba_ok(reader) != 0 else { return nil }
+        return Layout(size: size, levelIndex: levelIndex, factor: factor, orientation: orientation, profile: profile,
+                      band: Int(pk_tiff_band_rows(reader)), raw: orientation <= 1 && pk_tiff_raw_rgb(reader) != 0)
+    }
+
+    /// Peak memory of the reduced read, or `nil` when the file is one for ImageMagick: for each
+    /// reader at once (one per core at most) a band as RGBA and libtiff's decoded and compressed
+    /// strip (up to 16-bit samples), the output twice (reduced, then in the wand); a page read
+    /// whole (flipped orientations) as RGBA. Not the page: a 160 MP strip TIFF needs tens of MB,
+    /// so two run side by side under the decode budget.
+    static func estimatedMemory(_ input: Input, hint: DecodeHint, headroom: Int, keepsPages: Bool) -> Int? {
+        guard let layout = try? withReader(input, { try Self.layout($0, hint: hint, headroom: headroom, keepsPages: keepsPages) }) else {
+            return nil
+        }
+        let output = layout.outWidth * layout.outHeight * 4 * 2
+        if layout.orientation > 1 { return layout.size.width * layout.size.height * 4 + output }
+        let readers = chunks(height: layout.size.height, band: layout.band, factor: layout.factor,
+                             pixels: layout.size.width * layout.size.height).count > 1 ? 2 : 1
+        return readers * layout.size.width * layout.band * (4 + 8 + 8) + output
+    }
+
     /// The reduced first page, or `nil` when this TIFF is one for ImageMagick. Throws
     /// `decode_failed` with libtiff's reason for a corrupt or truncated file.
     static func decode(_ input: Input, hint: DecodeHint, headroom: Int, keepsPages: Bool) throws -> Wand? {
         try withReader(input) { reader -> Wand? in
-            var width: UInt32 = 0, height: UInt32 = 0
-            var photometric: UInt16 = 0, samples: UInt16 = 0, bits: UInt16 = 0, orientation: UInt16 = 0
-            var morePages: Int32 = 0
-            pk_tiff_info(reader, &width, &height, &photometric, &samples, &bits, &orientation, &morePages)
-            let full = PixelSize(width: Int(width), height: Int(height))
-            guard full.width > 0, full.height > 0, orientation <= 4, !(keepsPages && morePages != 0),
-                  [PHOTOMETRIC_RGB, PHOTOMETRIC_YCBCR, PHOTOMETRIC_PALETTE].contains(Int32(photometric)),
-                  let fullShrink = hint.maxShrink(from: full) else { return nil }
-            var profile: Data?
-            var profileLength: UInt32 = 0
-            if let icc = pk_tiff_icc(reader, &profileLength), profileLength > 0 {
-                profile = Data(bytes: icc, count: Int(profileLength))
-            }
-            // A pyramid (levels as reduced-resolution directories after the first): the smallest
-            // level that still leaves the shrink its headroom is read instead of the full image.
-            var size = full, shrink = fullShrink, levelIndex: Int32?
-            if morePages != 0, !keepsPages, let chosen = smallestLevel(reader, full: full, shrink: fullShrink, headroom: headroom) {
-                (size, levelIndex) = (chosen.size, chosen.index)
-                shrink = fullShrink * Double(chosen.size.width) / Double(full.width)
-                var reduced: Int32 = 0
-                guard pk_tiff_select(reader, chosen.index, &width, &height, &reduced) != 0 else { throw failure(reader) }
-            }
-            let factor = BoxReducer.blockSize(for: size, shrink: shrink, headroom: headroom) ?? (levelIndex != nil ? 1 : nil)
-            guard let factor, pk_tiff_rgba_ok(reader) != 0 else { return nil }
-            let alpha = pk_tiff_has_alpha(reader) != 0
+            guard let layout = try layout(reader, hint: hint, headroom: headroom, keepsPages: keepsPages) else { return nil }
+            let (size, levelIndex, factor, orientation, profile) = (layout.size, layout.levelIndex, layout.factor, layout.orientation, layout.profile)
+            let alpha = !layout.raw && pk_tiff_has_alpha(reader) != 0
             // Read in bands of a strip or a tile row, each reduced as it comes: memory is the
             // band and the output, not the page (a 160 MP page is 640 MB as RGBA).
             // Flipped orientations (2-4) are read whole: libtiff turns the page as a whole, and
             // bands come in the file's row order.
             let rgba: [UInt8]
             if orientation <= 1 {
-                let band = Int(pk_tiff_band_rows(reader))
+                let band = layout.band
                 let chunks = Self.chunks(height: size.height, band: band, factor: factor, pixels: size.width * size.height)
                 if chunks.count > 1, WorkerPool.current != nil {
-                    rgba = try reduceInParallel(input, level: levelIndex, size: size, band: band, factor: factor, chunks: chunks)
+                    rgba = try reduceInParallel(input, level: levelIndex, size: size, band: band, factor: factor, raw: layout.raw, chunks: chunks)
+                } else if layout.raw {
+                    rgba = try reduceRawRows(reader, size: size, rowsPerStrip: band, factor: factor, rows: 0..<size.height)
                 } else {
                     guard pk_tiff_band_begin(reader) != 0 else { throw failure(reader) }
                     rgba = try reduceRows(reader, size: size, band: band, factor: factor, rows: 0..<size.height)
@@ -105,7 +147,9 @@ enum TIFFReducer {
             }
             let outWidth = (size.width + factor - 1) / factor, outHeight = (size.height + factor - 1) / factor
             let wand: Wand
-            if alpha {
+            if layout.raw {
+                wand = try Wand.fromPixels(rgba, width: outWidth, height: outHeight, hasAlpha: false)  // RGB already
+            } else if alpha {
                 wand = try Wand.fromPixels(rgba, width: outWidth, height: outHeight, hasAlpha: true)
             } else {
                 // Opaque: drop the alpha byte rather than carry an alpha channel of 255s.
@@ -148,6 +192,30 @@ enum TIFFReducer {
                 }
             }
             y += 1
+        }
+    }
+
+    /// `rows` of 8-bit RGB strips read raw (``pk_tiff_raw_rgb``), each strip decoded once into a
+    /// buffer and its rows box-reduced where they lie: RGB out. One pass over the pixels fewer than
+    /// the RGBA interface (which packs every pixel into 32 bits first), and a quarter less to add.
+    static func reduceRawRows(_ reader: UnsafeMutablePointer<pk_tiff_reader>, size: PixelSize, rowsPerStrip: Int, factor: Int,
+                              rows: Range<Int>) throws -> [UInt8] {
+        let stride = size.width * 3
+        var strip = [UInt8](repeating: 0, count: stride * rowsPerStrip)
+        var loaded = -1
+        let box = BoxReducer(width: size.width, height: rows.count, factor: factor, alpha: false)
+        return try strip.withUnsafeMutableBufferPointer { buffer in
+            try box.reduce(feeding: { index, take in
+                let y = rows.lowerBound + index, number = y / rowsPerStrip
+                if number != loaded {
+                    let expected = min(rowsPerStrip, size.height - number * rowsPerStrip) * stride
+                    let got = pk_tiff_read_strip(reader, UInt32(number), buffer.baseAddress, Int64(buffer.count))
+                    guard got >= expected else { throw failure(reader) }
+                    loaded = number
+                }
+                let offset = (y - number * rowsPerStrip) * stride
+                take(UnsafeBufferPointer(rebasing: buffer[offset..<(offset + stride)]))
+            })
         }
     }
 
@@ -204,7 +272,7 @@ enum TIFFReducer {
 
     /// Pieces reduced in this thread and in the idle threads of its pool, each with a libtiff
     /// reader of its own over the same input, then stacked in order.
-    static func reduceInParallel(_ input: Input, level: Int32?, size: PixelSize, band: Int, factor: Int,
+    static func reduceInParallel(_ input: Input, level: Int32?, size: PixelSize, band: Int, factor: Int, raw: Bool,
                                  chunks: [Range<Int>]) throws -> [UInt8] {
         let results = Mutex<[Int: Result<[UInt8], any Error>]>([:])
         WorkerPool.shareIdleThreads(parts: chunks.count) { part in
@@ -214,6 +282,7 @@ enum TIFFReducer {
                         var width: UInt32 = 0, height: UInt32 = 0, reduced: Int32 = 0
                         guard pk_tiff_select(reader, level, &width, &height, &reduced) != 0 else { throw failure(reader) }
                     }
+                    if raw { return try reduceRawRows(reader, size: size, rowsPerStrip: band, factor: factor, rows: chunks[part]) }
                     guard pk_tiff_band_begin(reader) != 0 else { throw failure(reader) }
                     return try reduceRows(reader, size: size, band: band, factor: factor, rows: chunks[part])
                 }

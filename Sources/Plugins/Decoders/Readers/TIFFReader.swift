@@ -28,11 +28,15 @@ struct TIFFReader: FormatReader {
     func plan(_ hint: DecodeHint, _ settings: DecodeSettings) -> ReadPlan {
         guard settings.shrinkOnLoad else { return ReadPlan(estimatedMemory: magickMemory()) }
         let input = self.input
+        // The reduced read's own peak (bands and the output, with the bytes when they are in
+        // memory), or ImageMagick's when that path will read the file.
+        let reduced = TIFFReducer.estimatedMemory(input, hint: hint, headroom: settings.headroom, keepsPages: settings.maxFrames > 1)
+        let held = if case .memory(let data) = input { data.count } else { 0 }
         return ReadPlan(reduced: {
             guard let wand = try TIFFReducer.decode(input, hint: hint, headroom: settings.headroom, keepsPages: settings.maxFrames > 1)
             else { return nil }
             if settings.toSRGB { try wand.convertToSRGB() }
             return (wand, nil)
-        }, estimatedMemory: magickMemory())
+        }, estimatedMemory: reduced.map { $0 + held } ?? magickMemory())
     }
 }

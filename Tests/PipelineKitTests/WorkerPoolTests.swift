@@ -126,5 +126,30 @@ extension WorkerPoolPriorityTests {
         blocker.signal()
     }
 
+    /// A thread busy when the job was shared out joins it once its own job ends: part 0 lets the
+    /// busy thread finish, then waits until part 1 has started elsewhere.
+    @Test func aThreadThatFinishesLaterJoinsASharedJob() async throws {
+        let pool = WorkerPool(threads: 2, name: "pool-join")
+        let blocker = DispatchSemaphore(value: 0), started = DispatchSemaphore(value: 0), second = DispatchSemaphore(value: 0)
+        pool.submit { started.signal(); blocker.wait() }
+        await withCheckedContinuation { continuation in Thread { started.wait(); continuation.resume() }.start() }
+        let threads = Mutex<Set<UInt64>>([])
+        let together = try await pool.run { () -> Bool in
+            let met = Atomic(false)
+            WorkerPool.shareIdleThreads(parts: 2) { part in
+                _ = threads.withLock { $0.insert(Self.threadID()) }
+                if part == 0 {
+                    blocker.signal()  // the other thread's job ends now
+                    met.store(second.wait(timeout: .now() + 60) == .success, ordering: .relaxed)
+                } else {
+                    second.signal()
+                }
+            }
+            return met.load(ordering: .relaxed)
+        }
+        #expect(together)
+        #expect(threads.withLock { $0.count } == 2)
+    }
+
     static func threadID() -> UInt64 { UInt64(pthread_self()) }
 }

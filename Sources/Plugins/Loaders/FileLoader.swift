@@ -13,7 +13,7 @@ public struct FileLoader: DataLoading {
                 .size("max_bytes", default: "50MB", min: "1B", doc: "Largest file accepted."),
                 .int("max_concurrent", default: 8, range: 1...512, doc: "Files read at once."),
                 .size("in_place_above", default: "16MB", min: "0B",
-                      doc: "Files larger than this are left open for the decoder, which reads the parts it needs as it decodes (TIFF strip by strip, a pyramid only its level) instead of holding the whole file in memory; formats the decoder reads whole are read whole."),
+                      doc: "Files larger than this are left open for the decoder, which reads the parts it needs as it decodes (TIFF strip by strip, a pyramid only its level, PNG a megabyte at a time) instead of holding the whole file in memory; formats the decoder reads whole are read whole."),
             ]),
         schemes: ["", "file"]
     ) { options in

@@ -42,4 +42,11 @@ extension LoadedData {
         }
         return Hashing.hex(Data(hasher.finalize()))
     }
+
+    /// ``bodyDigest()`` from async code: a file is read on the I/O threads (``WorkerPool/io``).
+    public func readBodyDigest() async throws -> String {
+        guard file != nil else { return bodyDigest() }
+        let open = self
+        return try await WorkerPool.io.run { open.bodyDigest() }
+    }
 }

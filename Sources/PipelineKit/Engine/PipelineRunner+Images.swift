@@ -108,8 +108,7 @@ extension PipelineRunner {
         var data = data
         if data.file != nil, !decoder.readsLocalFiles {
             // A file the loader left open, for a decoder that takes bytes: read it whole.
-            let open = data
-            do { data = try await WorkerPool.io.run { try open.whole() } } catch {
+            do { data = try await data.readWhole() } catch {
                 throw Self.classify(error, stage: .load, kind: .io, plugin: nil)
             }
         }

@@ -31,8 +31,7 @@ extension PipelineRunner {
         }
         var loaded = if let preloaded { preloaded } else { try await load(plan) }
         if loaded.cache == .off { loaded.cache = .miss }  // the cache took part, for outputs
-        let body = loaded.data
-        let digest = body.file == nil ? body.bodyDigest() : try await WorkerPool.io.run { body.bodyDigest() }
+        let digest = try await loaded.data.readBodyDigest()
         var valid: [Int: CachedEntry] = [:]
         for (index, entry) in entries where entry.output?.sourceDigest == digest {
             valid[index] = entry
@@ -103,8 +102,7 @@ extension PipelineRunner {
         case .modified(let data):
             let originals = originalsCache(plan.slot)
             if let originals { await storeQuietly(data, for: plan.key, in: originals) }
-            let digest = data.file == nil ? data.bodyDigest() : try await WorkerPool.io.run { data.bodyDigest() }
-            guard digest == first.output?.sourceDigest else {
+            guard try await data.readBodyDigest() == first.output?.sourceDigest else {
                 return .changed(LoadedSource(data: data, cache: originals == nil ? .off : .miss, milliseconds: milliseconds))
             }
             current = data.directives

@@ -118,6 +118,13 @@ public struct LoadedData: Sendable {
         copy.file = nil
         return copy
     }
+
+    /// ``whole()`` from async code: a file is read on the I/O threads (``WorkerPool/io``).
+    public func readWhole() async throws -> LoadedData {
+        guard file != nil else { return self }
+        let open = self
+        return try await WorkerPool.io.run { try open.whole() }
+    }
 }
 
 /// An open local file, read with `pread` (no shared offset: readers on several threads may read it

@@ -101,7 +101,7 @@ public final class DiskDataCache: DataCaching, DataCacheMaintenance {
         let meta = Meta(key: key, contentType: loaded.contentType, finalURL: loaded.finalURL,
                         storedAt: now().timeIntervalSince1970, directives: loaded.directives, output: output)
         // A body left in a local file is stored whole, never its first bytes.
-        let body = loaded.file == nil ? loaded.data : try await WorkerPool.io.run { try loaded.wholeData() }
+        let body = try await loaded.readWhole().data
         try await write(meta: meta, body: body, key: key)
     }
 

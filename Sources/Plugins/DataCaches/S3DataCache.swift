@@ -94,7 +94,7 @@ public final class S3DataCache: DataCaching, DataCacheMaintenance {
         let meta = CacheEntry.Meta(key: key, contentType: loaded.contentType, finalURL: loaded.finalURL,
                                    storedAt: now().timeIntervalSince1970, directives: loaded.directives, output: output)
         // A body left in a local file is stored whole, never its first bytes.
-        let body = loaded.file == nil ? loaded.data : try await WorkerPool.io.run { try loaded.wholeData() }
+        let body = try await loaded.readWhole().data
         try await client.put(object(for: key), try CacheEntry.encode(meta: meta, body: body),
                              contentType: "application/octet-stream")
     }

@@ -99,7 +99,7 @@ enum TIFFReducer {
         }
         let output = layout.outWidth * layout.outHeight * 4 * 2
         if layout.orientation > 1 { return layout.size.width * layout.size.height * 4 + output }
-        let readers = chunks(height: layout.size.height, band: layout.band, factor: layout.factor,
+        let readers = chunks(height: layout.size.height, factor: layout.factor,
                              pixels: layout.size.width * layout.size.height).count > 1 ? 2 : 1
         return readers * layout.size.width * layout.band * (4 + 8 + 8) + output
     }
@@ -118,7 +118,7 @@ enum TIFFReducer {
             let rgba: [UInt8]
             if orientation <= 1 {
                 let band = layout.band
-                let chunks = Self.chunks(height: size.height, band: band, factor: factor, pixels: size.width * size.height)
+                let chunks = Self.chunks(height: size.height, factor: factor, pixels: size.width * size.height)
                 if chunks.count > 1, WorkerPool.current != nil {
                     rgba = try reduceInParallel(input, level: levelIndex, size: size, band: band, factor: factor, raw: layout.raw, chunks: chunks)
                 } else if layout.raw {
@@ -258,8 +258,8 @@ enum TIFFReducer {
     /// decoding for a 160 MP page in strips of 128 rows). Four pieces, so that two threads share
     /// them evenly and a helper that starts late still finds one; one piece below 8 MP, too
     /// little work to share.
-    static func chunks(height: Int, band: Int, factor: Int, pixels: Int) -> [Range<Int>] {
-        guard pixels >= 8_000_000, band > 0, factor > 0 else { return [0..<height] }
+    static func chunks(height: Int, factor: Int, pixels: Int) -> [Range<Int>] {
+        guard pixels >= 8_000_000, factor > 0 else { return [0..<height] }
         let count = 4
         var bounds = [0]
         for index in 1..<count {

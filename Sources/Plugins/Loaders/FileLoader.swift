@@ -23,7 +23,7 @@ public struct FileLoader: DataLoading {
 
     let maxBytes: Int
     /// Files larger than this are handed over open (``LoadedData/file``), not read.
-    var inPlaceAbove = 16 << 20
+    let inPlaceAbove: Int
     public let maxConcurrentLoads: Int
     public var usesDataCache: Bool { false }
 

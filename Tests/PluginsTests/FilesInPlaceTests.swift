@@ -112,6 +112,20 @@ import TestSupport
         #expect(error.kind == .decodeFailed && error.message.contains("TIFF"), "\(error)")
     }
 
+    /// What is not a regular file is refused before it is opened, with its path: a FIFO (opening
+    /// it would wait for a writer for ever), a directory; a missing file is not_found.
+    @Test(.timeLimit(.minutes(1))) func aFIFOADirectoryAndAMissingFileAreRefusedByName() async throws {
+        let dir = try Fixtures.temporaryDirectory("not-regular")
+        let fifo = dir.appendingPathComponent("pipe.jpg").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        for (path, reason) in [(fifo, "not a regular file"), (dir.path, "not a regular file"),
+                               (dir.appendingPathComponent("missing.jpg").path, "No such file")] {
+            let error = await #expect(throws: PipelineError.self) { try await loader.load(Source(text: path, index: 1)) }
+            #expect(error?.kind == .notFound, "\(path): \(String(describing: error))")
+            #expect(error?.message.contains(path) == true && error?.message.contains(reason) == true, "\(String(describing: error))")
+        }
+    }
+
     /// A decoder of a plugin bundle that does not read files in place gets every byte from the
     /// engine, in `data`, with no file attached, whatever the loader left open.
     @Test func aDecoderThatTakesBytesGetsTheWholeFile() async throws {

@@ -265,4 +265,124 @@ static inline const char *pk_jpeg_damage(pk_jpeg_reader *reader, int *level) {
     *level = reader->damage_level;
     return reader->damage;
 }
+
+// MARK: Writing (Plugins/Encoders/JPEGWriter.swift)
+
+/// One JPEG being written to memory; on the heap, so that what longjmp returns to is not a local.
+/// Its output grows in a buffer of its own (libjpeg's jpeg_mem_dest leaves a freed pointer
+/// behind when an error follows a growth).
+typedef struct {
+    struct jpeg_compress_struct info;
+    struct jpeg_error_mgr errors;
+    struct jpeg_destination_mgr destination;
+    jmp_buf jump;
+    int created;
+    unsigned char *buffer;
+    size_t capacity;
+    unsigned char *row;
+    char message[JMSG_LENGTH_MAX];
+} pk_jpeg_writer;
+
+static void pk_jpeg_start_output(j_compress_ptr info) {
+    pk_jpeg_writer *writer = (pk_jpeg_writer *)info->client_data;
+    writer->capacity = 64 << 10;
+    writer->buffer = (unsigned char *)malloc(writer->capacity);
+    if (!writer->buffer) ERREXIT1(info, JERR_OUT_OF_MEMORY, 10);
+    writer->destination.next_output_byte = writer->buffer;
+    writer->destination.free_in_buffer = writer->capacity;
+}
+
+static boolean pk_jpeg_grow_output(j_compress_ptr info) {
+    pk_jpeg_writer *writer = (pk_jpeg_writer *)info->client_data;
+    size_t used = writer->capacity;  // libjpeg asks for more only when the buffer is full
+    unsigned char *grown = (unsigned char *)realloc(writer->buffer, writer->capacity * 2);
+    if (!grown) ERREXIT1(info, JERR_OUT_OF_MEMORY, 10);
+    writer->buffer = grown;
+    writer->capacity *= 2;
+    writer->destination.next_output_byte = grown + used;
+    writer->destination.free_in_buffer = writer->capacity - used;
+    return TRUE;
+}
+
+static void pk_jpeg_end_output(j_compress_ptr info) { (void)info; }
+
+static void pk_jpeg_on_write_error(j_common_ptr info) {
+    pk_jpeg_writer *writer = (pk_jpeg_writer *)info->client_data;
+    (*info->err->format_message)(info, writer->message);
+    longjmp(writer->jump, 1);
+}
+
+static void pk_jpeg_free_writer(pk_jpeg_writer *writer) {
+    if (writer->created) jpeg_destroy_compress(&writer->info);
+    free(writer->row);
+    free(writer);
+}
+
+/// `width` x `height` 8-bit pixels of `stride` bytes each (RGB first), rows back to back, written
+/// as a JPEG the way ImageMagick 6's writer writes them by default: `components` 3 (YCbCr with the
+/// given sampling factors, `sampling` = h0 v0 h1 v1 h2 v2) or 1 (greyscale from the first byte of
+/// each pixel, keeping the first sampling factor), libjpeg's default JFIF header, the integer DCT
+/// ImageMagick 6.9 chooses (the fast one up to quality 90, the slow one above: found by comparing
+/// its files with cjpeg's; a test checks the bytes are the same), `quality` with baseline tables,
+/// optimised Huffman tables when `optimize`, libjpeg's simple progression when `progressive`.
+/// Returns the JPEG (`*length` bytes, for the caller to free), or NULL with libjpeg's message in
+/// `message` (JMSG_LENGTH_MAX bytes).
+static inline unsigned char *pk_jpeg_write(const unsigned char *pixels, unsigned width, unsigned height, int stride,
+                                           int components, int quality, const int *sampling, int optimize,
+                                           int progressive, unsigned long *length, char *message) {
+    pk_jpeg_writer *writer = (pk_jpeg_writer *)calloc(1, sizeof(pk_jpeg_writer));
+    *length = 0;
+    message[0] = 0;
+    if (!writer) { strcpy(message, "out of memory"); return NULL; }
+    writer->info.err = jpeg_std_error(&writer->errors);
+    writer->errors.error_exit = pk_jpeg_on_write_error;
+    writer->info.client_data = writer;
+    if (setjmp(writer->jump)) {
+        strncpy(message, writer->message, JMSG_LENGTH_MAX - 1);
+        free(writer->buffer);
+        pk_jpeg_free_writer(writer);
+        return NULL;
+    }
+    jpeg_create_compress(&writer->info);
+    writer->created = 1;
+    writer->destination.init_destination = pk_jpeg_start_output;
+    writer->destination.empty_output_buffer = pk_jpeg_grow_output;
+    writer->destination.term_destination = pk_jpeg_end_output;
+    writer->info.dest = &writer->destination;
+    writer->info.image_width = width;
+    writer->info.image_height = height;
+    writer->info.input_components = components;
+    writer->info.in_color_space = components == 1 ? JCS_GRAYSCALE : JCS_RGB;
+    jpeg_set_defaults(&writer->info);
+    writer->info.dct_method = quality > 90 ? JDCT_ISLOW : JDCT_IFAST;
+    writer->info.optimize_coding = optimize ? TRUE : FALSE;
+    if (progressive) jpeg_simple_progression(&writer->info);
+    jpeg_set_quality(&writer->info, quality, TRUE);
+    for (int i = 0; i < components; i++) {
+        writer->info.comp_info[i].h_samp_factor = sampling[2 * i];
+        writer->info.comp_info[i].v_samp_factor = sampling[2 * i + 1];
+    }
+    jpeg_start_compress(&writer->info, TRUE);
+    size_t row_bytes = (size_t)width * (size_t)stride;
+    if (components != stride) {
+        writer->row = (unsigned char *)malloc((size_t)width * (size_t)components);
+        if (!writer->row) ERREXIT(&writer->info, JERR_OUT_OF_MEMORY);
+    }
+    while (writer->info.next_scanline < height) {
+        const unsigned char *source = pixels + (size_t)writer->info.next_scanline * row_bytes;
+        JSAMPROW row = (JSAMPROW)source;
+        if (writer->row) {
+            for (unsigned x = 0; x < width; x++)
+                for (int c = 0; c < components; c++) writer->row[(size_t)x * components + c] = source[(size_t)x * stride + c];
+            row = writer->row;
+        }
+        jpeg_write_scanlines(&writer->info, &row, 1);
+    }
+    jpeg_finish_compress(&writer->info);
+    unsigned char *out = writer->buffer;
+    *length = writer->capacity - writer->destination.free_in_buffer;
+    writer->buffer = NULL;
+    pk_jpeg_free_writer(writer);
+    return out;
+}
 #endif

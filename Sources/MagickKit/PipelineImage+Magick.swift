@@ -11,6 +11,52 @@ public final class MagickPixels: PixelStorage, @unchecked Sendable {
     public var byteCount: Int { wand.width * wand.height * 8 * max(1, wand.frameCount) }
 }
 
+/// 8-bit pixels kept out of ImageMagick: what a decoder that reduces in 8 bits made, for the
+/// steps that work on 8-bit rows themselves (the Lanczos resize, the JPEG and PNG writers), so an
+/// image is not widened to ImageMagick's 16-bit pixel cache and back on its way through them.
+///
+/// Only upright sRGB pixels without a profile are held this way (the rest need what a wand
+/// carries): every other step gets a wand made from them (``PipelineImage/transformed(_:)``), the
+/// same wand the decoder used to make at once, and works as before.
+public final class RGB8Pixels: PixelStorage, @unchecked Sendable {
+    public let width: Int
+    public let height: Int
+    /// RGBA (alpha not premultiplied) when true, else RGB.
+    public let hasAlpha: Bool
+    /// Rows back to back, 3 or 4 bytes a pixel. Never changed after init.
+    public let bytes: [UInt8]
+
+    /// Pixels of `width` x `height`, 3 bytes each or 4 with alpha (`bytes` must hold exactly that).
+    public init(width: Int, height: Int, hasAlpha: Bool, bytes: [UInt8]) {
+        precondition(width > 0 && height > 0 && bytes.count == width * height * (hasAlpha ? 4 : 3))
+        self.width = width
+        self.height = height
+        self.hasAlpha = hasAlpha
+        self.bytes = bytes
+    }
+
+    public var channels: Int { hasAlpha ? 4 : 3 }
+    public var byteCount: Int { bytes.count }
+
+    /// A new wand holding these pixels (throws `too_large` beyond policy.xml's limits).
+    public func wand() throws -> Wand { try Wand.fromPixels(bytes, width: width, height: height, hasAlpha: hasAlpha) }
+}
+
+extension PipelineImage {
+    /// An image of 8-bit `pixels`, decoded from `sourceFormat`.
+    public init(pixels: RGB8Pixels, sourceFormat: String) {
+        self.init(width: pixels.width, height: pixels.height, hasAlpha: pixels.hasAlpha, sourceFormat: sourceFormat, storage: pixels)
+    }
+
+    /// The 8-bit pixels behind this image when it is held that way (``RGB8Pixels``), else `nil`.
+    public var rgb8: RGB8Pixels? { storage as? RGB8Pixels }
+
+    /// An image of 8-bit `pixels` with this image's source, damage and facts.
+    public func derived(pixels: RGB8Pixels) -> PipelineImage {
+        derived(width: pixels.width, height: pixels.height, hasAlpha: pixels.hasAlpha, frameCount: 1, storage: pixels)
+    }
+}
+
 extension PipelineImage {
     /// An image holding `wand`'s pixels. Takes ownership: the caller must not use the wand afterwards.
     public init(taking wand: Wand, sourceFormat: String? = nil) {
@@ -18,13 +64,13 @@ extension PipelineImage {
                   sourceFormat: sourceFormat ?? wand.format, storage: MagickPixels(wand))
     }
 
-    /// The wand behind this image; throws when another codec made it (a plugin that needs
-    /// ImageMagick was given pixels it cannot read).
-    func magickWand() throws -> Wand {
-        guard let pixels = storage as? MagickPixels else {
-            throw PipelineError(.processFailed, "this image is held by \(type(of: storage)), not by ImageMagick")
-        }
-        return pixels.wand
+    /// A wand of this image's pixels that the caller owns: a copy of ImageMagick's, or one made
+    /// from 8-bit pixels. Throws when another codec made it (a plugin that needs ImageMagick was
+    /// given pixels it cannot read).
+    func wandCopy() throws -> Wand {
+        if let pixels = storage as? MagickPixels { return try pixels.wand.clone() }
+        if let pixels = storage as? RGB8Pixels { return try pixels.wand() }
+        throw PipelineError(.processFailed, "this image is held by \(type(of: storage)), not by ImageMagick")
     }
 
     /// Runs `body` on a private copy of this image's wand and returns the result as a new image.
@@ -32,7 +78,7 @@ extension PipelineImage {
     /// For an animation, `body` runs once per frame, each frame in a wand of its own, so every
     /// processor works on animations without knowing about them.
     public func transformed(_ body: (Wand) throws -> Void) throws -> PipelineImage {
-        let copy = try magickWand().clone()
+        let copy = try wandCopy()
         if frameCount > 1 {
             let frames = copy.frames()
             for frame in frames { try body(frame) }
@@ -50,6 +96,6 @@ extension PipelineImage {
 
     /// Runs `body` on a private copy of this image's wand and returns what it returns (for encoders).
     public func withCopy<T>(_ body: (Wand) throws -> T) throws -> T {
-        try body(try magickWand().clone())
+        try body(try wandCopy())
     }
 }

@@ -141,7 +141,7 @@ import TestSupport
     /// kept at once are bounded by the vertical kernel, not by the image.
     @Test func rowsAreStreamedOnceInOrder() throws {
         var asked = [Int]()
-        let output = Resampler.resample(width: 12, height: 4000, to: 6, 20, channels: 3) { y, row in
+        let output = Resampler.resample(width: 12, height: 4000, to: 6, 20, channels: 3) { (y, row: inout [UInt16]) in
             asked.append(y)
             for i in row.indices { row[i] = UInt16(truncatingIfNeeded: y * 16) }
         }

@@ -1,4 +1,5 @@
 import Foundation
+import MagickKit
 
 /// The orientation tag (0x0112) of an EXIF block (a TIFF structure: byte order, IFD0 offset,
 /// entries), read with every offset checked, for the decode paths that make pixels without
@@ -31,5 +32,39 @@ enum ExifOrientation {
             }
         }
         return 1
+    }
+}
+
+extension RGB8Pixels {
+    /// These pixels turned upright from EXIF `orientation` (1...8), as ImageMagick's
+    /// `AutoOrientImage` turns them: mirrored, rotated or transposed; `self` for 1 or a value out
+    /// of range.
+    func oriented(_ orientation: Int) -> RGB8Pixels {
+        guard (2...8).contains(orientation) else { return self }
+        let w = width, h = height, n = channels
+        let swaps = orientation >= 5
+        let outW = swaps ? h : w, outH = swaps ? w : h
+        var out = [UInt8](repeating: 0, count: bytes.count)
+        bytes.withUnsafeBufferPointer { src in
+            out.withUnsafeMutableBufferPointer { dst in
+                for oy in 0..<outH {
+                    for ox in 0..<outW {
+                        let (sx, sy): (Int, Int)
+                        switch orientation {
+                        case 2: (sx, sy) = (w - 1 - ox, oy)
+                        case 3: (sx, sy) = (w - 1 - ox, h - 1 - oy)
+                        case 4: (sx, sy) = (ox, h - 1 - oy)
+                        case 5: (sx, sy) = (oy, ox)
+                        case 6: (sx, sy) = (oy, h - 1 - ox)
+                        case 7: (sx, sy) = (w - 1 - oy, h - 1 - ox)
+                        default: (sx, sy) = (w - 1 - oy, ox)
+                        }
+                        let s = (sy * w + sx) * n, d = (oy * outW + ox) * n
+                        for c in 0..<n { dst[d + c] = src[s + c] }
+                    }
+                }
+            }
+        }
+        return RGB8Pixels(width: outW, height: outH, hasAlpha: hasAlpha, bytes: out)
     }
 }

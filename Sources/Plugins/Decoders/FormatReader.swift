@@ -26,12 +26,27 @@ struct DecodeSettings: Sendable {
     }
 }
 
+/// What a reader's own decode made: a wand, or 8-bit pixels kept out of ImageMagick (upright,
+/// sRGB, no profile: see ``RGB8Pixels``).
+enum Decoded {
+    case wand(Wand)
+    case pixels(RGB8Pixels)
+
+    /// A wand of the pixels (the wand itself, or one made from the 8-bit pixels).
+    func wand() throws -> Wand {
+        switch self {
+        case .wand(let wand): return wand
+        case .pixels(let pixels): return try pixels.wand()
+        }
+    }
+}
+
 /// How one file will be decoded under one hint, and the memory that takes at its peak, both from
 /// one reading of its header (so the estimate and the decode cannot disagree).
 struct ReadPlan: Sendable {
     /// The reader's own decode, which reduces while it decodes (see the reducers), when it takes
     /// the file; it may still return `nil` to leave the file to ImageMagick.
-    var reduced: (@Sendable () throws -> (wand: Wand, damage: Damage?)?)?
+    var reduced: (@Sendable () throws -> (pixels: Decoded, damage: Damage?)?)?
     /// For ImageMagick's path: the `jpeg:size` to ask libjpeg for.
     var jpegSize: String?
     /// Peak memory of the decode, in bytes: of the reduced path when there is one, else of

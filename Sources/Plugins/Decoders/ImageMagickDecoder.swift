@@ -187,7 +187,15 @@ public struct ImageMagickDecoder: ImageDecoding {
     func pixels(_ reader: any FormatReader, plan: ReadPlan) throws -> PipelineImage {
         var refused: PipelineError?
         do {
-            if let reduced = try plan.reduced?() { return image(reduced.wand, reader.format, reduced.damage) }
+            if let reduced = try plan.reduced?() {
+                switch reduced.pixels {
+                case .wand(let wand): return image(wand, reader.format, reduced.damage)
+                case .pixels(let pixels):
+                    var image = PipelineImage(pixels: pixels, sourceFormat: reader.format.coder)
+                    image.degraded = reduced.damage?.message
+                    return image
+                }
+            }
         } catch let error as PipelineError where error.kind == .decodeFailed && !settings.failOn.stops(Damage.level(of: error.message)) {
             refused = error
         }

@@ -52,7 +52,7 @@ enum JPEGReducer {
     /// make up most of the file. Damage inside those scans is then not seen; it could not change
     /// the result.
     static func decode(_ data: Data, plan: Plan, toSRGB: Bool, autoOrient: Bool,
-                       failOn: FailOn = .warning, skipACScans: Bool = true) throws -> (wand: Wand, damage: Damage?)? {
+                       failOn: FailOn = .warning, skipACScans: Bool = true) throws -> (pixels: Decoded, damage: Damage?)? {
         if skipACScans, plan.denominator == 8, let dc = dcScansOnly(data) {
             return try decode(dc, plan: plan, toSRGB: toSRGB, autoOrient: autoOrient, failOn: failOn, smoothing: false)
         }
@@ -74,8 +74,8 @@ enum JPEGReducer {
     }
 
     private static func decode(_ data: Data, plan: Plan, toSRGB: Bool, autoOrient: Bool,
-                               failOn: FailOn, smoothing: Bool) throws -> (wand: Wand, damage: Damage?)? {
-        try data.withUnsafeBytes { raw -> (wand: Wand, damage: Damage?)? in
+                               failOn: FailOn, smoothing: Bool) throws -> (pixels: Decoded, damage: Damage?)? {
+        try data.withUnsafeBytes { raw -> (pixels: Decoded, damage: Damage?)? in
             var ok: Int32 = 0
             guard let reader = pk_jpeg_open(raw.baseAddress, raw.count, failOn.failLevel, &ok) else { return nil }
             defer { pk_jpeg_close(reader) }
@@ -97,27 +97,46 @@ enum JPEGReducer {
             var outW: Int32 = 0, outH: Int32 = 0
             if !smoothing { pk_jpeg_no_smoothing(reader) }
             guard pk_jpeg_start(reader, Int32(plan.denominator), &outW, &outH) != 0 else { throw failure(reader) }
-            let box = BoxReducer(width: Int(outW), height: Int(outH), factor: plan.block, alpha: false)
             let rowBytes = Int(outW) * 3
-            let pixels = try box.reduce { row in
-                let got = row.withUnsafeMutableBufferPointer { pk_jpeg_read_rows(reader, $0.baseAddress, rowBytes, 1) }
+            func read(_ row: UnsafeMutablePointer<UInt8>) throws {
+                let got = pk_jpeg_read_rows(reader, row, rowBytes, 1)
                 guard got == 1 else { throw got < 0 ? failure(reader) : PipelineError(.decodeFailed, "JPEG: the file ends before the image does") }
             }
-            guard pk_jpeg_finish(reader) != 0 else { throw failure(reader) }
-
-            let wand = try Wand.fromPixels(pixels, width: box.outWidth, height: box.outHeight, hasAlpha: false)
-            if let exif {
-                wand.orientation = exif.dropFirst(6).withUnsafeBytes { ExifOrientation.read($0) }
+            let pixels: [UInt8], reducedWidth: Int, reducedHeight: Int
+            if plan.block > 1 {
+                let box = BoxReducer(width: Int(outW), height: Int(outH), factor: plan.block, alpha: false)
+                pixels = try box.reduce { row in try row.withUnsafeMutableBufferPointer { try read($0.baseAddress!) } }
+                (reducedWidth, reducedHeight) = (box.outWidth, box.outHeight)
+            } else {
+                // Nothing to average: libjpeg writes its rows where they stay.
+                (reducedWidth, reducedHeight) = (Int(outW), Int(outH))
+                var rows = [UInt8](repeating: 0, count: rowBytes * reducedHeight)
+                try rows.withUnsafeMutableBufferPointer { rows in
+                    for y in 0..<reducedHeight { try read(rows.baseAddress! + y * rowBytes) }
+                }
+                pixels = rows
             }
+            guard pk_jpeg_finish(reader) != 0 else { throw failure(reader) }
+            var level: Int32 = 0
+            let message = String(cString: pk_jpeg_damage(reader, &level))
+            let damage = Damage.Level(rawValue: Int(level)).map { Damage(level: $0, message: "JPEG: " + message) }
+
+            let orientation = exif.map { $0.dropFirst(6).withUnsafeBytes { ExifOrientation.read($0) } } ?? 1
+            // Upright (or to be turned upright) sRGB stays in 8 bits; a profile to convert through
+            // or to keep, and an orientation to keep, need a wand.
+            if profile.map({ toSRGB && Wand.isSRGB($0) }) ?? true, autoOrient || orientation <= 1 {
+                let upright = RGB8Pixels(width: reducedWidth, height: reducedHeight, hasAlpha: false, bytes: pixels)
+                return (.pixels(autoOrient ? upright.oriented(orientation) : upright), damage)
+            }
+            let wand = try Wand.fromPixels(pixels, width: reducedWidth, height: reducedHeight, hasAlpha: false)
+            if exif != nil { wand.orientation = orientation }
             if let profile {
                 // As the ImageMagick path: sRGB is dropped, another profile converted through lcms
                 // (by the caller's convertToSRGB) or kept with to_srgb: false.
                 try wand.setICCProfile(profile)
             }
             if autoOrient { try wand.autoOrient() }
-            var level: Int32 = 0
-            let message = String(cString: pk_jpeg_damage(reader, &level))
-            return (wand, Damage.Level(rawValue: Int(level)).map { Damage(level: $0, message: "JPEG: " + message) })
+            return (.wand(wand), damage)
         }
     }
 

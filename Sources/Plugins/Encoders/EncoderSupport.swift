@@ -36,7 +36,14 @@ struct MagickEncoding: Sendable {
     /// The output, with what was chosen for it: for a quality target, the quality, its SSIM, the
     /// number of encodes and whether the target was met (``QualityTarget/Found/facts``).
     func encoded(_ image: PipelineImage) throws -> (data: Data, facts: ImageFacts) {
-        try image.withCopy { wand in
+        if let pixels = image.rgb8, let settings = directJPEG(image, pixels) {
+            return try fitted(try JPEGWriter.write(pixels, settings), facts: [:], chosen: settings.quality) { quality in
+                var lowered = settings
+                lowered.quality = quality
+                return try JPEGWriter.write(pixels, lowered)
+            }
+        }
+        return try image.withCopy { wand in
             if image.frameCount > 1, !animates { try wand.keepFirstFrame() }
             let metadata = image.metadata ?? ImageMetadata()
             try wand.eachFrame { frame in
@@ -47,31 +54,43 @@ struct MagickEncoding: Sendable {
             }
             try Self.attach(metadata, to: wand)
             wand.setProgressive(progressive)
-            var data: Data, facts: ImageFacts = [:], chosen = quality
             if let target {
                 let found = try target.search(wand, format: format) { try write(wand, quality: $0) }
-                (data, facts, chosen) = (found.data, found.facts, found.quality)
-            } else {
-                data = try write(wand, quality: quality)
+                return try fitted(found.data, facts: found.facts, chosen: found.quality, target: true) { try write(wand, quality: $0) }
             }
-            guard let maxBytes, data.count > maxBytes else { return (data, facts) }
-            guard var current = chosen else {
-                throw PipelineError(.tooLarge, "the \(format) output is \(Units.formatSize(data.count)), over max_bytes "
-                    + "\(Units.formatSize(maxBytes)), and \(format) has no quality to lower")
-            }
-            // imgproxy-style: lower the quality step by step until the output fits.
-            while current > 10 {
-                current = max(10, current - max(5, current / 10))
-                data = try write(wand, quality: current)
-                if data.count <= maxBytes {
-                    // Below what the target chose: its score no longer describes the output.
-                    if target != nil { facts = ["quality": .int(current), "lowered_for_max_bytes": .bool(true)] }
-                    return (data, facts)
-                }
-            }
-            throw PipelineError(.tooLarge, "the \(format) output is \(Units.formatSize(data.count)) even at quality 10, "
-                + "over max_bytes \(Units.formatSize(maxBytes))")
+            return try fitted(try write(wand, quality: quality), facts: [:], chosen: quality) { try write(wand, quality: $0) }
         }
+    }
+
+    /// libjpeg's settings for writing `pixels` without ImageMagick (``JPEGWriter``), or `nil` when
+    /// ImageMagick must write them: not JPEG, alpha to flatten, metadata to write, a quality target.
+    func directJPEG(_ image: PipelineImage, _ pixels: RGB8Pixels) -> JPEGWriter.Settings? {
+        let metadata = image.metadata ?? ImageMetadata()
+        guard format == "JPEG", !pixels.hasAlpha, target == nil, paletteColors == nil,
+              metadata.exif == nil, metadata.xmp == nil, metadata.iptc == nil else { return nil }
+        return JPEGWriter.Settings(quality: quality, coderOptions: coderOptions, progressive: progressive)
+    }
+
+    /// `data`, or when it is over `maxBytes`, what `write` makes at lower qualities (imgproxy-style:
+    /// lowered step by step until it fits). Throws `too_large` when nothing fits.
+    private func fitted(_ data: Data, facts: ImageFacts, chosen: Int?, target: Bool = false,
+                        write: (Int) throws -> Data) throws -> (data: Data, facts: ImageFacts) {
+        guard let maxBytes, data.count > maxBytes else { return (data, facts) }
+        guard var current = chosen else {
+            throw PipelineError(.tooLarge, "the \(format) output is \(Units.formatSize(data.count)), over max_bytes "
+                + "\(Units.formatSize(maxBytes)), and \(format) has no quality to lower")
+        }
+        var data = data
+        while current > 10 {
+            current = max(10, current - max(5, current / 10))
+            data = try write(current)
+            if data.count <= maxBytes {
+                // Below what the target chose: its score no longer describes the output.
+                return (data, target ? ["quality": .int(current), "lowered_for_max_bytes": .bool(true)] : facts)
+            }
+        }
+        throw PipelineError(.tooLarge, "the \(format) output is \(Units.formatSize(data.count)) even at quality 10, "
+            + "over max_bytes \(Units.formatSize(maxBytes))")
     }
 
     /// Attaches what `metadata` keeps to the first frame, as ImageMagick's writers take it: EXIF

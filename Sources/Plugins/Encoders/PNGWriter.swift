@@ -39,27 +39,40 @@ enum PNGWriter {
     static func write(_ image: PipelineImage, level: Int, filter: Filter) throws -> Data? {
         let metadata = image.metadata ?? ImageMetadata()
         guard image.frameCount == 1, metadata.exif == nil, metadata.xmp == nil, metadata.iptc == nil else { return nil }
+        if let pixels = image.rgb8 {
+            // 8-bit pixels carry no profile (see RGB8Pixels).
+            return try write(pixels.bytes, width: pixels.width, height: pixels.height, channels: pixels.channels, profile: nil,
+                             level: level, filter: filter)
+        }
         return try image.withCopy { wand -> Data? in
             guard wand.colorspaceName == "sRGB" else { return nil }
             let channels = wand.hasAlpha ? "RGBA" : "RGB"
             let pixels = try wand.bytes(channels: channels)
             let profile = metadata.keepsICC ? wand.iccProfile : nil
-            var length = 0
-            var message = [CChar](repeating: 0, count: 160)
-            let written = pixels.withUnsafeBufferPointer { rows in
-                (profile ?? Data()).withUnsafeBytes { icc in
-                    pk_png_write(rows.baseAddress, UInt32(wand.width), UInt32(wand.height), Int32(channels.count), Int32(level),
-                                 filter.flags, profile == nil ? nil : icc.bindMemory(to: UInt8.self).baseAddress,
-                                 UInt32(profile?.count ?? 0), &length, &message)
-                }
-            }
-            guard let written else {
-                let reason = String(cString: message)
-                if reason == "icc" { return nil }  // libpng refuses the profile: ImageMagick keeps it
-                throw PipelineError(.encodeFailed, "PNG: " + reason)
-            }
-            defer { free(written) }
-            return Data(bytes: written, count: length)
+            return try write(pixels, width: wand.width, height: wand.height, channels: channels.count, profile: profile,
+                             level: level, filter: filter)
         }
+    }
+
+    /// The PNG of 8-bit `pixels` (`channels` 3 or 4), with `profile`; `nil` when libpng refuses
+    /// the profile (ImageMagick then writes it).
+    static func write(_ pixels: [UInt8], width: Int, height: Int, channels: Int, profile: Data?, level: Int,
+                      filter: Filter) throws -> Data? {
+        var length = 0
+        var message = [CChar](repeating: 0, count: 160)
+        let written = pixels.withUnsafeBufferPointer { rows in
+            (profile ?? Data()).withUnsafeBytes { icc in
+                pk_png_write(rows.baseAddress, UInt32(width), UInt32(height), Int32(channels), Int32(level),
+                             filter.flags, profile == nil ? nil : icc.bindMemory(to: UInt8.self).baseAddress,
+                             UInt32(profile?.count ?? 0), &length, &message)
+            }
+        }
+        guard let written else {
+            let reason = String(cString: message)
+            if reason == "icc" { return nil }  // libpng refuses the profile: ImageMagick keeps it
+            throw PipelineError(.encodeFailed, "PNG: " + reason)
+        }
+        defer { free(written) }
+        return Data(bytes: written, count: length)
     }
 }

@@ -26,7 +26,7 @@ struct HEIFReader: FormatReader {
             guard let wand = try HEIFReducer.decode(file, factor: factor, limits: (settings.maxWidth, settings.maxHeight, settings.maxPixels))
             else { return nil }
             if settings.toSRGB { try wand.convertToSRGB() }
-            return (wand, nil)
+            return (.wand(wand), nil)
         }, estimatedMemory: HEIFReducer.estimatedMemory(size, factor: factor) + data.count)
     }
 }

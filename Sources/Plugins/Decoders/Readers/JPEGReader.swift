@@ -28,7 +28,7 @@ struct JPEGReader: FormatReader {
             return ReadPlan(reduced: {
                 guard let reduced = try JPEGReducer.decode(data, plan: scale, toSRGB: settings.toSRGB, autoOrient: settings.autoOrient,
                                                            failOn: settings.failOn) else { return nil }
-                if settings.toSRGB { try reduced.wand.convertToSRGB() }
+                if settings.toSRGB, case .wand(let wand) = reduced.pixels { try wand.convertToSRGB() }
                 return reduced
             }, jpegSize: jpegSize,
             estimatedMemory: JPEGReducer.estimatedMemory(size, plan: scale, progressive: progressive) + data.count)

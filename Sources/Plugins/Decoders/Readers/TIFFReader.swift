@@ -36,7 +36,7 @@ struct TIFFReader: FormatReader {
             guard let wand = try TIFFReducer.decode(input, hint: hint, headroom: settings.headroom, keepsPages: settings.maxFrames > 1)
             else { return nil }
             if settings.toSRGB { try wand.convertToSRGB() }
-            return (wand, nil)
+            return (.wand(wand), nil)
         }, estimatedMemory: reduced.map { $0 + held } ?? magickMemory())
     }
 }

@@ -34,7 +34,7 @@ struct WebPReader: FormatReader {
         return ReadPlan(reduced: {
             let decoded = try WebPReducer.decode(data, plan: found, size: scaled, failOn: settings.failOn)
             if settings.toSRGB { try decoded.wand.convertToSRGB() }
-            return decoded
+            return (.wand(decoded.wand), decoded.damage)
         }, estimatedMemory: WebPReducer.estimatedMemory(found, scaled: scaled) + data.count)
     }
 

@@ -3,16 +3,16 @@ import Foundation
 import MagickKit
 import PipelineKit
 
-/// Lanczos-3 resampling of an ImageMagick image in single precision, two separable passes
-/// streamed through a ring of rows: the same weights as ImageMagick's `ResizeImage` (window,
+/// Lanczos-3 resampling of an ImageMagick image or of 8-bit pixels in single precision, two
+/// separable passes over rows as they arrive: the same weights as ImageMagick's `ResizeImage` (window,
 /// support widened by the shrink factor, clipped at the edges and renormalised), 2.7 ms of CPU
 /// less than it per 512x320 image fitted to 256 (docs/PERFORMANCE.md).
 ///
 /// ImageMagick 6 resizes in double precision on 16-bit pixels, one channel at a time, and a
 /// profile of the per-format benchmark had its resize at a fifth to a quarter of all CPU time
-/// (WebP, GIF). Here a pixel is four floats (one SIMD register), each source row is converted and
-/// filtered horizontally once, and only as many filtered rows are kept as the vertical kernel
-/// spans, so memory stays a few rows whatever the image's size.
+/// (WebP, GIF). Here a pixel is four floats (one SIMD register); each source row is converted
+/// once and added into the output rows its vertical taps reach, and each output row is filtered
+/// horizontally once it is complete, so memory stays a few rows whatever the image's size.
 ///
 /// Alpha is premultiplied while averaging (as ImageMagick weighs colour by alpha), so a
 /// transparent pixel's colour never bleeds into its neighbours. Images this does not take
@@ -57,6 +57,19 @@ enum Resampler {
             self.weights = weights
             self.maxCount = maxCount
         }
+
+        /// The most outputs open at once when sources arrive in order: an output opens at its
+        /// first tap and is finished, in order, once its last tap (and every earlier output's) is in.
+        var rowsInFlight: Int {
+            var most = 1, done = 0, opened = 0
+            let ends = zip(starts, counts).map { $0 + $1 }
+            for source in (starts.first ?? 0)..<(ends.max() ?? 0) {
+                while opened < starts.count, starts[opened] <= source { opened += 1 }
+                most = max(most, opened - done)
+                while done < starts.count, ends[done] <= source + 1 { done += 1 }
+            }
+            return most
+        }
     }
 
     /// sinc(x) sinc(x/3) on |x| < 3: the Lanczos filter ImageMagick's `LanczosFilter` names.
@@ -92,47 +105,76 @@ enum Resampler {
         return true
     }
 
-    /// The resampling itself, on 16-bit samples (`channels` 3 or 4, alpha last and not
+    /// Resamples 8-bit pixels to `width` x `height` with Lanczos-3: the same weights and passes as
+    /// ``resize(_:width:height:)``, read from and written to 8-bit rows, with no wand on the way.
+    static func resize(_ pixels: RGB8Pixels, width: Int, height: Int) -> RGB8Pixels {
+        let rowLength = pixels.width * pixels.channels
+        let out = pixels.bytes.withUnsafeBufferPointer { source in
+            resample(width: pixels.width, height: pixels.height, to: width, height, channels: pixels.channels) { (y, row: inout [UInt8]) in
+                row.withUnsafeMutableBufferPointer { row in
+                    row.baseAddress!.update(from: source.baseAddress! + y * rowLength, count: rowLength)
+                }
+            }
+        }
+        return RGB8Pixels(width: width, height: height, hasAlpha: pixels.hasAlpha, bytes: out)
+    }
+
+    /// The resampling itself, on 8- or 16-bit samples (`channels` 3 or 4, alpha last and not
     /// premultiplied): `row(y, buffer)` fills `buffer` with source row `y`, each row asked for
     /// once, in order. Returns the target's samples, rows back to back.
     ///
     /// The loops are written on plain floats through pointers, four per pixel, not on `SIMD4`:
     /// the optimiser turns both into the same vector code, but a debug build (the tests') runs
     /// generic SIMD operators as calls, 150 times slower, and plain float arithmetic inline.
-    static func resample(width sourceWidth: Int, height sourceHeight: Int, to width: Int, _ height: Int, channels: Int,
-                         row: (Int, inout [UInt16]) throws -> Void) rethrows -> [UInt16] {
+    static func resample<Sample: FixedWidthInteger & UnsignedInteger>(
+        width sourceWidth: Int, height sourceHeight: Int, to width: Int, _ height: Int, channels: Int,
+        row: (Int, inout [Sample]) throws -> Void) rethrows -> [Sample] {
         let horizontal = Axis(source: sourceWidth, target: width)
         let vertical = Axis(source: sourceHeight, target: height)
         let alpha = channels == 4
-        let ringRows = vertical.maxCount
-        let ring = UnsafeMutablePointer<Float>.allocate(capacity: ringRows * width * 4)
-        let converted = UnsafeMutablePointer<Float>.allocate(capacity: sourceWidth * 4)
+        // Vertical pass first, as each source row arrives: the row is added, with its weight, into
+        // every output row whose taps reach it (a contiguous multiply-add over the row, which the
+        // compiler vectorises); an output row whose last tap has arrived is filtered horizontally
+        // and stored. The per-pixel horizontal taps so run on output rows only, not on every
+        // source row, and only the output rows in flight are kept (``Axis/rowsInFlight``).
+        let open = vertical.rowsInFlight
+        let rowLength = sourceWidth * 4
+        let accumulators = UnsafeMutablePointer<Float>.allocate(capacity: open * rowLength)
+        let converted = UnsafeMutablePointer<Float>.allocate(capacity: rowLength)
         let sum = UnsafeMutablePointer<Float>.allocate(capacity: width * 4)
-        let rows = UnsafeMutablePointer<UnsafeMutablePointer<Float>>.allocate(capacity: ringRows)
-        defer { ring.deallocate(); converted.deallocate(); sum.deallocate(); rows.deallocate() }
-        var sourceRow = [UInt16](repeating: 0, count: sourceWidth * channels)
-        var output = [UInt16](repeating: 0, count: width * height * channels)
-        var next = 0
-        let scale: Float = 1 / 65535
+        defer { accumulators.deallocate(); converted.deallocate(); sum.deallocate() }
+        var sourceRow = [Sample](repeating: 0, count: sourceWidth * channels)
+        var output = [Sample](repeating: 0, count: width * height * channels)
+        let scale: Float = 1 / Float(Sample.max)
 
         try horizontal.weights.withUnsafeBufferPointer { hWeights in
             try vertical.weights.withUnsafeBufferPointer { vWeights in
-                for y in 0..<height {
-                    let start = vertical.starts[y], count = vertical.counts[y]
-                    if next < start { next = start }
-                    while next < start + count {
-                        try row(next, &sourceRow)
+                try output.withUnsafeMutableBufferPointer { out in
+                    var done = 0  // output rows stored
+                    var first = 0  // the lowest output row whose taps may still reach the next source row
+                    let last = (0..<height).map { vertical.starts[$0] + vertical.counts[$0] }.max() ?? 0
+                    for r in vertical.starts[0]..<last {
+                        try row(r, &sourceRow)
                         sourceRow.withUnsafeBufferPointer { samples in
                             convert(samples.baseAddress!, width: sourceWidth, alpha: alpha, scale: scale, into: converted)
                         }
-                        filter(converted, axis: horizontal, weights: hWeights.baseAddress!, into: ring + (next % ringRows) * width * 4,
-                               width: width)
-                        next += 1
-                    }
-                    for k in 0..<count { rows[k] = ring + ((start + k) % ringRows) * width * 4 }
-                    combine(rows, weights: vWeights.baseAddress! + y * vertical.maxCount, count: count, width: width, into: sum)
-                    output.withUnsafeMutableBufferPointer { out in
-                        store(sum, width: width, alpha: alpha, into: out.baseAddress! + y * width * channels)
+                        while first < height, vertical.starts[first] + vertical.counts[first] <= r { first += 1 }
+                        var y = first
+                        while y < height, vertical.starts[y] <= r {
+                            let k = r - vertical.starts[y]
+                            if k < vertical.counts[y] {
+                                accumulate(converted, weight: vWeights[y * vertical.maxCount + k], first: k == 0,
+                                           into: accumulators + (y % open) * rowLength, count: rowLength)
+                            }
+                            y += 1
+                        }
+                        // Rows complete once their last tap is in, stored in order.
+                        while done < height, vertical.starts[done] + vertical.counts[done] <= r + 1 {
+                            filter(accumulators + (done % open) * rowLength, axis: horizontal, weights: hWeights.baseAddress!,
+                                   into: sum, width: width)
+                            store(sum, width: width, alpha: alpha, into: out.baseAddress! + done * width * channels)
+                            done += 1
+                        }
                     }
                 }
             }
@@ -140,9 +182,19 @@ enum Resampler {
         return output
     }
 
+    /// `into[i] = weight * row[i]` for the first tap of an output row, else `into[i] += weight * row[i]`.
+    static func accumulate(_ row: UnsafePointer<Float>, weight: Float, first: Bool, into sum: UnsafeMutablePointer<Float>, count: Int) {
+        var i = 0
+        if first {
+            while i < count { sum[i] = weight * row[i]; i += 1 }
+        } else {
+            while i < count { sum[i] += weight * row[i]; i += 1 }
+        }
+    }
+
     /// One source row as four floats a pixel in 0...1, colour premultiplied by alpha (alpha 1
     /// for RGB).
-    static func convert(_ samples: UnsafePointer<UInt16>, width: Int, alpha: Bool, scale: Float,
+    static func convert<Sample: FixedWidthInteger & UnsignedInteger>(_ samples: UnsafePointer<Sample>, width: Int, alpha: Bool, scale: Float,
                         into pixels: UnsafeMutablePointer<Float>) {
         var x = 0
         if alpha {
@@ -195,35 +247,13 @@ enum Resampler {
         }
     }
 
-    /// The vertical pass for one output row: the weighted sum of `count` filtered rows.
-    static func combine(_ rows: UnsafeMutablePointer<UnsafeMutablePointer<Float>>, weights: UnsafePointer<Float>, count: Int,
-                        width: Int, into sum: UnsafeMutablePointer<Float>) {
-        var x = 0
-        let n = width * 4
-        while x < n {
-            var s0: Float = 0, s1: Float = 0, s2: Float = 0, s3: Float = 0
-            var t0: Float = 0, t1: Float = 0, t2: Float = 0, t3: Float = 0
-            var k = 0
-            while k + 2 <= count {
-                let w0 = weights[k], w1 = weights[k + 1]
-                let p = rows[k] + x, q = rows[k + 1] + x
-                s0 += w0 * p[0]; s1 += w0 * p[1]; s2 += w0 * p[2]; s3 += w0 * p[3]
-                t0 += w1 * q[0]; t1 += w1 * q[1]; t2 += w1 * q[2]; t3 += w1 * q[3]
-                k += 2
-            }
-            if k < count {
-                let w0 = weights[k], p = rows[k] + x
-                s0 += w0 * p[0]; s1 += w0 * p[1]; s2 += w0 * p[2]; s3 += w0 * p[3]
-            }
-            sum[x] = s0 + t0; sum[x + 1] = s1 + t1; sum[x + 2] = s2 + t2; sum[x + 3] = s3 + t3
-            x += 4
-        }
-    }
-
-    /// One output row as 16-bit samples: alpha divided out again, clamped to 0...1, rounded.
-    static func store(_ sum: UnsafeMutablePointer<Float>, width: Int, alpha: Bool, into out: UnsafeMutablePointer<UInt16>) {
-        @inline(__always) func sample(_ value: Float) -> UInt16 {
-            UInt16(min(max(value, 0), 1) * 65535 + 0.5)
+    /// One output row as 8- or 16-bit samples: alpha divided out again, clamped to 0...1, rounded.
+    static func store<Sample: FixedWidthInteger & UnsignedInteger>(_ sum: UnsafeMutablePointer<Float>, width: Int, alpha: Bool,
+                                                                   into out: UnsafeMutablePointer<Sample>) {
+        let top = Float(Sample.max)
+        // Through Int32: the generic Sample(Float) is a library call per sample, not one instruction.
+        @inline(__always) func sample(_ value: Float) -> Sample {
+            Sample(truncatingIfNeeded: Int32(min(max(value, 0), 1) * top + 0.5))
         }
         var x = 0
         if alpha {

@@ -49,6 +49,23 @@ import Testing
         #expect(try #require(upright.rgb8).width == 200)
     }
 
+    /// PNG and WebP reduced on load stay 8-bit too, alpha included; and resized from there, they
+    /// are the wand's resize of the same decode.
+    @Test(arguments: ["PNG", "WEBP"])
+    func pngAndWebPAreDecodedTo8BitPixels(format: String) throws {
+        let source = try JPEGDecodeTests.plasma()
+        try source.ensureAlpha()
+        try source.multiplyAlpha(0.5)
+        let data = try source.encode(format: format, quality: 90)
+        let image = try decoder.decode(LoadedData(data: data), hint: hint)
+        let pixels = try #require(image.rgb8, "\(format)")
+        #expect(pixels.hasAlpha)
+        let resize = try Resize.plugin.makeProcessor(Resize.plugin.options(["width": .int(100), "height": .int(100)]))
+        let a = try resize.process(image)
+        let b = try resize.process(PipelineImage(taking: try pixels.wand(), sourceFormat: format))
+        #expect(zip(try Self.bytes(a), try Self.bytes(b)).allSatisfy { abs(Int($0) - Int($1)) <= 1 })
+    }
+
     @Test(arguments: 1...8)
     func orientingIn8BitsIsImageMagicksAutoOrient(orientation: Int) throws {
         let pixels = try Self.pixels(7, 5)

@@ -77,8 +77,10 @@ enum PNGReducer {
     /// `nil` when this PNG is not one for the fast path (see ``plan``). Throws `decode_failed`
     /// with libpng's reason for a file too damaged for `failOn`. When the image data stops early
     /// and `failOn` allows it, the rows not read are left black and transparent.
-    static func decode(_ input: EncodedInput, factor: Int, toSRGB: Bool, failOn: FailOn = .warning) throws -> (wand: Wand, damage: Damage?)? {
-        try withReader(input, failOn: failOn) { reader -> (wand: Wand, damage: Damage?)? in
+    ///
+    /// Without a profile to keep, the pixels stay 8-bit (``RGB8Pixels``); a kept profile needs a wand.
+    static func decode(_ input: EncodedInput, factor: Int, toSRGB: Bool, failOn: FailOn = .warning) throws -> (pixels: Decoded, damage: Damage?)? {
+        try withReader(input, failOn: failOn) { reader -> (pixels: Decoded, damage: Damage?)? in
             guard let plan = plan(reader, toSRGB: toSRGB) else { return nil }
             let rowBytes = pk_png_start(reader)
             guard rowBytes == plan.width * (plan.alpha ? 4 : 3) else {
@@ -102,9 +104,12 @@ enum PNGReducer {
                 }
             }
             if damage == nil, let checksum = try checksumDamage(reader, failOn: failOn) { damage = checksum }
+            guard let profile = plan.profile else {
+                return (.pixels(RGB8Pixels(width: box.outWidth, height: box.outHeight, hasAlpha: plan.alpha, bytes: pixels)), damage)
+            }
             let wand = try Wand.fromPixels(pixels, width: box.outWidth, height: box.outHeight, hasAlpha: plan.alpha)
-            if let profile = plan.profile { try wand.setICCProfile(profile) }
-            return (wand, damage)
+            try wand.setICCProfile(profile)
+            return (.wand(wand), damage)
         }
     }
 

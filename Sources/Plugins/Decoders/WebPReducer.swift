@@ -118,6 +118,14 @@ enum WebPReducer {
     /// early through (the rows it holds, incrementally decoded; the rest left black and
     /// transparent); throws `decode_failed` with libwebp's reason for a corrupt or truncated file.
     static func decode(_ data: Data, plan: Plan, size: PixelSize, failOn: FailOn = .warning) throws -> (wand: Wand, damage: Damage?) {
+        let (pixels, damage) = try decodePixels(data, plan: plan, size: size, failOn: failOn)
+        let wand = try pixels.wand()
+        if let profile = plan.profile { try wand.setICCProfile(profile) }
+        return (wand, damage)
+    }
+
+    /// The same decode as 8-bit pixels, without the profile (for a caller that has none to keep).
+    static func decodePixels(_ data: Data, plan: Plan, size: PixelSize, failOn: FailOn = .warning) throws -> (RGB8Pixels, Damage?) {
         var config = try config(plan, size: size)
         let status = data.withUnsafeBytes { raw -> VP8StatusCode in
             let base = raw.baseAddress!.assumingMemoryBound(to: UInt8.self)
@@ -133,15 +141,13 @@ enum WebPReducer {
         guard let pixels = rgba.rgba, Int(rgba.stride) == size.width * channels, rgba.size >= size.width * size.height * channels else {
             throw PipelineError(.decodeFailed, "WebP: unexpected output layout")
         }
-        let wand = try Wand.fromPixels(UnsafeRawBufferPointer(start: pixels, count: rgba.size),
-                                       width: size.width, height: size.height, hasAlpha: plan.alpha)
-        if let profile = plan.profile { try wand.setICCProfile(profile) }
-        return (wand, nil)
+        let bytes = [UInt8](UnsafeBufferPointer(start: pixels, count: size.width * size.height * channels))
+        return (RGB8Pixels(width: size.width, height: size.height, hasAlpha: plan.alpha, bytes: bytes), nil)
     }
 
     /// The rows of a file that ends early, by libwebp's incremental decoder; fails as
     /// ``decode(_:plan:size:failOn:)`` would when not one row could be decoded.
-    static func partial(_ data: Data, plan: Plan, size: PixelSize) throws -> (wand: Wand, damage: Damage?) {
+    static func partial(_ data: Data, plan: Plan, size: PixelSize) throws -> (RGB8Pixels, Damage?) {
         var config = try config(plan, size: size)
         guard let decoder = WebPIDecode(nil, 0, &config) else { throw failure(VP8_STATUS_OUT_OF_MEMORY) }
         // The rows are in config.output, which libwebp allocated and WebPIDelete leaves (fuzzing
@@ -166,9 +172,7 @@ enum WebPReducer {
                     .copyMemory(from: rows + y * Int(stride), byteCount: size.width * channels)
             }
         }
-        let wand = try Wand.fromPixels(pixels, width: size.width, height: size.height, hasAlpha: plan.alpha)
-        if let profile = plan.profile { try wand.setICCProfile(profile) }
-        return (wand, Damage(level: .truncated, message: "WebP: the file ends before the image does (\(lastRow) of \(size.height) rows decoded)"))
+        return (RGB8Pixels(width: size.width, height: size.height, hasAlpha: plan.alpha, bytes: pixels), Damage(level: .truncated, message: "WebP: the file ends before the image does (\(lastRow) of \(size.height) rows decoded)"))
     }
 
     /// libwebp's status as the decode's error.

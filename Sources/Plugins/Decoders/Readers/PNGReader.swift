@@ -29,9 +29,7 @@ struct PNGReader: FormatReader {
         }
         let input = self.input
         let held = if case .memory(let data) = input { data.count } else { 2 << 20 }  // the bytes, or libpng's buffer
-        return ReadPlan(reduced: {
-            try PNGReducer.decode(input, factor: factor, toSRGB: settings.toSRGB, failOn: settings.failOn).map { (.wand($0.wand), $0.damage) }
-        },
+        return ReadPlan(reduced: { try PNGReducer.decode(input, factor: factor, toSRGB: settings.toSRGB, failOn: settings.failOn) },
                         estimatedMemory: PNGReducer.estimatedMemory(size, factor: factor) + held)
     }
 

@@ -32,6 +32,11 @@ struct WebPReader: FormatReader {
             return ReadPlan(estimatedMemory: magickMemory())
         }
         return ReadPlan(reduced: {
+            // Without a profile to convert or keep, the pixels stay 8-bit.
+            if found.profile.map({ settings.toSRGB && Wand.isSRGB($0) }) ?? true {
+                let (pixels, damage) = try WebPReducer.decodePixels(data, plan: found, size: scaled, failOn: settings.failOn)
+                return (.pixels(pixels), damage)
+            }
             let decoded = try WebPReducer.decode(data, plan: found, size: scaled, failOn: settings.failOn)
             if settings.toSRGB { try decoded.wand.convertToSRGB() }
             return (.wand(decoded.wand), decoded.damage)

@@ -69,6 +69,12 @@ let package = Package(
             name: "CHeif",
             path: "Sources/CHeif"
         ),
+        // The resampler's inner loops, in C for an AVX2 version chosen at run time (Swift builds
+        // for the baseline x86-64 and has no per-function targets).
+        .target(
+            name: "CResample",
+            path: "Sources/CResample"
+        ),
         .systemLibrary(
             name: "CTIFF",
             pkgConfig: "libtiff-4",
@@ -114,7 +120,7 @@ let package = Package(
         // Every built-in stage, registered through PipelineKit's public API.
         .target(
             name: "Plugins",
-            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPQ", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF", "CGIF", "CLinux",
+            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPQ", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF", "CGIF", "CLinux", "CResample",
                            .product(name: "Crypto", package: "swift-crypto")]
         ),
         // The controller: every subcommand, callable by custom builds with their own plugins.

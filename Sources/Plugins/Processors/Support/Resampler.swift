@@ -1,4 +1,5 @@
 import CMagickWand
+import CResample
 import Foundation
 import MagickKit
 import PipelineKit
@@ -25,6 +26,8 @@ enum Resampler {
         /// Every output's weights, `maxCount` apart.
         let weights: [Float]
         let maxCount: Int
+        /// `starts` and `counts` for C, and each weight four times (one per channel of a pixel).
+        let starts32: [Int32], counts32: [Int32], weights4: [Float]
 
         /// Weights as ImageMagick's resize computes them for a windowed filter of `support`
         /// (3 for Lanczos): centre `(x + 0.5) / factor`, support times the shrink factor when
@@ -56,6 +59,9 @@ enum Resampler {
             self.counts = counts
             self.weights = weights
             self.maxCount = maxCount
+            starts32 = starts.map { Int32($0) }
+            counts32 = counts.map { Int32($0) }
+            weights4 = weights.flatMap { [$0, $0, $0, $0] }
         }
 
         /// The most outputs open at once when sources arrive in order: an output opens at its
@@ -147,34 +153,31 @@ enum Resampler {
         var output = [Sample](repeating: 0, count: width * height * channels)
         let scale: Float = 1 / Float(Sample.max)
 
-        try horizontal.weights.withUnsafeBufferPointer { hWeights in
-            try vertical.weights.withUnsafeBufferPointer { vWeights in
-                try output.withUnsafeMutableBufferPointer { out in
-                    var done = 0  // output rows stored
-                    var first = 0  // the lowest output row whose taps may still reach the next source row
-                    let last = (0..<height).map { vertical.starts[$0] + vertical.counts[$0] }.max() ?? 0
-                    for r in vertical.starts[0]..<last {
-                        try row(r, &sourceRow)
-                        sourceRow.withUnsafeBufferPointer { samples in
-                            convert(samples.baseAddress!, width: sourceWidth, alpha: alpha, scale: scale, into: converted)
+        try vertical.weights.withUnsafeBufferPointer { vWeights in
+            try output.withUnsafeMutableBufferPointer { out in
+                var done = 0  // output rows stored
+                var first = 0  // the lowest output row whose taps may still reach the next source row
+                let last = (0..<height).map { vertical.starts[$0] + vertical.counts[$0] }.max() ?? 0
+                for r in vertical.starts[0]..<last {
+                    try row(r, &sourceRow)
+                    sourceRow.withUnsafeBufferPointer { samples in
+                        convert(samples.baseAddress!, width: sourceWidth, alpha: alpha, scale: scale, into: converted)
+                    }
+                    while first < height, vertical.starts[first] + vertical.counts[first] <= r { first += 1 }
+                    var y = first
+                    while y < height, vertical.starts[y] <= r {
+                        let k = r - vertical.starts[y]
+                        if k < vertical.counts[y] {
+                            accumulate(converted, weight: vWeights[y * vertical.maxCount + k], first: k == 0,
+                                       into: accumulators + (y % open) * rowLength, count: rowLength)
                         }
-                        while first < height, vertical.starts[first] + vertical.counts[first] <= r { first += 1 }
-                        var y = first
-                        while y < height, vertical.starts[y] <= r {
-                            let k = r - vertical.starts[y]
-                            if k < vertical.counts[y] {
-                                accumulate(converted, weight: vWeights[y * vertical.maxCount + k], first: k == 0,
-                                           into: accumulators + (y % open) * rowLength, count: rowLength)
-                            }
-                            y += 1
-                        }
-                        // Rows complete once their last tap is in, stored in order.
-                        while done < height, vertical.starts[done] + vertical.counts[done] <= r + 1 {
-                            filter(accumulators + (done % open) * rowLength, axis: horizontal, weights: hWeights.baseAddress!,
-                                   into: sum, width: width)
-                            store(sum, width: width, alpha: alpha, into: out.baseAddress! + done * width * channels)
-                            done += 1
-                        }
+                        y += 1
+                    }
+                    // Rows complete once their last tap is in, stored in order.
+                    while done < height, vertical.starts[done] + vertical.counts[done] <= r + 1 {
+                        filter(accumulators + (done % open) * rowLength, axis: horizontal, into: sum, width: width)
+                        store(sum, width: width, alpha: alpha, into: out.baseAddress! + done * width * channels)
+                        done += 1
                     }
                 }
             }
@@ -184,12 +187,7 @@ enum Resampler {
 
     /// `into[i] = weight * row[i]` for the first tap of an output row, else `into[i] += weight * row[i]`.
     static func accumulate(_ row: UnsafePointer<Float>, weight: Float, first: Bool, into sum: UnsafeMutablePointer<Float>, count: Int) {
-        var i = 0
-        if first {
-            while i < count { sum[i] = weight * row[i]; i += 1 }
-        } else {
-            while i < count { sum[i] += weight * row[i]; i += 1 }
-        }
+        pk_resample_accumulate(row, weight, first ? 1 : 0, sum, count)
     }
 
     /// One source row as four floats a pixel in 0...1, colour premultiplied by alpha (alpha 1
@@ -214,34 +212,15 @@ enum Resampler {
         }
     }
 
-    /// The horizontal pass over one row: each output pixel the weighted sum of its taps, with two
-    /// sets of running sums (one would wait on each addition's latency).
-    static func filter(_ pixels: UnsafeMutablePointer<Float>, axis: Axis, weights: UnsafePointer<Float>,
-                       into out: UnsafeMutablePointer<Float>, width: Int) {
-        axis.starts.withUnsafeBufferPointer { starts in
-            axis.counts.withUnsafeBufferPointer { counts in
-                var x = 0
-                while x < width {
-                    let taps = counts[x]
-                    let w = weights + x * axis.maxCount
-                    var q = UnsafePointer(pixels + starts[x] * 4)
-                    var r0: Float = 0, g0: Float = 0, b0: Float = 0, a0: Float = 0
-                    var r1: Float = 0, g1: Float = 0, b1: Float = 0, a1: Float = 0
-                    var k = 0
-                    while k + 2 <= taps {
-                        let w0 = w[k], w1 = w[k + 1]
-                        r0 += w0 * q[0]; g0 += w0 * q[1]; b0 += w0 * q[2]; a0 += w0 * q[3]
-                        r1 += w1 * q[4]; g1 += w1 * q[5]; b1 += w1 * q[6]; a1 += w1 * q[7]
-                        q += 8
-                        k += 2
-                    }
-                    if k < taps {
-                        let w0 = w[k]
-                        r0 += w0 * q[0]; g0 += w0 * q[1]; b0 += w0 * q[2]; a0 += w0 * q[3]
-                    }
-                    let o = out + x * 4
-                    o[0] = r0 + r1; o[1] = g0 + g1; o[2] = b0 + b1; o[3] = a0 + a1
-                    x += 1
+    /// The horizontal pass over one row: each output pixel the weighted sum of its taps, even and
+    /// odd taps summed apart (one sum would wait on each addition's latency), in C
+    /// (`pk_resample_filter`, AVX2 where the CPU has it, the same floats either way).
+    static func filter(_ pixels: UnsafeMutablePointer<Float>, axis: Axis, into out: UnsafeMutablePointer<Float>, width: Int) {
+        axis.starts32.withUnsafeBufferPointer { starts in
+            axis.counts32.withUnsafeBufferPointer { counts in
+                axis.weights4.withUnsafeBufferPointer { weights in
+                    pk_resample_filter(pixels, starts.baseAddress, counts.baseAddress, weights.baseAddress, Int32(axis.maxCount), out,
+                                       Int32(width))
                 }
             }
         }

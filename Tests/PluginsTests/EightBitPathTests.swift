@@ -152,6 +152,11 @@ import Testing
             let b = try #require(try PNGWriter.write(wand, level: 6, filter: .adaptive))
             #expect(a == b)
         }
+        // All grey: ImageMagick writes it, as a grey PNG, from either form.
+        let (grey, _) = try Self.both(try Self.pixels(120, 80, grey: true))
+        #expect(try PNGWriter.write(grey, level: 6, filter: .adaptive) == nil)
+        let png = try PNGEncoder.plugin.makeEncoder(PNGEncoder.plugin.defaultOptions).encode(grey)
+        #expect(png[25] == 0, "PNG colour type \(png[25])")
     }
 
     /// Every other processor gets a wand of the 8-bit pixels, as it did before.

@@ -151,18 +151,37 @@ import TestSupport
         #expect(try psnr(kept.reduced, kept.full) >= 40)
     }
 
-    @Test func greyAndCMYKStayWithImageMagick() async throws {
+    @Test func cmykStaysWithImageMagick() async throws {
         let plan = try #require(JPEGReducer.plan(PixelSize(width: 1600, height: 800), hint: hint, headroom: 2))
-        for space in ["Gray", "CMYK"] {
-            let path = try Fixtures.temporaryDirectory("jpeg-space").appendingPathComponent("t.jpg").path
-            let made = try await Command.run("/usr/bin/convert", ["-size", "1600x800", "plasma:", "-colorspace", space, "-quality", "92", path])
-            try #require(made.status == 0, "\(made.stderr)")
-            let data = try Data(contentsOf: URL(fileURLWithPath: path))
-            #expect(try JPEGReducer.decode(data, plan: plan, toSRGB: true, autoOrient: true) == nil, "\(space)")
-            let (reduced, full, decoded) = try thumbnails(data)
-            #expect(decoded == PixelSize(width: 400, height: 200), "\(space)")  // ImageMagick's jpeg:size, 1/4
-            #expect(try psnr(reduced, full) >= 40, "\(space)")
-        }
+        let data = try await Self.converted("CMYK")
+        #expect(try JPEGReducer.decode(data, plan: plan, toSRGB: true, autoOrient: true) == nil)
+        let (reduced, full, decoded) = try thumbnails(data)
+        #expect(decoded == PixelSize(width: 400, height: 200))  // ImageMagick's jpeg:size, 1/4
+        #expect(try psnr(reduced, full) >= 40)
+    }
+
+    /// A greyscale JPEG is read by libjpeg as RGB with equal channels, and written as ImageMagick
+    /// wrote it when it decoded such files: a one-channel JPEG, a grey PNG.
+    @Test func greyIsReducedIn8BitsAndWrittenGrey() async throws {
+        let data = try await Self.converted("Gray")
+        let (reduced, full, decoded) = try thumbnails(data)
+        #expect(decoded == PixelSize(width: 400, height: 200))
+        #expect(try decoder.decode(LoadedData(data: data), hint: hint).rgb8 != nil)
+        #expect(try psnr(reduced, full) >= 40)
+        let jpeg = try JPEGEncoder.plugin.makeEncoder(JPEGEncoder.plugin.defaultOptions).encode(reduced)
+        let png = try PNGEncoder.plugin.makeEncoder(PNGEncoder.plugin.defaultOptions).encode(reduced)
+        let written = Wand()
+        try written.read(jpeg, format: "JPEG")
+        #expect(written.colorspaceName == "Gray")
+        #expect(png[25] == 0, "PNG colour type \(png[25]): grey")
+    }
+
+    /// A 1600x800 plasma JPEG converted to `space` by ImageMagick's command line.
+    static func converted(_ space: String) async throws -> Data {
+        let path = try Fixtures.temporaryDirectory("jpeg-space").appendingPathComponent("t.jpg").path
+        let made = try await Command.run("/usr/bin/convert", ["-size", "1600x800", "plasma:", "-colorspace", space, "-quality", "92", path])
+        try #require(made.status == 0, "\(made.stderr)")
+        return try Data(contentsOf: URL(fileURLWithPath: path))
     }
 
     @Test func truncatedCorruptLyingAndHugeFilesFailWithTheirKind() throws {

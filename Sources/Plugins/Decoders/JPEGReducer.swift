@@ -11,7 +11,9 @@ import PipelineKit
 ///
 /// The EXIF orientation and the ICC profile are read from the markers and applied as the
 /// ImageMagick path applies them (the profile converted to sRGB through lcms, now on the small
-/// image, or kept with `to_srgb: false`). CMYK, YCCK and greyscale JPEGs stay with ImageMagick.
+/// image, or kept with `to_srgb: false`). A greyscale JPEG is read as RGB pixels whose channels
+/// are equal (the JPEG and PNG writers write those as grey, as ImageMagick does) when it needs no
+/// wand; CMYK and YCCK JPEGs, and greyscale ones with a profile, stay with ImageMagick.
 enum JPEGReducer {
     /// How a JPEG is reduced: libjpeg's scale, then the block size of the average after it.
     struct Plan: Equatable {
@@ -44,7 +46,7 @@ enum JPEGReducer {
     }
 
     /// The reduced image, with the damage read past (as `fail_on` allows) when there was some, or
-    /// `nil` when this JPEG is one for ImageMagick (not 3-component YCbCr or RGB). Throws
+    /// `nil` when this JPEG is one for ImageMagick (not YCbCr, RGB or plain greyscale). Throws
     /// `decode_failed` with libjpeg's reason for a file too damaged for `failOn`.
     ///
     /// At 1/8 a progressive JPEG is read from its DC scans alone (``dcScansOnly(_:)``) unless
@@ -82,7 +84,9 @@ enum JPEGReducer {
             guard ok != 0 else { throw failure(reader) }
             var width: Int32 = 0, height: Int32 = 0, components: Int32 = 0, space: Int32 = 0, progressive: Int32 = 0
             pk_jpeg_header(reader, &width, &height, &components, &space, &progressive)
-            guard components == 3, space == Int32(JCS_YCbCr.rawValue) || space == Int32(JCS_RGB.rawValue) else { return nil }
+            let colour = components == 3 && (space == Int32(JCS_YCbCr.rawValue) || space == Int32(JCS_RGB.rawValue))
+            let grey = components == 1 && space == Int32(JCS_GRAYSCALE.rawValue)
+            guard colour || grey else { return nil }
 
             var profile: Data?
             var profileLength: UInt32 = 0
@@ -93,6 +97,12 @@ enum JPEGReducer {
                 free(icc)
             }
             let exif = Self.exif(reader)
+            let orientation = exif.map { $0.dropFirst(6).withUnsafeBytes { ExifOrientation.read($0) } } ?? 1
+            // Upright (or to be turned upright) sRGB stays in 8 bits; a profile to convert through
+            // or to keep, and an orientation to keep, need a wand. A greyscale JPEG is read as RGB
+            // (libjpeg repeats the grey) in 8 bits only; otherwise ImageMagick keeps it grey.
+            let stays8 = (profile.map { toSRGB && Wand.isSRGB($0) } ?? true) && (autoOrient || orientation <= 1)
+            guard colour || stays8 else { return nil }
 
             var outW: Int32 = 0, outH: Int32 = 0
             if !smoothing { pk_jpeg_no_smoothing(reader) }
@@ -121,10 +131,7 @@ enum JPEGReducer {
             let message = String(cString: pk_jpeg_damage(reader, &level))
             let damage = Damage.Level(rawValue: Int(level)).map { Damage(level: $0, message: "JPEG: " + message) }
 
-            let orientation = exif.map { $0.dropFirst(6).withUnsafeBytes { ExifOrientation.read($0) } } ?? 1
-            // Upright (or to be turned upright) sRGB stays in 8 bits; a profile to convert through
-            // or to keep, and an orientation to keep, need a wand.
-            if profile.map({ toSRGB && Wand.isSRGB($0) }) ?? true, autoOrient || orientation <= 1 {
+            if stays8 {
                 let upright = RGB8Pixels(width: reducedWidth, height: reducedHeight, hasAlpha: false, bytes: pixels)
                 return (.pixels(autoOrient ? upright.oriented(orientation) : upright), damage)
             }

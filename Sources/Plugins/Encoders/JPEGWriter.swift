@@ -40,13 +40,16 @@ enum JPEGWriter {
     }
 
     /// Whether every pixel is grey (ImageMagick then writes one channel).
-    static func isGrey(_ pixels: RGB8Pixels) -> Bool {
-        pixels.bytes.withUnsafeBufferPointer { bytes in
+    static func isGrey(_ pixels: RGB8Pixels) -> Bool { isGrey(pixels.bytes, channels: pixels.channels) }
+
+    /// Whether every pixel of 8-bit `bytes` (RGB first, `channels` bytes a pixel) is grey.
+    static func isGrey(_ bytes: [UInt8], channels: Int) -> Bool {
+        bytes.withUnsafeBufferPointer { bytes in
             var i = 0
-            let n = pixels.channels, count = bytes.count
-            while i < count {
+            let count = bytes.count
+            while i + 2 < count {
                 if bytes[i] != bytes[i + 1] || bytes[i] != bytes[i + 2] { return false }
-                i += n
+                i += channels
             }
             return true
         }

@@ -10,8 +10,8 @@ import PipelineKit
 /// smaller at the same zlib level: docs/PERFORMANCE.md.)
 ///
 /// ImageMagick still writes what this does not cover: palette PNGs, EXIF, XMP or IPTC to keep,
-/// `max_bytes`, images that are not sRGB (grey ones are written as grey PNGs there), and an ICC
-/// profile libpng refuses.
+/// `max_bytes`, images that are not sRGB or whose pixels are all grey (written as grey PNGs
+/// there), and an ICC profile libpng refuses.
 enum PNGWriter {
     /// The `png` encoder's defaults, which `auto` writes PNG with too.
     static let defaultLevel = 6
@@ -40,6 +40,9 @@ enum PNGWriter {
         let metadata = image.metadata ?? ImageMetadata()
         guard image.frameCount == 1, metadata.exif == nil, metadata.xmp == nil, metadata.iptc == nil else { return nil }
         if let pixels = image.rgb8 {
+            // All grey (a greyscale JPEG read as RGB): ImageMagick writes a grey PNG, as it did
+            // when it decoded such JPEGs itself.
+            if JPEGWriter.isGrey(pixels) { return nil }
             // 8-bit pixels carry no profile (see RGB8Pixels).
             return try write(pixels.bytes, width: pixels.width, height: pixels.height, channels: pixels.channels, profile: nil,
                              level: level, filter: filter)
@@ -48,6 +51,7 @@ enum PNGWriter {
             guard wand.colorspaceName == "sRGB" else { return nil }
             let channels = wand.hasAlpha ? "RGBA" : "RGB"
             let pixels = try wand.bytes(channels: channels)
+            if JPEGWriter.isGrey(pixels, channels: channels.count) { return nil }  // a grey PNG, by ImageMagick
             let profile = metadata.keepsICC ? wand.iccProfile : nil
             return try write(pixels, width: wand.width, height: wand.height, channels: channels.count, profile: profile,
                              level: level, filter: filter)

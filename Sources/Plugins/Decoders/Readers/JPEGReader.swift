@@ -23,7 +23,7 @@ struct JPEGReader: FormatReader {
         // ImageMagick asks for width/d x height/d: libjpeg then decodes at exactly 1/d, the scale
         // libvips uses (at least twice the target: see JPEGReducer.plan).
         let jpegSize = scale.map { "\(size.width / $0.denominator)x\(size.height / $0.denominator)" }
-        if let frame, frame.components == 3, let scale {
+        if let frame, frame.components == 3 || frame.components == 1, let scale {
             let (data, progressive) = (self.data, frame.progressive)
             return ReadPlan(reduced: {
                 guard let reduced = try JPEGReducer.decode(data, plan: scale, toSRGB: settings.toSRGB, autoOrient: settings.autoOrient,

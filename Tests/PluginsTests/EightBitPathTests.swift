@@ -114,7 +114,7 @@ import Testing
         for pixels in [try Self.pixels(300, 200), try Self.pixels(301, 199, grey: true)] {
             let (eight, wand) = try Self.both(pixels)
             let direct = try encoder.encode(eight), magick = try encoder.encode(wand)
-            #expect(direct == magick, "\(options), grey \(JPEGWriter.isGrey(pixels)): \(direct.count) and \(magick.count) bytes")
+            #expect(direct == magick, "\(options), grey \(pixels.isGrey): \(direct.count) and \(magick.count) bytes")
         }
         // auto, which keeps JPEG as JPEG.
         let auto = try AutoEncoder.plugin.makeEncoder(AutoEncoder.plugin.defaultOptions)

@@ -39,26 +39,10 @@ enum JPEGWriter {
         }
     }
 
-    /// Whether every pixel is grey (ImageMagick then writes one channel).
-    static func isGrey(_ pixels: RGB8Pixels) -> Bool { isGrey(pixels.bytes, channels: pixels.channels) }
-
-    /// Whether every pixel of 8-bit `bytes` (RGB first, `channels` bytes a pixel) is grey.
-    static func isGrey(_ bytes: [UInt8], channels: Int) -> Bool {
-        bytes.withUnsafeBufferPointer { bytes in
-            var i = 0
-            let count = bytes.count
-            while i + 2 < count {
-                if bytes[i] != bytes[i + 1] || bytes[i] != bytes[i + 2] { return false }
-                i += channels
-            }
-            return true
-        }
-    }
-
     /// The JPEG of opaque `pixels` under `settings`. Throws `encode_failed` with libjpeg's reason.
     static func write(_ pixels: RGB8Pixels, _ settings: Settings) throws -> Data {
         precondition(!pixels.hasAlpha)
-        let components: Int32 = isGrey(pixels) ? 1 : 3
+        let components: Int32 = pixels.isGrey ? 1 : 3  // all grey: one channel, as ImageMagick writes it
         var length: UInt = 0
         var message = [CChar](repeating: 0, count: Int(JMSG_LENGTH_MAX))
         let written = pixels.bytes.withUnsafeBufferPointer { bytes in
@@ -71,5 +55,23 @@ enum JPEGWriter {
         guard let written else { throw PipelineError(.encodeFailed, "JPEG: " + String(cString: message)) }
         defer { free(written) }
         return Data(bytes: written, count: Int(length))
+    }
+}
+
+extension RGB8Pixels {
+    /// Whether every pixel is grey (ImageMagick writes such a picture as one channel).
+    var isGrey: Bool { Self.isGrey(bytes, channels: channels) }
+
+    /// Whether every pixel of 8-bit `bytes` (RGB first, `channels` bytes a pixel) is grey.
+    static func isGrey(_ bytes: [UInt8], channels: Int) -> Bool {
+        bytes.withUnsafeBufferPointer { bytes in
+            var i = 0
+            let count = bytes.count
+            while i + 2 < count {
+                if bytes[i] != bytes[i + 1] || bytes[i] != bytes[i + 2] { return false }
+                i += channels
+            }
+            return true
+        }
     }
 }

@@ -42,7 +42,7 @@ enum PNGWriter {
         if let pixels = image.rgb8 {
             // All grey (a greyscale JPEG read as RGB): ImageMagick writes a grey PNG, as it did
             // when it decoded such JPEGs itself.
-            if JPEGWriter.isGrey(pixels) { return nil }
+            if pixels.isGrey { return nil }
             // 8-bit pixels carry no profile (see RGB8Pixels).
             return try write(pixels.bytes, width: pixels.width, height: pixels.height, channels: pixels.channels, profile: nil,
                              level: level, filter: filter)
@@ -51,7 +51,7 @@ enum PNGWriter {
             guard wand.colorspaceName == "sRGB" else { return nil }
             let channels = wand.hasAlpha ? "RGBA" : "RGB"
             let pixels = try wand.bytes(channels: channels)
-            if JPEGWriter.isGrey(pixels, channels: channels.count) { return nil }  // a grey PNG, by ImageMagick
+            if RGB8Pixels.isGrey(pixels, channels: channels.count) { return nil }  // a grey PNG, by ImageMagick
             let profile = metadata.keepsICC ? wand.iccProfile : nil
             return try write(pixels, width: wand.width, height: wand.height, channels: channels.count, profile: profile,
                              level: level, filter: filter)

@@ -164,11 +164,12 @@ public struct Resize: ImageProcessing {
     /// (``Resampler``), so the same picture, rounded to 8 bits once instead of twice.
     func resized8(_ pixels: RGB8Pixels, scaled: PixelSize, crop: PixelSize?) -> RGB8Pixels? {
         let size = PixelSize(width: pixels.width, height: pixels.height)
-        guard filter == "lanczos", !(preShrink && Self.preShrinkBlock(from: size, to: scaled) != nil) else { return nil }
+        let crops = crop.map { $0.width < scaled.width || $0.height < scaled.height } ?? false
+        guard filter == "lanczos", !(preShrink && Self.preShrinkBlock(from: size, to: scaled) != nil), !(crops && gravity == .smart)
+        else { return nil }
         var out = pixels
         if scaled != size { out = Resampler.resize(pixels, width: scaled.width, height: scaled.height) }
-        if let crop, crop.width < scaled.width || crop.height < scaled.height {
-            guard gravity != .smart else { return nil }
+        if crops, let crop {
             let (x, y) = gravity.offset(inner: crop, outer: scaled)
             out = out.cropped(x: max(0, x), y: max(0, y), width: crop.width, height: crop.height)
         }

@@ -481,6 +481,25 @@ import TestSupport
         #expect(log.components(separatedBy: "\"cache\":\"stored\"").count - 1 == 2, "\(log)")
     }
 
+    /// Answers made by a job keep the connection open as well: a client that asks for one image
+    /// after another (a browser, a CDN, wrk) does not reconnect for each.
+    @Test func answersMadeByAJobKeepTheConnectionOpen() async throws {
+        let jpeg = try Fixtures.jpeg(640, 480)
+        let origin = try ScriptedServer { _, connection in
+            connection.write("HTTP/1.1 200 OK\r\nContent-Type: image/jpeg\r\nContent-Length: \(jpeg.count)\r\nConnection: close\r\n\r\n")
+            connection.write(jpeg)
+        }
+        defer { origin.stop() }
+        let setup = try Setup()
+        let service = try await Self.start(setup)
+        defer { service.stop() }
+        let targets = try ["/a.jpg", "/b.jpg", "/c.jpg"].map { try Self.sign("resize", origin.url($0)) }
+        let answers = try await RawHTTP.getKeptAlive(port: service.port, targets: targets)
+        #expect(answers.map(\.status) == [200, 200, 200], "\(answers.map { ($0.status, $0.text.prefix(200)) })")
+        #expect(answers.allSatisfy { $0.headers["content-type"] == "image/jpeg" && $0.body.starts(with: [0xFF, 0xD8]) })
+        #expect(origin.requests("/a.jpg") == 1 && origin.requests("/b.jpg") == 1 && origin.requests("/c.jpg") == 1)
+    }
+
     /// Polls `/metrics` (an event the test waits on, not a time) until `count` requests are admitted.
     static func waitForInFlight(_ service: ServiceProcess, _ count: Int) async -> Bool {
         await waitForMetric(service, "pipelinectl_requests_in_flight", count)

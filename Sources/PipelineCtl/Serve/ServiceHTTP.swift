@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import NIOHTTPTypes
 import PipelineKit
 import Prometheus
 import ServiceLifecycle
@@ -25,11 +26,12 @@ struct ServiceHTTP: Sendable {
     }
 
     func run() async throws {
-        let responder = CallbackResponder<BasicRequestContext> { request, _ in await self.respond(request) }
+        let responder = CallbackResponder<ServeRequestContext> { request, context in await self.respond(request, channel: context.channel) }
         var serverLogger = Logger(label: "pipelinectl.http")
         serverLogger.logLevel = .warning
         let app = Application(
             responder: responder,
+            server: .http1(configuration: .init(additionalChannelHandlers: [ClientCloseWatcher()])),
             configuration: ApplicationConfiguration(address: .hostname(settings.listen.host, port: settings.listen.port),
                                                     serverName: "pipelinectl/\(PipelineCtl.version)"),
             onServerRunning: { [settings, service] channel in
@@ -58,7 +60,7 @@ struct ServiceHTTP: Sendable {
         signals.finished()
     }
 
-    func respond(_ request: Request) async -> Response {
+    func respond(_ request: Request, channel: any Channel) async -> Response {
         let start = ContinuousClock.now
         let target = request.uri.string
         let path = String(target.prefix { $0 != "?" })
@@ -76,7 +78,7 @@ struct ServiceHTTP: Sendable {
                                                           loadsWaiting: service.presets.values.reduce(0) { $0 + $1.runner.loadsWaiting }))
             return Self.response(answer, head: false)
         case (.get, _), (.head, _):
-            answer = await answerCancellingOnClose(request, target: target)
+            answer = await answerCancellingOnClose(request, target: target, channel: channel)
         default:
             answer = .problem(405, kind: "method_not_allowed", "only GET and HEAD")
             answer.headers.append(("Allow", "GET, HEAD"))
@@ -88,25 +90,32 @@ struct ServiceHTTP: Sendable {
         return Self.response(answer, head: request.method == .head)
     }
 
-    /// The image answer. Answers that need no job (refusals, stored results, 304s for them, 429s)
-    /// are sent at once and keep the connection alive. A job is cancelled when the client closes
-    /// the connection first (work that another request waits for goes on: the engine shares it).
+    /// The image answer. A job is cancelled when the client closes the connection first (work
+    /// that another request waits for goes on: the engine shares it); every answer keeps the
+    /// connection open for the client's next request.
     ///
-    /// Hummingbird sees a client leave only by reading the connection while the answer is made,
-    /// and a connection read that way is closed after its response: answers made by a job do not
-    /// keep the connection alive. (Watching only answers slower than a few milliseconds did not
-    /// work: the client's close was not seen once the handler had started without reading.)
-    func answerCancellingOnClose(_ request: Request, target: String) async -> ServeAnswer {
+    /// The close is seen by the connection's `ClientCloseWatcher`, not by reading the request
+    /// stream: Hummingbird closes a connection whose stream a handler has read, so answers made
+    /// by a job would each cost the client a new connection.
+    func answerCancellingOnClose(_ request: Request, target: String, channel: any Channel) async -> ServeAnswer {
         let accept = request.headers[.accept], ifNoneMatch = request.headers[.ifNoneMatch]
         let job: ImageService.AdmittedJob
         switch await service.prepare(target: target, accept: accept, ifNoneMatch: ifNoneMatch) {
         case .answered(let answer): return answer
         case .admitted(let admitted): job = admitted
         }
-        do {
-            return try await request.body.consumeWithCancellationOnInboundClose { _ in await service.run(job) }
-        } catch {
-            return .problem(499, kind: "cancelled", "the client closed the connection")
+        guard let watcher = try? await channel.pipeline.handler(type: ClientCloseWatcher.self).get() else {
+            return await service.run(job)
+        }
+        return await withTaskGroup(of: ServeAnswer?.self) { group in
+            group.addTask { await service.run(job) }
+            group.addTask {
+                await watcher.clientClosed()
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first ?? .problem(499, kind: "cancelled", "the client closed the connection")
         }
     }
 
@@ -132,6 +141,78 @@ struct ServiceHTTP: Sendable {
         if let type = answer.headers.first(where: { $0.0 == "Content-Type" })?.1, type.hasPrefix("image/") { line.add("type", type) }
         if let error = answer.item?.error { line.add("error", error.kind.rawValue) }
         FileHandle.standardOutput.write(Data((line.text + "\n").utf8))
+    }
+}
+
+/// The request context of the service: Hummingbird's, plus the connection, whose
+/// `ClientCloseWatcher` tells when the client leaves.
+struct ServeRequestContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    let channel: any Channel
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = CoreRequestContextStorage(source: source)
+        channel = source.channel
+    }
+}
+
+/// Sees the client close its side of a connection (or the connection fail) while an answer is
+/// being made, without reading the request stream. It sits in each connection's pipeline after
+/// the HTTP decoder and passes everything on unchanged; NIO keeps reading the socket while the
+/// handler works, so the end of the input arrives here as an event.
+final class ClientCloseWatcher: ChannelInboundHandler, RemovableChannelHandler, Sendable {
+    typealias InboundIn = HTTPRequestPart
+
+    private struct State {
+        var closed = false
+        var next = 0
+        var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
+    }
+    private let state = Mutex(State())
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed { closeSeen() }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if error is IOError { closeSeen() }  // reset by the peer, broken pipe
+        context.fireErrorCaught(error)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        closeSeen()
+        context.fireChannelInactive()
+    }
+
+    private func closeSeen() {
+        let waiters = state.withLock { state in
+            state.closed = true
+            defer { state.waiters = [:] }
+            return state.waiters
+        }
+        for waiter in waiters.values { waiter.resume() }
+    }
+
+    /// Returns once the client has closed its side of the connection (at once if it already
+    /// has), or when the calling task is cancelled.
+    func clientClosed() async {
+        let id = state.withLock { state in
+            state.next += 1
+            return state.next
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { state in
+                    if state.closed || Task.isCancelled { return true }
+                    state.waiters[id] = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            state.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
+        }
     }
 }
 

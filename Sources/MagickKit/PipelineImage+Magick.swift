@@ -38,8 +38,14 @@ public final class RGB8Pixels: PixelStorage, @unchecked Sendable {
     public var channels: Int { hasAlpha ? 4 : 3 }
     public var byteCount: Int { bytes.count }
 
-    /// A new wand holding these pixels (throws `too_large` beyond policy.xml's limits).
-    public func wand() throws -> Wand { try Wand.fromPixels(bytes, width: width, height: height, hasAlpha: hasAlpha) }
+    /// A new wand holding these pixels (throws `too_large` beyond policy.xml's limits), marked
+    /// upright (top-left) as 8-bit pixels always are: ImageMagick writes that orientation into an
+    /// EXIF block it keeps, as after its own decode and auto-orient.
+    public func wand() throws -> Wand {
+        let wand = try Wand.fromPixels(bytes, width: width, height: height, hasAlpha: hasAlpha)
+        wand.orientation = 1
+        return wand
+    }
 }
 
 extension PipelineImage {

@@ -142,7 +142,7 @@ struct SplitMix64: RandomNumberGenerator {
         #expect(lost < 35, "fast: \(lost) dB")
     }
 
-    @Test func theScaleIsOneOverTwoFourOrEightAndNeverLessThanTwiceTheTarget() throws {
+    @Test func theScaleIsOneOverOneTwoFourOrEightAndNeverLessThanTwiceTheTarget() throws {
         // The DCT scale the JPEG reader plans, and the size libjpeg decodes at with it.
         func scaled(_ w: Int, _ h: Int, _ tw: Int, _ th: Int, fit: Bool = false) -> PixelSize? {
             guard let d = JPEGReducer.plan(PixelSize(width: w, height: h), hint: DecodeHint(targetSize: PixelSize(width: tw, height: th), fit: fit),
@@ -150,7 +150,8 @@ struct SplitMix64: RandomNumberGenerator {
             return PixelSize(width: (w + d - 1) / d, height: (h + d - 1) / d)
         }
         #expect(scaled(1680, 1050, 256, 160) == PixelSize(width: 840, height: 525))
-        #expect(scaled(1680, 1050, 420, 263) == nil)  // under 4x: decoded whole
+        #expect(scaled(1680, 1050, 420, 263) == PixelSize(width: 1680, height: 1050))  // under 4x: decoded whole (1/1)
+        #expect(scaled(1680, 1050, 2000, 2000) == PixelSize(width: 1680, height: 1050))  // an enlargement: whole too
         #expect(scaled(5120, 2880, 256, 256) == PixelSize(width: 1280, height: 720))  // 11x on the height: 1/4
         #expect(scaled(8000, 8000, 256, 256) == PixelSize(width: 1000, height: 1000))  // 31x: 1/8
         #expect(scaled(4001, 3001, 100, 100) == PixelSize(width: 501, height: 376))  // rounded up, as libjpeg does

@@ -159,16 +159,30 @@ public struct Resize: ImageProcessing {
         }
     }
 
-    /// The resize and crop of 8-bit pixels without a wand (Lanczos, no block average first, a
-    /// crop by a compass gravity), or `nil` for the wand's path: the same weights as there
+    /// The resize and crop of 8-bit pixels without a wand (Lanczos, after a block average as the
+    /// wand's path makes one, a crop by a compass gravity), or `nil` for the wand's path: the same weights as there
     /// (``Resampler``), so the same picture, rounded to 8 bits once instead of twice.
     func resized8(_ pixels: RGB8Pixels, scaled: PixelSize, crop: PixelSize?) -> RGB8Pixels? {
         let size = PixelSize(width: pixels.width, height: pixels.height)
         let crops = crop.map { $0.width < scaled.width || $0.height < scaled.height } ?? false
-        guard filter == "lanczos", !(preShrink && Self.preShrinkBlock(from: size, to: scaled) != nil), !(crops && gravity == .smart)
-        else { return nil }
+        guard filter == "lanczos", !(crops && gravity == .smart) else { return nil }
         var out = pixels
-        if scaled != size { out = Resampler.resize(pixels, width: scaled.width, height: scaled.height) }
+        if preShrink, let block = Self.preShrinkBlock(from: size, to: scaled) {
+            // The wand's path scales to whole blocks' size with fractional spans at the far edge;
+            // here a partial last block is averaged over the pixels it has, which stretches the
+            // picture by the missing fraction: smaller blocks until that moves the edge by at most
+            // a twentieth of an output pixel, or none (the filter then reads every pixel).
+            let shrink = min(Double(size.width) / Double(max(1, scaled.width)), Double(size.height) / Double(max(1, scaled.height)))
+            func shift(_ k: Int) -> Double {
+                Double(max((size.width + k - 1) / k * k - size.width, (size.height + k - 1) / k * k - size.height)) / shrink
+            }
+            if let fitting = (2...block).reversed().first(where: { shift($0) <= 0.05 }) {
+                out = pixels.boxReduced(by: fitting)
+            }
+        }
+        if scaled != PixelSize(width: out.width, height: out.height) {
+            out = Resampler.resize(out, width: scaled.width, height: scaled.height)
+        }
         if crops, let crop {
             let (x, y) = gravity.offset(inner: crop, outer: scaled)
             out = out.cropped(x: max(0, x), y: max(0, y), width: crop.width, height: crop.height)
@@ -178,6 +192,18 @@ public struct Resize: ImageProcessing {
 }
 
 extension RGB8Pixels {
+    /// Averages of `block` x `block` pixels (``BoxReducer``; a partial block at the right or
+    /// bottom edge averages the pixels it has).
+    func boxReduced(by block: Int) -> RGB8Pixels {
+        let reducer = BoxReducer(width: width, height: height, factor: block, alpha: hasAlpha)
+        let rowLength = width * channels
+        let reduced = bytes.withUnsafeBufferPointer { bytes in
+            // `reduce` throws only what the feed throws, and this feed does not.
+            try! reducer.reduce(feeding: { y, take in take(UnsafeBufferPointer(rebasing: bytes[(y * rowLength)..<((y + 1) * rowLength)])) })
+        }
+        return RGB8Pixels(width: reducer.outWidth, height: reducer.outHeight, hasAlpha: hasAlpha, bytes: reduced)
+    }
+
     /// The `width` x `height` window at `x`, `y` (inside the image).
     func cropped(x: Int, y: Int, width: Int, height: Int) -> RGB8Pixels {
         let n = channels, rowLength = width * n

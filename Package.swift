@@ -75,6 +75,12 @@ let package = Package(
             name: "CResample",
             path: "Sources/CResample"
         ),
+        // libjpeg's large blocks from a few kept ones instead of fresh pages (see
+        // Sources/CJPEGMemory/jpeg_memory.c): its two functions replace libjpeg's own.
+        .target(
+            name: "CJPEGMemory",
+            path: "Sources/CJPEGMemory"
+        ),
         .systemLibrary(
             name: "CTIFF",
             pkgConfig: "libtiff-4",
@@ -120,7 +126,7 @@ let package = Package(
         // Every built-in stage, registered through PipelineKit's public API.
         .target(
             name: "Plugins",
-            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPQ", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF", "CGIF", "CLinux", "CResample",
+            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPQ", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF", "CGIF", "CLinux", "CResample", "CJPEGMemory",
                            .product(name: "Crypto", package: "swift-crypto")]
         ),
         // The controller: every subcommand, callable by custom builds with their own plugins.
@@ -164,7 +170,7 @@ let package = Package(
         .testTarget(
             name: "PluginsTests",
             dependencies: [
-                "PipelineKit", "MagickKit", "Plugins", "TestSupport", "CLinux",
+                "PipelineKit", "MagickKit", "Plugins", "TestSupport", "CLinux", "CJPEGMemory",
                 .product(name: "FlyingFox", package: "FlyingFox"),
             ],
             exclude: ["Fixtures"]  // SigV4 golden vectors and fuzz findings, read as files

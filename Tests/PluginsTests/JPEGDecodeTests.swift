@@ -1,5 +1,6 @@
-import Foundation
+import CJPEGMemory
 import CMagickWand
+import Foundation
 import MagickKit
 import PipelineKit
 @testable import Plugins
@@ -75,6 +76,39 @@ import TestSupport
             if let rewritten = JPEGReducer.dcScansOnly(Data(bytes)) { #expect(rewritten.count <= bytes.count) }
             do { _ = try JPEGReducer.decode(Data(bytes), plan: plan, toSRGB: true, autoOrient: true, failOn: .none) } catch is PipelineError {}
         }
+    }
+
+    /// libjpeg's large blocks (here the coefficients of a progressive file, 2.6 MB a component) come from
+    /// blocks kept from earlier decodes (Sources/CJPEGMemory): the replacement functions are the
+    /// ones libjpeg calls, and a block used before, full of another image's coefficients, gives
+    /// the same pixels as a fresh one.
+    @Test func largeBlocksAreReusedForTheSamePixels() throws {
+        func progressive(_ seed: Int) throws -> Data {
+            let wand = try Self.plasma(1600, 800 + seed)
+            wand.setProgressive(true)
+            return try wand.encode(format: "JPEG", quality: 92)
+        }
+        let (first, other) = (try progressive(0), try progressive(8))
+        let hint = DecodeHint(targetSize: PixelSize(width: 400, height: 200), fit: true)
+        let plan = try #require(JPEGReducer.plan(PixelSize(width: 1600, height: 800), hint: hint, headroom: 2))
+        func decode(_ data: Data) throws -> [UInt8] {
+            let decoded = try #require(try JPEGReducer.decode(data, plan: plan, toSRGB: true, autoOrient: true))
+            guard case .pixels(let pixels) = decoded.pixels else { throw PipelineError(.decodeFailed, "not 8-bit") }
+            return pixels.bytes
+        }
+        let before = pk_jpeg_pool_read_stats()
+        let expected = try decode(first)
+        // Other tests decode at the same time and may take a kept block first: a few tries.
+        var reused = false
+        for _ in 0..<20 where !reused {
+            _ = try decode(other)
+            let again = pk_jpeg_pool_read_stats().reused
+            #expect(try decode(first) == expected)
+            reused = pk_jpeg_pool_read_stats().reused > again
+        }
+        #expect(pk_jpeg_pool_read_stats().requested > before.requested, "libjpeg did not call the replacement functions")
+        #expect(reused)
+        #expect(pk_jpeg_pool_read_stats().kept_bytes <= 32 * 256 << 20)
     }
 
     /// Every row's 16-bit RGB samples.

@@ -44,6 +44,42 @@ void pk_resample_accumulate(const float *row, float weight, int first, float *su
     else accumulate_sse(row, weight, first, sum, count);
 }
 
+// Two pixels a step: a 16-byte load holds pixels i...i+4 (and a third of the next), a shuffle
+// spreads four of them over four bytes each (the fourth byte zero), and each half becomes two
+// pixels of four floats; the fourth float is then set to 1. Each float is the one the plain loop
+// makes (an exact conversion, then one multiplication by `scale`).
+__attribute__((target("avx2")))
+static void convert_rgb8_avx2(const uint8_t *samples, float scale, float *pixels, size_t width) {
+    const __m128i spread = _mm_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1);
+    const __m256 s = _mm256_set1_ps(scale), one = _mm256_set1_ps(1.0f);
+    size_t x = 0;
+    for (; x + 6 <= width; x += 4) {
+        __m128i four = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(samples + x * 3)), spread);
+        __m256 low = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(four)), s);
+        __m256 high = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(four, 8))), s);
+        _mm256_storeu_ps(pixels + x * 4, _mm256_blend_ps(low, one, 0x88));
+        _mm256_storeu_ps(pixels + x * 4 + 8, _mm256_blend_ps(high, one, 0x88));
+    }
+    for (; x < width; x++) {
+        const uint8_t *p = samples + x * 3;
+        float *q = pixels + x * 4;
+        q[0] = (float)p[0] * scale; q[1] = (float)p[1] * scale; q[2] = (float)p[2] * scale; q[3] = 1.0f;
+    }
+}
+
+static void convert_rgb8_plain(const uint8_t *samples, float scale, float *pixels, size_t width) {
+    for (size_t x = 0; x < width; x++) {
+        const uint8_t *p = samples + x * 3;
+        float *q = pixels + x * 4;
+        q[0] = (float)p[0] * scale; q[1] = (float)p[1] * scale; q[2] = (float)p[2] * scale; q[3] = 1.0f;
+    }
+}
+
+void pk_resample_convert_rgb8(const uint8_t *samples, float scale, float *pixels, size_t width) {
+    if (pk_resample_uses_avx2()) convert_rgb8_avx2(samples, scale, pixels, width);
+    else convert_rgb8_plain(samples, scale, pixels, width);
+}
+
 // One 256-bit register holds an even tap's pixel (low half) and the next odd tap's (high half),
 // with their weights: the low half is the even taps' sum and the high half the odd taps', as the
 // two 128-bit sums of the plain version.
@@ -98,6 +134,14 @@ void pk_resample_force_plain(int plain) { (void)plain; }
 void pk_resample_accumulate(const float *row, float weight, int first, float *sum, size_t count) {
     if (first) for (size_t i = 0; i < count; i++) sum[i] = weight * row[i];
     else for (size_t i = 0; i < count; i++) sum[i] += weight * row[i];
+}
+
+void pk_resample_convert_rgb8(const uint8_t *samples, float scale, float *pixels, size_t width) {
+    for (size_t x = 0; x < width; x++) {
+        const uint8_t *p = samples + x * 3;
+        float *q = pixels + x * 4;
+        q[0] = (float)p[0] * scale; q[1] = (float)p[1] * scale; q[2] = (float)p[2] * scale; q[3] = 1.0f;
+    }
 }
 
 void pk_resample_filter(const float *pixels, const int32_t *starts, const int32_t *counts, const float *weights4,

@@ -169,19 +169,22 @@ import TestSupport
 /// same floats, so outputs do not depend on the machine that made them.
 @Suite(.serialized) struct ResamplerKernelTests {
     @Test func avx2AndPlainLoopsGiveTheSameBytes() throws {
-        let wand = Wand()
-        try wand.readBuiltIn("plasma:", size: (640, 400))
-        var rgba = try wand.bytes(channels: "RGBA")
-        for i in stride(from: 3, to: rgba.count, by: 4) { rgba[i] = UInt8(i / 4 % 251) }
-        for (bytes, alpha) in [(try wand.bytes(channels: "RGB"), false), (rgba, true)] {
-            let pixels = RGB8Pixels(width: 640, height: 400, hasAlpha: alpha, bytes: bytes)
-            for (width, height) in [(256, 160), (203, 127), (1000, 625)] {
-                pk_resample_force_plain(0)
-                let fast = Resampler.resize(pixels, width: width, height: height)
-                pk_resample_force_plain(1)
-                let plain = Resampler.resize(pixels, width: width, height: height)
-                pk_resample_force_plain(0)
-                #expect(fast.bytes == plain.bytes, "\(width)x\(height), alpha \(alpha), AVX2 used: \(pk_resample_uses_avx2())")
+        // A width whose rows end inside the vector loops' last step, and one shorter than a step.
+        for (sourceWidth, sourceHeight) in [(641, 401), (5, 3)] {
+            let wand = Wand()
+            try wand.readBuiltIn("plasma:", size: (sourceWidth, sourceHeight))
+            var rgba = try wand.bytes(channels: "RGBA")
+            for i in stride(from: 3, to: rgba.count, by: 4) { rgba[i] = UInt8(i / 4 % 251) }
+            for (bytes, alpha) in [(try wand.bytes(channels: "RGB"), false), (rgba, true)] {
+                let pixels = RGB8Pixels(width: sourceWidth, height: sourceHeight, hasAlpha: alpha, bytes: bytes)
+                for (width, height) in [(256, 160), (203, 127), (1000, 625)] {
+                    pk_resample_force_plain(0)
+                    let fast = Resampler.resize(pixels, width: width, height: height)
+                    pk_resample_force_plain(1)
+                    let plain = Resampler.resize(pixels, width: width, height: height)
+                    pk_resample_force_plain(0)
+                    #expect(fast.bytes == plain.bytes, "\(sourceWidth) to \(width)x\(height), alpha \(alpha), AVX2: \(pk_resample_uses_avx2())")
+                }
             }
         }
     }

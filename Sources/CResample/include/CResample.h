@@ -10,6 +10,9 @@
 /// `sum[i] = weight * row[i]` when `first`, else `sum[i] += weight * row[i]`, for `count` floats.
 void pk_resample_accumulate(const float *row, float weight, int first, float *sum, size_t count);
 
+/// `width` RGB pixels of 8-bit samples as four floats each: `sample * scale` three times, then 1.
+void pk_resample_convert_rgb8(const uint8_t *samples, float scale, float *pixels, size_t width);
+
 /// The horizontal pass over one row of pixels (four floats each): output pixel `x` is the sum over
 /// its `counts[x]` taps of `weights4[(x * max_count + k) * 4 ...]` (each tap's weight four times)
 /// times pixel `starts[x] + k`, even taps and odd taps summed apart and added at the end.

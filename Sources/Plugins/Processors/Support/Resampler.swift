@@ -194,6 +194,12 @@ enum Resampler {
     /// for RGB).
     static func convert<Sample: FixedWidthInteger & UnsignedInteger>(_ samples: UnsafePointer<Sample>, width: Int, alpha: Bool, scale: Float,
                         into pixels: UnsafeMutablePointer<Float>) {
+        if Sample.self == UInt8.self, !alpha {
+            // The same floats in C, with an AVX2 version (the loop below spent most of its time
+            // moving samples between lanes).
+            pk_resample_convert_rgb8(UnsafeRawPointer(samples).assumingMemoryBound(to: UInt8.self), scale, pixels, width)
+            return
+        }
         var x = 0
         if alpha {
             while x < width {

@@ -424,8 +424,8 @@ def write_table(rows, stored, overload, peaks, partial=False):
                    f"| {f['rate'] / t['rate']:.2f}x | {o['rate'] / t['rate']:.2f}x | {o['psnr']:.1f} / {f['psnr']:.1f} / {t['psnr']:.1f} |")
     failures = {f"{r['group']} {k}": r[k]["non2xx"] for r in rows for k in ("ours", "ours-fast", "thumbor") if r[k]["non2xx"]}
     closes = sum(r[k]["errors"] for r in rows for k in ("ours", "ours-fast"))
-    out += ["", f"Answers other than 2xx during the table: {failures or 'none'}. (wrk counts {closes} read errors for ours: "
-            "image answers close their connection, by design, and wrk reconnects.)", "",
+    out += ["", f"Answers other than 2xx during the table: {failures or 'none'}. Read errors wrk counts for ours "
+            f"(connections closed under it): {closes}.", "",
             f"Stored results (data cache `store: processed`, 8 connections): {stored['rate']:.0f} req/s, "
             f"p50 {stored['p50']:.2f} ms, p99 {stored['p99']:.2f} ms, non-2xx {stored['non2xx']}.", "",
             f"Overload (64 connections, {OVERLOAD_SECONDS} s, default jobs and queue): {overload['rate']:.1f} answers/s, "

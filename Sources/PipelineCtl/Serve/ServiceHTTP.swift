@@ -163,57 +163,26 @@ struct ServeRequestContext: RequestContext {
 final class ClientCloseWatcher: ChannelInboundHandler, RemovableChannelHandler, Sendable {
     typealias InboundIn = HTTPRequestPart
 
-    private struct State {
-        var closed = false
-        var next = 0
-        var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
-    }
-    private let state = Mutex(State())
+    private let closed = OneTimeSignal()
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let event = event as? ChannelEvent, event == .inputClosed { closeSeen() }
+        if let event = event as? ChannelEvent, event == .inputClosed { closed.fire() }
         context.fireUserInboundEventTriggered(event)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if error is IOError { closeSeen() }  // reset by the peer, broken pipe
+        if error is IOError { closed.fire() }  // reset by the peer, broken pipe
         context.fireErrorCaught(error)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        closeSeen()
+        closed.fire()
         context.fireChannelInactive()
-    }
-
-    private func closeSeen() {
-        let waiters = state.withLock { state in
-            state.closed = true
-            defer { state.waiters = [:] }
-            return state.waiters
-        }
-        for waiter in waiters.values { waiter.resume() }
     }
 
     /// Returns once the client has closed its side of the connection (at once if it already
     /// has), or when the calling task is cancelled.
-    func clientClosed() async {
-        let id = state.withLock { state in
-            state.next += 1
-            return state.next
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let now = state.withLock { state in
-                    if state.closed || Task.isCancelled { return true }
-                    state.waiters[id] = continuation
-                    return false
-                }
-                if now { continuation.resume() }
-            }
-        } onCancel: {
-            state.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
-        }
-    }
+    func clientClosed() async { await closed.wait() }
 }
 
 /// Request counts and durations by pipeline and status, and the run's item metrics, in one

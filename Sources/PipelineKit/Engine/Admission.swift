@@ -86,9 +86,9 @@ final class Admission: Sendable {
     var waiting: Int { state.withLock { $0.waiters.count } }
 }
 
-/// Something that happens once (a run's abort): ``wait()`` returns when it has happened, or when
-/// the waiting task is cancelled.
-final class OneTimeSignal: Sendable {
+/// Something that happens once (a run's abort, a client's leaving): ``wait()`` returns when it has
+/// happened, or when the waiting task is cancelled.
+public final class OneTimeSignal: Sendable {
     private struct State {
         var fired = false
         var nextID = 0
@@ -96,8 +96,11 @@ final class OneTimeSignal: Sendable {
     }
     private let state = Mutex(State())
 
+    /// A signal not fired yet.
+    public init() {}
+
     /// Wakes every waiter, now and later.
-    func fire() {
+    public func fire() {
         let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             state.fired = true
             defer { state.waiters = [:] }
@@ -107,7 +110,7 @@ final class OneTimeSignal: Sendable {
     }
 
     /// Returns when ``fire()`` was called, or at once when the task is cancelled.
-    func wait() async {
+    public func wait() async {
         let id = state.withLock { state in
             state.nextID += 1
             return state.nextID

@@ -534,6 +534,9 @@ import TestSupport
         // The origin sees its connection closed: the transfer was cancelled, not left to run for 10 minutes.
         #expect(await closed.wait(for: "closed", atMost: 120))
         #expect(await Self.waitForInFlight(service, 0))
+        // The close was that connection's alone: a job asked for on another is answered.
+        let next = try await service.get(try Self.sign("resize", setup.path("a.jpg")))
+        #expect(next.status == 200, "\(next.status) \(next.text.prefix(200))")
     }
 
     @Test func sigtermDrainsRequestsInFlightAndExitsZero() async throws {

@@ -4,8 +4,9 @@ import MagickKit
 import PipelineKit
 
 /// Shrink-on-load for JPEG without ImageMagick's coder: libjpeg-turbo decodes at 1/2, 1/4 or 1/8
-/// (DCT scaling), or at full size when the target is too close for one, into 8-bit RGB rows, and whole blocks are averaged as the rows arrive
-/// (``BoxReducer``) down to no less than twice the target. ImageMagick then receives only that
+/// (DCT scaling), or at full size when the target is too close for one, into 8-bit RGB rows, and
+/// whole blocks are averaged as the rows arrive (``BoxReducer``) down to no less than twice the
+/// target. ImageMagick then receives only that
 /// small image: its JPEG coder would widen every decoded pixel to 16 bits in a pixel cache as
 /// large as the DCT-scaled image, and the resize would box it down there again.
 ///

@@ -28,14 +28,18 @@ struct BoxReducer {
     static func blockSize(for size: PixelSize, shrink: Double, headroom: Int) -> Int? {
         let limit = Int(shrink / Double(headroom))
         guard limit >= 2 else { return nil }
-        func shift(_ k: Int) -> Double {
-            let x = Double((size.width + k - 1) / k * k - size.width), y = Double((size.height + k - 1) / k * k - size.height)
-            return max(x, y) / shrink  // source pixels / (source pixels per output pixel)
-        }
+        func shift(_ k: Int) -> Double { edgeShift(size, block: k, shrink: shrink) }
         let candidates = Array((2...limit).reversed())
         if let exact = candidates.first(where: { shift($0) <= 0.05 }) { return exact }
         return candidates.filter { shift($0) <= 0.1 }.min { shift($0) < shift($1) }
     }
+    /// How far blocks of `block` move the far edge of `size` shrunk `shrink` times in all, in output
+    /// pixels: the missing part of a partial last block (source pixels) over the source pixels an
+    /// output pixel covers.
+    static func edgeShift(_ size: PixelSize, block k: Int, shrink: Double) -> Double {
+        Double(max((size.width + k - 1) / k * k - size.width, (size.height + k - 1) / k * k - size.height)) / shrink
+    }
+
     var outWidth: Int { (width + factor - 1) / factor }
     var outHeight: Int { (height + factor - 1) / factor }
 

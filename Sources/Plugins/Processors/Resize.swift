@@ -160,8 +160,8 @@ public struct Resize: ImageProcessing {
     }
 
     /// The resize and crop of 8-bit pixels without a wand (Lanczos, after a block average as the
-    /// wand's path makes one, a crop by a compass gravity), or `nil` for the wand's path: the same weights as there
-    /// (``Resampler``), so the same picture, rounded to 8 bits once instead of twice.
+    /// wand's path makes one, a crop by a compass gravity), or `nil` for the wand's path: the same
+    /// weights as there (``Resampler``), so the same picture, rounded to 8 bits once instead of twice.
     func resized8(_ pixels: RGB8Pixels, scaled: PixelSize, crop: PixelSize?) -> RGB8Pixels? {
         let size = PixelSize(width: pixels.width, height: pixels.height)
         let crops = crop.map { $0.width < scaled.width || $0.height < scaled.height } ?? false
@@ -173,10 +173,7 @@ public struct Resize: ImageProcessing {
             // picture by the missing fraction: smaller blocks until that moves the edge by at most
             // a twentieth of an output pixel, or none (the filter then reads every pixel).
             let shrink = min(Double(size.width) / Double(max(1, scaled.width)), Double(size.height) / Double(max(1, scaled.height)))
-            func shift(_ k: Int) -> Double {
-                Double(max((size.width + k - 1) / k * k - size.width, (size.height + k - 1) / k * k - size.height)) / shrink
-            }
-            if let fitting = (2...block).reversed().first(where: { shift($0) <= 0.05 }) {
+            if let fitting = (2...block).reversed().first(where: { BoxReducer.edgeShift(size, block: $0, shrink: shrink) <= 0.05 }) {
                 out = pixels.boxReduced(by: fitting)
             }
         }

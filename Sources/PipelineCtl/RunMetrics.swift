@@ -38,6 +38,10 @@ final class RunMetrics: Sendable {
             registry.makeCounter(descriptor: name("items_degraded", "total", "Items decoded despite damage (fail_on)."),
                                  labels: [("pipeline", pipeline)]).increment()
         }
+        if item.decodeShared {
+            registry.makeCounter(descriptor: name("decodes_shared", "total", "Items that used another item's decode of the same source, made at the same time."),
+                                 labels: [("pipeline", pipeline)]).increment()
+        }
         if let error = item.error {
             registry.makeCounter(descriptor: name("item_failures", "total", "Failed items by kind of failure."),
                                  labels: [("pipeline", pipeline), ("stage", error.stage.rawValue), ("kind", error.kind.rawValue)])

@@ -375,7 +375,9 @@ import TestSupport
         await origin.stop()
     }
 
-    @Test func twoSizesOfOneSourceAskedAtOnceShareOneFetch() async throws {
+    /// Three sizes of one source asked for at once: one fetch, and one decode (planned for the
+    /// largest) whose image the other two resize.
+    @Test func sizesOfOneSourceAskedAtOnceShareOneFetchAndOneDecode() async throws {
         let jpeg = try Fixtures.jpeg(640, 480)
         let gate = DispatchSemaphore(value: 0)
         let origin = try ScriptedServer { request, connection in
@@ -403,6 +405,8 @@ import TestSupport
             #expect(try await Identified.data(response.body).width == Int(width))
         }
         #expect(origin.requests("/shared.jpg") == 1)
+        let metrics = try await service.get("/metrics").text
+        #expect(metrics.contains("pipelinectl_decodes_shared_total{pipeline=\"resize\"} 2\n"), "\(metrics)")
     }
 
     /// Stored results are answered without the origin; `cache purge` removes every stored result

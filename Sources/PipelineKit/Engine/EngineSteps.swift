@@ -45,6 +45,8 @@ struct LoadedSource: Sendable {
     var data: LoadedData
     var cache: CacheOutcome
     var milliseconds: Double
+    /// The decodes of the items this load reached (``SharedDecodes``), when they share one.
+    var decodes: SharedDecodes?
 }
 
 /// Step "stored outputs": encoded outputs the data cache kept for these very source bytes.
@@ -67,6 +69,8 @@ struct ProcessedImages: Sendable {
     var timings = StageTimings()
     /// Why the decode was degraded (see ``PipelineImage/degraded``), when it was.
     var degraded: String?
+    /// Whether the decoded image was another item's (``SharedDecodes``).
+    var decodeShared = false
     /// Identifies the source bytes (``OutputFingerprint/source``).
     var sourceIdentity: String
 }
@@ -109,6 +113,8 @@ struct ItemOutcome: Sendable {
     var timings = StageTimings()
     /// Why the decode was degraded, when it was.
     var degraded: String?
+    /// Whether the decoded image was another item's (``SharedDecodes``).
+    var decodeShared = false
     /// What analysing processors found (from every variant's image, in variant order).
     var facts: ImageFacts = [:]
 }

@@ -89,6 +89,10 @@ public struct ItemResult: Sendable, Codable {
     /// When the decoder decoded a damaged source anyway (`fail_on` allowed it): why its pixels
     /// may be incomplete. The item is `ok`, and counted as degraded in the summary.
     public var degraded: String?
+    /// Whether the item used a decode another item made at the same time (the same bytes, the same
+    /// decoder, an image at least as large as its own would be): the service's sizes of one source
+    /// asked for at once. Its `decode` time is then the time it waited for that image.
+    public var decodeShared = false
     /// What analysing processors (`analyze`) found about the image; empty without them.
     public var facts: ImageFacts = [:]
     /// `on_failure`: the source the outputs were made from instead of the failed one.
@@ -114,7 +118,7 @@ public struct ItemResult: Sendable, Codable {
 
     enum CodingKeys: String, CodingKey {
         case source, index, status, outputs, kept, stale, error, width, height
-        case bytesIn = "bytes_in", bytesOut = "bytes_out", timings = "timings_ms", cache, degraded, facts
+        case bytesIn = "bytes_in", bytesOut = "bytes_out", timings = "timings_ms", cache, degraded, decodeShared = "decode_shared", facts
         case alternative, fallback, recoveredFrom = "recovered_from"
     }
     struct Cache: Codable { var data: CacheOutcome; var image: CacheOutcome }
@@ -135,6 +139,7 @@ public struct ItemResult: Sendable, Codable {
         try c.encode(timings, forKey: .timings)
         try c.encode(Cache(data: cacheData, image: cacheImage), forKey: .cache)
         try c.encodeIfPresent(degraded, forKey: .degraded)
+        if decodeShared { try c.encode(true, forKey: .decodeShared) }
         if !facts.isEmpty { try c.encode(facts, forKey: .facts) }
         try c.encodeIfPresent(alternative, forKey: .alternative)
         if fallback { try c.encode(true, forKey: .fallback) }
@@ -159,6 +164,7 @@ public struct ItemResult: Sendable, Codable {
         cacheData = cache?.data ?? .off
         cacheImage = cache?.image ?? .off
         degraded = try c.decodeIfPresent(String.self, forKey: .degraded)
+        decodeShared = try c.decodeIfPresent(Bool.self, forKey: .decodeShared) ?? false
         facts = try c.decodeIfPresent(ImageFacts.self, forKey: .facts) ?? [:]
         alternative = try c.decodeIfPresent(String.self, forKey: .alternative)
         fallback = try c.decodeIfPresent(Bool.self, forKey: .fallback) ?? false

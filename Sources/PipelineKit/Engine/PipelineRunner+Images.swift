@@ -15,6 +15,7 @@ extension PipelineRunner {
                                   cacheData: made.loaded?.cache ?? .off, cacheImage: made.cacheImage, timings: made.timings,
                                   degraded: made.degraded)
         outcome.sourceIdentity = made.sourceIdentity
+        outcome.decodeShared = made.decodeShared
         // Facts of the variants made now, and of those whose stored outputs recorded them.
         for index in variants.indices {
             let facts = made.images[index]?.facts ?? Self.storedEncoding(stored.entries[index]?.output?.facts).facts
@@ -73,7 +74,7 @@ extension PipelineRunner {
         let loaded = if let preloaded { preloaded } else { try await load(plan) }
         let identity = OutputFingerprint.source(loaded.data, digest: digest)
         let pending = needed.filter { images[$0] == nil }
-        let job = try await decodeAndProcess(loaded.data, identity: identity, pending: pending, tracker: tracker)
+        let job = try await decodeAndProcess(loaded.data, identity: identity, pending: pending, decodes: loaded.decodes, tracker: tracker)
         for (index, image) in job.finished {
             images[index] = image
             if job.degraded == nil { imageCache?.store(image, for: base + variants[index].prefixIDs.last!) }
@@ -84,9 +85,11 @@ extension PipelineRunner {
         for (id, image) in job.prefixes where uses[id, default: 0] > 1 && !id.isEmpty && job.degraded == nil {
             imageCache?.store(image, for: base + id)
         }
-        return ProcessedImages(images: images, loaded: loaded, cacheImage: imageCache == nil ? .off : .miss,
+        var kept = loaded
+        kept.decodes = nil  // not held while encoding: the decoded image goes once every item of the load has it
+        return ProcessedImages(images: images, loaded: kept, cacheImage: imageCache == nil ? .off : .miss,
                                timings: StageTimings(load: loaded.milliseconds, decode: job.decode, process: job.process),
-                               degraded: job.degraded, sourceIdentity: identity)
+                               degraded: job.degraded, decodeShared: job.decodeShared, sourceIdentity: identity)
     }
 
     /// What one decode-and-process job made.
@@ -98,13 +101,19 @@ extension PipelineRunner {
         var process: Double = 0
         /// Why the decode was degraded, when it was.
         var degraded: String?
+        /// Whether the decoded image was another item's (``SharedDecodes``).
+        var decodeShared = false
     }
 
     /// Decodes `data` and runs the `pending` variants' chains in one job on one worker, holding the
     /// decode's share of the memory budget: a full-size decoded image never waits in a queue, so
     /// pixel memory is bounded by the number of workers, not of items in flight.
     /// `identity` (``OutputFingerprint/source``) is set on the decoded image, and so on every image made from it.
-    func decodeAndProcess(_ data: LoadedData, identity: String, pending: [Int], tracker: StageTracker) async throws -> ChainsJob {
+    ///
+    /// Items that received one shared load (`decodes`) decode once, with the hint that covers them
+    /// all; those that did not decode wait for that image and run only their chains on it.
+    func decodeAndProcess(_ data: LoadedData, identity: String, pending: [Int], decodes: SharedDecodes? = nil,
+                          tracker: StageTracker) async throws -> ChainsJob {
         var data = data
         if data.file != nil, !decoder.readsLocalFiles {
             // A file the loader left open, for a decoder that takes bytes: read it whole.
@@ -112,33 +121,78 @@ extension PipelineRunner {
                 throw Self.classify(error, stage: .load, kind: .io, plugin: nil)
             }
         }
+        guard let decodes else { return try await decodeOwn(data, hint: decodeHint, identity: identity, pending: pending, tracker: tracker) }
+        let need = decodeNeed
+        let hint = decodes.hint(for: need)
+        let start = ContinuousClock.now
+        while true {
+            let shared: DecodedImage
+            switch decodes.turn(need.group) {
+            case .decode(let decode):
+                defer { decodes.close(decode) }
+                return try await decodeOwn(data, hint: hint, identity: identity, pending: pending, tracker: tracker) {
+                    decodes.publish(decode, $0)
+                }
+            case .done(let result):
+                tracker.enter(.decode)
+                shared = try result.get()
+            case .join(let decode):
+                tracker.enter(.decode)
+                do { shared = try await decodes.image(of: decode) } catch is SharedDecodes.OwnerLeft { continue }
+            }
+            let waited = (ContinuousClock.now - start).milliseconds
+            var job = try await onWorker { [self] in try chains(shared.image, pending: pending, tracker: tracker) }
+            job.decode = waited
+            job.decodeShared = true
+            return job
+        }
+    }
+
+    /// Decodes under `hint`: the memory it needs, then one job that decodes, hands the image (or
+    /// the failure) to `publish` for the items waiting for it, and runs this item's chains.
+    func decodeOwn(_ data: LoadedData, hint: DecodeHint, identity: String, pending: [Int], tracker: StageTracker,
+                   publish: @escaping @Sendable (Result<DecodedImage, any Error>) -> Void = { _ in }) async throws -> ChainsJob {
         // The format and header are read once; the memory asked for and the decode both follow.
         let prepared: PreparedDecode
-        do { prepared = try decoder.prepare(data, hint: decodeHint) } catch {
+        do { prepared = try decoder.prepare(data, hint: hint) } catch {
             tracker.enter(.decode)
-            throw Self.classify(error, stage: .decode, kind: .decodeFailed, plugin: decoderName)
+            let failure = Self.classify(error, stage: .decode, kind: .decodeFailed, plugin: decoderName)
+            publish(.failure(failure))
+            throw failure
         }
         let budget = prepared.estimatedMemory ?? 0
         try await waitingTurn { try await decodeBudget.acquire(budget) }
-        defer { decodeBudget.release(budget) }
+        let reservation = DecodeReservation(decodeBudget, bytes: budget)
+        defer { reservation.releaseUnlessHeld() }  // the image, when made, holds it instead
         let decoderName = self.decoderName
         return try await onWorker(priority: JobPriority.decode(data)) { [self] in
             tracker.enter(.decode)  // here, not when queued: waiting for a worker is not decoding
             let start = ContinuousClock.now
             var decoded: PipelineImage
             do { decoded = try prepared.decode() } catch {
-                throw Self.classify(error, stage: .decode, kind: .decodeFailed, plugin: decoderName)
+                let failure = Self.classify(error, stage: .decode, kind: .decodeFailed, plugin: decoderName)
+                publish(.failure(failure))
+                throw failure
             }
             decoded.sourceIdentity = identity
-            var job = ChainsJob(decode: (ContinuousClock.now - start).milliseconds, degraded: decoded.degraded)
-            tracker.enter(.process)
-            let processStart = ContinuousClock.now
-            job.prefixes = ["": decoded]
-            for index in pending { job.finished[index] = try runChain(variants[index], prefixes: &job.prefixes) }
-            job.prefixes[""] = nil  // the full-size decode is not kept
-            job.process = variants.contains { !$0.processors.isEmpty } ? (ContinuousClock.now - processStart).milliseconds : 0
+            let shared = DecodedImage(decoded, milliseconds: (ContinuousClock.now - start).milliseconds, holding: reservation)
+            publish(.success(shared))
+            var job = try chains(shared.image, pending: pending, tracker: tracker)
+            job.decode = shared.milliseconds
             return job
         }
+    }
+
+    /// The `pending` variants' chains from `decoded` (on a worker).
+    func chains(_ decoded: PipelineImage, pending: [Int], tracker: StageTracker) throws -> ChainsJob {
+        var job = ChainsJob(degraded: decoded.degraded)
+        tracker.enter(.process)
+        let processStart = ContinuousClock.now
+        job.prefixes = ["": decoded]
+        for index in pending { job.finished[index] = try runChain(variants[index], prefixes: &job.prefixes) }
+        job.prefixes[""] = nil  // the full-size decode is not kept
+        job.process = variants.contains { !$0.processors.isEmpty } ? (ContinuousClock.now - processStart).milliseconds : 0
+        return job
     }
 
     /// Runs `variant`'s processors from the longest prefix already computed, recording each new one.

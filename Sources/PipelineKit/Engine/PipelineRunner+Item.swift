@@ -219,6 +219,7 @@ extension PipelineRunner {
         } else {
             result.bytesIn = outcome.bytesIn
             result.timings = outcome.timings
+            result.decodeShared = outcome.decodeShared
             result.cacheData = outcome.cacheData
             result.cacheImage = outcome.cacheImage
         }

@@ -9,8 +9,23 @@ extension PipelineRunner {
     }
 
     func load(_ plan: ItemPlan) async throws -> LoadedSource {
-        // Runners derived for other parameters of the same pipeline share one load per source.
-        try await sourceLoads.run(plan.key) { try await self.loadOnce(plan) }.0
+        // Runners derived for other parameters of the same pipeline share one load per source,
+        // and the items it reaches decode once (each notes what it needs).
+        let (shared, _) = try await sourceLoads.run(plan.key, note: decodeNeed) {
+            var loaded = try await self.loadOnce(plan)
+            loaded.decodes = SharedDecodes()
+            return loaded
+        }
+        var loaded = shared.value
+        let needs = shared.notes.compactMap { $0 as? SharedDecodes.Need }
+        if needs.count > 1 { loaded.decodes?.settle(needs) } else { loaded.decodes = nil }
+        return loaded
+    }
+
+    /// What this runner's items decode, noted with their loads: items of runners with the same
+    /// decoder and options decode together.
+    var decodeNeed: SharedDecodes.Need {
+        SharedDecodes.Need(group: decoderIdentifier + (decodeHint.wantsSourceFacts ? "+facts" : ""), hint: decodeHint)
     }
 
     private func loadOnce(_ plan: ItemPlan) async throws -> LoadedSource {

@@ -1,0 +1,199 @@
+import Foundation
+@testable import PipelineKit
+import Synchronization
+import Testing
+import TestSupport
+
+/// One decode for several sizes of one source asked for at once (the service's parameter sets are
+/// runners derived from one another, sharing loads): checked by what the scripted decoder saw,
+/// never by the clock.
+@Suite struct SharedDecodeTests {
+    /// A fake decoder whose decodes wait until the test lets them go (on the worker, as real ones
+    /// block), logging `decoding NAME at SIDE` when one starts. It decodes to twice the target, at
+    /// most the source (as shrink-on-load does).
+    final class HeldDecoder: ImageDecoding, Sendable {
+        let log: EventLog
+        let fails: Bool
+        private let gates = Mutex<[String: DispatchSemaphore]>([:])
+        init(log: EventLog, fails: Bool = false) {
+            self.log = log
+            self.fails = fails
+        }
+
+        func gate(_ text: String) -> DispatchSemaphore {
+            gates.withLock { gates in
+                if let gate = gates[text] { return gate }
+                let gate = DispatchSemaphore(value: 0)
+                gates[text] = gate
+                return gate
+            }
+        }
+
+        /// Lets one decode of `text` finish.
+        func release(_ text: String) { gate(text).signal() }
+
+        func decode(_ data: LoadedData, hint: DecodeHint) throws -> PipelineImage { try prepare(data, hint: hint).decode() }
+
+        func prepare(_ data: LoadedData, hint: DecodeHint) throws -> PreparedDecode {
+            let text = String(decoding: data.data, as: UTF8.self)
+            let side = Int(text.split(separator: "x").first ?? "") ?? 0
+            let decoded = min(side, 2 * (hint.targetSize?.width ?? side))
+            let (log, fails, gate) = (self.log, self.fails, self.gate(text))
+            return PreparedDecode(estimatedMemory: 1 << 20) {
+                log.record("decoding \(text) at \(decoded)")
+                gate.wait()
+                if fails { throw PipelineError(.decodeFailed, "scripted failure") }
+                return PipelineImage(width: decoded, height: decoded, hasAlpha: false, sourceFormat: "FAKE",
+                                     storage: FakePixels(width: decoded, height: decoded))
+            }
+        }
+    }
+
+    /// Fits the image in `width` x `width`, and says so in its decode hint.
+    struct FakeFit: ImageProcessing {
+        let width: Int
+        var identifier: String { "fake_fit(\(width))" }
+        var decodeHint: PixelSize? { PixelSize(width: width, height: width) }
+        var decodeHintFits: Bool { true }
+        func process(_ image: PipelineImage) throws -> PipelineImage {
+            let side = min(width, image.width)
+            return PipelineImage(width: side, height: side, hasAlpha: false, sourceFormat: image.sourceFormat,
+                                 storage: FakePixels(width: side, height: side))
+        }
+    }
+
+    struct Setup {
+        let loader = ScriptedLoader()
+        let decoder: HeldDecoder
+        let registry: PluginRegistry
+        let output: URL
+
+        init(fails: Bool = false) throws {
+            decoder = HeldDecoder(log: loader.log, fails: fails)
+            var registry = ScriptedStages.registry(loader)
+            let decoder = self.decoder
+            try registry.register(.decoder(PluginSpec(name: "held", summary: "Decodes when told.")) { _ in decoder })
+            try registry.register(.processor(PluginSpec(name: "fake_fit", summary: "Fits in a square.",
+                                                        options: [.int("width", default: 100, doc: "The square's side.")])) {
+                FakeFit(width: $0.int("width")!)
+            })
+            self.registry = registry
+            output = try Fixtures.temporaryDirectory("shared-decode")
+        }
+
+        func pipeline(_ width: Int) throws -> Pipeline {
+            let yaml = """
+                loader: scripted
+                decoder: held
+                processors:
+                  - fake_fit: {width: \(width)}
+                encoder: fake
+                output:
+                  name: "{stem}-\(width).{ext}"
+                """
+            let (pipeline, diagnostics) = PipelineFile.parse(text: yaml, file: "fit\(width).yaml", registry: registry)
+            guard let pipeline else { throw PipelineValidationError(diagnostics: diagnostics, source: yaml) }
+            return pipeline
+        }
+
+        /// Runners for each width, the first made on its own and the others derived from it.
+        func runners(_ widths: [Int], workers: Int = 2) throws -> [PipelineRunner] {
+            var options = RunOptions()
+            options.outputDirectory = output.path
+            options.workers = workers
+            let first = try PipelineRunner(pipeline: try pipeline(widths[0]), registry: registry, options: options)
+            return try [first] + widths.dropFirst().map { try first.derived(try pipeline($0), registry: registry) }
+        }
+    }
+
+    static func item(_ runner: PipelineRunner, _ name: String) -> Task<ItemResult, Never> {
+        Task { await runner.runItem(Source(text: "scripted://" + name, index: 1)) }
+    }
+
+    /// Starts one item per runner for `name`, all waiting on one held load, then lets the load go.
+    static func itemsSharingOneLoad(_ setup: Setup, _ runners: [PipelineRunner], _ name: String) async -> [Task<ItemResult, Never>] {
+        setup.loader.script(name, .hold(Data("1000x1000".utf8)))
+        let items = runners.map { item($0, name) }
+        #expect(await setup.loader.log.wait(for: "started \(name)"))
+        for _ in 0..<3000 where runners[0].loadsWaiting < runners.count { try? await Task.sleep(for: .milliseconds(10)) }
+        #expect(runners[0].loadsWaiting == runners.count)
+        setup.loader.release(name)
+        return items
+    }
+
+    @Test(arguments: [[100, 300], [300, 100], [100, 300, 200]])
+    func sizesThatShareALoadDecodeOnceForTheLargest(_ widths: [Int]) async throws {
+        let setup = try Setup()
+        let runners = try setup.runners(widths)
+        let items = await Self.itemsSharingOneLoad(setup, runners, "a")
+        #expect(await setup.loader.log.wait(for: "decoding 1000x1000 at 600"))
+        setup.decoder.release("1000x1000")
+        var results: [ItemResult] = []
+        for item in items { results.append(await item.value) }
+        #expect(results.allSatisfy { $0.status == .ok })
+        #expect(results.map(\.width) == widths)
+        #expect(results.filter(\.decodeShared).count == widths.count - 1)
+        #expect(setup.loader.log.events.filter { $0.hasPrefix("decoding") } == ["decoding 1000x1000 at 600"])
+        #expect(setup.loader.calls("a") == 1)
+        #expect(runners[0].decodeBudget.available == runners[0].decodeBudget.total)
+    }
+
+    @Test func aSourceLoadedOnItsOwnIsDecodedForItsOwnSize() async throws {
+        let setup = try Setup()
+        setup.loader.script("a", .bytes(Data("1000x1000".utf8)))
+        let runners = try setup.runners([100, 300])
+        setup.decoder.release("1000x1000")
+        setup.decoder.release("1000x1000")
+        let small = await runners[0].runItem(Source(text: "scripted://a", index: 1))
+        let large = await runners[1].runItem(Source(text: "scripted://a", index: 1))
+        #expect(small.status == .ok && large.status == .ok && !small.decodeShared && !large.decodeShared)
+        #expect(setup.loader.log.events.filter { $0.hasPrefix("decoding") } == ["decoding 1000x1000 at 200", "decoding 1000x1000 at 600"])
+        #expect(runners[0].decodeBudget.available == runners[0].decodeBudget.total)
+    }
+
+    @Test func theDecodesFailureIsEveryItemsFailure() async throws {
+        let setup = try Setup(fails: true)
+        let runners = try setup.runners([300, 100])
+        let items = await Self.itemsSharingOneLoad(setup, runners, "a")
+        #expect(await setup.loader.log.wait(for: "decoding 1000x1000 at 600"))
+        setup.decoder.release("1000x1000")
+        for item in items {
+            let result = await item.value
+            #expect(result.status == .failed && result.outputs.isEmpty)
+            #expect(result.error?.kind == .decodeFailed && result.error?.stage == .decode)
+            #expect(result.error?.message.contains("scripted failure") == true)
+        }
+        #expect(setup.loader.log.events.filter { $0.hasPrefix("decoding") }.count == 1)
+        #expect(runners[0].decodeBudget.available == runners[0].decodeBudget.total)
+    }
+
+    /// An owner that leaves before its decode ran (cancelled while waiting for memory or a worker)
+    /// sends the items waiting for it back to decode, instead of failing them or leaving them waiting.
+    @Test func anOwnerThatLeavesSendsItsJoinersBackToDecode() async throws {
+        let decodes = SharedDecodes()
+        let need = SharedDecodes.Need(group: "g", hint: DecodeHint())
+        decodes.settle([need, need])
+        guard case .decode(let owned) = decodes.turn("g"), case .join(let joined) = decodes.turn("g") else {
+            Issue.record("the first item decodes, the second joins")
+            return
+        }
+        let joiner = Task { try await decodes.image(of: joined) }
+        for _ in 0..<3000 where decodes.waiting == 0 { try? await Task.sleep(for: .milliseconds(10)) }
+        #expect(decodes.waiting == 1)
+        decodes.close(owned)
+        await #expect(throws: SharedDecodes.OwnerLeft.self) { try await joiner.value }
+        guard case .decode = decodes.turn("g") else {
+            Issue.record("after the owner left, the next item decodes")
+            return
+        }
+    }
+
+    @Test func theCoveringHintServesEveryHint() {
+        let fit = DecodeHint(targetSize: PixelSize(width: 300, height: 100), fit: true)
+        let fill = DecodeHint(targetSize: PixelSize(width: 100, height: 200), fit: false, wantsMetadata: true)
+        let both = DecodeHint.covering([fit, fill])
+        #expect(both == DecodeHint(targetSize: PixelSize(width: 300, height: 200), fit: false, wantsMetadata: true))
+        #expect(DecodeHint.covering([fit, fit]) == fit)
+        #expect(DecodeHint.covering([fit, DecodeHint()]) == DecodeHint())
+    }
+}

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""How much a size made from a shared decode differs from the same size made alone.
+
+When several sizes of one source are asked for at once (`serve`), they decode once, with the hint
+covering the largest (as a pipeline's variants do). This measures, per format group of both bench
+corpora, a 256 px fit made alone against the same fit made beside a 1024 px one (one decode for
+both), each scored as PSNR against a full decode (`convert SRC -filter Lanczos -resize 256x256`),
+and the two against each other. Outputs are PNG, so only the decode and resize differ.
+
+Usage: python3 bench/shared-decode.py   (BIN=path/to/pipelinectl; default .build/release, else debug)
+"""
+import glob
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from run import psnr  # noqa: E402  (the bench's own PSNR, resizing a candidate off by a pixel)
+
+BIN = os.environ.get("BIN") or next(p for p in [os.path.join(ROOT, ".build/release/pipelinectl"),
+                                                 os.path.join(ROOT, ".build/debug/pipelinectl")] if os.path.exists(p))
+
+
+def corpus(script):
+    out = subprocess.run(["bash", os.path.join(ROOT, "../shared/bench", script)], capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"{script} failed:\n{out.stderr}")
+    return out.stdout.strip().splitlines()[-1]
+
+
+def groups():
+    plain = corpus("corpus.sh")
+    yield "corpus JPEG", sorted(glob.glob(plain + "/*.jpg"))
+    yield "corpus PNG", sorted(glob.glob(plain + "/*.png"))
+    formats = corpus("formats.sh")
+    for name in sorted(os.listdir(formats)):
+        files = sorted(f for f in glob.glob(os.path.join(formats, name, "*")) if os.path.isfile(f))
+        if files:
+            yield "formats " + name, files
+
+
+def pipeline(path, out, variants):
+    body = "".join(f"""  v{size}:
+    processors: [ {{ resize: {{ width: {size}, height: {size}, mode: fit }} }} ]
+    encoder: png
+""" for size in variants)
+    with open(path, "w") as f:
+        f.write(f"""version: 1
+decoder:
+  imagemagick: {{ formats: [jpeg, png, webp, avif, heic, gif, tiff], max_pixels: 200MP }}
+variants:
+{body}output:
+  dir: {out}
+  name: "{{stem}}-{{variant}}.{{ext}}"
+""")
+
+
+def main():
+    print(f"binary: {BIN}")
+    print("| group | files | alone: min / mean dB | beside 1024: min / mean dB | alone vs beside: min dB |")
+    print("|---|---:|---:|---:|---:|")
+    for group, files in groups():
+        with tempfile.TemporaryDirectory() as tmp:
+            listing = os.path.join(tmp, "list.txt")
+            with open(listing, "w") as f:
+                f.write("\n".join(files) + "\n")
+            alone, beside, refs = (os.path.join(tmp, d) for d in ("alone", "beside", "refs"))
+            os.makedirs(refs)
+            pipeline(os.path.join(tmp, "alone.yaml"), alone, [256])
+            pipeline(os.path.join(tmp, "beside.yaml"), beside, [256, 1024])
+            for name in ("alone", "beside"):
+                run = subprocess.run([BIN, "run", os.path.join(tmp, name + ".yaml"), listing, "--quiet"],
+                                     capture_output=True, text=True)
+                if run.returncode != 0:
+                    sys.exit(f"{name}: exit {run.returncode}\n{run.stdout[-2000:]}{run.stderr[-2000:]}")
+            scores = []
+            for source in files:
+                stem = re.sub(r"\.[^.]*$", "", os.path.basename(source))
+                ref = os.path.join(refs, stem + ".png")
+                subprocess.run(["convert", source + "[0]", "-auto-orient", "-filter", "Lanczos", "-resize", "256x256",
+                                "+repage", ref], check=True, capture_output=True)
+                a, b = os.path.join(alone, stem + "-v256.png"), os.path.join(beside, stem + "-v256.png")
+                scores.append((psnr(a, ref), psnr(b, ref), psnr(b, a)))
+            col = lambda i: [s[i] for s in scores]  # noqa: E731
+            mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+            print(f"| {group} | {len(files)} | {min(col(0)):.2f} / {mean(col(0)):.2f} | {min(col(1)):.2f} / {mean(col(1)):.2f} "
+                  f"| {min(col(2)):.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -7,9 +7,16 @@ corpora, a 256 px fit made alone against the same fit made beside a 1024 px one 
 both), each scored as PSNR against a full decode (`convert SRC -filter Lanczos -resize 256x256`),
 and the two against each other. Outputs are PNG, so only the decode and resize differ.
 
+Then the saving: `pipelinectl serve` answers 256, 512 and 1024 px fits of every file of a group,
+the three sizes of a file asked for one after another (three fetches, three decodes) or at once
+(one of each), and the service's CPU seconds (user + system, from /proc) are compared.
+
 Usage: python3 bench/shared-decode.py   (BIN=path/to/pipelinectl; default .build/release, else debug)
 """
+import concurrent.futures
 import glob
+import urllib.parse
+import urllib.request
 import os
 import re
 import subprocess
@@ -58,10 +65,68 @@ variants:
 """)
 
 
+def cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def service_cost(files, tmp):
+    """CPU seconds of the service for three sizes of every file, one after another and at once."""
+    folder = os.path.dirname(files[0])
+    presets = os.path.join(tmp, "presets")
+    os.makedirs(presets, exist_ok=True)
+    with open(os.path.join(presets, "fit.yaml"), "w") as f:
+        f.write(f"""version: 1
+decoder:
+  imagemagick: {{ formats: [jpeg, png, webp, avif, heic, gif, tiff], max_pixels: 200MP }}
+processors:
+  - resize: {{ width: 256, height: 256, mode: fit }}
+encoder: {{ jpeg: {{ quality: 85 }} }}
+output: {{ dir: {tmp}/unused }}
+params:
+  w: {{ sets: processors.0.resize.width, min: 16, max: 2048 }}
+  h: {{ sets: processors.0.resize.height, min: 16, max: 2048 }}
+serve:
+  sources: ["{folder}/"]
+""")
+    process = subprocess.Popen([BIN, "serve", presets, "--listen", "127.0.0.1:0", "--no-access-log", "--allow-unsigned",
+                                "--jobs", "3"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        port = int(re.search(r":(\d+) ", process.stdout.readline()).group(1))
+
+        def get(source, size):
+            url = f"http://127.0.0.1:{port}/_/fit/{urllib.parse.quote(source, safe='')}?w={size}&h={size}"
+            with urllib.request.urlopen(url, timeout=300) as answer:
+                if answer.status != 200:
+                    sys.exit(f"{url}: {answer.status}")
+                answer.read()
+
+        sizes = [256, 512, 1024]
+        costs = {}
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            for way in ("apart", "together", "apart again"):
+                before = cpu_seconds(process.pid)
+                for source in files:
+                    if way.startswith("apart"):
+                        for size in sizes:
+                            get(source, size)
+                    else:
+                        list(pool.map(lambda size: get(source, size), sizes))
+                costs[way] = cpu_seconds(process.pid) - before
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as answer:
+            found = re.search(r"pipelinectl_decodes_shared_total\{[^}]*\} (\d+)", answer.read().decode())
+        costs["shared"] = int(found.group(1)) if found else 0
+        return costs
+    finally:
+        process.terminate()
+        process.wait()
+
+
 def main():
     print(f"binary: {BIN}")
     print("| group | files | alone: min / mean dB | beside 1024: min / mean dB | alone vs beside: min dB |")
     print("|---|---:|---:|---:|---:|")
+    costs = []
     for group, files in groups():
         with tempfile.TemporaryDirectory() as tmp:
             listing = os.path.join(tmp, "list.txt")
@@ -88,6 +153,13 @@ def main():
             mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
             print(f"| {group} | {len(files)} | {min(col(0)):.2f} / {mean(col(0)):.2f} | {min(col(1)):.2f} / {mean(col(1)):.2f} "
                   f"| {min(col(2)):.2f} |", flush=True)
+            costs.append((group, dict(service_cost(files, tmp), files=len(files))))
+    print("\nThe service's CPU seconds for 256, 512 and 1024 px of every file (no result storage):")
+    print("| group | apart | together | apart, again | together / apart | requests that shared a decode |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for group, cost in costs:
+        apart = (cost["apart"] + cost["apart again"]) / 2
+        print(f"| {group} | {cost['apart']:.2f} | {cost['together']:.2f} | {cost['apart again']:.2f} | {cost['together'] / apart:.2f} | {cost['shared']} of {2 * cost['files']} |")
 
 
 if __name__ == "__main__":

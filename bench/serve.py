@@ -39,7 +39,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import run as common  # noqa: E402  (psnr, descendants, rss_kb)
 
-BIN = os.path.join(ROOT, ".build/release/pipelinectl")
+BIN = os.environ.get("BIN") or os.path.join(ROOT, ".build/release/pipelinectl")  # BIN=...: another build, for an A/B
 SIZE = 512
 QUALITY = 80
 SECONDS = int(os.environ.get("BENCH_SERVE_SECONDS", "20"))

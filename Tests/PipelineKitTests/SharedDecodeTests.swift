@@ -188,6 +188,43 @@ import TestSupport
         }
     }
 
+    /// An item that looks again after its owner left is not counted twice: the image its new
+    /// decode makes is kept for the item still to come. And an image no longer kept is never joined
+    /// (that would send the caller back for ever): the caller decodes.
+    @Test func lookingAgainIsNotComingTwiceAndAnImageNoLongerKeptIsDecodedAgain() async throws {
+        let decodes = SharedDecodes()
+        let need = SharedDecodes.Need(group: "g", hint: DecodeHint())
+        decodes.settle([need, need, need])
+        guard case .decode(let first) = decodes.turn("g"), case .join = decodes.turn("g") else {
+            Issue.record("the first item decodes, the second joins")
+            return
+        }
+        decodes.close(first)  // the owner left: the second looks again
+        guard case .decode(let second) = decodes.turn("g", arriving: false) else {
+            Issue.record("the item that looked again decodes")
+            return
+        }
+        let budget = MemoryBudget(bytes: 100)
+        try await budget.acquire(10)
+        let reservation = DecodeReservation(budget, bytes: 10)
+        decodes.publish(second, .success(DecodedImage(PipelineImage(width: 1, height: 1, hasAlpha: false, sourceFormat: "FAKE",
+                                                                    storage: FakePixels(width: 1, height: 1)),
+                                                      milliseconds: 1, holding: reservation)))
+        reservation.releaseUnlessHeld()
+        #expect(budget.available == 90)  // the image, kept for the third item, holds it
+        guard case .done(let result) = decodes.turn("g") else {
+            Issue.record("the third item gets the image kept for it")
+            return
+        }
+        #expect(try result.get().image.width == 1)
+        guard case .decode = decodes.turn("g") else {
+            Issue.record("once every item came, the image is not kept: a turn more decodes")
+            return
+        }
+        _ = consume result
+        #expect(budget.available == 100)
+    }
+
     @Test func theCoveringHintServesEveryHint() {
         let fit = DecodeHint(targetSize: PixelSize(width: 300, height: 100), fit: true)
         let fill = DecodeHint(targetSize: PixelSize(width: 100, height: 200), fit: false, wantsMetadata: true)

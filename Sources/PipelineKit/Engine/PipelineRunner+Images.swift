@@ -125,9 +125,11 @@ extension PipelineRunner {
         let need = decodeNeed
         let hint = decodes.hint(for: need)
         let start = ContinuousClock.now
+        var arriving = true
         while true {
             let shared: DecodedImage
-            switch decodes.turn(need.group) {
+            defer { arriving = false }
+            switch decodes.turn(need.group, arriving: arriving) {
             case .decode(let decode):
                 defer { decodes.close(decode) }
                 return try await decodeOwn(data, hint: hint, identity: identity, pending: pending, tracker: tracker) {

@@ -70,14 +70,16 @@ final class SharedDecodes: Sendable {
     }
 
     /// The decode of `group`: done, under way (to join), or registered now for the caller to run.
-    /// Counts the caller as come: once every item of the load has, done images are not kept.
-    func turn(_ group: String) -> Turn {
+    /// `arriving`: the caller's first turn, which counts it as come (once every item of the load
+    /// has, done images are not kept); not when it looks again after an owner left.
+    func turn(_ group: String, arriving: Bool = true) -> Turn {
         state.withLock { state in
-            state.arrived += 1
+            if arriving { state.arrived += 1 }
             let turn: Turn
-            if let found = state.decodes[group] {
+            if let found = state.decodes[group], !found.published || found.result != nil {
                 turn = found.result.map { .done($0) } ?? .join(found)
             } else {
+                // None, or one done whose image is no longer kept: the caller decodes.
                 let decode = Decode()
                 state.decodes[group] = decode
                 turn = .decode(decode)

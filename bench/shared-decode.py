@@ -11,7 +11,11 @@ Then the saving: `pipelinectl serve` answers 256, 512 and 1024 px fits of every 
 the three sizes of a file asked for one after another (three fetches, three decodes) or at once
 (one of each), and the service's CPU seconds (user + system, from /proc) are compared.
 
-Usage: python3 bench/shared-decode.py   (BIN=path/to/pipelinectl; default .build/release, else debug)
+With ORIGIN_MS=N the service fetches the files from a loopback HTTP origin (bench/slow_server.py)
+that waits N ms before each answer, as a remote origin would; by default it reads them from disk.
+
+Usage: python3 bench/shared-decode.py   (BIN=path/to/pipelinectl; default .build/release, else debug;
+       ORIGIN_MS=20: sources over HTTP; SKIP_QUALITY=1: only the CPU table)
 """
 import concurrent.futures
 import glob
@@ -73,10 +77,20 @@ def cpu_seconds(pid):
 def service_cost(files, tmp):
     """CPU seconds of the service for three sizes of every file, one after another and at once."""
     folder = os.path.dirname(files[0])
+    origin = None
+    if os.environ.get("ORIGIN_MS"):
+        origin = subprocess.Popen([sys.executable, os.path.join(ROOT, "bench/slow_server.py"), folder, os.environ["ORIGIN_MS"]],
+                                  stdout=subprocess.PIPE, text=True)
+        base = f"http://127.0.0.1:{int(origin.stdout.readline())}"
+        sources = [base + "/" + os.path.basename(f) for f in files]
+    else:
+        base, sources = folder + "/", files
     presets = os.path.join(tmp, "presets")
     os.makedirs(presets, exist_ok=True)
     with open(os.path.join(presets, "fit.yaml"), "w") as f:
         f.write(f"""version: 1
+loader:
+  http: {{ allow_loopback: true, max_concurrent: 16, timeout: 60s }}
 decoder:
   imagemagick: {{ formats: [jpeg, png, webp, avif, heic, gif, tiff], max_pixels: 200MP }}
 processors:
@@ -87,7 +101,7 @@ params:
   w: {{ sets: processors.0.resize.width, min: 16, max: 2048 }}
   h: {{ sets: processors.0.resize.height, min: 16, max: 2048 }}
 serve:
-  sources: ["{folder}/"]
+  sources: ["{base}"]
 """)
     process = subprocess.Popen([BIN, "serve", presets, "--listen", "127.0.0.1:0", "--no-access-log", "--allow-unsigned",
                                 "--jobs", "3"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -106,7 +120,7 @@ serve:
         with concurrent.futures.ThreadPoolExecutor(3) as pool:
             for way in ("apart", "together", "apart again"):
                 before = cpu_seconds(process.pid)
-                for source in files:
+                for source in sources:
                     if way.startswith("apart"):
                         for size in sizes:
                             get(source, size)
@@ -120,6 +134,37 @@ serve:
     finally:
         process.terminate()
         process.wait()
+        if origin:
+            origin.terminate()
+            origin.wait()
+
+
+def quality_table(group, files, tmp):
+    """One row of the quality table: 256 px alone and beside 1024 px, against a full decode."""
+    listing = os.path.join(tmp, "list.txt")
+    with open(listing, "w") as f:
+        f.write("\n".join(files) + "\n")
+    alone, beside, refs = (os.path.join(tmp, d) for d in ("alone", "beside", "refs"))
+    os.makedirs(refs)
+    pipeline(os.path.join(tmp, "alone.yaml"), alone, [256])
+    pipeline(os.path.join(tmp, "beside.yaml"), beside, [256, 1024])
+    for name in ("alone", "beside"):
+        run = subprocess.run([BIN, "run", os.path.join(tmp, name + ".yaml"), listing, "--quiet"],
+                             capture_output=True, text=True)
+        if run.returncode != 0:
+            sys.exit(f"{name}: exit {run.returncode}\n{run.stdout[-2000:]}{run.stderr[-2000:]}")
+    scores = []
+    for source in files:
+        stem = re.sub(r"\.[^.]*$", "", os.path.basename(source))
+        ref = os.path.join(refs, stem + ".png")
+        subprocess.run(["convert", source + "[0]", "-auto-orient", "-filter", "Lanczos", "-resize", "256x256",
+                        "+repage", ref], check=True, capture_output=True)
+        a, b = os.path.join(alone, stem + "-v256.png"), os.path.join(beside, stem + "-v256.png")
+        scores.append((psnr(a, ref), psnr(b, ref), psnr(b, a)))
+    col = lambda i: [s[i] for s in scores]  # noqa: E731
+    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    print(f"| {group} | {len(files)} | {min(col(0)):.2f} / {mean(col(0)):.2f} | {min(col(1)):.2f} / {mean(col(1)):.2f} "
+          f"| {min(col(2)):.2f} |", flush=True)
 
 
 def main():
@@ -129,30 +174,8 @@ def main():
     costs = []
     for group, files in groups():
         with tempfile.TemporaryDirectory() as tmp:
-            listing = os.path.join(tmp, "list.txt")
-            with open(listing, "w") as f:
-                f.write("\n".join(files) + "\n")
-            alone, beside, refs = (os.path.join(tmp, d) for d in ("alone", "beside", "refs"))
-            os.makedirs(refs)
-            pipeline(os.path.join(tmp, "alone.yaml"), alone, [256])
-            pipeline(os.path.join(tmp, "beside.yaml"), beside, [256, 1024])
-            for name in ("alone", "beside"):
-                run = subprocess.run([BIN, "run", os.path.join(tmp, name + ".yaml"), listing, "--quiet"],
-                                     capture_output=True, text=True)
-                if run.returncode != 0:
-                    sys.exit(f"{name}: exit {run.returncode}\n{run.stdout[-2000:]}{run.stderr[-2000:]}")
-            scores = []
-            for source in files:
-                stem = re.sub(r"\.[^.]*$", "", os.path.basename(source))
-                ref = os.path.join(refs, stem + ".png")
-                subprocess.run(["convert", source + "[0]", "-auto-orient", "-filter", "Lanczos", "-resize", "256x256",
-                                "+repage", ref], check=True, capture_output=True)
-                a, b = os.path.join(alone, stem + "-v256.png"), os.path.join(beside, stem + "-v256.png")
-                scores.append((psnr(a, ref), psnr(b, ref), psnr(b, a)))
-            col = lambda i: [s[i] for s in scores]  # noqa: E731
-            mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
-            print(f"| {group} | {len(files)} | {min(col(0)):.2f} / {mean(col(0)):.2f} | {min(col(1)):.2f} / {mean(col(1)):.2f} "
-                  f"| {min(col(2)):.2f} |", flush=True)
+            if not os.environ.get("SKIP_QUALITY"):
+                quality_table(group, files, tmp)
             costs.append((group, dict(service_cost(files, tmp), files=len(files))))
     print("\nThe service's CPU seconds for 256, 512 and 1024 px of every file (no result storage):")
     print("| group | apart | together | apart, again | together / apart | requests that shared a decode |")

@@ -89,9 +89,9 @@ public struct ItemResult: Sendable, Codable {
     /// When the decoder decoded a damaged source anyway (`fail_on` allowed it): why its pixels
     /// may be incomplete. The item is `ok`, and counted as degraded in the summary.
     public var degraded: String?
-    /// Whether the item used a decode another item made at the same time (the same bytes, the same
-    /// decoder, an image at least as large as its own would be): the service's sizes of one source
-    /// asked for at once. Its `decode` time is then the time it waited for that image.
+    /// Whether the item used a decode another item made: one the same load reached, with the same
+    /// decoder and options (the service's sizes of one source asked for at once; the decode is
+    /// planned for the largest). Its `decode` time is then the time it waited for that image.
     public var decodeShared = false
     /// What analysing processors (`analyze`) found about the image; empty without them.
     public var facts: ImageFacts = [:]

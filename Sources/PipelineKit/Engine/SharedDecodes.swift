@@ -63,10 +63,11 @@ final class SharedDecodes: Sendable {
         state.withLock { state in if state.needs == nil { state.needs = needs } }
     }
 
-    /// The hint to decode with for `need`: the one covering every noted need of its group.
+    /// The hint to decode with for `need` (one of the settled needs): the one covering every
+    /// need of its group.
     func hint(for need: Need) -> DecodeHint {
         let group = state.withLock { state in state.needs?.filter { $0.group == need.group }.map(\.hint) ?? [] }
-        return DecodeHint.covering(group + [need.hint])
+        return group.isEmpty ? need.hint : DecodeHint.covering(group)
     }
 
     /// The decode of `group`: done, under way (to join), or registered now for the caller to run.

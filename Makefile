@@ -7,8 +7,9 @@ SWIFT ?= swift
 APT_PACKAGES = pkg-config libmagickwand-6.q16-dev libcurl4-openssl-dev libpq-dev libyaml-dev libpng-dev libjpeg-dev libwebp-dev libheif-dev libtiff-dev libgif-dev imagemagick libgs-common
 # Tests also open the HTML contact sheet in a real browser, and run deploy/slurm's script as a
 # real array job on a one-node Slurm cluster they start on loopback (Slurm and munge from Debian);
-# exiftool writes and reads the EXIF and ICC facts tests check.
-TEST_PACKAGES = chromium libheif-examples libavif-bin libimage-exiftool-perl
+# exiftool writes and reads the EXIF and ICC facts tests check; libjpeg-turbo's cjpeg writes the
+# JPEGs (samplings, restart markers) the shared 1/8 read is checked on.
+TEST_PACKAGES = chromium libheif-examples libavif-bin libimage-exiftool-perl libjpeg-turbo-progs
 SLURM_PACKAGES = slurmctld slurmd slurm-client munge
 # PostgreSQL 15, started by the queue tests as a user they create (initdb refuses root).
 SERVICE_PACKAGES = $(SLURM_PACKAGES) postgresql-15

@@ -81,6 +81,13 @@ let package = Package(
             name: "CJPEGMemory",
             path: "Sources/CJPEGMemory"
         ),
+        // A baseline JPEG at 1/8 with its Huffman decoding shared between threads (see
+        // Sources/CJPEGEighth/jpeg_eighth.c); libjpeg's header is in the default include path.
+        .target(
+            name: "CJPEGEighth",
+            path: "Sources/CJPEGEighth",
+            linkerSettings: [.linkedLibrary("jpeg")]
+        ),
         .systemLibrary(
             name: "CTIFF",
             pkgConfig: "libtiff-4",
@@ -126,7 +133,7 @@ let package = Package(
         // Every built-in stage, registered through PipelineKit's public API.
         .target(
             name: "Plugins",
-            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPQ", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF", "CGIF", "CLinux", "CResample", "CJPEGMemory",
+            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPQ", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF", "CGIF", "CLinux", "CResample", "CJPEGMemory", "CJPEGEighth",
                            .product(name: "Crypto", package: "swift-crypto")]
         ),
         // The controller: every subcommand, callable by custom builds with their own plugins.

@@ -142,6 +142,14 @@ public final class WorkerPool: Sendable {
         pthread_getspecific(currentKey).map { Unmanaged<WorkerPool>.fromOpaque($0).takeUnretainedValue() }
     }
 
+    /// Threads of the calling thread's pool that are idle now (none of its jobs running on them and
+    /// none waiting), 0 on a thread of no pool: whether ``shareIdleThreads(parts:_:)`` called now
+    /// would find help. For work that pays only when it is shared.
+    public static var idleThreads: Int {
+        guard let pool = current else { return 0 }
+        return pool.queue.withLock { $0.jobs.isEmpty ? pool.threads - $0.running : 0 }
+    }
+
     /// Runs `body(0)`, `body(1)`, ... `body(parts - 1)` and returns when every part is done: the
     /// calling thread takes the parts in order, and threads of its pool that are idle (no job
     /// running and none waiting) take parts too, so one large job uses the cores a run leaves free

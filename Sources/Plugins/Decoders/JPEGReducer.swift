@@ -57,12 +57,18 @@ enum JPEGReducer {
     /// `skipACScans` is false: the same pixels, without the Huffman decoding of the AC scans that
     /// make up most of the file. Damage inside those scans is then not seen; it could not change
     /// the result.
+    ///
+    /// A baseline JPEG at 1/8 of at least ``JPEGEighth/minimumPixels`` is decoded by the idle
+    /// threads of the pool as well when there are some (``JPEGEighth``; the same pixels).
+    /// `sharedEighth` decides that instead when set (for tests).
     static func decode(_ data: Data, plan: Plan, toSRGB: Bool, autoOrient: Bool,
-                       failOn: FailOn = .warning, skipACScans: Bool = true) throws -> (pixels: Decoded, damage: Damage?)? {
+                       failOn: FailOn = .warning, skipACScans: Bool = true,
+                       sharedEighth: Bool? = nil) throws -> (pixels: Decoded, damage: Damage?)? {
         if skipACScans, plan.denominator == 8, let dc = dcScansOnly(data) {
-            return try decode(dc, plan: plan, toSRGB: toSRGB, autoOrient: autoOrient, failOn: failOn, smoothing: false)
+            return try decode(dc, plan: plan, toSRGB: toSRGB, autoOrient: autoOrient, failOn: failOn, smoothing: false, sharedEighth: false)
         }
-        return try decode(data, plan: plan, toSRGB: toSRGB, autoOrient: autoOrient, failOn: failOn, smoothing: true)
+        return try decode(data, plan: plan, toSRGB: toSRGB, autoOrient: autoOrient, failOn: failOn, smoothing: true,
+                          sharedEighth: sharedEighth)
     }
 
     /// A progressive JPEG without its AC scans (every other segment kept as it is), or `nil` when
@@ -80,7 +86,7 @@ enum JPEGReducer {
     }
 
     private static func decode(_ data: Data, plan: Plan, toSRGB: Bool, autoOrient: Bool,
-                               failOn: FailOn, smoothing: Bool) throws -> (pixels: Decoded, damage: Damage?)? {
+                               failOn: FailOn, smoothing: Bool, sharedEighth: Bool?) throws -> (pixels: Decoded, damage: Damage?)? {
         try data.withUnsafeBytes { raw -> (pixels: Decoded, damage: Damage?)? in
             var ok: Int32 = 0
             guard let reader = pk_jpeg_open(raw.baseAddress, raw.count, failOn.failLevel, &ok) else { return nil }
@@ -110,9 +116,25 @@ enum JPEGReducer {
 
             var outW: Int32 = 0, outH: Int32 = 0
             if !smoothing { pk_jpeg_no_smoothing(reader) }
-            guard pk_jpeg_start(reader, Int32(plan.denominator), &outW, &outH) != 0 else { throw failure(reader) }
+            // A large baseline file at 1/8 with threads idle: decoded in parts side by side, into
+            // the same pixels libjpeg gives.
+            let useShared = plan.denominator == 8 && progressive == 0 &&
+                (sharedEighth ?? JPEGEighth.worthSharing(PixelSize(width: Int(width), height: Int(height)), denominator: plan.denominator))
+            let shared = useShared ? JPEGEighth.decode(reader) : nil
+            if let shared {
+                JPEGEighth.count.add(1, ordering: .relaxed)
+                (outW, outH) = (Int32(shared.width), Int32(shared.height))
+            } else {
+                guard pk_jpeg_start(reader, Int32(plan.denominator), &outW, &outH) != 0 else { throw failure(reader) }
+            }
             let rowBytes = Int(outW) * 3
+            var sharedRow = 0
             func read(_ row: UnsafeMutablePointer<UInt8>) throws {
+                if let shared {
+                    shared.pixels.withUnsafeBufferPointer { row.update(from: $0.baseAddress! + sharedRow * rowBytes, count: rowBytes) }
+                    sharedRow += 1
+                    return
+                }
                 let got = pk_jpeg_read_rows(reader, row, rowBytes, 1)
                 guard got == 1 else { throw got < 0 ? failure(reader) : PipelineError(.decodeFailed, "JPEG: the file ends before the image does") }
             }
@@ -121,6 +143,9 @@ enum JPEGReducer {
                 let box = BoxReducer(width: Int(outW), height: Int(outH), factor: plan.block, alpha: false)
                 pixels = try box.reduce { row in try row.withUnsafeMutableBufferPointer { try read($0.baseAddress!) } }
                 (reducedWidth, reducedHeight) = (box.outWidth, box.outHeight)
+            } else if let shared {
+                (reducedWidth, reducedHeight) = (shared.width, shared.height)
+                pixels = shared.pixels
             } else {
                 // Nothing to average: libjpeg writes its rows where they stay.
                 (reducedWidth, reducedHeight) = (Int(outW), Int(outH))
@@ -130,7 +155,7 @@ enum JPEGReducer {
                 }
                 pixels = rows
             }
-            guard pk_jpeg_finish(reader) != 0 else { throw failure(reader) }
+            if shared == nil { guard pk_jpeg_finish(reader) != 0 else { throw failure(reader) } }
             var level: Int32 = 0
             let message = String(cString: pk_jpeg_damage(reader, &level))
             let damage = Damage.Level(rawValue: Int(level)).map { Damage(level: $0, message: "JPEG: " + message) }

@@ -35,7 +35,8 @@
 // MCU starts a guessing part remembers (where the exact decoding can meet it).
 #define MAX_CHECKPOINTS 65536
 // Zero bytes after the copied data: the bit reader loads 8 bytes at a time and checks for the end
-// once a block, and a block is at most 27 + 63 * 26 bits.
+// before each block (decode_mcu), and a block is at most 27 + 63 * 31 bits (with tables no encoder
+// writes: a code of 16 bits for 15 value bits).
 #define PAD 512
 #define LOOKAHEAD 9
 #define SKIP_BITS 11
@@ -296,6 +297,9 @@ static inline int decode_mcu(const struct pk_jpeg8_job *job, bitreader *reader, 
     bitreader b = *reader;
     int result = -1;
     for (int blk = 0; blk < job->blocks; blk++) {
+        // Past the data (a guess decoding the zero padding, or data cut short): a block reads at
+        // most 27 + 63 * 31 bits and its loads 8 bytes more, which the padding covers from here.
+        if ((size_t)(b.p - b.start) > job->size + 64) goto out;
         int ci = job->block_comp[blk];
         const htable *ac = &job->ac[ci];
         if (b.bits < 32) refill(&b);

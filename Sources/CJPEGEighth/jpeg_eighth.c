@@ -843,14 +843,6 @@ void pk_jpeg8_band(const pk_jpeg8_job *job, int band, unsigned char *rgb, size_t
     }
 }
 
-size_t pk_jpeg8_bytes(const pk_jpeg8_job *job) {
-    size_t bytes = job->size + PAD + job->restart_count * sizeof(size_t);
-    for (int i = 0; i < job->parts; i++)
-        bytes += job->part[i].capacity * (size_t)job->record_size * sizeof(int32_t) +
-                 (job->part[i].checkpoints ? MAX_CHECKPOINTS * sizeof(checkpoint) : 0);
-    return bytes;
-}
-
 void pk_jpeg8_free(pk_jpeg8_job *job) {
     if (!job) return;
     for (int i = 0; i < MAX_PARTS; i++) {

@@ -40,9 +40,6 @@ int pk_jpeg8_bands(const pk_jpeg8_job *job);
 /// `row_bytes` apart). Bands write disjoint rows and read only the joined parts.
 void pk_jpeg8_band(const pk_jpeg8_job *job, int band, unsigned char *rgb, size_t row_bytes);
 
-/// Bytes `job` holds now (its copy of the entropy-coded data, the parts' decoded blocks).
-size_t pk_jpeg8_bytes(const pk_jpeg8_job *job);
-
 void pk_jpeg8_free(pk_jpeg8_job *job);
 
 #endif

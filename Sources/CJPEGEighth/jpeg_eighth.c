@@ -109,6 +109,9 @@ struct pk_jpeg8_job {
     uint32_t *cols;
     int cr_r[256], cb_b[256];
     int64_t cr_g[256], cb_g[256];
+    // jdmaster.c's range limit as the inverse DCTs index it: x & 1023, read as a signed 10-bit
+    // number, plus 128, clamped.
+    uint8_t limit[1024];
     int bands;
 };
 
@@ -641,22 +644,6 @@ void pk_jpeg8_part(pk_jpeg8_job *job, int index) {
 
 // ---- Joining ----
 
-static const uint8_t *idct_limit_table(void) {
-    // jdmaster.c's range limit as the inverse DCTs index it: x & 1023, read as a signed 10-bit
-    // number, plus 128, clamped.
-    static uint8_t table[1024];
-    static int ready = 0;
-    if (!ready) {
-        for (int i = 0; i < 1024; i++) {
-            int x = i < 512 ? i : i - 1024;
-            int v = x + 128;
-            table[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
-        }
-        __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
-    }
-    return table;
-}
-
 // Writes the samples of MCUs `from` ..< `to` that `seg` holds into the component planes.
 static void place(const pk_jpeg8_job *job, const segment *seg, size_t from, size_t to, const uint8_t *limit) {
     size_t first = seg->mcu > from ? seg->mcu : from;
@@ -779,6 +766,10 @@ int pk_jpeg8_join(pk_jpeg8_job *job) {
         job->planes[c] = (uint8_t *)malloc(job->comp_w[c] * job->comp_h[c] + 1);
         if (!job->planes[c]) return 0;
     }
+    for (int i = 0; i < 1024; i++) {
+        int v = (i < 512 ? i : i - 1024) + 128;
+        job->limit[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+    }
     // jdcolor.c's tables.
     for (int i = 0; i < 256; i++) {
         int64_t x = i - 128;
@@ -805,9 +796,8 @@ int pk_jpeg8_bands(const pk_jpeg8_job *job) { return job->bands; }
 void pk_jpeg8_band(const pk_jpeg8_job *job, int band, unsigned char *rgb, size_t row_bytes) {
     size_t row_from = job->mcu_rows * (size_t)band / (size_t)job->bands;
     size_t row_to = job->mcu_rows * (size_t)(band + 1) / (size_t)job->bands;
-    const uint8_t *limit = idct_limit_table();
     for (int s = 0; s < job->segment_count; s++)
-        place(job, &job->segments[s], row_from * job->mcus_per_row, row_to * job->mcus_per_row, limit);
+        place(job, &job->segments[s], row_from * job->mcus_per_row, row_to * job->mcus_per_row, job->limit);
 
     // Upsampling by replication and the colour conversion (jdcolor.c), row by row.
     size_t out_rows = job->comps == 1 ? 1 : (size_t)job->v[0] * (size_t)job->v_expand[0] * (size_t)job->ssize[0];

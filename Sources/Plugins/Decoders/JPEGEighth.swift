@@ -22,9 +22,9 @@ enum JPEGEighth {
     /// Decodes ``JPEGReducer`` made this way (for tests).
     static let count = Atomic<Int>(0)
 
-    /// Whether a `size` JPEG read at 1/`denominator` should take this path now.
-    static func worthSharing(_ size: PixelSize, denominator: Int) -> Bool {
-        denominator == 8 && size.width * size.height >= minimumPixels && WorkerPool.idleThreads > 0
+    /// Whether a `size` JPEG read at 1/8 should take this path now.
+    static func worthSharing(_ size: PixelSize) -> Bool {
+        size.width * size.height >= minimumPixels && WorkerPool.idleThreads > 0
     }
 
     /// The RGB pixels at 1/8 of the JPEG whose header `reader` has read (nothing else done with

@@ -119,7 +119,7 @@ enum JPEGReducer {
             // A large baseline file at 1/8 with threads idle: decoded in parts side by side, into
             // the same pixels libjpeg gives.
             let useShared = plan.denominator == 8 && progressive == 0 &&
-                (sharedEighth ?? JPEGEighth.worthSharing(PixelSize(width: Int(width), height: Int(height)), denominator: plan.denominator))
+                (sharedEighth ?? JPEGEighth.worthSharing(PixelSize(width: Int(width), height: Int(height))))
             let shared = useShared ? JPEGEighth.decode(reader) : nil
             if let shared {
                 JPEGEighth.count.add(1, ordering: .relaxed)

@@ -88,6 +88,13 @@ let package = Package(
             path: "Sources/CJPEGEighth",
             linkerSettings: [.linkedLibrary("jpeg")]
         ),
+        // A PNG's zlib stream inflated in parts by several threads (see
+        // Sources/CPNGParts/png_parts.c); zlib for the CRC-32 of the IDAT chunks.
+        .target(
+            name: "CPNGParts",
+            path: "Sources/CPNGParts",
+            linkerSettings: [.linkedLibrary("z")]
+        ),
         .systemLibrary(
             name: "CTIFF",
             pkgConfig: "libtiff-4",
@@ -133,7 +140,7 @@ let package = Package(
         // Every built-in stage, registered through PipelineKit's public API.
         .target(
             name: "Plugins",
-            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPQ", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF", "CGIF", "CLinux", "CResample", "CJPEGMemory", "CJPEGEighth",
+            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPQ", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF", "CGIF", "CLinux", "CResample", "CJPEGMemory", "CJPEGEighth", "CPNGParts",
                            .product(name: "Crypto", package: "swift-crypto")]
         ),
         // The controller: every subcommand, callable by custom builds with their own plugins.
@@ -177,7 +184,7 @@ let package = Package(
         .testTarget(
             name: "PluginsTests",
             dependencies: [
-                "PipelineKit", "MagickKit", "Plugins", "TestSupport", "CLinux", "CJPEGMemory",
+                "PipelineKit", "MagickKit", "Plugins", "TestSupport", "CLinux", "CJPEGMemory", "CPNG",
                 .product(name: "FlyingFox", package: "FlyingFox"),
             ],
             exclude: ["Fixtures"]  // SigV4 golden vectors and fuzz findings, read as files

@@ -56,23 +56,52 @@ struct BoxReducer {
     /// The same, with rows handed over where they already are: `feed(y, take)` calls `take` once
     /// with row `y` (`width` x 4 or 3 bytes), which adds it in place (no copy).
     func reduce(feeding feed: (Int, (UnsafeBufferPointer<UInt8>) -> Void) throws -> Void) throws -> [UInt8] {
-        let channels = alpha ? 4 : 3
-        let outW = outWidth, outH = outHeight
-        // A column total is at most factor x 255 x 255: far from UInt32's limit for any factor.
-        var columns = [UInt32](repeating: 0, count: width * channels)
-        var out = [UInt8](repeating: 0, count: outW * outH * channels)
-        var rows = 0, outY = 0
-        let alpha = self.alpha, premultiplied = self.premultiplied
+        var accumulator = Accumulator(self)
         for y in 0..<height {
-            try columns.withUnsafeMutableBufferPointer { columns in
-                try feed(y) { row in
-                    if alpha, !premultiplied { Self.addPremultiplied(row, to: columns) } else { Self.add(row, to: columns) }
-                }
+            try feed(y) { row in accumulator.add(row) }
+        }
+        return accumulator.pixels
+    }
+
+    /// The block averages of rows pushed one at a time, in order (for readers that hand rows out
+    /// rather than being asked for them): after all `height` rows, ``pixels`` is what
+    /// ``reduce(feeding:)`` gives.
+    struct Accumulator {
+        let box: BoxReducer
+        /// The reduced pixels (RGBA or RGB), complete once every row has been added.
+        private(set) var pixels: [UInt8]
+        // A column total is at most factor x 255 x 255: far from UInt32's limit for any factor.
+        private var columns: [UInt32]
+        private var rows = 0, outY = 0, y = 0
+
+        init(_ box: BoxReducer) {
+            self.box = box
+            let channels = box.alpha ? 4 : 3
+            columns = [UInt32](repeating: 0, count: box.width * channels)
+            pixels = [UInt8](repeating: 0, count: box.outWidth * box.outHeight * channels)
+        }
+
+        /// Adds the next row (`width` x 4 or 3 bytes).
+        mutating func add(_ row: UnsafeBufferPointer<UInt8>) {
+            let alpha = box.alpha, premultiplied = box.premultiplied
+            columns.withUnsafeMutableBufferPointer { columns in
+                if alpha, !premultiplied { BoxReducer.addPremultiplied(row, to: columns) } else { BoxReducer.add(row, to: columns) }
             }
             rows += 1
-            guard rows == factor || y == height - 1 else { continue }
+            y += 1
+            guard rows == box.factor || y == box.height else { return }
+            emit()
+            rows = 0
+            outY += 1
+        }
+
+        /// Turns the column totals of the rows added since the last output row into one.
+        private mutating func emit() {
+            let channels = box.alpha ? 4 : 3, factor = box.factor, width = box.width
+            let outW = box.outWidth, rows = self.rows, outY = self.outY
+            let alpha = box.alpha, premultiplied = box.premultiplied
             columns.withUnsafeMutableBufferPointer { columns in
-                out.withUnsafeMutableBufferPointer { out in
+                pixels.withUnsafeMutableBufferPointer { out in
                     for ox in 0..<outW {
                         let x0 = ox * factor, x1 = min(width, x0 + factor)
                         var r: UInt64 = 0, g: UInt64 = 0, b: UInt64 = 0, a: UInt64 = 0
@@ -101,10 +130,7 @@ struct BoxReducer {
                 }
                 columns.update(repeating: 0)
             }
-            rows = 0
-            outY += 1
         }
-        return out
     }
 
     /// Adds a row's channel values into the column totals.

@@ -48,11 +48,13 @@ enum FuzzTargets {
         _ = try? WebPReducer.plan(data, keepsFrames: true)
     }
 
-    /// The PNG reduce-on-load reader and the whole-image reader (libpng through our shim).
+    /// The PNG reduce-on-load reader (libpng, and the zlib stream inflated in parts: small parts,
+    /// so that guesses and joins are exercised), and the whole-image reader (libpng through our shim).
     @Sendable static func png(_ data: Data) {
         guard fits(HeaderProbe.dimensions(data, format: .png)) else { return }
         let failOn = FailOn.allCases[data.count % 4]
         _ = try? PNGReducer.decode(.memory(data), factor: 1 + data.count % 3, toSRGB: data.count % 2 == 0, failOn: failOn)
+        _ = PNGParts.rows(.memory(data), partBytes: 1024 << (data.count % 4)) { _ in }
         _ = try? PNGReducer.decodeWhole(data, failOn: failOn)
     }
 

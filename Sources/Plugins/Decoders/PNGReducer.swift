@@ -79,7 +79,12 @@ enum PNGReducer {
     /// and `failOn` allows it, the rows not read are left black and transparent.
     ///
     /// Without a profile to keep, the pixels stay 8-bit (``RGB8Pixels``); a kept profile needs a wand.
-    static func decode(_ input: EncodedInput, factor: Int, toSRGB: Bool, failOn: FailOn = .warning) throws -> (pixels: Decoded, damage: Damage?)? {
+    ///
+    /// A large 8-bit RGB(A) PNG is inflated in parts by the pool's idle threads (``PNGParts``)
+    /// when `sharedParts` is `nil` and there are some, always when it is `true`, never when
+    /// `false`: the same pixels either way; damaged files are read by libpng.
+    static func decode(_ input: EncodedInput, factor: Int, toSRGB: Bool, failOn: FailOn = .warning,
+                       sharedParts: Bool? = nil) throws -> (pixels: Decoded, damage: Damage?)? {
         try withReader(input, failOn: failOn) { reader -> (pixels: Decoded, damage: Damage?)? in
             guard let plan = plan(reader, toSRGB: toSRGB) else { return nil }
             let rowBytes = pk_png_start(reader)
@@ -90,6 +95,11 @@ enum PNGReducer {
             let box = BoxReducer(width: width, height: height, factor: factor, alpha: plan.alpha)
             var damage: Damage?
             var rowsRead = 0
+            let shared = sharedParts ?? PNGParts.worthSharing(pixels: width * height)
+            if shared, let pixels = PNGParts.reduce(input, box: box) {
+                PNGParts.count.add(1, ordering: .relaxed)
+                return try result(pixels, plan: plan, box: box, damage: nil)
+            }
             let pixels = try box.reduce { row in
                 if damage != nil {  // the data stopped: the rest is left empty
                     row.withUnsafeMutableBufferPointer { $0.update(repeating: 0) }
@@ -104,13 +114,18 @@ enum PNGReducer {
                 }
             }
             if damage == nil, let checksum = try checksumDamage(reader, failOn: failOn) { damage = checksum }
-            guard let profile = plan.profile else {
-                return (.pixels(RGB8Pixels(width: box.outWidth, height: box.outHeight, hasAlpha: plan.alpha, bytes: pixels)), damage)
-            }
-            let wand = try Wand.fromPixels(pixels, width: box.outWidth, height: box.outHeight, hasAlpha: plan.alpha)
-            try wand.setICCProfile(profile)
-            return (.wand(wand), damage)
+            return try result(pixels, plan: plan, box: box, damage: damage)
         }
+    }
+
+    /// The reduced pixels as the decode's result: 8-bit, or a wand carrying the profile to keep.
+    private static func result(_ pixels: [UInt8], plan: Plan, box: BoxReducer, damage: Damage?) throws -> (pixels: Decoded, damage: Damage?) {
+        guard let profile = plan.profile else {
+            return (.pixels(RGB8Pixels(width: box.outWidth, height: box.outHeight, hasAlpha: plan.alpha, bytes: pixels)), damage)
+        }
+        let wand = try Wand.fromPixels(pixels, width: box.outWidth, height: box.outHeight, hasAlpha: plan.alpha)
+        try wand.setICCProfile(profile)
+        return (.wand(wand), damage)
     }
 
     /// Any PNG, whole, from libpng: for a damaged file that ImageMagick's coder gives up on (it

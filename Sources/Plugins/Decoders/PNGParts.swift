@@ -1,0 +1,97 @@
+import CPNGParts
+import Foundation
+import PipelineKit
+import Synchronization
+
+/// A large 8-bit RGB or RGBA PNG read by the threads of the pool that are idle, not by libpng
+/// alone (Sources/CPNGParts/png_parts.c): its zlib stream inflated in parts side by side, the
+/// parts joined in order, the rows unfiltered and box-reduced while the next parts inflate. The
+/// rows are libpng's for the same file, byte for byte, so which reader ran never shows in a result.
+///
+/// Inflating is most of a large PNG's time (88% of a 160 MP photo's), one sequential zlib stream
+/// that libpng reads on one core; with a second core idle this nearly halves it. Alone the parts
+/// are no faster than libpng, so ``PNGReducer`` uses it only when threads are idle to take parts.
+enum PNGParts {
+    /// Below this many source pixels the file is left to libpng: too little to share.
+    static let minimumPixels = 4_000_000
+    /// Parts inflated side by side in one step: eight, so that two threads share them evenly
+    /// while one of them also hands out the rows of the step before.
+    static let parts = 8
+    /// The most compressed bytes in a part (the reader adapts it to give about a million bytes
+    /// of image data a part).
+    static let partBytes = 1 << 20
+    /// Decodes ``PNGReducer`` made this way (for tests).
+    static let count = Atomic<Int>(0)
+    /// Compressed bytes whose part's guessed start was wrong, inflated again in order (for tests).
+    static let redone = Atomic<Int>(0)
+
+    /// Whether a PNG of `pixels` should take this path now.
+    static func worthSharing(pixels: Int) -> Bool {
+        pixels >= minimumPixels && WorkerPool.idleThreads > 0
+    }
+
+    /// `box`'s reduction of the PNG in `input`, or `nil` when this reader does not take the file
+    /// (not 8-bit RGB or RGBA, interlaced, with transparency by tRNS, an unusual zlib header) or
+    /// could not finish it exactly as libpng would (damaged data: libpng then reads it and reports
+    /// the damage), or the file is not the size `box` expects.
+    static func reduce(_ input: EncodedInput, box: BoxReducer, partBytes: Int = partBytes) -> [UInt8]? {
+        let sink = RowSink(box: box)
+        guard rows(input, partBytes: partBytes, channels: box.alpha ? 4 : 3, size: (box.width, box.height),
+                   { sink.accumulator.add($0) }) else { return nil }
+        return sink.accumulator.pixels
+    }
+
+    /// Hands every unfiltered row of the PNG in `input` to `row`, in order, from whichever thread
+    /// takes the step (one at a time); `false` when the reader does not take the file, could not
+    /// finish it (the rows handed out are then to be thrown away), or it is not `size` with
+    /// `channels`. `nil` size and channels take any.
+    static func rows(_ input: EncodedInput, partBytes: Int = partBytes, channels: Int? = nil, size: (Int, Int)? = nil,
+                     _ row: @escaping (UnsafeBufferPointer<UInt8>) -> Void) -> Bool {
+        input.withSource { bytes, descriptor, length -> Bool in
+            let handler = RowHandler(row)
+            let context = Unmanaged.passUnretained(handler).toOpaque()
+            guard let job = pk_pngp_open(bytes?.assumingMemoryBound(to: UInt8.self), descriptor, length, Int32(parts), partBytes, { context, row in
+                let handler = Unmanaged<RowHandler>.fromOpaque(context!).takeUnretainedValue()
+                handler.row(UnsafeBufferPointer(start: row, count: handler.rowBytes))
+            }, context) else { return false }
+            defer {
+                redone.add(Int(pk_pngp_redone(job)), ordering: .relaxed)
+                pk_pngp_free(job)
+            }
+            var width: UInt32 = 0, height: UInt32 = 0, jobChannels: Int32 = 0
+            pk_pngp_size(job, &width, &height, &jobChannels)
+            if let channels, channels != Int(jobChannels) { return false }
+            if let size, size != (Int(width), Int(height)) { return false }
+            handler.rowBytes = Int(width) * Int(jobChannels)
+            let shared = SharedJob(job: job)
+            return withExtendedLifetime(handler) {
+                while true {
+                    let tasks = Int(pk_pngp_tasks(job))
+                    WorkerPool.shareIdleThreads(parts: tasks) { pk_pngp_task(shared.job, Int32($0)) }
+                    switch pk_pngp_settle(job) {
+                    case 1: continue
+                    case 2: return true
+                    default: return false
+                    }
+                }
+            }
+        }
+    }
+
+    /// The row callback's state; its steps run one at a time (png_parts.h).
+    private final class RowHandler: @unchecked Sendable {
+        let row: (UnsafeBufferPointer<UInt8>) -> Void
+        var rowBytes = 0
+        init(_ row: @escaping (UnsafeBufferPointer<UInt8>) -> Void) { self.row = row }
+    }
+
+    /// The accumulator the rows go to.
+    private final class RowSink: @unchecked Sendable {
+        var accumulator: BoxReducer.Accumulator
+        init(box: BoxReducer) { accumulator = BoxReducer.Accumulator(box) }
+    }
+
+    /// The job, handed to the threads that take tasks: each task touches only its own state
+    /// (png_parts.h).
+    private struct SharedJob: @unchecked Sendable { let job: OpaquePointer }
+}

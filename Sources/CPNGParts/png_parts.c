@@ -31,6 +31,9 @@
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define WINDOW 32768
 #define MAX_PARTS 16
@@ -42,6 +45,8 @@
 // a part stops at the next block boundary even before its compressed range ends (the part after
 // it is then inflated again in order): memory stays bounded for data that compresses 1000:1.
 #define TARGET_VALUES (1u << 20)
+// Block headers a part tries before it gives up guessing.
+#define MAX_TRIES 16
 #define CAP_VALUES (4u << 20)
 // Room kept after the output for a match copied 8 values at a time.
 #define OUT_SLACK (258 + 16)
@@ -330,7 +335,9 @@ typedef struct {
     uint64_t bits;       // the bit buffer
     unsigned count;      // bits in it
     const unsigned char *at, *end;  // next input byte; end of the input copied so far
-    int overrun;
+    // 1 once zero bits past the copied input were used: past the stream's end (an error only if
+    // they are consumed), or where the file could not be read or memory ran out (`broken`).
+    int overrun, broken;
 } reader;
 
 static inline uint64_t load64(const unsigned char *p) {
@@ -339,11 +346,13 @@ static inline uint64_t load64(const unsigned char *p) {
     return v;
 }
 
-// Reads more of the stream into the part's input. Returns 1 if more came.
+// Reads more of the stream into the part's input. Returns 1 if more came; 0 at the stream's end,
+// or with `broken` set when the file could not be read or memory ran out.
 static int extend(reader *r) {
     part *p = r->p;
     uint64_t have_end = p->in_base + p->in_length;
     if (have_end >= r->job->stream_length) return 0;
+    r->broken = 1;  // until more came
     size_t consumed = (size_t)(r->at - p->in);
     size_t more = MARGIN;
     if (p->in_length + more + PAD > p->in_capacity) {
@@ -355,6 +364,7 @@ static int extend(reader *r) {
     }
     long got = copy_stream(r->job, have_end, p->in + p->in_length, more);
     if (got <= 0) return 0;
+    r->broken = 0;
     p->in_length += (size_t)got;
     memset(p->in + p->in_length, 0, PAD);
     r->at = p->in + consumed;
@@ -365,8 +375,9 @@ static int extend(reader *r) {
 // Fills the bit buffer to at least 56 bits. Past the end of the stream zero bits come, and
 // `overrun` is set once they are used (checked where blocks end).
 static inline void refill(reader *r) {
-    if ((size_t)(r->end - r->at) < 8) {
-        if (!extend(r) && (size_t)(r->end - r->at) < 8) {
+    if (r->end - r->at < 8) {  // signed: `at` runs past `end` over zero bits
+        if (r->broken || (!extend(r) && r->end - r->at < 8)) {
+            if (r->broken) r->overrun = 1;
             while (r->count <= 56) {
                 if (r->at < r->end) r->bits |= (uint64_t)*r->at << r->count;
                 else r->overrun = 1;  // noted; `position` tells whether the bits were consumed
@@ -403,7 +414,7 @@ static int seek(reader *r, uint64_t bit, uint64_t until) {
         r->end = p->in + p->in_length;
         r->bits = 0;
         r->count = 0;
-        r->overrun = 0;
+        r->overrun = r->broken = 0;
         refill(r);
         take(r, (unsigned)(bit & 7));
         return 0;
@@ -426,7 +437,7 @@ static int seek(reader *r, uint64_t bit, uint64_t until) {
     r->end = p->in + p->in_length;
     r->bits = 0;
     r->count = 0;
-    r->overrun = 0;
+    r->overrun = r->broken = 0;
     refill(r);
     take(r, (unsigned)(bit & 7));
     return 0;
@@ -494,7 +505,7 @@ static int read_dynamic(reader *r, uint32_t *lit, uint32_t *dist) {
 // values into the window. `limit` caps the output. Returns 0 (p->end, p->final, p->out_length
 // set), or -1 on anything zlib would call an error, or a read failure.
 static int inflate_part(pk_pngp *job, part *p, uint64_t start, uint64_t stop, uint32_t history, uint64_t limit) {
-    reader r = {job, p, 0, 0, NULL, NULL, 0};
+    reader r = {job, p, 0, 0, NULL, NULL, 0, 0};
     if (seek(&r, start, stop / 8 + 1)) return -1;
     if (grow_out(p, WINDOW + 65536, limit)) return -1;
     size_t out = WINDOW;
@@ -506,7 +517,7 @@ static int inflate_part(pk_pngp *job, part *p, uint64_t start, uint64_t stop, ui
             p->end = here;
             break;
         }
-        if (r.overrun && here > job->stream_length * 8) return -1;
+        if (r.overrun && (r.broken || here > job->stream_length * 8)) return -1;
         refill(&r);
         int final = (int)take(&r, 1), type = (int)take(&r, 2);
         const uint32_t *lt = lit, *dt = dist;
@@ -540,7 +551,7 @@ static int inflate_part(pk_pngp *job, part *p, uint64_t start, uint64_t stop, ui
                     o_end = p->out + p->out_capacity - OUT_SLACK;
                 }
                 refill(&r);
-                if (__builtin_expect(r.overrun, 0) && position(&r) > job->stream_length * 8) return -1;
+                if (__builtin_expect(r.overrun, 0) && (r.broken || position(&r) > job->stream_length * 8)) return -1;
                 uint32_t e = lt[r.bits & ((1u << LIT_ROOT) - 1)];
                 if (E_KIND(e) == K_SUB) {
                     take(&r, LIT_ROOT);
@@ -551,14 +562,14 @@ static int inflate_part(pk_pngp *job, part *p, uint64_t start, uint64_t stop, ui
                 r.count -= E_LEN(e);
                 if (kind == K_LITERAL) {
                     *o++ = (uint16_t)E_VALUE(e);
-                    // A second literal without refilling when the bits are there (at most 15).
-                    if (r.count >= 15) {
+                    // More literals without refilling while the bits are there (a literal in the
+                    // first table has at most LIT_ROOT bits; at most 63 come: OUT_SLACK covers them).
+                    while (r.count >= LIT_ROOT) {
                         uint32_t e2 = lt[r.bits & ((1u << LIT_ROOT) - 1)];
-                        if (E_KIND(e2) == K_LITERAL) {
-                            r.bits >>= E_LEN(e2);
-                            r.count -= E_LEN(e2);
-                            *o++ = (uint16_t)E_VALUE(e2);
-                        }
+                        if (E_KIND(e2) != K_LITERAL) break;
+                        r.bits >>= E_LEN(e2);
+                        r.count -= E_LEN(e2);
+                        *o++ = (uint16_t)E_VALUE(e2);
                     }
                     continue;
                 }
@@ -601,7 +612,7 @@ static int inflate_part(pk_pngp *job, part *p, uint64_t start, uint64_t stop, ui
             out = (size_t)(o - p->out);
         }
         if (out - WINDOW > limit) return -1;
-        if (r.overrun && position(&r) > job->stream_length * 8) return -1;
+        if (r.overrun && (r.broken || position(&r) > job->stream_length * 8)) return -1;
         if (final) {
             p->final = 1;
             p->end = position(&r);
@@ -633,7 +644,7 @@ static int header_at(reader *r, uint64_t bit, uint32_t *lit, uint32_t *dist) {
     r->at = at;
     r->bits = 0;
     r->count = 0;
-    r->overrun = 0;
+    r->overrun = r->broken = 0;
     refill(r);
     take(r, (unsigned)(offset & 7) + 3);
     return read_dynamic(r, lit, dist) == 0;
@@ -644,11 +655,15 @@ static int header_at(reader *r, uint64_t bit, uint32_t *lit, uint32_t *dist) {
 static void guess_part(pk_pngp *job, part *p, uint64_t limit) {
     p->found = 0;
     p->ok = 0;
-    reader r = {job, p, 0, 0, NULL, NULL, 0};
+    reader r = {job, p, 0, 0, NULL, NULL, 0, 0};
     if (seek(&r, p->first * 8, p->next)) return;
     uint32_t lit[LIT_TABLE], dist[DIST_TABLE];
+    int tries = 0;
     for (uint64_t bit = p->first * 8; bit < p->next * 8; bit++) {
         if (!header_at(&r, bit, lit, dist)) continue;
+        // A few false headers happen; many are data made to look like them: leave the part to be
+        // inflated in order rather than try each.
+        if (++tries > MAX_TRIES) return;
         for (size_t i = 0; i < WINDOW; i++) p->out[i] = (uint16_t)(256 + i);
         if (inflate_part(job, p, bit, p->next * 8, WINDOW, limit) == 0) {
             p->start = bit;
@@ -713,7 +728,16 @@ static int consume(pk_pngp *job, step_set *set) {
             const uint16_t *v = values + done;
             unsigned char *b = job->narrow;
             for (size_t i = 0; i < n;) {
-                if (i + 16 <= n) {
+                if (i + 16 <= n) {  // 16 values without markers at a time
+#if defined(__SSE2__)
+                    __m128i low = _mm_loadu_si128((const __m128i *)(v + i)), high = _mm_loadu_si128((const __m128i *)(v + i + 8));
+                    __m128i above = _mm_srli_epi16(_mm_or_si128(low, high), 8);
+                    if (_mm_movemask_epi8(_mm_cmpeq_epi8(above, _mm_setzero_si128())) == 0xFFFF) {
+                        _mm_storeu_si128((__m128i *)(b + i), _mm_packus_epi16(low, high));
+                        i += 16;
+                        continue;
+                    }
+#else
                     uint16_t any = 0;
                     for (int j = 0; j < 16; j++) any |= v[i + j];
                     if (any < 256) {
@@ -721,6 +745,7 @@ static int consume(pk_pngp *job, step_set *set) {
                         i += 16;
                         continue;
                     }
+#endif
                 }
                 uint16_t value = v[i];
                 if (value < 256) {
@@ -900,7 +925,7 @@ void pk_pngp_task(pk_pngp *job, int i) {
     if (!p->out_capacity) p->out_capacity = WINDOW + 65536 + OUT_SLACK;
     // The part's input, then the CRCs of the IDATs that start in its range (the range beyond the
     // last part's is checked when the step is settled).
-    reader r = {job, p, 0, 0, NULL, NULL, 0};
+    reader r = {job, p, 0, 0, NULL, NULL, 0, 0};
     if (seek(&r, p->first * 8, p->next)) {
         p->ok = 0;
         p->bad_crc = 1;

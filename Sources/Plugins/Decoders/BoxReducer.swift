@@ -95,6 +95,17 @@ struct BoxReducer {
             outY += 1
         }
 
+        /// Adds a row of zeros (black and transparent) without reading one: a damaged file's rows
+        /// that never came.
+        mutating func addEmptyRow() {
+            rows += 1
+            y += 1
+            guard rows == box.factor || y == box.height else { return }
+            emit()
+            rows = 0
+            outY += 1
+        }
+
         /// Turns the column totals of the rows added since the last output row into one.
         private mutating func emit() {
             let channels = box.alpha ? 4 : 3, factor = box.factor, width = box.width

@@ -100,19 +100,23 @@ enum PNGReducer {
                 PNGParts.count.add(1, ordering: .relaxed)
                 return try result(pixels, plan: plan, box: box, damage: nil)
             }
-            let pixels = try box.reduce { row in
-                if damage != nil {  // the data stopped: the rest is left empty
-                    row.withUnsafeMutableBufferPointer { $0.update(repeating: 0) }
-                    return
+            var accumulator = BoxReducer.Accumulator(box)
+            var row = [UInt8](repeating: 0, count: rowBytes)
+            for _ in 0..<height {
+                if damage != nil {  // the data stopped: the rest is left empty (adds nothing)
+                    accumulator.addEmptyRow()
+                    continue
                 }
                 do {
                     try readRow(reader, &row)
                     rowsRead += 1
+                    row.withUnsafeBufferPointer { accumulator.add($0) }
                 } catch let error as PipelineError {
                     damage = try rowDamage(reader, error, failOn: failOn, rowsRead: rowsRead, rows: height)
-                    row.withUnsafeMutableBufferPointer { $0.update(repeating: 0) }
+                    accumulator.addEmptyRow()
                 }
             }
+            let pixels = accumulator.pixels
             if damage == nil, let checksum = try checksumDamage(reader, failOn: failOn) { damage = checksum }
             return try result(pixels, plan: plan, box: box, damage: damage)
         }

@@ -82,6 +82,17 @@ typedef struct {
     int32_t offset[3];    // added to each component's DC
 } segment;
 
+// A range of the entropy-coded source, with the stuffing removed.
+typedef struct {
+    size_t begin, end;  // source bytes; the last byte of a range other than the last is not 0xFF
+    size_t out;         // bytes written at data + begin
+    int status;         // 0 fine; 1 a marker libjpeg would read otherwise, or no end of image
+    int eoi;            // the end-of-image marker ends this range's data
+    size_t *restarts;   // output offsets (from the range's start) of restart markers, and their numbers
+    uint8_t *markers;
+    size_t restart_count, restart_capacity;
+} range_t;
+
 struct pk_jpeg8_job {
     int comps, blocks;
     uint8_t block_comp[MAX_BLOCKS], block_x[MAX_BLOCKS], block_y[MAX_BLOCKS];
@@ -97,6 +108,14 @@ struct pk_jpeg8_job {
     int width, height;
     uint8_t *data;  // entropy-coded data without stuffing and markers, then PAD zero bytes
     size_t size;
+    // The stuffing is removed in ranges of the source side by side (pk_jpeg8_unstuff), each
+    // written where its source starts, then moved together (pk_jpeg8_split).
+    const struct jpeg_decompress_struct *info;
+    int parts_wanted;
+    const uint8_t *src;
+    size_t left;
+    int ranges;
+    range_t range[MAX_PARTS];
     size_t *restarts;  // byte offset in `data` of each restart interval
     size_t restart_count;
     int parts;
@@ -457,58 +476,128 @@ pk_jpeg8_job *pk_jpeg8_prepare(void *opaque, int parts, int *width, int *height)
     }
     job->total = job->mcus_per_row * job->mcu_rows;
 
-    // The entropy-coded data without its stuffed zeros and restart markers, up to the marker
-    // that ends it, which must be the end of the image.
-    const uint8_t *src = info->src->next_input_byte;
-    size_t left = info->src->bytes_in_buffer;
-    job->data = (uint8_t *)malloc(left + PAD);
-    size_t restart_capacity = 64;
-    job->restarts = (size_t *)malloc(restart_capacity * sizeof(size_t));
-    if (!job->data || !job->restarts) goto fail;
-    job->restarts[job->restart_count++] = 0;
-    size_t in = 0, out = 0;
-    int expected_marker = 0;
+    // The entropy-coded data: cut into ranges (of at least 64 KB) whose stuffing is removed side
+    // by side, none cut between a 0xFF and the byte after it.
+    job->info = info;
+    job->parts_wanted = parts;
+    job->src = info->src->next_input_byte;
+    job->left = info->src->bytes_in_buffer;
+    job->data = (uint8_t *)malloc(job->left + PAD);
+    if (!job->data) goto fail;
+    int ranges = parts < 1 ? 1 : parts > MAX_PARTS ? MAX_PARTS : parts;
+    if ((size_t)ranges > job->left / 65536 + 1) ranges = (int)(job->left / 65536 + 1);
+    size_t previous = 0;
+    for (int i = 0; i < ranges; i++) {
+        size_t end = i == ranges - 1 ? job->left : job->left * (size_t)(i + 1) / (size_t)ranges;
+        while (end < job->left && end > previous && job->src[end - 1] == 0xFF) end++;
+        if (end < previous) end = previous;
+        job->range[i].begin = previous;
+        job->range[i].end = end;
+        previous = end;
+    }
+    job->ranges = ranges;
+    *width = job->width;
+    *height = job->height;
+    return job;
+fail:
+    pk_jpeg8_free(job);
+    return NULL;
+}
+
+int pk_jpeg8_ranges(const pk_jpeg8_job *job) { return job->ranges; }
+
+void pk_jpeg8_unstuff(pk_jpeg8_job *job, int index) {
+    range_t *r = &job->range[index];
+    const uint8_t *src = job->src;
+    uint8_t *data = job->data + r->begin;
+    size_t in = r->begin, out = 0, end = r->end;
     for (;;) {
         // Eight bytes at a time while none is 0xFF.
-        while (in + 8 <= left) {
+        while (in + 8 <= end) {
             uint64_t word, inverted;
             memcpy(&word, src + in, 8);
             inverted = ~word;
             if ((inverted - 0x0101010101010101ull) & ~inverted & 0x8080808080808080ull) break;
-            memcpy(job->data + out, &word, 8);
+            memcpy(data + out, &word, 8);
             in += 8;
             out += 8;
         }
-        while (in < left && src[in] != 0xFF) job->data[out++] = src[in++];
-        if (in + 1 >= left) goto fail;  // no end-of-image marker
+        while (in < end && src[in] != 0xFF) data[out++] = src[in++];
+        if (in == end) {
+            if (end == job->left) r->status = 1;  // no end-of-image marker
+            break;
+        }
+        if (in + 1 >= job->left) {
+            r->status = 1;
+            break;
+        }
         uint8_t next = src[in + 1];
         if (next == 0x00) {
-            job->data[out++] = 0xFF;
+            data[out++] = 0xFF;
             in += 2;
         } else if (next == 0xFF) {
             in += 1;  // a fill byte before a marker
         } else if (next >= 0xD0 && next <= 0xD7) {
-            if (!job->restart_interval || next != 0xD0 + expected_marker) goto fail;
+            if (r->restart_count == r->restart_capacity) {
+                size_t capacity = r->restart_capacity ? r->restart_capacity * 2 : 64;
+                size_t *grown = (size_t *)realloc(r->restarts, capacity * sizeof(size_t));
+                uint8_t *marks = grown ? (uint8_t *)realloc(r->markers, capacity) : NULL;
+                if (grown) r->restarts = grown;
+                if (!marks) {
+                    r->status = 1;
+                    break;
+                }
+                r->markers = marks;
+                r->restart_capacity = capacity;
+            }
+            r->restarts[r->restart_count] = out;
+            r->markers[r->restart_count++] = next;
+            in += 2;
+        } else if (next == 0xD9) {
+            r->eoi = 1;
+            break;
+        } else {
+            r->status = 1;  // another scan, or another marker libjpeg would read
+            break;
+        }
+    }
+    r->out = out;
+}
+
+int pk_jpeg8_split(pk_jpeg8_job *job) {
+    const struct jpeg_decompress_struct *info = job->info;
+    int parts = job->parts_wanted;
+    // The ranges moved together, up to the end-of-image marker; restart markers in order.
+    size_t restart_capacity = 64;
+    job->restarts = (size_t *)malloc(restart_capacity * sizeof(size_t));
+    if (!job->restarts) return 0;
+    job->restarts[job->restart_count++] = 0;
+    size_t out = 0;
+    int expected_marker = 0, ended = 0;
+    for (int i = 0; i < job->ranges && !ended; i++) {
+        range_t *r = &job->range[i];
+        if (r->status) return 0;
+        if (out != r->begin) memmove(job->data + out, job->data + r->begin, r->out);
+        for (size_t k = 0; k < r->restart_count; k++) {
+            if (!job->restart_interval || r->markers[k] != 0xD0 + expected_marker) return 0;
             expected_marker = (expected_marker + 1) & 7;
             if (job->restart_count == restart_capacity) {
                 restart_capacity *= 2;
                 size_t *grown = (size_t *)realloc(job->restarts, restart_capacity * sizeof(size_t));
-                if (!grown) goto fail;
+                if (!grown) return 0;
                 job->restarts = grown;
             }
-            job->restarts[job->restart_count++] = out;
-            in += 2;
-        } else if (next == 0xD9) {
-            break;
-        } else {
-            goto fail;  // another scan, or another marker libjpeg would read
+            job->restarts[job->restart_count++] = out + r->restarts[k];
         }
+        out += r->out;
+        ended = r->eoi;
     }
+    if (!ended) return 0;
     memset(job->data + out, 0, PAD);
     job->size = out;
     if (job->restart_interval) {
         size_t intervals = (job->total + job->restart_interval - 1) / job->restart_interval;
-        if (job->restart_count != intervals) goto fail;
+        if (job->restart_count != intervals) return 0;
     }
 
     if (parts < 1) parts = 1;
@@ -541,12 +630,7 @@ pk_jpeg8_job *pk_jpeg8_prepare(void *opaque, int parts, int *width, int *height)
         job->part[parts - 1].stop_bit = UINT64_MAX;
     }
     job->parts = parts;
-    *width = job->width;
-    *height = job->height;
-    return job;
-fail:
-    pk_jpeg8_free(job);
-    return NULL;
+    return 1;
 }
 
 int pk_jpeg8_parts(const pk_jpeg8_job *job) { return job->parts; }
@@ -844,5 +928,9 @@ void pk_jpeg8_free(pk_jpeg8_job *job) {
     free(job->cols);
     free(job->data);
     free(job->restarts);
+    for (int i = 0; i < MAX_PARTS; i++) {
+        free(job->range[i].restarts);
+        free(job->range[i].markers);
+    }
     free(job);
 }

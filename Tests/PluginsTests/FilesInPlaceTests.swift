@@ -155,6 +155,23 @@ import TestSupport
         #expect(summary.ok == 1)
         #expect(seen.counts.withLock { $0 } == [image.count])
     }
+
+    /// A large file read in pieces by several threads is the file, byte for byte; one cut short
+    /// after it was opened reads as far as it now goes, and no further.
+    @Test func aFileReadInPiecesIsTheFile() async throws {
+        let path = try Fixtures.temporaryDirectory("in-place").appendingPathComponent("pieces.bin").path
+        var generator = SplitMix64(seed: 9)
+        let bytes = Data((0..<5_000_003).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        try bytes.write(to: URL(fileURLWithPath: path))
+        let descriptor = open(path, O_RDONLY)
+        try #require(descriptor >= 0)
+        let file = LocalFile(descriptor: descriptor, size: bytes.count, path: path)
+        let pool = WorkerPool(threads: 2, name: "pk-test")
+        #expect(try await pool.run { EncodedInput.readInPieces(file) } == bytes)
+        #expect(EncodedInput.readInPieces(file, pieces: 3) == bytes)  // no pool: one thread takes every piece
+        #expect(truncate(path, 3_000_000) == 0)
+        #expect(EncodedInput.readInPieces(file) == bytes.prefix(3_000_000))
+    }
 }
 
 /// Records how many bytes it was given (-1 when a file came attached), then decodes them.

@@ -38,6 +38,8 @@ enum JPEGEighth {
         guard let job = pk_jpeg8_prepare(info, Int32(parts), &width, &height) else { return nil }
         defer { pk_jpeg8_free(job) }
         let shared = SharedJob(job: job)
+        WorkerPool.shareIdleThreads(parts: Int(pk_jpeg8_ranges(job))) { pk_jpeg8_unstuff(shared.job, Int32($0)) }
+        guard pk_jpeg8_split(job) != 0 else { return nil }
         WorkerPool.shareIdleThreads(parts: Int(pk_jpeg8_parts(job))) { pk_jpeg8_part(shared.job, Int32($0)) }
         guard pk_jpeg8_join(job) != 0 else { return nil }
         let rowBytes = Int(width) * 3

@@ -102,6 +102,8 @@ import TestSupport
         (false, 6, 8, "Z_DEFAULT_STRATEGY", 8192, 0), (true, 6, 8, "Z_DEFAULT_STRATEGY", 8192, 1),
         (false, 6, 8, "Z_DEFAULT_STRATEGY", 8192, 2), (true, 6, 8, "Z_DEFAULT_STRATEGY", 8192, 3),
         (false, 6, 8, "Z_DEFAULT_STRATEGY", 8192, 4), (true, 6, 8, "Z_DEFAULT_STRATEGY", 8192, 4),
+        (false, 6, 8, "Z_DEFAULT_STRATEGY", 8192, 1), (false, 6, 8, "Z_DEFAULT_STRATEGY", 8192, 3),
+        (true, 6, 8, "Z_DEFAULT_STRATEGY", 8192, 2),
     ] as [(Bool, Int, Int, String, Int, Int?)])
     func partsGiveLibpngsRows(alpha: Bool, level: Int, memLevel: Int, strategy: String, idat: Int, filter: Int?) async throws {
         let data = try await Self.recompressed(Self.source(alpha: alpha), level: level, memLevel: memLevel,

@@ -175,6 +175,7 @@ import TestSupport
             ("a row too many", try await Self.recompressed(source, level: 6, idat: 8192, tail: "z = zlib.compress(bytes(raw) + bytes(w * bpp + 1))")),
             ("bad filter byte", try await Self.recompressed(source, level: 6, idat: 8192, tail: "raw[500 * (w * bpp + 1)] = 7; z = zlib.compress(bytes(raw))")),
             ("no Adler-32", try await Self.recompressed(source, level: 6, idat: 8192, tail: "z = z[:-4]")),
+            ("an ancillary chunk's CRC wrong", try Self.breakingFirstAncillaryCRC(good)),
         ]
         var generator = SplitMix64(seed: 35)
         let stream = try Self.idatRange(good)
@@ -210,6 +211,23 @@ import TestSupport
             at += 12 + length
         }
         return try #require(first) ..< last
+    }
+
+    /// `png` with the CRC of its first ancillary chunk (lower-case first letter) before the image
+    /// data made wrong: libpng drops the chunk and records the damage.
+    static func breakingFirstAncillaryCRC(_ png: Data) throws -> Data {
+        var bytes = [UInt8](png)
+        var at = 8
+        while at + 12 <= bytes.count {
+            let length = Int(bytes[at]) << 24 | Int(bytes[at + 1]) << 16 | Int(bytes[at + 2]) << 8 | Int(bytes[at + 3])
+            if bytes[at + 4] >= UInt8(ascii: "a") {
+                bytes[at + 8 + length] ^= 0x5A
+                return Data(bytes)
+            }
+            try #require(!bytes[at + 4..<at + 8].elementsEqual("IDAT".utf8), "no ancillary chunk before the image data")
+            at += 12 + length
+        }
+        throw PipelineError(.decodeFailed, "no ancillary chunk")
     }
 
     /// `png` with every chunk's CRC computed again.

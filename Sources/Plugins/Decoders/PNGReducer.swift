@@ -98,7 +98,9 @@ enum PNGReducer {
             let shared = sharedParts ?? PNGParts.worthSharing(pixels: width * height)
             if shared, let pixels = PNGParts.reduce(input, box: box) {
                 PNGParts.count.add(1, ordering: .relaxed)
-                return try result(pixels, plan: plan, box: box, damage: nil)
+                // The parts decline any damage in the image data; a CRC mismatch libpng read past
+                // in the chunks before it is the read's damage, as on libpng's own path.
+                return try result(pixels, plan: plan, box: box, damage: try checksumDamage(reader, failOn: failOn))
             }
             var accumulator = BoxReducer.Accumulator(box)
             var row = [UInt8](repeating: 0, count: rowBytes)

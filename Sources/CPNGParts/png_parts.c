@@ -409,31 +409,23 @@ static inline uint32_t take(reader *r, unsigned n) {
 static int seek(reader *r, uint64_t bit, uint64_t until) {
     part *p = r->p;
     uint64_t base = bit / 8;
-    if (p->in_valid && p->in_base <= base && base < p->in_base + p->in_length) {
-        r->at = p->in + (base - p->in_base);
-        r->end = p->in + p->in_length;
-        r->bits = 0;
-        r->count = 0;
-        r->overrun = r->broken = 0;
-        refill(r);
-        take(r, (unsigned)(bit & 7));
-        return 0;
+    if (!(p->in_valid && p->in_base <= base && base < p->in_base + p->in_length)) {
+        size_t want = until > base ? (size_t)(until - base) : 0;
+        want += MARGIN;
+        if (want + PAD > p->in_capacity) {
+            unsigned char *grown = (unsigned char *)realloc(p->in, want + PAD);
+            if (!grown) return -1;
+            p->in = grown;
+            p->in_capacity = want + PAD;
+        }
+        long got = copy_stream(r->job, base, p->in, want);
+        if (got < 0) return -1;
+        p->in_base = base;
+        p->in_length = (size_t)got;
+        p->in_valid = 1;
+        memset(p->in + p->in_length, 0, PAD);
     }
-    size_t want = until > base ? (size_t)(until - base) : 0;
-    want += MARGIN;
-    if (want + PAD > p->in_capacity) {
-        unsigned char *grown = (unsigned char *)realloc(p->in, want + PAD);
-        if (!grown) return -1;
-        p->in = grown;
-        p->in_capacity = want + PAD;
-    }
-    long got = copy_stream(r->job, base, p->in, want);
-    if (got < 0) return -1;
-    p->in_base = base;
-    p->in_length = (size_t)got;
-    p->in_valid = 1;
-    memset(p->in + p->in_length, 0, PAD);
-    r->at = p->in;
+    r->at = p->in + (base - p->in_base);
     r->end = p->in + p->in_length;
     r->bits = 0;
     r->count = 0;

@@ -87,17 +87,15 @@ struct BoxReducer {
             columns.withUnsafeMutableBufferPointer { columns in
                 if alpha, !premultiplied { BoxReducer.addPremultiplied(row, to: columns) } else { BoxReducer.add(row, to: columns) }
             }
-            rows += 1
-            y += 1
-            guard rows == box.factor || y == box.height else { return }
-            emit()
-            rows = 0
-            outY += 1
+            advance()
         }
 
         /// Adds a row of zeros (black and transparent) without reading one: a damaged file's rows
         /// that never came.
-        mutating func addEmptyRow() {
+        mutating func addEmptyRow() { advance() }
+
+        /// Counts the row just added; makes an output row after every `factor` rows and the last.
+        private mutating func advance() {
             rows += 1
             y += 1
             guard rows == box.factor || y == box.height else { return }

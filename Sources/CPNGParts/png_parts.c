@@ -998,7 +998,7 @@ void pk_pngp_task(pk_pngp *job, int i) {
     step_set *set = &job->sets[job->decoding];
     part *p = &set->parts[i];
     if (!p->out && !(p->out = (uint16_t *)malloc((WINDOW + 65536 + OUT_SLACK) * sizeof(uint16_t)))) {
-        job->failed = 1;
+        __atomic_store_n(&job->failed, 1, __ATOMIC_RELAXED);  // tasks of a step run side by side
         return;
     }
     if (!p->out_capacity) p->out_capacity = WINDOW + 65536 + OUT_SLACK;

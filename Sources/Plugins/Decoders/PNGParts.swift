@@ -22,8 +22,6 @@ enum PNGParts {
     static let partBytes = 1 << 20
     /// Decodes ``PNGReducer`` made this way (for tests).
     static let count = Atomic<Int>(0)
-    /// Compressed bytes whose part's guessed start was wrong, inflated again in order (for tests).
-    static let redone = Atomic<Int>(0)
 
     /// Whether a PNG of `pixels` should take this path now.
     static func worthSharing(pixels: Int) -> Bool {
@@ -37,31 +35,30 @@ enum PNGParts {
     static func reduce(_ input: EncodedInput, box: BoxReducer, partBytes: Int = partBytes) -> [UInt8]? {
         let sink = RowSink(box: box)
         guard rows(input, partBytes: partBytes, channels: box.alpha ? 4 : 3, size: (box.width, box.height),
-                   { sink.accumulator.add($0) }) else { return nil }
+                   { sink.accumulator.add($0) }) != nil else { return nil }
         return sink.accumulator.pixels
     }
 
     /// Hands every unfiltered row of the PNG in `input` to `row`, in order, from whichever thread
-    /// takes the step (one at a time); `false` when the reader does not take the file, could not
-    /// finish it (the rows handed out are then to be thrown away), or it is not `size` with
-    /// `channels`. `nil` size and channels take any.
+    /// takes the step (one at a time). Returns the compressed bytes of parts whose guessed start
+    /// was wrong and which were inflated again in order (for tests and measurements), or `nil`
+    /// when the reader does not take the file, could not finish it (the rows handed out are then
+    /// to be thrown away), or it is not `size` with `channels`. `nil` size and channels take any.
+    @discardableResult
     static func rows(_ input: EncodedInput, partBytes: Int = partBytes, channels: Int? = nil, size: (Int, Int)? = nil,
-                     _ row: @escaping (UnsafeBufferPointer<UInt8>) -> Void) -> Bool {
-        input.withSource { bytes, descriptor, length -> Bool in
+                     _ row: @escaping (UnsafeBufferPointer<UInt8>) -> Void) -> Int? {
+        input.withSource { bytes, descriptor, length -> Int? in
             let handler = RowHandler(row)
             let context = Unmanaged.passUnretained(handler).toOpaque()
             guard let job = pk_pngp_open(bytes?.assumingMemoryBound(to: UInt8.self), descriptor, length, Int32(parts), partBytes, { context, row in
                 let handler = Unmanaged<RowHandler>.fromOpaque(context!).takeUnretainedValue()
                 handler.row(UnsafeBufferPointer(start: row, count: handler.rowBytes))
-            }, context) else { return false }
-            defer {
-                redone.add(Int(pk_pngp_redone(job)), ordering: .relaxed)
-                pk_pngp_free(job)
-            }
+            }, context) else { return nil }
+            defer { pk_pngp_free(job) }
             var width: UInt32 = 0, height: UInt32 = 0, jobChannels: Int32 = 0
             pk_pngp_size(job, &width, &height, &jobChannels)
-            if let channels, channels != Int(jobChannels) { return false }
-            if let size, size != (Int(width), Int(height)) { return false }
+            if let channels, channels != Int(jobChannels) { return nil }
+            if let size, size != (Int(width), Int(height)) { return nil }
             handler.rowBytes = Int(width) * Int(jobChannels)
             let shared = SharedJob(job: job)
             return withExtendedLifetime(handler) {
@@ -70,8 +67,8 @@ enum PNGParts {
                     WorkerPool.shareIdleThreads(parts: tasks) { pk_pngp_task(shared.job, Int32($0)) }
                     switch pk_pngp_settle(job) {
                     case 1: continue
-                    case 2: return true
-                    default: return false
+                    case 2: return Int(pk_pngp_redone(job))
+                    default: return nil
                     }
                 }
             }

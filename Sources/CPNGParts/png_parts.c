@@ -201,9 +201,10 @@ typedef struct {
     // Nominal compressed range [first, next) in stream bytes; decoding stops at the first block
     // starting at or after bit next * 8.
     uint64_t first, next;
-    // Where its decoding started and stopped (bits); `found` 0 when no start was found.
+    // Where its decoding started and stopped (bits); `ok` 0 when no start was found or its
+    // decoding failed.
     uint64_t start, end;
-    int found, ok, final, exact;
+    int ok, final;
     // Input: stream bytes [in_base, in_base + in_length), PAD zeros after.
     unsigned char *in;
     uint64_t in_base;
@@ -250,7 +251,6 @@ struct pk_pngp {
     unsigned char step_window[WINDOW];
     uint64_t step_before;     // stream bytes decoded before step_start
     uint64_t crc_done;        // the IDATs starting before this stream byte have had their CRC checked
-    int finished_stream;      // the final block was decoded
     int failed;               // a task found a problem
     uint64_t redone;
 
@@ -435,6 +435,7 @@ static int seek(reader *r, uint64_t bit, uint64_t until) {
     return 0;
 }
 
+// Room for `need` values in the part's output; -1 past what the whole image holds, or out of memory.
 static int grow_out(part *p, size_t need, uint64_t limit) {
     if (need <= p->out_capacity) return 0;
     if (need > limit + WINDOW + OUT_SLACK + 65536) return -1;
@@ -494,9 +495,10 @@ static int read_dynamic(reader *r, uint32_t *lit, uint32_t *dist) {
 
 // Inflates blocks from stream bit `start` (a block's first bit) until a block starts at or after
 // bit `stop` or after CAP_VALUES of output, or the final block ends, into p->out after its window. Distances may reach `history`
-// values into the window. `limit` caps the output. Returns 0 (p->end, p->final, p->out_length
+// values into the window. The output is capped at the whole image's bytes. Returns 0 (p->end, p->final, p->out_length
 // set), or -1 on anything zlib would call an error, or a read failure.
-static int inflate_part(pk_pngp *job, part *p, uint64_t start, uint64_t stop, uint32_t history, uint64_t limit) {
+static int inflate_part(pk_pngp *job, part *p, uint64_t start, uint64_t stop, uint32_t history) {
+    const uint64_t limit = job->expected;
     reader r = {job, p, 0, 0, NULL, NULL, 0, 0};
     if (seek(&r, start, stop / 8 + 1)) return -1;
     if (grow_out(p, WINDOW + 65536, limit)) return -1;
@@ -644,8 +646,7 @@ static int header_at(reader *r, uint64_t bit, uint32_t *lit, uint32_t *dist) {
 
 // A part other than the first of a step: finds a block start in [first, next) and inflates from
 // there, with the window unknown.
-static void guess_part(pk_pngp *job, part *p, uint64_t limit) {
-    p->found = 0;
+static void guess_part(pk_pngp *job, part *p) {
     p->ok = 0;
     reader r = {job, p, 0, 0, NULL, NULL, 0, 0};
     if (seek(&r, p->first * 8, p->next)) return;
@@ -657,9 +658,8 @@ static void guess_part(pk_pngp *job, part *p, uint64_t limit) {
         // inflated in order rather than try each.
         if (++tries > MAX_TRIES) return;
         for (size_t i = 0; i < WINDOW; i++) p->out[i] = (uint16_t)(256 + i);
-        if (inflate_part(job, p, bit, p->next * 8, WINDOW, limit) == 0) {
+        if (inflate_part(job, p, bit, p->next * 8, WINDOW) == 0) {
             p->start = bit;
-            p->found = 1;
             p->ok = 1;
             return;
         }
@@ -959,7 +959,7 @@ static void plan_step(pk_pngp *job) {
         part *p = &set->parts[k];
         p->first = from;
         p->next = from + job->part_bytes;
-        p->found = p->ok = p->final = p->exact = p->in_valid = 0;
+        p->ok = p->final = p->in_valid = 0;
         p->out_length = 0;
         p->bad_crc = 0;
         set->count++;
@@ -972,8 +972,6 @@ int pk_pngp_tasks(const pk_pngp *job) {
     return n;
 }
 
-// The output values a part may hold: what the image has left, at most.
-static uint64_t out_limit(const pk_pngp *job) { return job->expected; }
 
 // Checks the CRCs of the segments starting in [from, to), from part `p`'s input where it holds them.
 static int check_range(const pk_pngp *job, uint64_t from, uint64_t to, const part *p) {
@@ -1016,12 +1014,10 @@ void pk_pngp_task(pk_pngp *job, int i) {
         for (size_t k = 0; k < WINDOW; k++) p->out[k] = job->step_window[k];
         p->history = job->step_before < WINDOW ? (uint32_t)job->step_before : WINDOW;
         p->before = job->step_before;
-        p->exact = 1;
         p->start = job->step_start;
-        p->found = 1;
-        p->ok = inflate_part(job, p, job->step_start, p->next * 8, p->history, out_limit(job)) == 0;
+        p->ok = inflate_part(job, p, job->step_start, p->next * 8, p->history) == 0;
     } else {
-        guess_part(job, p, out_limit(job));
+        guess_part(job, p);
     }
 }
 
@@ -1049,14 +1045,13 @@ int pk_pngp_settle(pk_pngp *job) {
             tail_of(before, p->window);
             p->before = before->before + before->out_length;
             p->history = p->before < WINDOW ? (uint32_t)p->before : WINDOW;
-            if (!(p->ok && p->found && p->start == before->end)) {
+            if (!(p->ok && p->start == before->end)) {
                 // A wrong guess: inflate it again from where the part before stopped.
                 job->redone += p->next - p->first;
                 for (size_t i = 0; i < WINDOW; i++) p->out[i] = p->window[i];
                 p->start = before->end;
-                if (inflate_part(job, p, p->start, p->next * 8, p->history, out_limit(job))) return 0;
+                if (inflate_part(job, p, p->start, p->next * 8, p->history)) return 0;
             }
-            p->exact = 1;
         } else if (!p->ok) {
             return 0;
         }
@@ -1075,7 +1070,6 @@ int pk_pngp_settle(pk_pngp *job) {
         if (last->before + last->out_length != job->expected) return 0;
         if (check_range(job, covered, job->stream_length + 1, NULL)) return 0;
         job->decoding = -1;
-        job->finished_stream = 1;
         return 1;
     }
     job->step_start = last->end;

@@ -167,7 +167,7 @@ def alternated(name, count, run_once, work_once, unit, run_server=None):
     """ROUNDS rounds of `work` and `run` in turn, ABBA (work, run, run, work, ...), so that a
     machine getting faster or slower during the benchmark, and what one command leaves behind for
     the next (dirty pages, a warm cache), fall on both alike. Each call returns ((wall, RSS, CPU,
-    server CPU, output), outputs made). The row: mean walls, the ratio of the sums, every round's
+    server CPU, output), outputs made). The row: mean walls, their ratio, every round's
     ratio, mean CPU, peak RSS."""
     runs, works = [], []
     for n in range(ROUNDS):
@@ -214,17 +214,17 @@ def bench_sqs(work, files):
             "QueueConfigurations": [{"QueueArn": arn, "Events": ["s3:ObjectCreated:*"]}]})
         bodies = [open(f, "rb").read() for f in files]
         keys = [f"in/u{i:05d}{os.path.splitext(files[i % len(files)])[1]}" for i in range(UPLOADS)]
-        for i, key in enumerate(keys):
-            s3.put_object(Bucket="uploads", Key=key, Body=bodies[i % len(bodies)])
+
+        def queue_uploads():
+            # Each PUT notifies the queue: the same keys uploaded again queue them again.
+            for i, key in enumerate(keys):
+                s3.put_object(Bucket="uploads", Key=key, Body=bodies[i % len(bodies)])
+
+        queue_uploads()
         listing = os.path.join(work, "sqs-list.txt")
         with open(listing, "w") as f:
             f.write("".join(f"s3://uploads/{k}\n" for k in keys))
         yaml = pipeline(work, f'{{ s3: {{ endpoint: "{endpoint}", region: us-east-1 }} }}')
-        def queue_uploads():
-            # Each PUT notifies the queue: the same 1,000 keys uploaded again queue them again.
-            for i, key in enumerate(keys):
-                s3.put_object(Bucket="uploads", Key=key, Body=bodies[i % len(bodies)])
-
         def run_once(n):
             out = os.path.join(work, f"sqs-run-{n}")
             measured = timed([BIN, "run", yaml, listing, "-o", out, "--progress", "none", "-q"], env, server=moto.pid)

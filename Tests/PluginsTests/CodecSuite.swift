@@ -27,6 +27,24 @@ extension CodecSuite {
         return (try resize.process(reduced), try resize.process(full), PixelSize(width: reduced.width, height: reduced.height))
     }
 
+    /// Decodes a 2600x1600 plasma encoded as `format` on this thread (in no pool) and on a pool
+    /// of two threads with one idle: the second must take the reader that shares the idle thread
+    /// (`taken` counts its decodes) and give the first's pixels exactly.
+    func expectSharedOnAnIdlePool(format: String, taken: () -> Int, _ reader: String) async throws {
+        let wand = Wand()
+        try wand.readBuiltIn("plasma:", size: (2600, 1600))
+        let data = try wand.encode(format: format, quality: 90)
+        let decoder = self.decoder
+        let hint = DecodeHint(targetSize: PixelSize(width: 100, height: 100), fit: true)
+        let serial = try decoder.decode(LoadedData(data: data), hint: hint)  // this thread is in no pool
+        let pool = WorkerPool(threads: 2, name: "pk-test")
+        let before = taken()
+        let shared = try await pool.run { try decoder.decode(LoadedData(data: data), hint: hint) }
+        #expect(taken() > before, "decoded by \(reader) alone")
+        #expect((serial.width, serial.height) == (shared.width, shared.height))
+        #expect(try psnr(serial, shared).isInfinite)
+    }
+
     func psnr(_ a: PipelineImage, _ b: PipelineImage) throws -> Double {
         try a.withCopy { x in try b.withCopy { y in try x.psnr(against: y) } }
     }

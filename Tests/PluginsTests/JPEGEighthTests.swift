@@ -101,17 +101,6 @@ import TestSupport
     /// On a worker with an idle neighbour a large baseline JPEG takes the shared read by itself,
     /// and the decoder's result is the one the libjpeg read gives.
     @Test func aLargeJPEGOnAWorkerWithAnIdleNeighbourIsShared() async throws {
-        let wand = Wand()
-        try wand.readBuiltIn("plasma:", size: (2600, 1600))
-        let data = try wand.encode(format: "JPEG", quality: 90)
-        let decoder = self.decoder
-        let hint = DecodeHint(targetSize: PixelSize(width: 100, height: 100), fit: true)
-        let serial = try decoder.decode(LoadedData(data: data), hint: hint)  // this thread is in no pool
-        let pool = WorkerPool(threads: 2, name: "pk-test")
-        let before = JPEGEighth.count.load(ordering: .relaxed)
-        let shared = try await pool.run { try decoder.decode(LoadedData(data: data), hint: hint) }
-        #expect(JPEGEighth.count.load(ordering: .relaxed) > before, "decoded by libjpeg alone")
-        #expect((serial.width, serial.height) == (shared.width, shared.height))
-        #expect(try psnr(serial, shared).isInfinite)
+        try await expectSharedOnAnIdlePool(format: "JPEG", taken: { JPEGEighth.count.load(ordering: .relaxed) }, "libjpeg")
     }
 }

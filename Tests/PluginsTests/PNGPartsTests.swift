@@ -263,17 +263,6 @@ import TestSupport
     /// On a worker with an idle neighbour a large PNG takes the reader in parts by itself, and
     /// the decoder's result is the one libpng's read gives.
     @Test func aLargePNGOnAWorkerWithAnIdleNeighbourIsShared() async throws {
-        let wand = Wand()
-        try wand.readBuiltIn("plasma:", size: (2600, 1600))
-        let data = try wand.encode(format: "PNG24", quality: 90)
-        let decoder = self.decoder
-        let hint = DecodeHint(targetSize: PixelSize(width: 100, height: 100), fit: true)
-        let serial = try decoder.decode(LoadedData(data: data), hint: hint)  // this thread is in no pool
-        let pool = WorkerPool(threads: 2, name: "pk-test")
-        let before = PNGParts.count.load(ordering: .relaxed)
-        let shared = try await pool.run { try decoder.decode(LoadedData(data: data), hint: hint) }
-        #expect(PNGParts.count.load(ordering: .relaxed) > before, "decoded by libpng alone")
-        #expect((serial.width, serial.height) == (shared.width, shared.height))
-        #expect(try psnr(serial, shared).isInfinite)
+        try await expectSharedOnAnIdlePool(format: "PNG24", taken: { PNGParts.count.load(ordering: .relaxed) }, "libpng")
     }
 }

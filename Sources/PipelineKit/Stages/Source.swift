@@ -152,19 +152,25 @@ public final class LocalFile: Sendable {
     /// when the read fails.
     public func read(at offset: Int, count: Int) throws -> Data {
         var data = Data(count: max(0, count))
-        var done = 0
-        let failure: Int32? = data.withUnsafeMutableBytes { raw -> Int32? in
-            while done < count {
-                let got = pread(descriptor, raw.baseAddress! + done, count - done, off_t(offset + done))
-                if got < 0, errno == EINTR { continue }
-                if got < 0 { return errno }
-                if got == 0 { break }
-                done += got
-            }
-            return nil
+        let (done, failure) = data.withUnsafeMutableBytes { raw in
+            count > 0 ? read(at: offset, count: count, into: raw.baseAddress!) : (0, nil)
         }
         if let failure { throw PipelineError(.io, "\(path): \(String(cString: strerror(failure)))") }
         if done < count { data.count = done }
         return data
+    }
+
+    /// Reads `count` bytes from `offset` into `buffer`: how many it read (fewer where the file now
+    /// ends, or up to a failure), and the failure's errno, if one stopped it.
+    public func read(at offset: Int, count: Int, into buffer: UnsafeMutableRawPointer) -> (read: Int, error: Int32?) {
+        var done = 0
+        while done < count {
+            let got = pread(descriptor, buffer + done, count - done, off_t(offset + done))
+            if got < 0, errno == EINTR { continue }
+            if got < 0 { return (done, errno) }
+            if got == 0 { break }
+            done += got
+        }
+        return (done, nil)
     }
 }

@@ -36,14 +36,7 @@ enum EncodedInput: Sendable {
         let done = SharedCounts(base: counts)  // each piece writes its own; read after all are done
         WorkerPool.shareIdleThreads(parts: pieces) { piece in
             let lower = size * piece / pieces, upper = size * (piece + 1) / pieces
-            var at = lower
-            while at < upper {
-                let got = pread(file.descriptor, base.base + at, upper - at, off_t(at))
-                if got < 0, errno == EINTR { continue }
-                if got <= 0 { break }
-                at += got
-            }
-            done.base[piece] = at - lower
+            done.base[piece] = file.read(at: lower, count: upper - lower, into: base.base + lower).read
         }
         var length = 0
         for piece in 0..<pieces {

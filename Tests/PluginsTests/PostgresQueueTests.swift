@@ -120,6 +120,65 @@ import TestSupport
         }
     }
 
+    /// Claims and deletes are prepared statements of the connection's session. A session the
+    /// server ended (a restart, a failover, pg_terminate_backend) takes them with it: the cursor
+    /// reconnects, prepares them again and goes on, instead of failing every claim after.
+    @Test func aSessionEndedByTheServerIsPreparedAgain() async throws {
+        try await withServer { server in
+            let list = try PostgresList(url: server.url(), batch: 2, untilEmpty: true)
+            try await list.initialize()
+            #expect(try await list.enqueue((1...6).map { "/in/\($0).jpg" }) == 6)
+            let cursor = try await list.open()
+            var seen: [Source] = []
+            for _ in 1...2 { if let source = try await cursor.next() { seen.append(source) } }
+            for source in seen { await list.settle(source, as: result(source, .ok)) }
+            await list.flushDone(all: true)
+            #expect(try await server.sql("SELECT count(*) FROM pg_prepared_statements") == "0", "another session's statements are not visible")
+            let ended = try await server.sql("""
+                SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                WHERE datname = 'postgres' AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+                """)
+            #expect(ended == "2", "the list's two connections")
+            while let source = try await cursor.next() {
+                seen.append(source)
+                await list.settle(source, as: result(source, .ok))
+            }
+            await list.flushDone(all: true)
+            #expect(seen.map(\.text).sorted() == (1...6).map { "/in/\($0).jpg" }.sorted())
+            #expect(try await server.sql("SELECT count(*) FROM pipelinectl_queue") == "0", "every row deleted once done")
+        }
+    }
+
+    /// A worker that finishes many rows a second claims what it finishes in about 100 ms, not
+    /// `batch` rows; one on slow items claims `batch`.
+    @Test func aFastWorkerClaimsMoreRowsAtOnce() async throws {
+        var size = PostgresList.ClaimSize(least: 10)
+        let start = ContinuousClock.now
+        #expect(size.next(now: start) == 10, "nothing measured yet")
+        for _ in 0..<700 { size.settledOne() }
+        #expect(size.next(now: start + .milliseconds(200)) == 10, "a window shorter than half a second is not measured yet")
+        #expect(size.next(now: start + .milliseconds(500)) == 140, "1,400 rows a second: 140")
+        for _ in 0..<3 { size.settledOne() }
+        #expect(size.next(now: start + .seconds(2.5)) == 10, "1.5 rows a second: batch")
+        for _ in 0..<100_000 { size.settledOne() }
+        #expect(size.next(now: start + .seconds(3)) == 1000, "at most 1000")
+        var single = PostgresList.ClaimSize(least: 1)
+        _ = single.next(now: start)
+        single.settledOne()
+        #expect(single.next(now: start + .seconds(1)) == 1, "one a second, batch 1: one row at a time")
+
+        try await withServer { server in
+            let list = try PostgresList(url: server.url(), batch: 150, untilEmpty: true)
+            try await list.initialize()
+            #expect(try await list.enqueue((1...400).map { "/in/\($0).jpg" }) == 400)
+            let cursor = try await list.open()
+            _ = try await cursor.next()
+            #expect(try await server.sql("SELECT count(*) FROM pipelinectl_queue WHERE state = 'running'") == "150",
+                    "a claim takes up to 150 rows in one statement")
+            await list.runEnded()
+        }
+    }
+
     @Test func wrongURLsPasswordsTablesAndServersAreNamed() async throws {
         #expect(throws: PipelineError.self) { try PostgresList(url: "postgres://h/db?table=drop;table") }
         do {

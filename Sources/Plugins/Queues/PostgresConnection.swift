@@ -67,6 +67,9 @@ final class PostgresConnection: @unchecked Sendable {
     private let queue: DispatchQueue
     /// The URL for messages (no password).
     let name: String
+    /// Statements prepared on the server in this session, by their text: their names. Read and
+    /// written on `queue` only; emptied when the connection is reset (a new session has none).
+    private var prepared: [String: String] = [:]
 
     private init(conn: OpaquePointer, name: String) {
         self.conn = conn
@@ -112,20 +115,70 @@ final class PostgresConnection: @unchecked Sendable {
 
     /// Runs one statement with text parameters (`$1`, `$2`, ...); the rows, each a list of text
     /// values (`nil` for NULL).
+    ///
+    /// With `prepared`, the statement is prepared on the server the first time this session runs
+    /// it and executed by name after that, so the server does not parse and plan it again: for the
+    /// statements a worker runs many times a second (claims, deletes). Its plan must then be good
+    /// for any parameter values (a generic plan). A session that lost its prepared statements
+    /// (the connection was reset, or a pooler discarded them) prepares the statement again.
     @discardableResult
-    func query(_ sql: String, _ parameters: [String?] = []) async throws -> [[String?]] {
-        try await onQueue { try self.queryNow(sql, parameters) }
+    func query(_ sql: String, _ parameters: [String?] = [], prepared: Bool = false) async throws -> [[String?]] {
+        try await onQueue { prepared ? try self.executePrepared(sql, parameters) : try self.queryNow(sql, parameters) }
     }
 
     private func queryNow(_ sql: String, _ parameters: [String?]) throws -> [[String?]] {
-        let cStrings = parameters.map { $0.map { strdup($0) } ?? nil }
-        defer { for pointer in cStrings { free(pointer) } }
-        let values = cStrings.map { UnsafePointer<CChar>($0) }
-        let result = values.withUnsafeBufferPointer { buffer in
-            PQexecParams(conn, sql, Int32(parameters.count), nil, buffer.baseAddress, nil, nil, 0)
+        let result = withParameters(parameters) { values in
+            PQexecParams(conn, sql, Int32(parameters.count), nil, values, nil, nil, 0)
         }
         defer { PQclear(result) }
         return try rows(of: result, sql: sql)
+    }
+
+    /// `parameters` as C strings for libpq, for the length of `body`.
+    private func withParameters(_ parameters: [String?], _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> OpaquePointer?) -> OpaquePointer? {
+        let cStrings = parameters.map { $0.map { strdup($0) } ?? nil }
+        defer { for pointer in cStrings { free(pointer) } }
+        let values = cStrings.map { UnsafePointer<CChar>($0) }
+        return values.withUnsafeBufferPointer { body($0.baseAddress) }
+    }
+
+    /// Executes `sql` as a prepared statement of this session, preparing it first if needed.
+    private func executePrepared(_ sql: String, _ parameters: [String?]) throws -> [[String?]] {
+        for attempt in 1...2 {
+            let name = try statementName(sql, parameterCount: parameters.count)
+            let result = withParameters(parameters) { values in
+                PQexecPrepared(conn, name, Int32(parameters.count), values, nil, nil, 0)
+            }
+            defer { PQclear(result) }
+            // 26000: the session has no statement of that name (a pooler discarded it): once more.
+            if attempt == 1, PQstatus(conn) == CONNECTION_OK, sqlState(result) == "26000" {
+                prepared[sql] = nil
+                continue
+            }
+            return try rows(of: result, sql: sql)
+        }
+        return []
+    }
+
+    /// The name `sql` is prepared under in this session, preparing it now if it is not.
+    private func statementName(_ sql: String, parameterCount: Int) throws -> String {
+        if let name = prepared[sql] { return name }
+        // Named by the text's FNV-1a hash: the same in every process, so a statement of that
+        // name found in the session (42P05: a pooler's session that another worker used) is
+        // this very statement.
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in sql.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        let name = "pipelinectl_" + String(hash, radix: 16)
+        let result = PQprepare(conn, name, sql, Int32(parameterCount), nil)
+        defer { PQclear(result) }
+        if sqlState(result) != "42P05" { _ = try rows(of: result, sql: sql) }
+        prepared[sql] = name
+        return name
+    }
+
+    /// The SQLSTATE of a failed result, if it has one.
+    private func sqlState(_ result: OpaquePointer?) -> String? {
+        result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "C"))) }.map { String(cString: $0) }
     }
 
     private func rows(of result: OpaquePointer?, sql: String) throws -> [[String?]] {
@@ -152,12 +205,17 @@ final class PostgresConnection: @unchecked Sendable {
             .trimmingCharacters(in: .whitespacesAndNewlines).replacingOccurrences(of: "\n", with: "; ")
         let text = message.isEmpty ? Self.message(of: conn) : message
         if PQstatus(conn) != CONNECTION_OK {
-            PQreset(conn)
+            reset()
             return PipelineError(.connect, "\(name): the connection was lost: \(text)")
         }
-        let state = result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "C"))) }.map { String(cString: $0) }
-        if state == "42P01" { return PipelineError(.notFound, "\(name): \(text)") }
+        if sqlState(result) == "42P01" { return PipelineError(.notFound, "\(name): \(text)") }
         return PipelineError(.io, "\(name): \(text)")
+    }
+
+    /// Connects again (on `queue`): a new session, with no prepared statements.
+    private func reset() {
+        PQreset(conn)
+        prepared = [:]
     }
 
     /// `COPY ... FROM STDIN` with `data` (text format) sent in pieces; the number of rows copied.
@@ -204,7 +262,7 @@ final class PostgresConnection: @unchecked Sendable {
             if self.takeNotifications() { return true }
             let socket = PQsocket(self.conn)
             guard socket >= 0 else {
-                PQreset(self.conn)
+                self.reset()
                 throw PipelineError(.connect, "\(self.name): the connection was lost")
             }
             var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
@@ -212,7 +270,7 @@ final class PostgresConnection: @unchecked Sendable {
             guard ready > 0 else { return false }
             if PQconsumeInput(self.conn) == 0 {
                 let message = Self.message(of: self.conn)
-                PQreset(self.conn)
+                self.reset()
                 throw PipelineError(.connect, "\(self.name): the connection was lost: \(message)")
             }
             return self.takeNotifications()

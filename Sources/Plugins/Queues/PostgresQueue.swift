@@ -115,18 +115,22 @@ public final class PostgresQueue: Sendable {
               error = CASE WHEN attempts >= $1 THEN 'the worker holding it stopped ' || attempts || ' times before finishing (last: ' || coalesce(worker, '?') || ')' ELSE error END,
               visible_at = now(), lease_until = NULL, updated_at = now()
             WHERE state = 'running' AND lease_until < now()
-            """, [String(maxAttempts)])
+            """, [String(maxAttempts)], prepared: true)
     }
 
     /// Claims up to `limit` queued rows that are due for `worker`, leased for `lease` seconds.
+    ///
+    /// A prepared statement, so its plan is generic: the rows to claim are collected into an array
+    /// first (`id = ANY(ARRAY(...))`), which plans as two index scans whatever the limit; a join
+    /// with the subquery was planned as a scan of the whole table once generic.
     func claim(limit: Int, lease: Int, worker: String) async throws -> [Claim] {
         let rows = try await connection.query("""
             UPDATE \(table) q SET state = 'running', attempts = q.attempts + 1, lease_until = now() + make_interval(secs => $2),
               worker = $3, updated_at = now()
-            FROM (SELECT id FROM \(table) WHERE state = 'queued' AND visible_at <= now() ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED) c
-            WHERE q.id = c.id
+            WHERE q.id = ANY(ARRAY(
+              SELECT id FROM \(table) WHERE state = 'queued' AND visible_at <= now() ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED))
             RETURNING q.id, q.source, q.attempts
-            """, [String(limit), String(lease), worker])
+            """, [String(limit), String(lease), worker], prepared: true)
         return rows.compactMap { row in
             guard row.count == 3, let id = row[0], let source = row[1], let attempts = row[2].flatMap({ Int($0) }) else { return nil }
             return Claim(id: id, source: source, attempts: attempts)
@@ -139,19 +143,26 @@ public final class PostgresQueue: Sendable {
         try await connection.query("""
             UPDATE \(table) SET lease_until = now() + make_interval(secs => $2), updated_at = now()
             WHERE id = ANY($1::bigint[]) AND state = 'running' AND worker = $3
-            """, ["{" + claims.map(\.id).joined(separator: ",") + "}", String(lease), worker])
+            """, ["{" + claims.map(\.id).joined(separator: ",") + "}", String(lease), worker], prepared: true)
     }
 
-    /// Deletes a done row, if this claim still holds it.
+    /// Deletes a done row, unless a later claim took it.
     func acknowledge(_ claim: Claim) async throws { try await acknowledge([claim]) }
 
-    /// Deletes done rows in one statement, each if its claim still holds it.
+    /// Deletes done rows in one statement, each unless a later claim took it (its attempts grew):
+    /// that claim's worker deletes it when done. A row whose lease ran out while it was being
+    /// made (queued again, or failed as abandoned) is done all the same, and deleted.
+    ///
+    /// The row's state is not in the condition: with `state = 'running'` the generic plan of the
+    /// prepared statement scanned every running row through the leases index for each row
+    /// deleted (3.9 ms a statement in a worker claiming about 140 rows at a time, against 0.2 ms).
     func acknowledge(_ claims: [Claim]) async throws {
         guard !claims.isEmpty else { return }
         try await connection.query("""
             DELETE FROM \(table) q USING unnest($1::bigint[], $2::integer[]) AS d(id, attempts)
-            WHERE q.id = d.id AND q.attempts = d.attempts AND q.state = 'running'
-            """, ["{" + claims.map(\.id).joined(separator: ",") + "}", "{" + claims.map { String($0.attempts) }.joined(separator: ",") + "}"])
+            WHERE q.id = d.id AND q.attempts = d.attempts
+            """, ["{" + claims.map(\.id).joined(separator: ",") + "}", "{" + claims.map { String($0.attempts) }.joined(separator: ",") + "}"],
+            prepared: true)
     }
 
     /// Queues a claimed row again after `delay` seconds (0: at once), keeping `error` as its last error.

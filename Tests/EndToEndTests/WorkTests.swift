@@ -5,8 +5,9 @@ import TestSupport
 /// `pipelinectl work`, the real binary, against moto's S3 and SQS on loopback: uploads to a bucket
 /// notify a queue, the worker makes their outputs into the same bucket (which notifies the queue
 /// again: no loop), a poison upload is dead-lettered with its kind, duplicates make one set of
-/// outputs; SIGTERM stops a waiting worker with exit 0 and nothing left unacknowledged; a worker
-/// killed with SIGKILL loses nothing.
+/// outputs; SIGTERM stops a waiting worker with exit 0 and nothing left unacknowledged, and a busy
+/// one after finishing what runs, handing back what it never started; a worker killed with SIGKILL
+/// loses nothing.
 @Suite(.serialized) struct WorkTests {
     /// Queues `events` (notified of every upload to `uploads`) and `dead`; their URLs.
     func setUp(_ moto: MotoServer) async throws -> (events: String, dead: String) {
@@ -137,6 +138,51 @@ import TestSupport
         #expect(ended.status == 0, "\(ended.stdout)\(ended.stderr)")
         #expect(ended.stderr.contains("stopping: no new items"))
         #expect(try await depth(moto, events) == "0 0", "every message acknowledged or handed back")
+    }
+
+    /// SIGTERM while items run: the worker receives nothing more, finishes the items in flight and
+    /// deletes their messages, hands back at once the messages it received but never started, and
+    /// exits 0. Every upload then has its output or its message waiting, never both or neither.
+    @Test func sigtermFinishesWhatRunsAndHandsBackTheRest() async throws {
+        let moto = try await MotoServer.start(buckets: ["uploads"])
+        defer { moto.stop() }
+        let (events, _) = try await setUp(moto)
+        let dir = try Fixtures.temporaryDirectory("work-drain")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // One worker: ten items in flight (eight loads and two per worker), about ten messages
+        // received and held unstarted once the first is done, ten never received. All thirty would
+        // be done before the signal only if this test stalled for twenty slow items.
+        let keys = (1...30).map { "in/d\($0).jpg" }
+        try await upload(moto, keys, size: (3000, 2000))
+        let worker = try Command.start(CLITests.binary, ["work", try pipeline(in: dir, slow: true), "--queue", events,
+                                                         "--workers", "1", "--stop-grace", "5m", "--progress", "none"],
+                                       environment: moto.environment)
+        var made: [String] = []
+        for _ in 0..<1200 where made.isEmpty {
+            made = try await outputs(moto)
+            if made.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(!made.isEmpty, "the worker made nothing")
+        kill(worker.process.processIdentifier, SIGTERM)
+        let ended = try await worker.wait()
+        #expect(ended.status == 0, "\(ended.stdout)\(ended.stderr)")
+        #expect(ended.stderr.contains("stopping: no new items"), "\(ended.stderr)")
+        made = try await outputs(moto)
+        let held = try await depth(moto, events)
+        #expect(held.hasSuffix(" 0"), "a message still held after the worker ended: \(held)")
+        // The messages waiting: uploads handed back, and the notifications of outputs written last.
+        let waiting = try await moto.boto("""
+            seen = set()
+            while True:
+                got = sqs.receive_message(QueueUrl=args[0], MaxNumberOfMessages=10, VisibilityTimeout=300).get('Messages', [])
+                if not got: break
+                for m in got:
+                    for r in json.loads(m['Body']).get('Records', []): seen.add(urllib.parse.unquote_plus(r['s3']['object']['key']))
+            print(' '.join(sorted(k for k in seen if k.startswith('in/'))))
+            """, [events]).split(separator: " ").map { "out/" + $0.dropFirst("in/".count) }
+        #expect(Set(made).isDisjoint(with: waiting) && Set(made).union(waiting) == Set(keys.map { "out/" + $0.dropFirst("in/".count) }),
+                "each upload has its output or its message back: outputs \(made), waiting \(waiting); \(ended.stderr)")
+        #expect(!waiting.isEmpty, "nothing was left unstarted to hand back: \(made); \(ended.stderr)")
     }
 
     /// A worker killed with SIGKILL loses nothing: what it held comes back when its visibility

@@ -20,10 +20,11 @@ moto runs with Tests/TestSupport/moto-server.py's fixes: without the one to its 
 moto spent 90% of its CPU computing queue attributes, on the cores the worker runs on.
 Peak RSS is the worker's (and run's) ru_maxrss from /usr/bin/time. Outputs go to a new directory
 for each command on tmpfs (/dev/shm, or BENCH_WORK_OUT), removed once counted, so no command finds
-another's outputs: on ext4 the same `run` of 20,000 small images took 27.3 s of CPU or 39.6 s
-depending on what the commands before it had written and deleted (ext4 looking for free inodes),
-which fell on one command of a pair or the other. Each later PostgreSQL round truncates the table
-before enqueueing, so every `work` claims from a table as fresh as the first round's.
+another's outputs: on ext4 the same `run` of 20,000 small images took 32.8 s of CPU in one round
+and 39.6 s in the next, by what the commands before it had written and deleted (ext4 looking for
+free inodes), which fell on one command of a pair or the other (on tmpfs: 27.3 and 27.6 s). Each
+later PostgreSQL round truncates the table before enqueueing, so every `work` claims from a table
+as fresh as the first round's.
 Throughput is given two ways: whole commands (process start to exit; `work --until-empty` ends on
 a receive that waits 1 s for nothing, SQS's way of telling a queue is empty), and items a second
 from the first output written to the last (the files' modification times), what a worker that

@@ -85,8 +85,9 @@ def is_message_valid_based_on_retention_period(self, queue_name, message):
 if hasattr(SQSBackend, "is_message_valid_based_on_retention_period"):
     SQSBackend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period
 
-modules = tuple(backends.list_of_moto_modules())
-backends.list_of_moto_modules = lambda: modules
+if hasattr(backends, "list_of_moto_modules"):
+    modules = tuple(backends.list_of_moto_modules())
+    backends.list_of_moto_modules = lambda: modules
 
 
 class QuietRequestHandler(WSGIRequestHandler):

@@ -63,6 +63,18 @@ import TestSupport
             """).split(separator: "\n").map(String.init).sorted()
     }
 
+    /// The outputs, once `enough` says they are (looked at every 100 ms, for up to two minutes: the
+    /// event the test waits for, with room for a loaded machine); the last seen otherwise.
+    func outputs(_ moto: MotoServer, when enough: ([String]) -> Bool) async throws -> [String] {
+        var made: [String] = []
+        for _ in 0..<1200 {
+            made = try await outputs(moto)
+            if enough(made) { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        return made
+    }
+
     @Test func aQueueOfUploadsIsDrainedWithoutLoopsOrLosses() async throws {
         let moto = try await MotoServer.start(buckets: ["uploads"])
         defer { moto.stop() }
@@ -127,11 +139,7 @@ import TestSupport
                                        environment: moto.environment)
         try await upload(moto, ["in/a.jpg", "in/b.jpg"])
         // Wait for the event the test is about: both outputs stored (generous: a loaded machine).
-        var made: [String] = []
-        for _ in 0..<600 where made.count < 2 {
-            made = try await outputs(moto)
-            if made.count < 2 { try await Task.sleep(for: .milliseconds(200)) }
-        }
+        let made = try await outputs(moto) { $0.count >= 2 }
         #expect(made == ["out/a.jpg", "out/b.jpg"])
         kill(worker.process.processIdentifier, SIGTERM)
         let ended = try await worker.wait()
@@ -157,11 +165,7 @@ import TestSupport
         let worker = try Command.start(CLITests.binary, ["work", try pipeline(in: dir, slow: true), "--queue", events,
                                                          "--workers", "1", "--stop-grace", "5m", "--progress", "none"],
                                        environment: moto.environment)
-        var made: [String] = []
-        for _ in 0..<1200 where made.isEmpty {
-            made = try await outputs(moto)
-            if made.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
-        }
+        var made = try await outputs(moto) { !$0.isEmpty }
         #expect(!made.isEmpty, "the worker made nothing")
         kill(worker.process.processIdentifier, SIGTERM)
         let ended = try await worker.wait()
@@ -197,11 +201,7 @@ import TestSupport
         try await upload(moto, keys, size: (3000, 2000))  // large enough that one worker takes a while over six
         let arguments = ["work", try pipeline(in: dir, slow: true), "--queue", events, "--visibility", "10s", "--workers", "1", "--progress", "none"]
         let first = try Command.start(CLITests.binary, arguments, environment: moto.environment)
-        var made: [String] = []
-        for _ in 0..<600 where made.isEmpty {
-            made = try await outputs(moto)
-            if made.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
-        }
+        var made = try await outputs(moto) { !$0.isEmpty }
         #expect(!made.isEmpty, "the first worker made nothing")
         kill(first.process.processIdentifier, SIGKILL)
         _ = try await first.wait()
@@ -210,10 +210,7 @@ import TestSupport
         #expect(held.count == 2 && held[1] > 0, "the first worker was not killed mid-batch: \(held)")
         let second = try Command.start(CLITests.binary, arguments, environment: moto.environment)
         let expected = keys.map { "out/" + $0.dropFirst("in/".count) }.sorted()
-        for _ in 0..<1200 where made != expected {  // the killed worker's messages return after 10 s
-            made = try await outputs(moto)
-            if made != expected { try await Task.sleep(for: .milliseconds(100)) }
-        }
+        made = try await outputs(moto) { $0 == expected }  // the killed worker's messages return after 10 s
         #expect(made == expected)
         // Every message acknowledged: the second worker has taken over what the first held.
         var depth = ""

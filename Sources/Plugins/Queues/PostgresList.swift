@@ -140,7 +140,8 @@ public final class PostgresList: QueueAdministering, Sendable {
 
     /// Runs a settling statement on the writer connection (a delete, a release, a lease
     /// extension, a hand-back), once more if the connection was lost: each is written so that
-    /// running it twice does what running it once does (it names the claim's attempt), and the
+    /// running it twice does what running it once does (a delete, release or fail names the
+    /// claim's attempt; an extension or a hand-back only rows this worker still holds), and the
     /// lost connection is already made again. Without it, rows done while the server restarted
     /// would wait for their lease to run out and be done once more.
     func settling(_ body: (PostgresQueue) async throws -> Void) async throws {
@@ -182,7 +183,7 @@ public final class PostgresList: QueueAdministering, Sendable {
             state.keeper?.cancel()
             return state.held.removeAll()
         }
-        try? await settling { try await $0.handBack(left) }
+        try? await settling { try await $0.handBack(left, worker: worker) }
     }
 
     public func depth() async -> ListDepth? {
@@ -299,7 +300,7 @@ public final class PostgresList: QueueAdministering, Sendable {
                     continue
                 }
                 if list.isStopped {
-                    try? await list.settling { try await $0.handBack(claims) }
+                    try? await list.settling { try await $0.handBack(claims, worker: list.worker) }
                     return nil
                 }
                 if claims.isEmpty {

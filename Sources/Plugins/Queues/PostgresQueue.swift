@@ -175,13 +175,15 @@ public final class PostgresQueue: Sendable {
     }
 
     /// Releases `claims` at once and takes back the attempts they counted (they never started).
-    func handBack(_ claims: [Claim]) async throws {
+    /// Only rows `worker` still holds: a row whose lease ran out and that another worker claimed
+    /// since is that worker's.
+    func handBack(_ claims: [Claim], worker: String) async throws {
         guard !claims.isEmpty else { return }
         try await connection.query("""
             UPDATE \(table) SET state = 'queued', attempts = greatest(attempts - 1, 0), visible_at = now(), lease_until = NULL,
               worker = NULL, updated_at = now()
-            WHERE id = ANY($1::bigint[]) AND state = 'running'
-            """, ["{" + claims.map(\.id).joined(separator: ",") + "}"])
+            WHERE id = ANY($1::bigint[]) AND state = 'running' AND worker = $2
+            """, ["{" + claims.map(\.id).joined(separator: ",") + "}", worker])
     }
 
     /// Marks a claimed row failed for good, with the error's kind and message.

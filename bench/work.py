@@ -196,12 +196,13 @@ def alternated(name, count, run_once, work_once, unit, run_server=None):
             if made != count:
                 sys.exit(f"{name}: {kind} made {made} outputs of {count}: {measured[4][-2000:]}")
             (works if kind == "work" else runs).append(measured + (span,))
-    run_wall = statistics.mean(m[0] for m in runs)
-    work_wall = statistics.mean(m[0] for m in works)
-    each = ", ".join(f"{r[0] / w[0]:.2f}" for r, w in zip(runs, works))
-    run_span = statistics.mean(m[5] for m in runs)
-    work_span = statistics.mean(m[5] for m in works)
-    each_span = ", ".join(f"{r[5] / w[5]:.2f}" for r, w in zip(runs, works))
+    def means(field):
+        """run's and work's mean of one field, and each round's ratio of run's over work's."""
+        return (statistics.mean(m[field] for m in runs), statistics.mean(m[field] for m in works),
+                ", ".join(f"{r[field] / w[field]:.2f}" for r, w in zip(runs, works)))
+
+    run_wall, work_wall, each = means(0)
+    run_span, work_span, each_span = means(5)
     run_server_cpu = run_server if run_server is not None else f"{statistics.mean(m[3] for m in runs):.1f} s"
     return (f"| {name} | {run_wall:.1f} s ({count / run_wall:.1f}{unit}) | {work_wall:.1f} s ({count / work_wall:.1f}{unit}) | "
             f"**{run_wall / work_wall:.2f}x** ({each}) | {(count - 1) / run_span:.1f}{unit} / {(count - 1) / work_span:.1f}{unit}: "

@@ -144,20 +144,21 @@ final class PostgresConnection: @unchecked Sendable {
 
     /// Executes `sql` as a prepared statement of this session, preparing it first if needed.
     private func executePrepared(_ sql: String, _ parameters: [String?]) throws -> [[String?]] {
-        for attempt in 1...2 {
+        func execute() throws -> OpaquePointer? {
             let name = try statementName(sql, parameterCount: parameters.count)
-            let result = withParameters(parameters) { values in
+            return withParameters(parameters) { values in
                 PQexecPrepared(conn, name, Int32(parameters.count), values, nil, nil, 0)
             }
-            defer { PQclear(result) }
-            // 26000: the session has no statement of that name (a pooler discarded it): once more.
-            if attempt == 1, PQstatus(conn) == CONNECTION_OK, sqlState(result) == "26000" {
-                prepared[sql] = nil
-                continue
-            }
-            return try rows(of: result, sql: sql)
         }
-        return []
+        var result = try execute()
+        // 26000: the session has no statement of that name (a pooler discarded it): once more.
+        if PQstatus(conn) == CONNECTION_OK, sqlState(result) == "26000" {
+            PQclear(result)
+            prepared[sql] = nil
+            result = try execute()
+        }
+        defer { PQclear(result) }
+        return try rows(of: result, sql: sql)
     }
 
     /// The name `sql` is prepared under in this session, preparing it now if it is not.

@@ -346,7 +346,7 @@ def main():
             for index, f in enumerate(files):
                 ref = os.path.join(refs, f"{index:03d}.png")
                 subprocess.run(["convert", f + "[0]", "-auto-orient", "-background", "black", "-flatten", "-filter", "Lanczos",
-                                "-resize", f"{SIZE}x{SIZE}", ref], check=True)
+                                "-resize", f"{SIZE}x{SIZE}", "PNG48:" + ref], check=True)  # 16 bits: IM6's 8-bit PNG writer truncates
                 references.append(ref)
             row = {"group": label, "files": len(files)}
             for name, decoder in [("ours", "{}"), ("ours-fast", "{ shrink_on_load: fast }")]:

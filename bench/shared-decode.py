@@ -158,7 +158,7 @@ def quality_table(group, files, tmp):
         stem = re.sub(r"\.[^.]*$", "", os.path.basename(source))
         ref = os.path.join(refs, stem + ".png")
         subprocess.run(["convert", source + "[0]", "-auto-orient", "-filter", "Lanczos", "-resize", "256x256",
-                        "+repage", ref], check=True, capture_output=True)
+                        "+repage", "PNG48:" + ref], check=True, capture_output=True)  # 16 bits: IM6's 8-bit PNG writer truncates
         a, b = os.path.join(alone, stem + "-v256.png"), os.path.join(beside, stem + "-v256.png")
         scores.append((psnr(a, ref), psnr(b, ref), psnr(b, a)))
     col = lambda i: [s[i] for s in scores]  # noqa: E731

@@ -79,6 +79,35 @@ import TestSupport
         #expect(try await roundTrip(WebPEncoder.plugin, source) == Identified(format: "WEBP", width: 120, height: 80))
     }
 
+    /// ImageMagick keeps 16 bits a channel; its PNG writer truncates them to 8 bits in Debian's
+    /// Q16 build, which left every PNG it wrote from resized pixels half a level darker on average
+    /// (about 2 dB of PSNR). Values must round to the nearest level through each writer the
+    /// encoders use and the PNG encoder's grey path.
+    @Test func eightBitOutputsRoundSixteenBitValues() throws {
+        // 128.70, 100.30 and exactly 102 levels: rounding differs from truncating on the first and
+        // from rounding up on the second, and must leave the third as it is.
+        let percents = [50.4707, 39.3332, 40.0]
+        let levels = percents.map { ($0 / 100 * 65535).rounded() / 257 }
+        #expect(levels[0].rounded() != levels[0].rounded(.down) && levels[1].rounded() != levels[1].rounded(.up))
+        let expected = levels.map { Int($0.rounded()) }
+        func channels(_ data: Data) throws -> [Int] {
+            let back = try decoder.decode(LoadedData(data: data), hint: DecodeHint())
+            let pixel = try back.withCopy { try $0.pixel(x: 3, y: 2) }
+            return [pixel.red, pixel.green, pixel.blue].map { Int(($0 * 255).rounded()) }
+        }
+        let colour = Wand()
+        try colour.readBuiltIn("xc:rgb(\(percents.map { "\($0)%" }.joined(separator: ",")))", size: (8, 4))
+        for format in ["PNG", "TIFF", "GIF", "BMP"] {
+            #expect(try channels(colour.clone().encode(format: format)) == expected, "\(format)")
+        }
+        let lossless = try colour.clone().encode(format: "WEBP", options: ["webp:lossless": "true"])
+        #expect(try channels(lossless) == expected, "WEBP")
+        let grey = Wand()
+        try grey.readBuiltIn("xc:gray(\(percents[0])%)", size: (8, 4))
+        let png = try PNGEncoder(options: PNGEncoder.plugin.defaultOptions).encode(PipelineImage(taking: grey))
+        #expect(try channels(png) == Array(repeating: expected[0], count: 3))
+    }
+
     @Test func jpegFlattensAlphaOntoWhite() throws {
         let image = try decoder.decode(LoadedData(data: try Fixtures.alphaPNG(40, 40)), hint: DecodeHint())
         #expect(image.hasAlpha)

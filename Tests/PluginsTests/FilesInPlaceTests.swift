@@ -42,7 +42,7 @@ import TestSupport
         #expect(try pixelsEqual(try full.decode(open, hint: hint), try full.decode(whole, hint: hint)))
     }
 
-    @Test(arguments: [("cut.tif", ["-define", "tiff:rows-per-strip=16", "-compress", "zip"]), ("cut.png", [])])
+    @Test(arguments: [("cut.tif", ["-define", "tiff:rows-per-strip=16", "-compress", "zip"]), ("cut.png", []), ("cut.jpg", [])])
     func aFileCutShortAfterItWasOpenedFailsAsDamaged(name: String, options: [String]) async throws {
         let path = try await made(name, ["-size", "1200x800", "plasma:"] + options)
         let open = try await loader.load(Source(text: path, index: 1))
@@ -51,7 +51,7 @@ import TestSupport
         #expect(truncate(path, off_t(size / 2)) == 0)
         let error = try #require(throws: PipelineError.self) { try decoder.decode(open, hint: hint) }
         #expect(error.kind == .decodeFailed, "\(error)")
-        #expect(error.message.contains(name.hasSuffix("tif") ? "TIFF" : "PNG"), "\(error)")
+        #expect(error.message.contains(["tif": "TIFF", "png": "PNG", "jpg": "JPEG"][String(name.suffix(3))]!), "\(error)")
         // Emptied: nothing to read at all.
         #expect(truncate(path, 0) == 0)
         let emptied = try #require(throws: PipelineError.self) { try decoder.decode(open, hint: hint) }
@@ -69,6 +69,21 @@ import TestSupport
             let full = try decoder(["shrink_on_load": .string("false")])
             #expect(try pixelsEqual(try full.decode(open, hint: hint), try full.decode(whole, hint: hint)), "\(name) whole")
         }
+    }
+
+    /// A JPEG left open is read when it decodes; its frame header is found past the first bytes
+    /// the loader read (64 KB) when a large segment comes first, and the reduced path still reads it.
+    @Test func aJPEGWhoseHeaderIsPastTheFirstBytesIsReadFromTheOpenFile() async throws {
+        let comment = String(repeating: "a long comment before the frame header ", count: 3000)  // 117 KB
+        let path = try await made("late.jpg", ["-size", "1600x1200", "plasma:", "-set", "comment", comment])
+        let open = try await loader.load(Source(text: path, index: 1))
+        let file = try #require(open.file, "left open")
+        #expect(open.data.count == 64 << 10 && file.size > 120_000)
+        #expect(HeaderProbe.jpegFrame(open.data) == nil, "the frame header is past the first bytes")
+        let whole = LoadedData(data: try Data(contentsOf: URL(fileURLWithPath: path)))
+        let inPlace = try decoder.decode(open, hint: hint)
+        #expect(inPlace.width == 400 && inPlace.rgb8 != nil, "reduced on load by libjpeg's 8-bit path, as from memory")
+        #expect(try pixelsEqual(inPlace, try decoder.decode(whole, hint: hint)))
     }
 
     @Test func smallFilesAreReadWholeAndTheirBodyIsComplete() async throws {

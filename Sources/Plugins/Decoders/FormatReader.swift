@@ -97,14 +97,16 @@ extension ImageMagickDecoder {
     /// give a size (`decode_failed`, with the codec's reason where it gives one).
     static func reader(_ format: ImageFormat, _ loaded: LoadedData, settings: DecodeSettings) throws -> any FormatReader {
         HeaderReads.add()
-        // TIFF and PNG read a local file in place; every other reader takes the whole file.
+        // TIFF and PNG read a local file in place, JPEG reads it whole when it decodes (on a CPU
+        // worker, in pieces when the pool has idle threads); every other reader takes it whole now.
         if let file = loaded.file {
             if format == .tiff { return try TIFFReader(.file(file)) }
             if format == .png { return try PNGReader(.file(file), head: loaded.data) }
+            if format == .jpeg { return try JPEGReader(.file(file), head: loaded.data) }
         }
         let data = try loaded.wholeData()
         switch format {
-        case .jpeg: return try JPEGReader(data)
+        case .jpeg: return try JPEGReader(.memory(data), head: data)
         case .png: return try PNGReader(.memory(data), head: data)
         case .webp: return try WebPReader(data, keepsFrames: settings.maxFrames > 1)
         case .heic, .avif: return try HEIFReader(format, data)

@@ -118,7 +118,8 @@ public struct ImageMagickDecoder: ImageDecoding {
         try prepare(loaded, hint: hint).decode()
     }
 
-    /// TIFF is read from a local file in place; the other formats read it whole here.
+    /// TIFF and PNG are read from a local file in place, JPEG whole when it decodes; the other formats
+    /// read it whole with the header.
     public var readsLocalFiles: Bool { true }
 
     /// A decode failure named by the format the content was read as (libheif names HEIF for both of its).

@@ -7,15 +7,23 @@ import PipelineKit
 /// libjpeg for the same DCT scale (`jpeg:size`).
 struct JPEGReader: FormatReader {
     var format: ImageFormat { .jpeg }
-    let data: Data
+    let input: EncodedInput
+    /// The whole file: for a local file left open, read when asked (in pieces by the pool's idle
+    /// threads when there are some, ``EncodedInput/data``), which the decode does on a CPU worker:
+    /// read while the header was read, a 22 MB JPEG took 15-20 ms of one core before its parts
+    /// could start on both.
+    var data: Data { input.data }
+    var byteCount: Int { input.byteCount }
     let size: PixelSize
     /// `nil` when the frame header is not in the first 256 KB (ImageMagick read the size).
     let frame: HeaderProbe.JPEGFrame?
 
-    init(_ data: Data) throws {
-        self.data = data
-        frame = HeaderProbe.jpegFrame(data)
-        size = try frame?.size ?? ImageMagickDecoder.pingedSize(data, format: .jpeg)
+    /// `head`: the file's first bytes (all of it when `input` is in memory). A frame header past
+    /// them (a large EXIF or ICC block first) is looked for in the whole file.
+    init(_ input: EncodedInput, head: Data) throws {
+        self.input = input
+        frame = HeaderProbe.jpegFrame(head) ?? (head.count < input.byteCount ? HeaderProbe.jpegFrame(input.data) : nil)
+        size = try frame?.size ?? ImageMagickDecoder.pingedSize(input.data, format: .jpeg)
     }
 
     func plan(_ hint: DecodeHint, _ settings: DecodeSettings) -> ReadPlan {
@@ -24,14 +32,14 @@ struct JPEGReader: FormatReader {
         // libvips uses (at least twice the target: see JPEGReducer.plan).
         let jpegSize = scale.map { "\(size.width / $0.denominator)x\(size.height / $0.denominator)" }
         if let frame, frame.components == 3 || frame.components == 1, let scale {
-            let (data, progressive) = (self.data, frame.progressive)
+            let (input, progressive) = (self.input, frame.progressive)
             return ReadPlan(reduced: {
-                guard let reduced = try JPEGReducer.decode(data, plan: scale, toSRGB: settings.toSRGB, autoOrient: settings.autoOrient,
+                guard let reduced = try JPEGReducer.decode(input.data, plan: scale, toSRGB: settings.toSRGB, autoOrient: settings.autoOrient,
                                                            failOn: settings.failOn) else { return nil }
                 if settings.toSRGB, case .wand(let wand) = reduced.pixels { try wand.convertToSRGB() }
                 return reduced
             }, jpegSize: jpegSize,
-            estimatedMemory: JPEGReducer.estimatedMemory(size, plan: scale, progressive: progressive) + data.count)
+            estimatedMemory: JPEGReducer.estimatedMemory(size, plan: scale, progressive: progressive) + byteCount)
         }
         let d = scale?.denominator ?? 1
         let decoded = PixelSize(width: (size.width + d - 1) / d, height: (size.height + d - 1) / d)

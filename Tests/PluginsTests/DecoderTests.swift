@@ -188,4 +188,21 @@ struct SplitMix64: RandomNumberGenerator {
             }
         }
     }
+
+    /// Block averages of pixels already in memory, cut into parts that idle threads share, are the
+    /// ones made row by row: heights that are and are not whole blocks, fewer output rows than
+    /// parts, one block; on this thread (in no pool) and on a pool with an idle thread.
+    @Test func boxAveragesInPartsAreTheRowByRowOnes() async throws {
+        let pool = WorkerPool(threads: 2, name: "pk-test")
+        for (width, height, factor) in [(400, 250, 2), (1001, 71, 3), (37, 5, 2), (9, 3, 4), (640, 480, 8), (16, 16, 16)] {
+            let pixels = (0..<(width * height * 3)).map { UInt8(truncatingIfNeeded: ($0 &* 2_654_435_761) >> 13) }
+            let box = BoxReducer(width: width, height: height, factor: factor, alpha: false)
+            let rowByRow = try box.reduce(feeding: { y, take in
+                pixels.withUnsafeBufferPointer { take(UnsafeBufferPointer(rebasing: $0[(y * width * 3)..<((y + 1) * width * 3)])) }
+            })
+            #expect(box.reduceInParts(pixels) == rowByRow, "\(width)x\(height) / \(factor)")
+            let shared = try await pool.run { box.reduceInParts(pixels) }
+            #expect(shared == rowByRow, "\(width)x\(height) / \(factor), on a pool")
+        }
+    }
 }

@@ -63,6 +63,36 @@ struct BoxReducer {
         return accumulator.pixels
     }
 
+    /// The block averages of RGB `pixels` already in memory (`width` x 3 bytes a row), their
+    /// output rows cut into `parts` that the pool's idle threads share (``WorkerPool/shareIdleThreads(parts:_:)``):
+    /// the same bytes as ``reduce(feeding:)``, since every part but the last starts and ends on a
+    /// block boundary.
+    func reduceInParts(_ pixels: [UInt8], parts: Int = 4) -> [UInt8] {
+        precondition(!alpha && pixels.count == width * height * 3)
+        let outRows = outHeight, rowBytes = width * 3, outRowBytes = outWidth * 3, factor = self.factor, height = self.height
+        let parts = max(1, min(parts, outRows))
+        return [UInt8](unsafeUninitializedCapacity: outRows * outRowBytes) { out, count in
+            pixels.withUnsafeBufferPointer { source in
+                let shared = Shared(source: source.baseAddress!, out: out.baseAddress!)
+                WorkerPool.shareIdleThreads(parts: parts) { part in
+                    let first = outRows * part / parts, last = outRows * (part + 1) / parts
+                    let y0 = first * factor, y1 = min(height, last * factor)
+                    var accumulator = Accumulator(BoxReducer(width: rowBytes / 3, height: y1 - y0, factor: factor, alpha: false))
+                    for y in y0..<y1 { accumulator.add(UnsafeBufferPointer(start: shared.source + y * rowBytes, count: rowBytes)) }
+                    accumulator.pixels.withUnsafeBufferPointer {
+                        (shared.out + first * outRowBytes).update(from: $0.baseAddress!, count: $0.count)
+                    }
+                }
+            }
+            count = outRows * outRowBytes
+        }
+    }
+
+    /// The rows a part reads and the output it writes: each part its own rows.
+    private struct Shared: @unchecked Sendable {
+        let source: UnsafePointer<UInt8>, out: UnsafeMutablePointer<UInt8>
+    }
+
     /// The block averages of rows pushed one at a time, in order (for readers that hand rows out
     /// rather than being asked for them): after all `height` rows, ``pixels`` is what
     /// ``reduce(feeding:)`` gives.

@@ -141,7 +141,9 @@ enum JPEGReducer {
             let pixels: [UInt8], reducedWidth: Int, reducedHeight: Int
             if plan.block > 1 {
                 let box = BoxReducer(width: Int(outW), height: Int(outH), factor: plan.block, alpha: false)
-                pixels = try box.reduce { row in try row.withUnsafeMutableBufferPointer { try read($0.baseAddress!) } }
+                // The parts' pixels are all in memory: their blocks are averaged by the same threads.
+                pixels = try shared.map { box.reduceInParts($0.pixels) }
+                    ?? box.reduce { row in try row.withUnsafeMutableBufferPointer { try read($0.baseAddress!) } }
                 (reducedWidth, reducedHeight) = (box.outWidth, box.outHeight)
             } else if let shared {
                 (reducedWidth, reducedHeight) = (shared.width, shared.height)

@@ -178,7 +178,8 @@ let package = Package(
         ),
         .testTarget(
             name: "PipelineKitTests",
-            dependencies: ["PipelineKit", "MagickKit", "Plugins", "TestSupport", "PipelineCtl"],
+            dependencies: ["PipelineKit", "MagickKit", "Plugins", "TestSupport", "PipelineCtl",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
             exclude: ["Fixtures"]  // broken pipelines and their expected diagnostics, read as files
         ),
         .testTarget(

@@ -45,6 +45,7 @@ struct CacheCommand: AsyncParsableCommand {
 
     struct Stats: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "stats",
             abstract: "Entries, bytes, oldest and newest entry, and the last run's hit rate.")
         @OptionGroup var target: Target
         @Flag(help: "Print JSON.") var json = false
@@ -89,6 +90,7 @@ struct CacheCommand: AsyncParsableCommand {
 
     struct Prune: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "prune",
             abstract: "Delete expired and damaged entries now, then apply the size limit.",
             discussion: helpText("""
                 A shared s3 cache keeps no size limit: prune deletes its entries not written for the
@@ -115,7 +117,7 @@ struct CacheCommand: AsyncParsableCommand {
     }
 
     struct Clear: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Delete every entry.")
+        static let configuration = CommandConfiguration(commandName: "clear", abstract: "Delete every entry.")
         @OptionGroup var target: Target
 
         func run() async throws {
@@ -150,6 +152,7 @@ struct CacheCommand: AsyncParsableCommand {
 
     struct Purge: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "purge",
             abstract: "Delete every stored result of one or more sources: their loaded bytes and every output of any variant, parameter set or format.",
             discussion: helpText("""
                 For a pipeline that `pipelinectl serve` serves: `rm` deletes the outputs of the

@@ -3,6 +3,7 @@ import PipelineKit
 
 struct Explain: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "explain",
         abstract: "Print a pipeline as it will run: every default filled in, variables substituted.",
         discussion: helpText("""
             Sizes and durations are normalised, each processor's cache-key identifier is shown as a

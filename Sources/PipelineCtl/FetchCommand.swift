@@ -6,6 +6,7 @@ import Synchronization
 
 struct Fetch: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "fetch",
         abstract: "Download every source into the pipeline's data cache, without decoding anything.",
         discussion: helpText("""
             Warms the data cache ahead of a run (or measures the loader alone). Uses the pipeline's

@@ -19,6 +19,7 @@ struct PluginsCommand: AsyncParsableCommand {
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "list",
             abstract: "List the registered plugins by slot.",
             discussion: helpText("""
                 Examples:
@@ -57,6 +58,7 @@ struct PluginsCommand: AsyncParsableCommand {
 
     struct Describe: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "describe",
             abstract: "Describe a plugin, or a section of the pipeline file: every option with type, default and range.",
             discussion: helpText("""
                 The sections are output, variants, metadata, on_failure, serve and params.

@@ -56,6 +56,7 @@ struct QueueCommand: AsyncParsableCommand {
 
     struct Init: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "init",
             abstract: "Create the queue table, its indexes and its notification trigger (safe to run again).")
         @OptionGroup var target: Target
 
@@ -68,6 +69,7 @@ struct QueueCommand: AsyncParsableCommand {
 
     struct Enqueue: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "enqueue",
             abstract: "Add sources, one per line, from files or standard input (COPY: about a million lines a minute).")
         @OptionGroup var target: Target
 
@@ -97,6 +99,7 @@ struct QueueCommand: AsyncParsableCommand {
 
     struct Status: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "status",
             abstract: "Items queued (and the oldest's age), running (and by how many workers), failed by kind.")
         @OptionGroup var target: Target
         @Flag(help: "Print JSON.") var json = false
@@ -121,6 +124,7 @@ struct QueueCommand: AsyncParsableCommand {
 
     struct Retry: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "retry",
             abstract: "Queue failed items again (all, or those of one error kind), their attempts reset.")
         @OptionGroup var target: Target
         @Option(help: "Only items that failed with this kind (as `queue status` lists them, e.g. timeout).")
@@ -135,6 +139,7 @@ struct QueueCommand: AsyncParsableCommand {
 
     struct Purge: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "purge",
             abstract: "Delete failed items (all, or those of one error kind).")
         @OptionGroup var target: Target
         @Option(help: "Only items that failed with this kind (e.g. not_an_image).")

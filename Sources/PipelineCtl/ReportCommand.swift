@@ -4,6 +4,7 @@ import PipelineKit
 
 struct Report: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "report",
         abstract: "Summarise saved run reports (JSON or JSONL), or list their failures.",
         discussion: helpText("""
             Several reports are merged: the shards of one list, or a first run and its retries. Each

@@ -6,6 +6,7 @@ import Synchronization
 
 struct Run: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "run",
         abstract: "Run a pipeline over a list of URLs and paths.",
         discussion: helpText("""
             The list has one URL or path per line; blank lines and lines starting with # are skipped;

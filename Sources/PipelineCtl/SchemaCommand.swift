@@ -3,6 +3,7 @@ import PipelineKit
 
 struct Schema: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "schema",
         abstract: "Print a JSON Schema of pipeline files, for editors.",
         discussion: helpText("""
             With yaml-language-server (VS Code's YAML extension, Neovim, ...), put this first line in a

@@ -4,6 +4,7 @@ import PipelineKit
 
 struct Validate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "validate",
         abstract: "Check pipeline files and print every problem found.",
         discussion: helpText("""
             Each problem is printed as FILE:LINE:COLUMN: error: MESSAGE (or warning:), with the line

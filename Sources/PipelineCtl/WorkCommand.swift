@@ -5,6 +5,7 @@ import PipelineKit
 /// `pipelinectl work`: a worker that runs a pipeline on every message of a queue until stopped.
 struct Work: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "work",
         abstract: "Run a pipeline on every new upload, from a queue (SQS or PostgreSQL), until stopped.",
         discussion: helpText("""
             SQS: messages are S3 event notifications (an upload to a bucket, sent to SQS directly or

@@ -7,6 +7,7 @@ import ServiceLifecycle
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "serve",
         abstract: "Serve pipelines as an on-demand image service.",
         discussion: helpText("""
             Every pipeline file named (or every *.yaml in a directory named) is served under its

@@ -4,6 +4,7 @@ import PipelineKit
 
 struct Sign: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "sign",
         abstract: "Print the signed path that asks `pipelinectl serve` for a source.",
         discussion: helpText("""
             The parameters and the variant are checked against the pipeline file, as the service

@@ -33,10 +33,10 @@ struct TIFFReader: FormatReader {
         let reduced = TIFFReducer.estimatedMemory(input, hint: hint, headroom: settings.headroom, keepsPages: settings.maxFrames > 1)
         let held = if case .memory(let data) = input { data.count } else { 0 }
         return ReadPlan(reduced: {
-            guard let wand = try TIFFReducer.decode(input, hint: hint, headroom: settings.headroom, keepsPages: settings.maxFrames > 1)
+            guard let decoded = try TIFFReducer.decode(input, hint: hint, headroom: settings.headroom, keepsPages: settings.maxFrames > 1)
             else { return nil }
-            if settings.toSRGB { try wand.convertToSRGB() }
-            return (.wand(wand), nil)
+            if settings.toSRGB, case .wand(let wand) = decoded { try wand.convertToSRGB() }
+            return (decoded, nil)
         }, estimatedMemory: reduced.map { $0 + held } ?? magickMemory())
     }
 }

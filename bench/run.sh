@@ -12,6 +12,8 @@ missing=()
 command -v vipsthumbnail >/dev/null || missing+=(libvips-tools)
 command -v compare >/dev/null && [ -x /usr/bin/convert ] || missing+=(imagemagick)
 command -v curl >/dev/null || missing+=(curl)
+command -v pngtopnm >/dev/null || missing+=(netpbm)        # codec floors (pngtopnm, tifftopnm)
+command -v gif2rgb >/dev/null || missing+=(giflib-tools)   # codec floor for GIF
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]}"
   $( [ "$(id -u)" = 0 ] || echo sudo ) apt-get update -qq

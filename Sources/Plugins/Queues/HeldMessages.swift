@@ -76,6 +76,13 @@ enum QueueSettlement {
         }
     }
 
+    /// `call` run to its end even when the calling task is cancelled (its own task, which does not
+    /// inherit the cancellation): for settling calls a queue must see through, a deletion taken
+    /// out of what waits to be deleted, or an extension that must land before a hand-back.
+    static func uncancelled<T: Sendable>(_ call: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await Task { try await call() }.value
+    }
+
     /// Whether a failure may pass if the item is tried again later: the message is released for
     /// redelivery with a backoff rather than recorded as failed.
     static func mayPass(_ error: ItemError) -> Bool {

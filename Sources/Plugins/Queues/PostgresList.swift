@@ -172,17 +172,23 @@ public final class PostgresList: QueueAdministering, Sendable {
             return state.done
         }
         guard !batch.isEmpty else { return }
-        try? await settling { try await $0.acknowledge(batch) }
+        // Taken from `done`: acknowledged even when the flushing task is cancelled (as SQS's).
+        _ = try? await QueueSettlement.uncancelled { [self] in try await settling { try await $0.acknowledge(batch) } }
     }
 
     /// Hands back every row still held (claimed, never started): claimable again at once.
     public func runEnded() async {
-        state.withLock { $0.flusher?.cancel() }
-        await flushDone(all: true)
-        let left = state.withLock { state -> [PostgresQueue.Claim] in
+        // Stopped, and waited for: an acknowledgement or a lease extension they had begun ends
+        // before the hand-back below (as SQS's).
+        let (flusher, keeper) = state.withLock { state in
+            state.flusher?.cancel()
             state.keeper?.cancel()
-            return state.held.removeAll()
+            return (state.flusher, state.keeper)
         }
+        await flusher?.value
+        await keeper?.value
+        await flushDone(all: true)
+        let left = state.withLock { $0.held.removeAll() }
         try? await settling { try await $0.handBack(left, worker: worker) }
     }
 
@@ -243,7 +249,7 @@ public final class PostgresList: QueueAdministering, Sendable {
         let task = QueueSettlement.repeating(every: Double(lease) / 3) { [weak self] in
             guard let self else { return false }
             let claims = self.state.withLock { $0.held.messages }
-            try? await self.settling { try await $0.extend(claims, lease: self.lease, worker: self.worker) }
+            _ = try? await QueueSettlement.uncancelled { try await self.settling { try await $0.extend(claims, lease: self.lease, worker: self.worker) } }
             return true
         }
         state.withLock { $0.keeper?.cancel(); $0.keeper = task }

@@ -88,18 +88,26 @@ public final class SQSList: SourceListing, Sendable {
                 return batch
             }
             guard !batch.isEmpty else { return }
-            _ = try? await client.delete(batch)
+            // Taken from `done`: deleted even when the flushing task is cancelled (the run's end
+            // cancels the flusher), which would otherwise leave the batch neither deleted nor waiting.
+            let client = self.client
+            _ = try? await QueueSettlement.uncancelled { try await client.delete(batch) }
         }
     }
 
     /// Hands back every message still held (received, never started): visible again at once.
     public func runEnded() async {
-        state.withLock { $0.flusher?.cancel() }
-        await flushDone(all: true)
-        let left = state.withLock { state -> [SQSMessage] in
+        // Stopped, and waited for: a deletion or an extension they had begun ends first, so that an
+        // extension cannot land after the hand-back below and hide a message again.
+        let (flusher, keeper) = state.withLock { state in
+            state.flusher?.cancel()
             state.keeper?.cancel()
-            return state.held.removeAll()
+            return (state.flusher, state.keeper)
         }
+        await flusher?.value
+        await keeper?.value
+        await flushDone(all: true)
+        let left = state.withLock { $0.held.removeAll() }
         for message in left { try? await client.extendVisibility(message, seconds: 0) }
     }
 
@@ -159,7 +167,10 @@ public final class SQSList: SourceListing, Sendable {
         let task = QueueSettlement.repeating(every: Double(visibility) / 3) { [weak self] in
             guard let self else { return false }
             let messages = self.state.withLock { $0.held.messages }
-            for message in messages { try? await self.client.extendVisibility(message, seconds: self.visibility) }
+            let (client, visibility) = (self.client, self.visibility)
+            for message in messages where !Task.isCancelled {
+                try? await QueueSettlement.uncancelled { try await client.extendVisibility(message, seconds: visibility) }
+            }
             return true
         }
         state.withLock { $0.keeper?.cancel(); $0.keeper = task }

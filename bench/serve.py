@@ -5,8 +5,12 @@ format kept (JPEG, PNG, WebP). Called by bench/serve.sh (`make bench-serve`), wh
 peers and builds the release binary. Prints a table and writes it to bench/results/serve.md.
 
   origin     nginx on loopback serves the corpus files (no cache in front of any service)
-  load       wrk, one thread, rotating over the group's files; 2 connections for the throughput
-             table, 64 for the overload phase
+  load       wrk rotating over the group's files: for the throughput table 2 connections, one per
+             wrk thread, each thread starting half-way through the list from the other, every
+             request's latency kept by source; 8 connections for stored results, 64 for overload
+  latency    p50/p99 of all requests, and the p99 of each request's latency over its own source's
+             median: the photos span 1 to 15 MP, so the first pair mostly measures the spread of
+             their sizes, the second what the service adds to each
   ours       `pipelinectl serve`, signed URLs, no data cache (uncached) unless stated; twice: the
              default decoder (shrink-on-load keeps 2x the fitted size) and `shrink_on_load: fast`
   thumbor    thumbor 7.8 (Pillow), two single-process servers on two ports with one connection
@@ -196,28 +200,80 @@ def stop(process):
         os.killpg(process.pid, signal.SIGKILL)
 
 
-def wrk(port, paths, work, connections, seconds, tag=""):
+def wrk(port, paths, work, connections, seconds, tag="", per_source=False, offset=0):
+    """wrk rotating over `paths`. per_source: one connection per wrk thread (each thread's
+    requests then follow one another), thread k starting k/connections of the way through the list
+    (plus `offset` of it), and every request's latency kept by its source (LuaJIT's clock around
+    request and response): "own" is then the 99th percentile of each request's latency over the
+    median of its own source's, what the service adds beyond the spread of the photos' sizes."""
     script = os.path.join(work, f"rotate{tag}.lua")
     with open(script, "w") as f:
         f.write("paths = {" + ",".join(json.dumps(p) for p in paths) + "}\n")
+        f.write(f"per_source = {'true' if per_source else 'false'}\nconnections = {connections}\noffset = {offset}\n")
         f.write("""counter = 0
+threads = {}
+setup = function(thread)
+  thread:set("id", #threads)
+  table.insert(threads, thread)
+end
+init = function(args)
+  if per_source then
+    counter = math.floor(#paths * ((id or 0) / connections + offset))
+    local ffi = require("ffi")
+    ffi.cdef("typedef struct { long tv_sec; long tv_nsec; } pk_timespec; int clock_gettime(int, pk_timespec *);")
+    local ts = ffi.new("pk_timespec")
+    now = function() ffi.C.clock_gettime(1, ts); return tonumber(ts.tv_sec) * 1000000 + tonumber(ts.tv_nsec) / 1000 end
+    latencies = {}
+  end
+end
 request = function()
   counter = counter + 1
-  return wrk.format("GET", paths[(counter % #paths) + 1])
+  current = (counter % #paths) + 1
+  if per_source then started = now() end
+  return wrk.format("GET", paths[current])
+end
+if per_source then  -- defined only when wanted: wrk then copies every response's headers and body into Lua
+  response = function(status, headers, body)
+    if started then
+      table.insert(latencies, current .. " " .. math.floor(now() - started))
+      started = nil
+    end
+  end
 end
 done = function(summary, latency, requests)
   io.write(string.format("RESULT %d %d %d %d %d %d\\n", summary.requests, summary.duration, summary.errors.status,
     latency:percentile(50), latency:percentile(99), summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout))
+  if per_source then
+    for _, thread in ipairs(threads) do
+      for _, line in ipairs(thread:get("latencies")) do io.write("LAT " .. line .. "\\n") end
+    end
+  end
 end
 """)
-    out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "30s", "-s", script,
+    threads = connections if per_source else 1
+    out = subprocess.run(["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--timeout", "30s", "-s", script,
                           f"http://127.0.0.1:{port}"], capture_output=True, text=True).stdout
     fields = re.search(r"RESULT (\d+) (\d+) (\d+) (\d+) (\d+) (\d+)", out)
     if not fields:
         sys.exit("wrk printed no result:\n" + out)
     requests, duration_us, non2xx, p50, p99, socket_errors = map(int, fields.groups())
-    return {"rate": requests / (duration_us / 1e6), "p50": p50 / 1000, "p99": p99 / 1000, "non2xx": non2xx,
-            "errors": socket_errors, "requests": requests}
+    result = {"rate": requests / (duration_us / 1e6), "p50": p50 / 1000, "p99": p99 / 1000, "non2xx": non2xx,
+              "errors": socket_errors, "requests": requests}
+    if per_source:
+        result["latencies"] = [(int(a), int(b)) for a, b in re.findall(r"LAT (\d+) (\d+)", out)]
+        result["own"] = own_source_p99(result["latencies"])
+    return result
+
+
+def own_source_p99(latencies):
+    """The 99th percentile of latency / (median latency of the same source), over every request
+    (sources asked for fewer than three times are left out: no median to speak of)."""
+    by_source = {}
+    for source, us in latencies:
+        by_source.setdefault(source, []).append(us)
+    medians = {k: sorted(v)[len(v) // 2] for k, v in by_source.items() if len(v) >= 3}
+    ratios = sorted(us / medians[source] for source, us in latencies if source in medians and medians[source] > 0)
+    return ratios[min(len(ratios) - 1, int(len(ratios) * 0.99))] if ratios else None
 
 
 def wrk_pair(ports, paths, work, seconds):
@@ -228,7 +284,7 @@ def wrk_pair(ports, paths, work, seconds):
     results = [None, None]
 
     def one(i):
-        results[i] = wrk(ports[i], paths, work, 1, seconds, tag=str(i))
+        results[i] = wrk(ports[i], paths, work, 1, seconds, tag=str(i), per_source=True, offset=i / 2)
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
     for t in threads:
@@ -236,8 +292,10 @@ def wrk_pair(ports, paths, work, seconds):
     for t in threads:
         t.join()
     a, b = results
+    latencies = a["latencies"] + b["latencies"]
     return {"rate": a["rate"] + b["rate"], "p50": (a["p50"] + b["p50"]) / 2, "p99": max(a["p99"], b["p99"]),
-            "non2xx": a["non2xx"] + b["non2xx"], "errors": a["errors"] + b["errors"], "requests": a["requests"] + b["requests"]}
+            "non2xx": a["non2xx"] + b["non2xx"], "errors": a["errors"] + b["errors"], "requests": a["requests"] + b["requests"],
+            "latencies": latencies, "own": own_source_p99(latencies)}
 
 
 def fetch_all(port, paths, directory):
@@ -354,7 +412,7 @@ def main():
                 paths = [sign("/fit/" + s) for s in sources]
                 outputs = fetch_all(port, paths, os.path.join(work, "out", name, slug))  # warms the process, not a cache
                 sampler = Sampler(process.pid)
-                row[name] = wrk(port, paths, work, 2, SECONDS)
+                row[name] = wrk(port, paths, work, 2, SECONDS, per_source=True)
                 peaks[name] = max(peaks[name], sampler.stop())
                 row[name]["psnr"] = worst_psnr(outputs, references)
                 stop(process)
@@ -370,7 +428,8 @@ def main():
                 stop(process)
             row["vips"] = vips_rate(files, work)
             rows.append(row)
-            print(json.dumps(row), flush=True)
+            print(json.dumps({k: ({n: x for n, x in v.items() if n != "latencies"} if isinstance(v, dict) else v)
+                              for k, v in row.items()}), flush=True)
 
         # Stored results and overload, on the corpus JPEG group.
         label, files = found[0]
@@ -415,13 +474,15 @@ def start_ours_overload(work):
 
 def write_table(rows, stored, overload, peaks, partial=False):
     out = ["| group | files | ours req/s (p50/p99 ms) | ours fast req/s (p50/p99) | thumbor req/s (p50/p99) | 2x vipsthumbnail img/s "
-           "| ours/vips | fast/thumbor | ours/thumbor | worst PSNR ours / fast / thumbor |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "| ours/vips | fast/thumbor | ours/thumbor | worst PSNR ours / fast / thumbor | p99 / own source's median: ours / fast / thumbor |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    own = lambda x: "-" if x.get("own") is None else f"{x['own']:.2f}"  # noqa: E731
     for r in rows:
         o, f, t = r["ours"], r["ours-fast"], r["thumbor"]
         out.append(f"| {r['group']} | {r['files']} | {o['rate']:.1f} ({o['p50']:.0f}/{o['p99']:.0f}) | {f['rate']:.1f} ({f['p50']:.0f}/{f['p99']:.0f}) "
                    f"| {t['rate']:.1f} ({t['p50']:.0f}/{t['p99']:.0f}) | {r['vips']:.1f} | {o['rate'] / r['vips']:.2f}x "
-                   f"| {f['rate'] / t['rate']:.2f}x | {o['rate'] / t['rate']:.2f}x | {o['psnr']:.1f} / {f['psnr']:.1f} / {t['psnr']:.1f} |")
+                   f"| {f['rate'] / t['rate']:.2f}x | {o['rate'] / t['rate']:.2f}x | {o['psnr']:.1f} / {f['psnr']:.1f} / {t['psnr']:.1f} "
+                   f"| {own(o)} / {own(f)} / {own(t)} |")
     failures = {f"{r['group']} {k}": r[k]["non2xx"] for r in rows for k in ("ours", "ours-fast", "thumbor") if r[k]["non2xx"]}
     closes = sum(r[k]["errors"] for r in rows for k in ("ours", "ours-fast"))
     out += ["", f"Answers other than 2xx during the table: {failures or 'none'}. Read errors wrk counts for ours "

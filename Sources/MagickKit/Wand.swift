@@ -279,8 +279,9 @@ public final class Wand {
 
     // MARK: Writing
 
-    /// Moves every channel of the current image up by half an 8-bit level, so that ImageMagick's
-    /// PNG writer, which truncates its 16-bit values to 8 bits, rounds them.
+    /// A copy with every channel of the current image moved up by half an 8-bit level, so that
+    /// ImageMagick's PNG writer, which truncates its 16-bit values to 8 bits, rounds them; `nil`
+    /// for a palette image.
     ///
     /// ImageMagick keeps 16 bits a channel. Of the writers the encoders use at depth 8, this
     /// build's PNG coder alone truncates (its TIFF, BMP, GIF, WebP, JPEG, AVIF and HEIC writers
@@ -289,9 +290,11 @@ public final class Wand {
     /// on average, about 2 dB of PSNR. With 128 added (of 257 a level), `floor((q + 128) / 257)` is
     /// `q / 257` rounded, and pixels that already are 8-bit values stay as they are. Palette
     /// images keep their palette (their colours are 8-bit).
-    func roundBeforeEightBits() throws {
-        guard let image = GetImageFromMagickWand(pointer), image.pointee.storage_class == DirectClass else { return }
-        try check(MagickEvaluateImageChannel(pointer, AllChannels, AddEvaluateOperator, 128), .encodeFailed, "rounding to 8 bits")
+    func roundedForEightBits() throws -> Wand? {
+        guard let image = GetImageFromMagickWand(pointer), image.pointee.storage_class == DirectClass else { return nil }
+        let copy = clone()
+        try copy.check(MagickEvaluateImageChannel(copy.pointer, AllChannels, AddEvaluateOperator, 128), .encodeFailed, "rounding to 8 bits")
+        return copy
     }
 
     /// Encodes the current image with the explicit coder `format`.
@@ -302,6 +305,15 @@ public final class Wand {
     ///   - allFrames: write every frame (an animation) instead of the current one.
     public func encode(format: String, quality: Int? = nil, depth: Int? = 8,
                        options: [String: String] = [:], allFrames: Bool = false) throws -> Data {
+        // ImageMagick's PNG writer truncates to 8 bits: a copy moved up by half a level is written
+        // (this wand's pixels stay as they are, so encoding it again writes the same).
+        if depth == 8, format == "PNG", let rounded = try roundedForEightBits() {
+            return try rounded.write(format: format, quality: quality, depth: depth, options: options, allFrames: allFrames)
+        }
+        return try write(format: format, quality: quality, depth: depth, options: options, allFrames: allFrames)
+    }
+
+    private func write(format: String, quality: Int?, depth: Int?, options: [String: String], allFrames: Bool) throws -> Data {
         // The wand's format (set when reading) overrides the image's in ImageToBlob: set both.
         try check(MagickSetFormat(pointer, format), .encodeFailed, "setting format \(format)")
         try check(MagickSetImageFormat(pointer, format), .encodeFailed, "setting format \(format)")
@@ -309,10 +321,7 @@ public final class Wand {
             _ = MagickSetCompressionQuality(pointer, quality)
             _ = MagickSetImageCompressionQuality(pointer, quality)
         }
-        if let depth {
-            if depth == 8, format == "PNG" { try roundBeforeEightBits() }
-            _ = MagickSetImageDepth(pointer, depth)
-        }
+        if let depth { _ = MagickSetImageDepth(pointer, depth) }
         for (key, value) in options { setOption(key, value) }
         var length = 0
         let written = allFrames && frameCount > 1 ? MagickGetImagesBlob(pointer, &length) : MagickGetImageBlob(pointer, &length)

@@ -19,11 +19,17 @@ struct JPEGReader: FormatReader {
     let frame: HeaderProbe.JPEGFrame?
 
     /// `head`: the file's first bytes (all of it when `input` is in memory). A frame header past
-    /// them (a large EXIF or ICC block first) is looked for in the whole file.
+    /// them (a large EXIF or ICC block first) is looked for in the whole file, read then and kept.
     init(_ input: EncodedInput, head: Data) throws {
-        self.input = input
-        frame = HeaderProbe.jpegFrame(head) ?? (head.count < input.byteCount ? HeaderProbe.jpegFrame(input.data) : nil)
-        size = try frame?.size ?? ImageMagickDecoder.pingedSize(input.data, format: .jpeg)
+        if let found = HeaderProbe.jpegFrame(head) {
+            self.input = input
+            frame = found
+        } else {
+            let whole = input.data
+            self.input = .memory(whole)
+            frame = HeaderProbe.jpegFrame(whole)
+        }
+        size = try frame?.size ?? ImageMagickDecoder.pingedSize(self.input.data, format: .jpeg)
     }
 
     func plan(_ hint: DecodeHint, _ settings: DecodeSettings) -> ReadPlan {

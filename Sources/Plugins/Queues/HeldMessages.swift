@@ -83,6 +83,13 @@ enum QueueSettlement {
         try await Task { try await call() }.value
     }
 
+    /// Cancels `tasks` (a list's flusher and keeper) and waits for each to end: a settling call one
+    /// had begun runs to its end (``uncancelled(_:)``) before whatever the caller does next.
+    static func stop(_ tasks: Task<Void, Never>?...) async {
+        for task in tasks { task?.cancel() }
+        for task in tasks { await task?.value }
+    }
+
     /// Whether a failure may pass if the item is tried again later: the message is released for
     /// redelivery with a backoff rather than recorded as failed.
     static func mayPass(_ error: ItemError) -> Bool {

@@ -180,13 +180,8 @@ public final class PostgresList: QueueAdministering, Sendable {
     public func runEnded() async {
         // Stopped, and waited for: an acknowledgement or a lease extension they had begun ends
         // before the hand-back below (as SQS's).
-        let (flusher, keeper) = state.withLock { state in
-            state.flusher?.cancel()
-            state.keeper?.cancel()
-            return (state.flusher, state.keeper)
-        }
-        await flusher?.value
-        await keeper?.value
+        let (flusher, keeper) = state.withLock { ($0.flusher, $0.keeper) }
+        await QueueSettlement.stop(flusher, keeper)
         await flushDone(all: true)
         let left = state.withLock { $0.held.removeAll() }
         try? await settling { try await $0.handBack(left, worker: worker) }

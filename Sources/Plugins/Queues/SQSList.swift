@@ -99,13 +99,8 @@ public final class SQSList: SourceListing, Sendable {
     public func runEnded() async {
         // Stopped, and waited for: a deletion or an extension they had begun ends first, so that an
         // extension cannot land after the hand-back below and hide a message again.
-        let (flusher, keeper) = state.withLock { state in
-            state.flusher?.cancel()
-            state.keeper?.cancel()
-            return (state.flusher, state.keeper)
-        }
-        await flusher?.value
-        await keeper?.value
+        let (flusher, keeper) = state.withLock { ($0.flusher, $0.keeper) }
+        await QueueSettlement.stop(flusher, keeper)
         await flushDone(all: true)
         let left = state.withLock { $0.held.removeAll() }
         for message in left { try? await client.extendVisibility(message, seconds: 0) }

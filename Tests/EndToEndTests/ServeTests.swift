@@ -230,6 +230,9 @@ import TestSupport
         // The access log has the request and never the signature.
         let log = service.accessLog.joined(separator: "\n")
         #expect(log.contains("\"status\":200") && log.contains("\"pipeline\":\"resize\""))
+        // A made image's line says where its time went.
+        let made = try #require(service.accessLog.first { $0.contains("\"status\":200") })
+        #expect(["\"load_ms\":", "\"decode_ms\":", "\"process_ms\":", "\"encode_ms\":"].allSatisfy(made.contains), "\(made)")
         #expect(!log.contains(String(signed.split(separator: "/")[0])))
     }
 

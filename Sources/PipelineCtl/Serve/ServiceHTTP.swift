@@ -140,6 +140,12 @@ struct ServiceHTTP: Sendable {
         if let source = answer.source { line.add("source", source) }
         if let type = answer.headers.first(where: { $0.0 == "Content-Type" })?.1, type.hasPrefix("image/") { line.add("type", type) }
         if let error = answer.item?.error { line.add("error", error.kind.rawValue) }
+        if let timings = answer.item?.timings {
+            for (name, ms) in [("load_ms", timings.load), ("decode_ms", timings.decode), ("process_ms", timings.process),
+                               ("encode_ms", timings.encode)] where ms > 0 {
+                line.add(name, (ms * 10).rounded() / 10)
+            }
+        }
         FileHandle.standardOutput.write(Data((line.text + "\n").utf8))
     }
 }

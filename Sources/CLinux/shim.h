@@ -27,3 +27,35 @@ static inline int pk_thread_nice_at_least(int nice) {
 #include <sys/prctl.h>
 /// Names the calling thread as top -H and /proc show it (at most 15 characters are kept).
 static inline void pk_thread_set_name(const char *name) { (void)prctl(PR_SET_NAME, name, 0, 0, 0); }
+
+// CPU affinity by raw system calls (the cpu_set_t macros need _GNU_SOURCE before Glibc's first
+// header, which a module's shim cannot arrange). Masks of up to 1,024 CPUs.
+
+/// How many CPUs the process may run on (its main thread's affinity mask, which no pool
+/// changes), or -1.
+static inline int pk_allowed_cpus(void) {
+    unsigned long mask[16] = {0};
+    long bytes = syscall(SYS_sched_getaffinity, getpid(), sizeof mask, mask);
+    if (bytes < 0) return -1;
+    int count = 0;
+    for (long i = 0; i < bytes / (long)sizeof(unsigned long); i++) count += __builtin_popcountl(mask[i]);
+    return count;
+}
+
+/// Pins the calling thread to the `n`-th (from 0) of the CPUs the process may run on (as
+/// `pk_allowed_cpus` counts them). Returns that CPU's number, or -1 (no such CPU, or the kernel
+/// refused).
+static inline int pk_thread_pin_to_allowed(int n) {
+    unsigned long mask[16] = {0};
+    long bytes = syscall(SYS_sched_getaffinity, getpid(), sizeof mask, mask);
+    if (bytes < 0 || n < 0) return -1;
+    const long width = 8 * (long)sizeof(unsigned long);
+    for (long cpu = 0; cpu < bytes * 8; cpu++) {
+        if (!(mask[cpu / width] & (1UL << (cpu % width)))) continue;
+        if (n-- > 0) continue;
+        unsigned long one[16] = {0};
+        one[cpu / width] = 1UL << (cpu % width);
+        return syscall(SYS_sched_setaffinity, 0, sizeof one, one) == 0 ? (int)cpu : -1;
+    }
+    return -1;
+}

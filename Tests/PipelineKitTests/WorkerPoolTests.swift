@@ -90,6 +90,51 @@ extension WorkerPoolPriorityTests {
     /// One job's parts: off any pool every part runs on the caller; on a pool with an idle thread
     /// the idle thread takes parts at the same time (part 0 waits until another part has started
     /// elsewhere: done by one thread, it would wait out its minute and the test fails).
+    /// A pinned pool keeps each thread on a CPU of its own; an unpinned one leaves every thread
+    /// every CPU. A CPU pool is pinned when it has one thread per CPU the process may use.
+    @Test func aPinnedPoolKeepsEachThreadOnACPUOfItsOwn() async throws {
+        let cpus = Self.allowedCPUs()
+        #expect(cpus.count >= 1)
+        #expect(WorkerPool.pinsCPUPool(threads: cpus.count) == (cpus.count > 1))
+        #expect(!WorkerPool.pinsCPUPool(threads: cpus.count + 1))
+        for pinned in [true, false] {
+            let pool = WorkerPool(threads: cpus.count, name: "pool-pinned", pinned: pinned)
+            // Every thread holds a job until all have started, so each job runs on its own thread.
+            let arrived = Arrivals()
+            let each = await withTaskGroup(of: [Int].self) { group in
+                for _ in 0..<cpus.count {
+                    group.addTask {
+                        (try? await pool.run { () -> [Int] in
+                            let mine = Self.allowedCPUs()
+                            arrived.count.add(1, ordering: .relaxed)
+                            while arrived.count.load(ordering: .relaxed) < cpus.count { usleep(1000) }
+                            return mine
+                        }) ?? []
+                    }
+                }
+                return await group.reduce(into: [[Int]]()) { $0.append($1) }
+            }
+            if pinned {
+                #expect(each.allSatisfy { $0.count == 1 }, "\(each)")
+                #expect(Set(each.flatMap { $0 }) == Set(cpus), "\(each)")
+            } else {
+                #expect(each.allSatisfy { $0 == cpus }, "\(each)")
+            }
+        }
+    }
+
+    final class Arrivals: Sendable { let count = Atomic(0) }
+
+    /// The CPUs the calling thread may run on, from /proc.
+    static func allowedCPUs() -> [Int] {
+        let status = (try? String(contentsOfFile: "/proc/thread-self/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("Cpus_allowed_list:") } ?? ""
+        return line.dropFirst("Cpus_allowed_list:".count).split(separator: ",").flatMap { range -> [Int] in
+            let ends = range.trimmingCharacters(in: .whitespaces).split(separator: "-").compactMap { Int($0) }
+            return ends.count == 2 ? Array(ends[0]...ends[1]) : ends
+        }
+    }
+
     @Test func partsAreSharedWithAnIdleThreadOfThePool() async throws {
         let callerOnly = Mutex<Set<UInt64>>([])
         WorkerPool.shareIdleThreads(parts: 4) { _ in _ = callerOnly.withLock { $0.insert(Self.threadID()) } }

@@ -68,14 +68,16 @@ public final class WorkerPool: Sendable {
     public let threads: Int
 
     /// Starts `threads` threads named `name-N` (what `top -H` and `/proc` show: at most 15
-    /// characters in all). A pool lives as long as the process.
-    public init(threads: Int, name: String) {
+    /// characters in all). A pool lives as long as the process. `pinned`: each thread is kept on
+    /// a CPU of its own, thread N on the process's N-th CPU (see ``cpu(threads:)``).
+    public init(threads: Int, name: String, pinned: Bool = false) {
         self.threads = max(1, threads)
         for index in 0..<self.threads {
             let threadName = "\(name)-\(index)"
             let thread = Thread { [self] in
                 // The kernel's name for the thread (top -H, /proc), set by the thread itself.
                 pk_thread_set_name(threadName)
+                if pinned { _ = pk_thread_pin_to_allowed(Int32(index)) }  // refused: the thread floats, as unpinned
                 // Pools live as long as the process: an unretained reference is safe.
                 pthread_setspecific(Self.currentKey, Unmanaged.passUnretained(self).toOpaque())
                 self.loop()
@@ -93,14 +95,27 @@ public final class WorkerPool: Sendable {
 
     /// The process's CPU pool of `threads` threads, made once: runners share it, since threads
     /// live as long as the process.
+    ///
+    /// With one thread per CPU the process may use (the default of `run`, `serve` and `work`),
+    /// each thread is pinned to a CPU of its own. Left to the kernel, two busy workers were often
+    /// queued on one CPU while the other ran the short work that feeds them (HTTP, fetches, the
+    /// engine's steps) or idled: the kernel does not move a waiting thread to a CPU that idles
+    /// only briefly, so the second worker waited for the next tick, 4 ms at 250 Hz. `perf sched`
+    /// under `serve` at 2 connections: 24 such waits in 5 s, 16 of them over 3.5 ms; pinned,
+    /// none, and each source's p99 over its own median fell from 1.67-1.84 to 1.44-1.52
+    /// (docs/PERFORMANCE.md#pinned). Fewer or more threads than CPUs (`--workers`, a CPU quota
+    /// the kernel's mask does not show) are left to the kernel.
     public static func cpu(threads: Int) -> WorkerPool {
         cpuPools.withLock { pools in
             if let pool = pools[threads] { return pool }
-            let pool = WorkerPool(threads: threads, name: "pk-cpu")
+            let pool = WorkerPool(threads: threads, name: "pk-cpu", pinned: pinsCPUPool(threads: threads))
             pools[threads] = pool
             return pool
         }
     }
+
+    /// Whether a CPU pool of `threads` threads is pinned: one thread per CPU the process may use.
+    static func pinsCPUPool(threads: Int) -> Bool { threads > 1 && threads == Int(pk_allowed_cpus()) }
 
     private func loop() {
         while true {

@@ -171,6 +171,39 @@ extension WorkerPoolPriorityTests {
         blocker.signal()
     }
 
+    /// A helper leaves a shared job as soon as a job of its pool waits: the job starts before the
+    /// part left (which whichever thread is free next takes). The owner's first part holds until the helper is in one,
+    /// queues a job, and waits for it to run; the helper's first part returns once the job is
+    /// queued. (Roles by thread: either may take part 0.)
+    @Test func aHelperLeavesASharedJobForAJobThatWaits() async throws {
+        let pool = WorkerPool(threads: 2, name: "pool-leave")
+        let events = Mutex<[String]>([])
+        let owner = Mutex<UInt64>(0), held = Mutex<Set<UInt64>>([])
+        let helperIn = DispatchSemaphore(value: 0), queued = DispatchSemaphore(value: 0), ran = DispatchSemaphore(value: 0)
+        try await pool.run {
+            owner.withLock { $0 = Self.threadID() }
+            WorkerPool.shareIdleThreads(parts: 3) { _ in
+                let thread = Self.threadID()
+                let first = held.withLock { $0.insert(thread).inserted }
+                if first, thread == owner.withLock({ $0 }) {
+                    _ = helperIn.wait(timeout: .now() + 60)
+                    pool.submit {
+                        events.withLock { $0.append("job") }
+                        ran.signal()
+                    }
+                    queued.signal()
+                    _ = ran.wait(timeout: .now() + 60)
+                } else if first {
+                    helperIn.signal()
+                    _ = queued.wait(timeout: .now() + 60)
+                } else {
+                    events.withLock { $0.append("part") }
+                }
+            }
+        }
+        #expect(events.withLock { $0 } == ["job", "part"])
+    }
+
     /// A thread busy when the job was shared out joins it once its own job ends: part 0 lets the
     /// busy thread finish, then waits until part 1 has started elsewhere.
     @Test func aThreadThatFinishesLaterJoinsASharedJob() async throws {

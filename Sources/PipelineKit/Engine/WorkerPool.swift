@@ -15,6 +15,8 @@ public final class WorkerPool: Sendable {
         let priority: Int
         /// How many later jobs have been put ahead of this one.
         var overtaken = 0
+        /// A thread's help with a shared job (``shareIdleThreads``), not work of its own.
+        var helps = false
         let body: @Sendable () -> Void
     }
     /// How many later jobs may be put ahead of a waiting job: priority reorders the queue (at most
@@ -55,10 +57,17 @@ public final class WorkerPool: Sendable {
             }
         }
 
-        /// ``work()`` on a thread other than the owner's, counted so the owner waits for it.
-        func help() {
+        /// Takes parts on a thread other than the owner's, counted so the owner waits for it, until
+        /// none is left or a job of `pool`'s own waits: then the helper leaves the rest to the owner
+        /// and the job starts at once, not after every part (a request's decode no longer waits
+        /// for the rest of another's; the cores stay as busy).
+        func help(leavingFor pool: WorkerPool) {
             helpers.enter()
-            work()
+            while !pool.hasWaitingJobs {
+                let part = next.wrappingAdd(1, ordering: .relaxed).oldValue
+                guard part < parts else { break }
+                body(part)
+            }
             helpers.leave()
         }
     }
@@ -140,7 +149,7 @@ public final class WorkerPool: Sendable {
             queue.running += 1
             return share
         }) {
-            share.help()
+            share.help(leavingFor: self)
             queue.withLock { $0.running -= 1 }
         }
     }
@@ -181,7 +190,7 @@ public final class WorkerPool: Sendable {
             return queue.jobs.isEmpty ? pool.threads - queue.running : 0
         }
         var helpers: [UInt64] = []
-        for _ in 0..<min(idle, parts - 1) { helpers.append(pool.submit(priority: Int.max) { share.help() }) }
+        for _ in 0..<min(idle, parts - 1) { helpers.append(pool.submit(priority: Int.max, helping: true) { share.help(leavingFor: pool) }) }
         share.work()
         pool.queue.withLock { $0.shares.removeAll { $0 === share } }
         for id in helpers { _ = pool.withdraw(id) }
@@ -193,9 +202,13 @@ public final class WorkerPool: Sendable {
     /// waiting job is overtaken more than `maxOvertaken` times.
     @discardableResult
     public func submit(priority: Int = 0, _ job: @escaping @Sendable () -> Void) -> UInt64 {
+        submit(priority: priority, helping: false, job)
+    }
+
+    private func submit(priority: Int, helping: Bool, _ job: @escaping @Sendable () -> Void) -> UInt64 {
         let id = queue.withLock { queue in
             queue.nextID += 1
-            let entry = Job(id: queue.nextID, priority: priority, body: job)
+            let entry = Job(id: queue.nextID, priority: priority, helps: helping, body: job)
             // From the back: most jobs go last, and the queue is short (bounded by items in flight).
             var index = queue.jobs.count
             while index > 0, queue.jobs[index - 1].priority < priority, queue.jobs[index - 1].overtaken < Self.maxOvertaken {
@@ -218,6 +231,9 @@ public final class WorkerPool: Sendable {
             return true
         }
     }
+
+    /// Whether a job other than help with a shared job waits to start.
+    private var hasWaitingJobs: Bool { queue.withLock { $0.jobs.contains { !$0.helps } } }
 
     /// Jobs queued and not started.
     public var queued: Int { queue.withLock { $0.jobs.count } }

@@ -317,7 +317,7 @@ def worst_psnr(outputs, references):
     values = []
     for out, ref in zip(outputs, references):
         flat = out + ".flat.png"
-        subprocess.run(["convert", out + "[0]", "-background", "black", "-flatten", flat], check=True)
+        subprocess.run(["convert", out + "[0]", "+repage", "-background", "black", "-flatten", flat], check=True)
         values.append(common.psnr(flat, ref))
     return min(values)
 
@@ -403,8 +403,10 @@ def main():
             references = []
             for index, f in enumerate(files):
                 ref = os.path.join(refs, f"{index:03d}.png")
-                subprocess.run(["convert", f + "[0]", "-auto-orient", "-background", "black", "-flatten", "-filter", "Lanczos",
-                                "-resize", f"{SIZE}x{SIZE}", "PNG48:" + ref], check=True)  # 16 bits: IM6's 8-bit PNG writer truncates
+                # As bench/run.py: resized, then the page geometry reset (IM6's -auto-orient keeps
+                # the unrotated one, and -flatten paints onto it), then flattened onto black.
+                subprocess.run(["convert", f + "[0]", "-auto-orient", "-filter", "Lanczos", "-resize", f"{SIZE}x{SIZE}", "+repage",
+                                "-background", "black", "-flatten", "PNG48:" + ref], check=True)  # 16 bits: IM6's 8-bit PNG writer truncates
                 references.append(ref)
             row = {"group": label, "files": len(files)}
             for name, decoder in [("ours", "{}"), ("ours-fast", "{ shrink_on_load: fast }")]:

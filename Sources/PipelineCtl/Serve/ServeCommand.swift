@@ -45,7 +45,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Longest time a request may take, waiting included (then 504).")
     var timeout: String = "30s"
 
-    @Option(help: "CPU workers for decode, process and encode (default: one per core).")
+    @Option(help: "CPU workers for decode, process and encode (default: one per core, each pinned to its own).")
     var workers: Int?
 
     @Option(help: "Memory decodes in progress may take together, estimated from each header.")

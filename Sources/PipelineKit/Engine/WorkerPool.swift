@@ -110,8 +110,8 @@ public final class WorkerPool: Sendable {
     /// queued on one CPU while the other ran the short work that feeds them (HTTP, fetches, the
     /// engine's steps) or idled: the kernel does not move a waiting thread to a CPU that idles
     /// only briefly, so the second worker waited for the next tick, 4 ms at 250 Hz. `perf sched`
-    /// under `serve` at 2 connections: 24 such waits in 5 s, 16 of them over 3.5 ms; pinned,
-    /// none, and each source's p99 over its own median fell from 1.67-1.84 to 1.44-1.52
+    /// under `serve` at 2 connections: 48 such waits in 5 s, 31 of them over 3.5 ms; pinned,
+    /// none, and each source's p99 over its own median fell from 1.57-1.84 to 1.41-1.63
     /// (docs/PERFORMANCE.md#pinned). Fewer or more threads than CPUs (`--workers`, a CPU quota
     /// the kernel's mask does not show) are left to the kernel.
     public static func cpu(threads: Int) -> WorkerPool {

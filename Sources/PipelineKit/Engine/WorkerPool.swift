@@ -48,9 +48,9 @@ public final class WorkerPool: Sendable {
 
         var hasParts: Bool { next.load(ordering: .relaxed) < parts }
 
-        /// Takes parts until none is left.
-        func work() {
-            while true {
+        /// Takes parts until none is left, or until `leave()` says so (asked before each).
+        func work(leavingWhen leave: () -> Bool = { false }) {
+            while !leave() {
                 let part = next.wrappingAdd(1, ordering: .relaxed).oldValue
                 guard part < parts else { return }
                 body(part)
@@ -63,11 +63,7 @@ public final class WorkerPool: Sendable {
         /// for the rest of another's; the cores stay as busy).
         func help(leavingFor pool: WorkerPool) {
             helpers.enter()
-            while !pool.hasWaitingJobs {
-                let part = next.wrappingAdd(1, ordering: .relaxed).oldValue
-                guard part < parts else { break }
-                body(part)
-            }
+            work { pool.hasWaitingJobs }
             helpers.leave()
         }
     }

@@ -342,9 +342,9 @@ def vips(files, work):
 
 
 def vips_rate(files, work):
-    # One untimed pass first (the first start of vipsthumbnail in a run loads its libraries from
-    # disk: the first group read 12.5 and 25.9 img/s in two full runs, 32-37 when repeated), then
-    # passes over the group for at least 240 images, so that a run lasts several seconds.
+    # One untimed pass first (the first start of vipsthumbnail in a run may load its libraries from
+    # disk), then passes over the group for at least 240 images: a pass of 24 images lasted about a
+    # second, and the first group read 12.5 and 25.9 img/s in two full runs (32-45 otherwise).
     vips((files * 2)[:2], work)
     rounds = max(1, -(-240 // max(1, len(files))))
     return vips(files * rounds, work)

@@ -31,11 +31,17 @@ static inline void pk_thread_set_name(const char *name) { (void)prctl(PR_SET_NAM
 // CPU affinity by raw system calls (the cpu_set_t macros need _GNU_SOURCE before Glibc's first
 // header, which a module's shim cannot arrange). Masks of up to 1,024 CPUs.
 
-/// How many CPUs the process may run on (its main thread's affinity mask, which no pool
-/// changes), or -1.
+/// The CPUs the process may run on (its main thread's affinity mask, which no pool changes) into
+/// `mask`; returns the bytes the kernel wrote, or -1.
+static inline long pk_process_cpu_mask(unsigned long mask[16]) {
+    for (int i = 0; i < 16; i++) mask[i] = 0;
+    return syscall(SYS_sched_getaffinity, getpid(), 16 * sizeof(unsigned long), mask);
+}
+
+/// How many CPUs the process may run on, or -1.
 static inline int pk_allowed_cpus(void) {
-    unsigned long mask[16] = {0};
-    long bytes = syscall(SYS_sched_getaffinity, getpid(), sizeof mask, mask);
+    unsigned long mask[16];
+    long bytes = pk_process_cpu_mask(mask);
     if (bytes < 0) return -1;
     int count = 0;
     for (long i = 0; i < bytes / (long)sizeof(unsigned long); i++) count += __builtin_popcountl(mask[i]);
@@ -46,8 +52,8 @@ static inline int pk_allowed_cpus(void) {
 /// `pk_allowed_cpus` counts them). Returns that CPU's number, or -1 (no such CPU, or the kernel
 /// refused).
 static inline int pk_thread_pin_to_allowed(int n) {
-    unsigned long mask[16] = {0};
-    long bytes = syscall(SYS_sched_getaffinity, getpid(), sizeof mask, mask);
+    unsigned long mask[16];
+    long bytes = pk_process_cpu_mask(mask);
     if (bytes < 0 || n < 0) return -1;
     const long width = 8 * (long)sizeof(unsigned long);
     for (long cpu = 0; cpu < bytes * 8; cpu++) {

@@ -48,6 +48,50 @@ public final class RGB8Pixels: PixelStorage, @unchecked Sendable {
     }
 }
 
+/// 16-bit pixels kept out of ImageMagick: the block averages of a decoder that reduces while it
+/// reads, with the fractions an average has (8 bits would round them into bands on a smooth
+/// gradient), for the Lanczos resize to read directly and round to 8 bits once. As
+/// ``RGB8Pixels``: upright sRGB pixels without a profile only; every other step gets a wand made
+/// from them.
+public final class RGB16Pixels: PixelStorage, @unchecked Sendable {
+    public let width: Int
+    public let height: Int
+    /// RGBA (alpha not premultiplied) when true, else RGB.
+    public let hasAlpha: Bool
+    /// Rows back to back, 3 or 4 samples (0...65535) a pixel. Never changed after init.
+    public let samples: [UInt16]
+
+    /// Pixels of `width` x `height`, 3 samples each or 4 with alpha (`samples` must hold exactly that).
+    public init(width: Int, height: Int, hasAlpha: Bool, samples: [UInt16]) {
+        precondition(width > 0 && height > 0 && samples.count == width * height * (hasAlpha ? 4 : 3))
+        self.width = width
+        self.height = height
+        self.hasAlpha = hasAlpha
+        self.samples = samples
+    }
+
+    public var channels: Int { hasAlpha ? 4 : 3 }
+    public var byteCount: Int { samples.count * 2 }
+
+    /// A new wand holding these pixels (throws `too_large` beyond policy.xml's limits), marked
+    /// upright (see ``RGB8Pixels/wand()``).
+    public func wand() throws -> Wand {
+        let wand = try Wand.fromPixels(samples, width: width, height: height, hasAlpha: hasAlpha)
+        wand.orientation = 1
+        return wand
+    }
+}
+
+extension PipelineImage {
+    /// An image of 16-bit `pixels`, decoded from `sourceFormat`.
+    public init(pixels: RGB16Pixels, sourceFormat: String) {
+        self.init(width: pixels.width, height: pixels.height, hasAlpha: pixels.hasAlpha, sourceFormat: sourceFormat, storage: pixels)
+    }
+
+    /// The 16-bit pixels behind this image when it is held that way (``RGB16Pixels``), else `nil`.
+    public var rgb16: RGB16Pixels? { storage as? RGB16Pixels }
+}
+
 extension PipelineImage {
     /// An image of 8-bit `pixels`, decoded from `sourceFormat`.
     public init(pixels: RGB8Pixels, sourceFormat: String) {
@@ -71,11 +115,12 @@ extension PipelineImage {
     }
 
     /// A wand of this image's pixels that the caller owns: a copy of ImageMagick's, or one made
-    /// from 8-bit pixels. Throws when another codec made it (a plugin that needs ImageMagick was
+    /// from 8- or 16-bit pixels. Throws when another codec made it (a plugin that needs ImageMagick was
     /// given pixels it cannot read).
     func wandCopy() throws -> Wand {
         if let pixels = storage as? MagickPixels { return try pixels.wand.clone() }
         if let pixels = storage as? RGB8Pixels { return try pixels.wand() }
+        if let pixels = storage as? RGB16Pixels { return try pixels.wand() }
         throw PipelineError(.processFailed, "this image is held by \(type(of: storage)), not by ImageMagick")
     }
 

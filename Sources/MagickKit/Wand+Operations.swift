@@ -199,14 +199,26 @@ extension Wand {
     /// 6's ConstituteImage asserts, ending the process, where it should fail (fuzzing found a
     /// 42x16160 PNG doing so under Debian's 16KP limit).
     public static func fromPixels(_ pixels: UnsafeRawBufferPointer, width: Int, height: Int, hasAlpha: Bool) throws -> Wand {
-        precondition(pixels.count >= width * height * (hasAlpha ? 4 : 3))
+        try fromPixels(pixels, width: width, height: height, hasAlpha: hasAlpha, storage: CharPixel)
+    }
+
+    /// A new wand holding one image made from 16-bit pixels (0...65535), laid out as the 8-bit
+    /// ones above: rows back to back, RGB or RGBA (alpha not premultiplied). Limits as above.
+    public static func fromPixels(_ pixels: [UInt16], width: Int, height: Int, hasAlpha: Bool) throws -> Wand {
+        precondition(pixels.count == width * height * (hasAlpha ? 4 : 3))
+        return try pixels.withUnsafeBytes { try fromPixels($0, width: width, height: height, hasAlpha: hasAlpha, storage: ShortPixel) }
+    }
+
+    private static func fromPixels(_ pixels: UnsafeRawBufferPointer, width: Int, height: Int, hasAlpha: Bool, storage: StorageType) throws -> Wand {
+        let sampleBytes = storage == ShortPixel ? 2 : 1
+        precondition(pixels.count >= width * height * (hasAlpha ? 4 : 3) * sampleBytes)
         let limits = (Magick.resourceLimit(WidthResource), Magick.resourceLimit(HeightResource), Magick.resourceLimit(AreaResource))
         guard UInt64(width) <= limits.0, UInt64(height) <= limits.1, UInt64(width) * UInt64(height) <= limits.2 else {
             throw PipelineError(.tooLarge, "\(width)x\(height) is over ImageMagick's limits in policy.xml "
                 + "(width \(limits.0), height \(limits.1), area \(limits.2) pixels)")
         }
         let wand = Wand()
-        let status = MagickConstituteImage(wand.pointer, width, height, hasAlpha ? "RGBA" : "RGB", CharPixel, pixels.baseAddress)
+        let status = MagickConstituteImage(wand.pointer, width, height, hasAlpha ? "RGBA" : "RGB", storage, pixels.baseAddress)
         try wand.check(status, .decodeFailed, "making an image from pixels")
         return wand
     }

@@ -179,8 +179,8 @@ struct SplitMix64: RandomNumberGenerator {
         #expect(BoxReducer.blockSize(for: PixelSize(width: 4001, height: 3001), shrink: 40, headroom: 2) == 3)
         #expect(BoxReducer.blockSize(for: PixelSize(width: 5003, height: 3001), shrink: 13, headroom: 2) == 2)
         #expect(BoxReducer.blockSize(for: PixelSize(width: 1200, height: 675), shrink: 4.6875, headroom: 2) == nil)
-        // resize's own box average before the filter: whole blocks of half the shrink, or none.
-        #expect(Resize.preShrinkBlock(from: PixelSize(width: 1680, height: 1050), to: PixelSize(width: 256, height: 160)) == 3)
+        // resize's own box average before the filter: whole blocks of a third of the shrink, or none.
+        #expect(Resize.preShrinkBlock(from: PixelSize(width: 1680, height: 1050), to: PixelSize(width: 256, height: 160)) == 2)
         #expect(Resize.preShrinkBlock(from: PixelSize(width: 840, height: 525), to: PixelSize(width: 256, height: 160)) == nil)
         for (w, h, tw, th) in [(1000, 700, 120, 80), (3000, 2000, 700, 700), (640, 480, 1, 1), (9999, 17, 4, 4)] {
             if let size = scaled(w, h, tw, th) {

@@ -163,6 +163,22 @@ import TestSupport
             #expect(abs(sum - 1) < 1e-4)
         }
     }
+
+    /// `resize`'s block average before the filter leaves it at least three times the target, and
+    /// on a sharp picture stays close to the filter alone: a rotated checkerboard fitted 8 times
+    /// smaller reads 62 dB against it, 48 when the blocks left twice the target (as before).
+    @Test func aPreShrinkLeavesTheFilterThreeTimesTheTarget() throws {
+        #expect(Resize.preShrinkBlock(from: PixelSize(width: 1080, height: 1920), to: PixelSize(width: 288, height: 512)) == nil)
+        #expect(Resize.preShrinkBlock(from: PixelSize(width: 3840, height: 2160), to: PixelSize(width: 512, height: 288)) == 2)
+        #expect(Resize.preShrinkBlock(from: PixelSize(width: 5120, height: 2880), to: PixelSize(width: 512, height: 288)) == 3)
+        let source = try made(["-size", "1200x1200", "pattern:checkerboard", "-rotate", "17", "-gravity", "center", "-crop", "1200x1200+0+0", "+repage"])
+        func resized(_ preShrink: Bool) throws -> Wand {
+            let resize = try Resize.plugin.makeProcessor(Resize.plugin.options(["width": .int(150), "height": .int(150), "pre_shrink": .bool(preShrink)]))
+            return try resize.process(PipelineImage(taking: source.clone(), sourceFormat: "PNG")).withCopy { $0.clone() }
+        }
+        let score = try resized(true).psnr(against: try resized(false))
+        #expect(score >= 55, "\(score) dB")
+    }
 }
 
 /// The resampler's C loops: the AVX2 version (where this CPU has it) and the plain one give the

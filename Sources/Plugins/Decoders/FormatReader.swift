@@ -18,25 +18,32 @@ struct DecodeSettings: Sendable {
     /// How many times the target a reduced decode keeps, at least.
     var headroom: Int { shrink == .fast ? 1 : 2 }
 
+    /// How many times the target the PNG, GIF and HEIF block averages keep, at least: three by
+    /// default (``Resize/boxHeadroom`` says what two cost), one under `fast`. TIFF's blocks and
+    /// JPEG's past its DCT scales keep ``headroom``.
+    var boxHeadroom: Int { shrink == .fast ? 1 : Resize.boxHeadroom }
+
     /// The block size the averaging paths (PNG, HEIF, GIF) reduce a `size` image by under `hint`,
     /// or `nil` when shrink-on-load is off or there is nothing to reduce.
     func block(_ size: PixelSize, hint: DecodeHint) -> Int? {
         guard shrinkOnLoad, let shrink = hint.maxShrink(from: size) else { return nil }
-        return BoxReducer.blockSize(for: size, shrink: shrink, headroom: headroom)
+        return BoxReducer.blockSize(for: size, shrink: shrink, headroom: boxHeadroom)
     }
 }
 
-/// What a reader's own decode made: a wand, or 8-bit pixels kept out of ImageMagick (upright,
-/// sRGB, no profile: see ``RGB8Pixels``).
+/// What a reader's own decode made: a wand, or 8- or 16-bit pixels kept out of ImageMagick
+/// (upright, sRGB, no profile: see ``RGB8Pixels`` and ``RGB16Pixels``).
 enum Decoded {
     case wand(Wand)
     case pixels(RGB8Pixels)
+    case pixels16(RGB16Pixels)
 
-    /// A wand of the pixels (the wand itself, or one made from the 8-bit pixels).
+    /// A wand of the pixels (the wand itself, or one made from the pixels).
     func wand() throws -> Wand {
         switch self {
         case .wand(let wand): return wand
         case .pixels(let pixels): return try pixels.wand()
+        case .pixels16(let pixels): return try pixels.wand()
         }
     }
 }

@@ -5,14 +5,15 @@ import PipelineKit
 
 /// Shrink-on-load for GIF: giflib decodes the first image (when it covers the logical screen, as
 /// still GIFs and nearly every animation's first frame do) to 8-bit RGBA, and whole blocks are
-/// averaged down to no less than twice the target (``BoxReducer``, colour premultiplied by alpha)
-/// before ImageMagick sees it. Nothing after the first image is read. Kept animations and first
-/// frames smaller than the screen stay with ImageMagick.
+/// averaged into 16 bits, down to no less than three times the target (``BoxReducer``, colour
+/// premultiplied by alpha) before ImageMagick sees it. Nothing after the first image is read.
+/// Kept animations and first frames smaller than the screen stay with ImageMagick.
 enum GIFReducer {
-    /// Memory at the peak: the screen as 8-bit RGBA, giflib's line and tables, the reduced pixels twice.
+    /// Memory at the peak: the screen as 8-bit RGBA, giflib's line and tables, the reduced pixels
+    /// in 16 bits and in the wand.
     static func estimatedMemory(_ size: PixelSize, factor: Int) -> Int {
         let out = ((size.width + factor - 1) / factor) * ((size.height + factor - 1) / factor)
-        return size.width * size.height * 4 + size.width * 8 + 32_768 + out * 12
+        return size.width * size.height * 4 + size.width * 8 + 32_768 + out * 16
     }
 
     /// The reduced first image, or `nil` when this GIF is one for ImageMagick. Throws
@@ -32,12 +33,12 @@ enum GIFReducer {
         let w = Int(width), h = Int(height), keepsAlpha = alpha != 0
         let box = BoxReducer(width: w, height: h, factor: factor, alpha: true)
         var y = 0
-        let rgba = try box.reduce { row in
+        let rgba = try box.reduce(as: UInt16.self) { row in
             row.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(start: pixels + y * w * 4, count: w * 4)) }
             y += 1
         }
         if keepsAlpha { return try Wand.fromPixels(rgba, width: box.outWidth, height: box.outHeight, hasAlpha: true) }
-        var rgb = [UInt8](repeating: 0, count: box.outWidth * box.outHeight * 3)
+        var rgb = [UInt16](repeating: 0, count: box.outWidth * box.outHeight * 3)
         for i in 0..<(box.outWidth * box.outHeight) {
             rgb[i * 3] = rgba[i * 4]; rgb[i * 3 + 1] = rgba[i * 4 + 1]; rgb[i * 3 + 2] = rgba[i * 4 + 2]
         }

@@ -5,8 +5,8 @@ import MagickKit
 import PipelineKit
 
 /// Shrink-on-load for AVIF and HEIC: libheif decodes the primary image to interleaved 8-bit
-/// RGB(A) and whole blocks are averaged down to no less than twice the target (``BoxReducer``),
-/// so ImageMagick receives only the small image. ImageMagick's own HEIC coder would copy every
+/// RGB(A) and whole blocks are averaged into 16 bits, down to no less than three times the
+/// target (``BoxReducer``), so ImageMagick receives only the small image. ImageMagick's own HEIC coder would copy every
 /// decoded pixel into a 16-bit pixel cache (8 bytes a pixel, freshly faulted in) and the resize
 /// would read it all again: on AVIF that took more time than the AV1 decode itself.
 ///
@@ -109,11 +109,11 @@ enum HEIFReducer {
     }
 
     /// Memory at the peak: the codec's planes (up to 16 bits a sample, 4:4:4 at worst), the 8-bit
-    /// interleaved image, one row of column totals, and the reduced pixels twice.
+    /// interleaved image, one row of column totals, and the reduced pixels twice (16-bit, then the wand).
     static func estimatedMemory(_ size: PixelSize, factor: Int = 1) -> Int {
         let pixels = size.width * size.height
         let out = ((size.width + factor - 1) / factor) * ((size.height + factor - 1) / factor)
-        return pixels * 6 + pixels * 4 + size.width * 16 + out * 12
+        return pixels * 6 + pixels * 4 + size.width * 16 + out * 16
     }
 
     /// The image averaged in blocks of `factor` (1: every pixel), or `nil` when this file is one for
@@ -143,7 +143,7 @@ enum HEIFReducer {
         }
         let box = BoxReducer(width: width, height: height, factor: factor, alpha: plan.alpha)
         var y = 0
-        let pixels = try box.reduce { row in
+        let pixels = try box.reduce(as: UInt16.self) { row in
             row.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(start: plane + y * Int(stride), count: width * channels)) }
             y += 1
         }

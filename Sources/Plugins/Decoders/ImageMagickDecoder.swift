@@ -8,14 +8,16 @@ import PipelineKit
 /// The format comes from the first bytes (``FormatSniffer``), never from the URL or from
 /// ImageMagick's own guess, and the image is read with that explicit coder. Width, height and
 /// pixel count are checked from the header before any pixel is decoded. When the processor chain
-/// needs less than the full size, each format is reduced while it is decoded, keeping at least
-/// twice what the chain needs, by its own library in 8 bits (``JPEGReducer``, ``PNGReducer``,
-/// ``WebPReducer``, ``HEIFReducer``, ``TIFFReducer``, ``GIFReducer``); ImageMagick then receives
-/// only the reduced image, and decodes whatever those paths leave to it.
+/// needs less than the full size, each format is reduced while it is decoded by its own library
+/// (``JPEGReducer``, ``PNGReducer``, ``WebPReducer``, ``HEIFReducer``, ``TIFFReducer``,
+/// ``GIFReducer``), keeping at least twice what the chain needs, three times where PNG, GIF and
+/// HEIF pixels are averaged in blocks; ImageMagick then receives only the reduced image, and
+/// decodes whatever those paths leave to it.
 public struct ImageMagickDecoder: ImageDecoding {
     /// The `shrink_on_load` option: how far a decode may reduce ahead of the resize.
     public enum ShrinkOnLoad: String, Sendable, CaseIterable {
-        /// Reduce while decoding, keeping at least twice the target for the resize filter (the default).
+        /// Reduce while decoding, keeping at least twice the target for the resize filter (three
+        /// times where pixel blocks are averaged: PNG, GIF, HEIF) (the default).
         case on = "true"
         /// Decode every pixel.
         case off = "false"
@@ -58,7 +60,7 @@ public struct ImageMagickDecoder: ImageDecoding {
                 .bool("to_srgb", default: true,
                       doc: "Convert CMYK and ICC-profiled images to sRGB (through the embedded profile with lcms) and drop the profile; false keeps the colour space and profile as they are."),
                 .oneOf("shrink_on_load", ShrinkOnLoad.allCases.map(\.rawValue), default: "true",
-                       doc: "Reduce while decoding when the output needs much less (JPEG by DCT scaling, PNG and WebP while read), always keeping at least twice the output size for the resize filter; fast keeps only the output size (quicker, visibly softer on fine detail); false decodes every pixel."),
+                       doc: "Reduce while decoding when the output needs much less (JPEG by DCT scaling, PNG and WebP while read), always keeping at least twice the output size for the resize filter (three times for PNG, GIF and HEIC/AVIF, which are reduced by averaging pixel blocks); fast keeps only the output size (quicker, visibly softer on fine detail); false decodes every pixel."),
                 .list("formats", of: .oneOf(formatCoders.map(\.key)), default: defaultFormats.map { .string($0) },
                       doc: "The formats accepted, each recognised from the content, never from the name: jpeg, png, gif, webp, tiff (BigTIFF too), bmp, ico, heic, avif by default; jp2 (JPEG 2000), pnm (netpbm: PBM, PGM, PPM, PAM, PFM), tga, pcx (and DCX), psd (and PSB), sgi, sun, dds, fits, xbm and xpm when listed. Another recognised format fails as unsupported_format naming the entry to add.")
                     .example("[jpeg, png, webp, tga, pnm]"),
@@ -192,6 +194,10 @@ public struct ImageMagickDecoder: ImageDecoding {
                 switch reduced.pixels {
                 case .wand(let wand): return image(wand, reader.format, reduced.damage)
                 case .pixels(let pixels):
+                    var image = PipelineImage(pixels: pixels, sourceFormat: reader.format.coder)
+                    image.degraded = reduced.damage?.message
+                    return image
+                case .pixels16(let pixels):
                     var image = PipelineImage(pixels: pixels, sourceFormat: reader.format.coder)
                     image.degraded = reduced.damage?.message
                     return image

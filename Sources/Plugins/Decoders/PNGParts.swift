@@ -32,8 +32,9 @@ enum PNGParts {
     /// (not 8-bit RGB or RGBA, interlaced, with transparency by tRNS, an unusual zlib header) or
     /// could not finish it exactly as libpng would (damaged data: libpng then reads it and reports
     /// the damage), or the file is not the size `box` expects.
-    static func reduce(_ input: EncodedInput, box: BoxReducer, partBytes: Int = partBytes) -> [UInt8]? {
-        let sink = RowSink(box: box)
+    static func reduce<Sample: FixedWidthInteger & UnsignedInteger>(_ input: EncodedInput, box: BoxReducer, as _: Sample.Type = UInt8.self,
+                               partBytes: Int = partBytes) -> [Sample]? {
+        let sink = RowSink<Sample>(box: box)
         guard rows(input, partBytes: partBytes, channels: box.alpha ? 4 : 3, size: (box.width, box.height),
                    { sink.accumulator.add($0) }) != nil else { return nil }
         return sink.accumulator.pixels
@@ -83,8 +84,8 @@ enum PNGParts {
     }
 
     /// The accumulator the rows go to.
-    private final class RowSink: @unchecked Sendable {
-        var accumulator: BoxReducer.Accumulator
+    private final class RowSink<Sample: FixedWidthInteger & UnsignedInteger>: @unchecked Sendable {
+        var accumulator: BoxReducer.Accumulator<Sample>
         init(box: BoxReducer) { accumulator = BoxReducer.Accumulator(box) }
     }
 

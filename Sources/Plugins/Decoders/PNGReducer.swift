@@ -9,19 +9,20 @@ import PipelineKit
 ///
 /// libjpeg can decode at 1/2, 1/4 or 1/8; PNG has no such mode, and ImageMagick would decode the
 /// whole image into 16-bit channels (8 bytes a pixel) before the resize box-averaged it down
-/// anyway. This does that box average while decoding, in 8 bits, and hands ImageMagick only the
-/// reduced image: the result is what `resize`'s pre-shrink (average to twice the target, then the
-/// filter) makes from a full decode. Colour is averaged premultiplied by alpha, so transparent
-/// pixels do not bleed their hidden colour into the edges.
+/// anyway. This does that box average while decoding, into 16 bits, and hands ImageMagick only the
+/// reduced image: the result is what `resize`'s pre-shrink (average to three times the target,
+/// then the filter) makes from a full decode. Colour is averaged premultiplied by alpha, so
+/// transparent pixels do not bleed their hidden colour into the edges.
 ///
 /// Only plain cases take this path; the rest go through ImageMagick as before: interlaced PNGs,
 /// greyscale ones (kept grey there), and PNGs with a profile other than sRGB (converted there).
 enum PNGReducer {
     /// Memory the reduced decode of a `size` PNG needs at its peak: one 8-bit RGBA row, the
-    /// per-column totals (4 bytes a channel), the reduced pixels and ImageMagick's copy of them.
+    /// per-column totals (4 bytes a channel), the reduced 16-bit pixels and a copy of them (a wand's,
+    /// or the resize's reading).
     static func estimatedMemory(_ size: PixelSize, factor: Int) -> Int {
         let outW = (size.width + factor - 1) / factor, outH = (size.height + factor - 1) / factor
-        return size.width * 4 + size.width * 4 * 4 + outW * outH * (4 + 8)
+        return size.width * 4 + size.width * 4 * 4 + outW * outH * (8 + 8)
     }
 
     /// What the header says about a PNG the fast path takes.
@@ -78,7 +79,8 @@ enum PNGReducer {
     /// with libpng's reason for a file too damaged for `failOn`. When the image data stops early
     /// and `failOn` allows it, the rows not read are left black and transparent.
     ///
-    /// Without a profile to keep, the pixels stay 8-bit (``RGB8Pixels``); a kept profile needs a wand.
+    /// The averages are kept in 16 bits (``RGB16Pixels``; see ``BoxReducer/Accumulator``); a kept
+    /// profile needs a wand.
     ///
     /// A large 8-bit RGB(A) PNG is inflated in parts by the pool's idle threads (``PNGParts``)
     /// when `sharedParts` is `nil` and there are some, always when it is `true`, never when
@@ -96,13 +98,13 @@ enum PNGReducer {
             var damage: Damage?
             var rowsRead = 0
             let shared = sharedParts ?? PNGParts.worthSharing(pixels: width * height)
-            if shared, let pixels = PNGParts.reduce(input, box: box) {
+            if shared, let pixels = PNGParts.reduce(input, box: box, as: UInt16.self) {
                 PNGParts.count.add(1, ordering: .relaxed)
                 // The parts decline any damage in the image data; a CRC mismatch libpng read past
                 // in the chunks before it is the read's damage, as on libpng's own path.
                 return try result(pixels, plan: plan, box: box, damage: try checksumDamage(reader, failOn: failOn))
             }
-            var accumulator = BoxReducer.Accumulator(box)
+            var accumulator = BoxReducer.Accumulator<UInt16>(box)
             var row = [UInt8](repeating: 0, count: rowBytes)
             for _ in 0..<height {
                 if damage != nil {  // the data stopped: the rest is left empty (adds nothing)
@@ -124,10 +126,11 @@ enum PNGReducer {
         }
     }
 
-    /// The reduced pixels as the decode's result: 8-bit, or a wand carrying the profile to keep.
-    private static func result(_ pixels: [UInt8], plan: Plan, box: BoxReducer, damage: Damage?) throws -> (pixels: Decoded, damage: Damage?) {
+    /// The reduced pixels as the decode's result: the 16-bit averages (see
+    /// ``BoxReducer/Accumulator``), or a wand of them carrying the profile to keep.
+    private static func result(_ pixels: [UInt16], plan: Plan, box: BoxReducer, damage: Damage?) throws -> (pixels: Decoded, damage: Damage?) {
         guard let profile = plan.profile else {
-            return (.pixels(RGB8Pixels(width: box.outWidth, height: box.outHeight, hasAlpha: plan.alpha, bytes: pixels)), damage)
+            return (.pixels16(RGB16Pixels(width: box.outWidth, height: box.outHeight, hasAlpha: plan.alpha, samples: pixels)), damage)
         }
         let wand = try Wand.fromPixels(pixels, width: box.outWidth, height: box.outHeight, hasAlpha: plan.alpha)
         try wand.setICCProfile(profile)

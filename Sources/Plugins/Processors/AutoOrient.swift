@@ -12,8 +12,8 @@ public struct AutoOrient: ImageProcessing {
     public var onlyReorients: Bool { true }
 
     public func process(_ image: PipelineImage) throws -> PipelineImage {
-        // 8-bit pixels are held upright only (the decoder turned them, or kept a wand).
-        if image.rgb8 != nil { return image }
+        // 8- and 16-bit pixels are held upright only (the decoder turned them, or kept a wand).
+        if image.rgb8 != nil || image.rgb16 != nil { return image }
         return try image.transformed { try $0.autoOrient() }
     }
 }

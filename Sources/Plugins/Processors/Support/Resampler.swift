@@ -125,6 +125,20 @@ enum Resampler {
         return RGB8Pixels(width: width, height: height, hasAlpha: pixels.hasAlpha, bytes: out)
     }
 
+    /// Resamples 16-bit pixels to 8-bit ones at `width` x `height` with Lanczos-3: the same weights
+    /// and passes, rounded to 8 bits once, at the end.
+    static func resize(_ pixels: RGB16Pixels, width: Int, height: Int) -> RGB8Pixels {
+        let rowLength = pixels.width * pixels.channels
+        let out = pixels.samples.withUnsafeBufferPointer { source in
+            resample(width: pixels.width, height: pixels.height, to: width, height, channels: pixels.channels) { (y, row: inout [UInt16]) in
+                row.withUnsafeMutableBufferPointer { row in
+                    row.baseAddress!.update(from: source.baseAddress! + y * rowLength, count: rowLength)
+                }
+            }
+        }
+        return RGB8Pixels(rounding: out, width: width, height: height, hasAlpha: pixels.hasAlpha)
+    }
+
     /// The resampling itself, on 8- or 16-bit samples (`channels` 3 or 4, alpha last and not
     /// premultiplied): `row(y, buffer)` fills `buffer` with source row `y`, each row asked for
     /// once, in order. Returns the target's samples, rows back to back.

@@ -12,11 +12,14 @@ peers and builds the release binary. Prints a table and writes it to bench/resul
              median: the photos span 1 to 15 MP, so the first pair mostly measures the spread of
              their sizes, the second what the service adds to each
   ours       `pipelinectl serve`, signed URLs, no data cache (uncached) unless stated; twice: the
-             default decoder (shrink-on-load keeps 2x the fitted size) and `shrink_on_load: fast`
+             default decoder (shrink-on-load keeps 2x the fitted size, 3x where a PNG is averaged
+             in blocks) and `shrink_on_load: fast`
   thumbor    thumbor 7.8 (Pillow), two single-process servers on two ports with one connection
-             each (see wrk_pair), no storage, no result storage, same quality
+             each (see wrk_pair), no storage, no result storage, same quality and PNG zlib level
   vips       `vipsthumbnail` on the local files, two processes at once: no HTTP, a reference
+             (same quality and PNG zlib level; its PNG rows unfiltered, as it writes them)
   PSNR       every answer of each service against a full-decode Lanczos reference; the worst image
+  KiB        the answers' bytes, one of each source
   RSS        the service's process tree, sampled every 50 ms through each phase; the peak
 
 Groups: photos of at least 1 MP from both corpora (corpus.sh: JPEG, PNG; formats.sh: lossy and
@@ -46,6 +49,9 @@ import run as common  # noqa: E402  (psnr, descendants, rss_kb)
 BIN = os.environ.get("BIN") or os.path.join(ROOT, ".build/release/pipelinectl")  # BIN=...: another build, for an A/B
 SIZE = 512
 QUALITY = 80
+# zlib's level for PNG answers: our `png` encoder's default, set in thumbor (PNG_COMPRESSION_LEVEL,
+# 6 by default) and vipsthumbnail (compression, 6 by default) too, so each compresses as hard.
+PNG_LEVEL = 5
 SECONDS = int(os.environ.get("BENCH_SERVE_SECONDS", "20"))
 OVERLOAD_SECONDS = int(os.environ.get("BENCH_OVERLOAD_SECONDS", "60"))
 KEY = os.urandom(32)
@@ -175,6 +181,7 @@ def start_thumbor(work, processes=2):
         f.write(f"""ALLOW_UNSAFE_URL = True
 QUALITY = {QUALITY}
 WEBP_QUALITY = {QUALITY}
+PNG_COMPRESSION_LEVEL = {PNG_LEVEL}
 AUTO_WEBP = False
 LOADER = 'thumbor.loaders.http_loader'
 STORAGE = 'thumbor.storages.no_storage'
@@ -330,7 +337,7 @@ def vips(files, work):
     # The source's format, as the services keep it (vipsthumbnail picks the saver by extension;
     # a group has one format).
     extension = {".jpg": "jpg", ".jpeg": "jpg", ".png": "png", ".webp": "webp"}[os.path.splitext(files[0])[1].lower()]
-    target = f"{out}/%s.{extension}" + ("" if extension == "png" else f"[Q={QUALITY}]")
+    target = f"{out}/%s.{extension}" + (f"[compression={PNG_LEVEL}]" if extension == "png" else f"[Q={QUALITY}]")
     start = time.monotonic()
     processes = [subprocess.Popen(["vipsthumbnail", "--size", f"{SIZE}x{SIZE}", "-o", target] + half, env=env,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for half in halves]
@@ -420,6 +427,7 @@ def main():
                 row[name] = wrk(port, paths, work, 2, SECONDS, per_source=True)
                 peaks[name] = max(peaks[name], sampler.stop())
                 row[name]["psnr"] = worst_psnr(outputs, references)
+                row[name]["bytes"] = sum(os.path.getsize(o) for o in outputs)
                 stop(process)
             pair = [start_thumbor(work, processes=1) for _ in range(2)]
             paths = [f"/unsafe/fit-in/{SIZE}x{SIZE}/" + s for s in sources]
@@ -429,6 +437,7 @@ def main():
             row["thumbor"] = wrk_pair([port for _, port in pair], paths, work, SECONDS)
             peaks["thumbor"] = max(peaks["thumbor"], sum(sampler.stop() for sampler in samplers))
             row["thumbor"]["psnr"] = worst_psnr(outputs, references)
+            row["thumbor"]["bytes"] = sum(os.path.getsize(o) for o in outputs)
             for process, _ in pair:
                 stop(process)
             row["vips"] = vips_rate(files, work)
@@ -479,15 +488,16 @@ def start_ours_overload(work):
 
 def write_table(rows, stored, overload, peaks, partial=False):
     out = ["| group | files | ours req/s (p50/p99 ms) | ours fast req/s (p50/p99) | thumbor req/s (p50/p99) | 2x vipsthumbnail img/s "
-           "| ours/vips | fast/thumbor | ours/thumbor | worst PSNR ours / fast / thumbor | p99 / own source's median: ours / fast / thumbor |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| ours/vips | fast/thumbor | ours/thumbor | worst PSNR ours / fast / thumbor | p99 / own source's median: ours / fast / thumbor "
+           "| answers' KiB ours / fast / thumbor |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     own = lambda x: "-" if x.get("own") is None else f"{x['own']:.2f}"  # noqa: E731
     for r in rows:
         o, f, t = r["ours"], r["ours-fast"], r["thumbor"]
         out.append(f"| {r['group']} | {r['files']} | {o['rate']:.1f} ({o['p50']:.0f}/{o['p99']:.0f}) | {f['rate']:.1f} ({f['p50']:.0f}/{f['p99']:.0f}) "
                    f"| {t['rate']:.1f} ({t['p50']:.0f}/{t['p99']:.0f}) | {r['vips']:.1f} | {o['rate'] / r['vips']:.2f}x "
                    f"| {f['rate'] / t['rate']:.2f}x | {o['rate'] / t['rate']:.2f}x | {o['psnr']:.1f} / {f['psnr']:.1f} / {t['psnr']:.1f} "
-                   f"| {own(o)} / {own(f)} / {own(t)} |")
+                   f"| {own(o)} / {own(f)} / {own(t)} | {o['bytes'] / 1024:.0f} / {f['bytes'] / 1024:.0f} / {t['bytes'] / 1024:.0f} |")
     failures = {f"{r['group']} {k}": r[k]["non2xx"] for r in rows for k in ("ours", "ours-fast", "thumbor") if r[k]["non2xx"]}
     closes = sum(r[k]["errors"] for r in rows for k in ("ours", "ours-fast"))
     out += ["", f"Answers other than 2xx during the table: {failures or 'none'}. Read errors wrk counts for ours "

@@ -40,7 +40,7 @@ import TestSupport
         #expect(image.hasAlpha == alpha)
         let encoder = try PNGEncoder(options: PNGEncoder.plugin.defaultOptions)
         let png = try encoder.encode(image)
-        #expect(png == (try PNGWriter.write(image, level: 6, filter: .adaptive)))  // the encoder's path
+        #expect(png == (try PNGWriter.write(image, level: 5, filter: .adaptive)))  // the encoder's path, at its default level
         #expect(Set(Self.chunks(png)) == ["IHDR", "IDAT", "IEND"], "\(Self.chunks(png))")
         let back = try Self.decode(png)
         #expect(back.hasAlpha == alpha)

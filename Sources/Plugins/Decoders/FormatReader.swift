@@ -18,16 +18,17 @@ struct DecodeSettings: Sendable {
     /// How many times the target a reduced decode keeps, at least.
     var headroom: Int { shrink == .fast ? 1 : 2 }
 
-    /// How many times the target the PNG, GIF and HEIF block averages keep, at least: three by
-    /// default (``Resize/boxHeadroom`` says what two cost), one under `fast`. TIFF's blocks and
+    /// How many times the target a PNG's block averages keep, at least: three by default
+    /// (``Resize/boxHeadroom`` says what two cost), one under `fast`. GIF's, HEIF's, TIFF's and
     /// JPEG's past its DCT scales keep ``headroom``.
     var boxHeadroom: Int { shrink == .fast ? 1 : Resize.boxHeadroom }
 
     /// The block size the averaging paths (PNG, HEIF, GIF) reduce a `size` image by under `hint`,
-    /// or `nil` when shrink-on-load is off or there is nothing to reduce.
-    func block(_ size: PixelSize, hint: DecodeHint) -> Int? {
+    /// keeping `headroom` times the target, or `nil` when shrink-on-load is off or there is
+    /// nothing to reduce.
+    func block(_ size: PixelSize, hint: DecodeHint, headroom: Int) -> Int? {
         guard shrinkOnLoad, let shrink = hint.maxShrink(from: size) else { return nil }
-        return BoxReducer.blockSize(for: size, shrink: shrink, headroom: boxHeadroom)
+        return BoxReducer.blockSize(for: size, shrink: shrink, headroom: headroom)
     }
 }
 

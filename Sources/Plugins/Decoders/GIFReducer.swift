@@ -5,7 +5,7 @@ import PipelineKit
 
 /// Shrink-on-load for GIF: giflib decodes the first image (when it covers the logical screen, as
 /// still GIFs and nearly every animation's first frame do) to 8-bit RGBA, and whole blocks are
-/// averaged into 16 bits, down to no less than three times the target (``BoxReducer``, colour
+/// averaged into 16 bits, down to no less than twice the target (``BoxReducer``, colour
 /// premultiplied by alpha) before ImageMagick sees it. Nothing after the first image is read.
 /// Kept animations and first frames smaller than the screen stay with ImageMagick.
 enum GIFReducer {

@@ -10,14 +10,14 @@ import PipelineKit
 /// pixel count are checked from the header before any pixel is decoded. When the processor chain
 /// needs less than the full size, each format is reduced while it is decoded by its own library
 /// (``JPEGReducer``, ``PNGReducer``, ``WebPReducer``, ``HEIFReducer``, ``TIFFReducer``,
-/// ``GIFReducer``), keeping at least twice what the chain needs, three times where PNG, GIF and
-/// HEIF pixels are averaged in blocks; ImageMagick then receives only the reduced image, and
-/// decodes whatever those paths leave to it.
+/// ``GIFReducer``), keeping at least twice what the chain needs, three times where a PNG's
+/// pixels are averaged in blocks; ImageMagick then receives only the reduced image, and decodes
+/// whatever those paths leave to it.
 public struct ImageMagickDecoder: ImageDecoding {
     /// The `shrink_on_load` option: how far a decode may reduce ahead of the resize.
     public enum ShrinkOnLoad: String, Sendable, CaseIterable {
         /// Reduce while decoding, keeping at least twice the target for the resize filter (three
-        /// times where pixel blocks are averaged: PNG, GIF, HEIF) (the default).
+        /// times where a PNG's pixels are averaged in blocks) (the default).
         case on = "true"
         /// Decode every pixel.
         case off = "false"
@@ -60,7 +60,7 @@ public struct ImageMagickDecoder: ImageDecoding {
                 .bool("to_srgb", default: true,
                       doc: "Convert CMYK and ICC-profiled images to sRGB (through the embedded profile with lcms) and drop the profile; false keeps the colour space and profile as they are."),
                 .oneOf("shrink_on_load", ShrinkOnLoad.allCases.map(\.rawValue), default: "true",
-                       doc: "Reduce while decoding when the output needs much less (JPEG by DCT scaling, PNG and WebP while read), always keeping at least twice the output size for the resize filter (three times for PNG, GIF and HEIC/AVIF, which are reduced by averaging pixel blocks); fast keeps only the output size (quicker, visibly softer on fine detail); false decodes every pixel."),
+                       doc: "Reduce while decoding when the output needs much less (JPEG by DCT scaling, PNG and WebP while read), always keeping at least twice the output size for the resize filter (three times for PNG, which is reduced by averaging pixel blocks); fast keeps only the output size (quicker, visibly softer on fine detail); false decodes every pixel."),
                 .list("formats", of: .oneOf(formatCoders.map(\.key)), default: defaultFormats.map { .string($0) },
                       doc: "The formats accepted, each recognised from the content, never from the name: jpeg, png, gif, webp, tiff (BigTIFF too), bmp, ico, heic, avif by default; jp2 (JPEG 2000), pnm (netpbm: PBM, PGM, PPM, PAM, PFM), tga, pcx (and DCX), psd (and PSB), sgi, sun, dds, fits, xbm and xpm when listed. Another recognised format fails as unsupported_format naming the entry to add.")
                     .example("[jpeg, png, webp, tga, pnm]"),

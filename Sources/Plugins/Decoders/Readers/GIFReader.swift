@@ -15,7 +15,7 @@ struct GIFReader: FormatReader {
     }
 
     func plan(_ hint: DecodeHint, _ settings: DecodeSettings) -> ReadPlan {
-        guard settings.maxFrames == 1, let factor = settings.block(size, hint: hint) else { return ReadPlan(estimatedMemory: magickMemory()) }
+        guard settings.maxFrames == 1, let factor = settings.block(size, hint: hint, headroom: settings.headroom) else { return ReadPlan(estimatedMemory: magickMemory()) }
         let data = self.data
         return ReadPlan(reduced: { try GIFReducer.decode(data, factor: factor).map { (.wand($0), nil) } },
                         estimatedMemory: GIFReducer.estimatedMemory(size, factor: factor) + data.count)

@@ -20,7 +20,7 @@ struct HEIFReader: FormatReader {
 
     func plan(_ hint: DecodeHint, _ settings: DecodeSettings) -> ReadPlan {
         guard settings.maxFrames == 1 else { return ReadPlan(estimatedMemory: magickMemory()) }
-        let factor = settings.block(size, hint: hint) ?? 1
+        let factor = settings.block(size, hint: hint, headroom: settings.headroom) ?? 1
         let file = self.file
         return ReadPlan(reduced: {
             guard let wand = try HEIFReducer.decode(file, factor: factor, limits: (settings.maxWidth, settings.maxHeight, settings.maxPixels))

@@ -24,7 +24,7 @@ struct PNGReader: FormatReader {
 
     func plan(_ hint: DecodeHint, _ settings: DecodeSettings) -> ReadPlan {
         // libpng reads the header chunks (colour, interlacing, profile) only when a reduction is wanted.
-        guard let factor = settings.block(size, hint: hint), PNGReducer.takes(input, toSRGB: settings.toSRGB) else {
+        guard let factor = settings.block(size, hint: hint, headroom: settings.boxHeadroom), PNGReducer.takes(input, toSRGB: settings.toSRGB) else {
             return ReadPlan(estimatedMemory: magickMemory())
         }
         let input = self.input

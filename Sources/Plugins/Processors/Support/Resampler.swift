@@ -114,29 +114,28 @@ enum Resampler {
     /// Resamples 8-bit pixels to `width` x `height` with Lanczos-3: the same weights and passes as
     /// ``resize(_:width:height:)``, read from and written to 8-bit rows, with no wand on the way.
     static func resize(_ pixels: RGB8Pixels, width: Int, height: Int) -> RGB8Pixels {
-        let rowLength = pixels.width * pixels.channels
-        let out = pixels.bytes.withUnsafeBufferPointer { source in
-            resample(width: pixels.width, height: pixels.height, to: width, height, channels: pixels.channels) { (y, row: inout [UInt8]) in
-                row.withUnsafeMutableBufferPointer { row in
-                    row.baseAddress!.update(from: source.baseAddress! + y * rowLength, count: rowLength)
-                }
-            }
-        }
+        let out = resample(pixels.bytes, width: pixels.width, height: pixels.height, channels: pixels.channels, to: width, height)
         return RGB8Pixels(width: width, height: height, hasAlpha: pixels.hasAlpha, bytes: out)
     }
 
     /// Resamples 16-bit pixels to 8-bit ones at `width` x `height` with Lanczos-3: the same weights
     /// and passes, rounded to 8 bits once, at the end.
     static func resize(_ pixels: RGB16Pixels, width: Int, height: Int) -> RGB8Pixels {
-        let rowLength = pixels.width * pixels.channels
-        let out = pixels.samples.withUnsafeBufferPointer { source in
-            resample(width: pixels.width, height: pixels.height, to: width, height, channels: pixels.channels) { (y, row: inout [UInt16]) in
+        let out = resample(pixels.samples, width: pixels.width, height: pixels.height, channels: pixels.channels, to: width, height)
+        return RGB8Pixels(rounding: out, width: width, height: height, hasAlpha: pixels.hasAlpha)
+    }
+
+    /// ``resample(width:height:to:_:channels:row:)`` of samples in memory (rows back to back).
+    static func resample<Sample: FixedWidthInteger & UnsignedInteger>(
+        _ samples: [Sample], width sourceWidth: Int, height sourceHeight: Int, channels: Int, to width: Int, _ height: Int) -> [Sample] {
+        let rowLength = sourceWidth * channels
+        return samples.withUnsafeBufferPointer { source in
+            resample(width: sourceWidth, height: sourceHeight, to: width, height, channels: channels) { (y, row: inout [Sample]) in
                 row.withUnsafeMutableBufferPointer { row in
                     row.baseAddress!.update(from: source.baseAddress! + y * rowLength, count: rowLength)
                 }
             }
         }
-        return RGB8Pixels(rounding: out, width: width, height: height, hasAlpha: pixels.hasAlpha)
     }
 
     /// The resampling itself, on 8- or 16-bit samples (`channels` 3 or 4, alpha last and not

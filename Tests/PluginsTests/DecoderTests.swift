@@ -89,6 +89,20 @@ import TestSupport
         let rose = try decoder.decode(LoadedData(data: small), hint: DecodeHint(targetSize: PixelSize(width: 256, height: 256)))
         #expect(rose.width == 70 && rose.height == 46)  // never scaled up
     }
+
+    /// The block averages' division by a multiply is the division, for every block size up to
+    /// 4095 pixels wide (divisors up to 4095 squared) and totals up to 65536 times the divisor.
+    @Test func theAveragesDivisionByAMultiplyIsExact() {
+        var random = SplitMix64(seed: 7)
+        for _ in 0..<200_000 {
+            let d = UInt64.random(in: 1...(4095 * 4095), using: &random)
+            let x = UInt64.random(in: 0...(d * 65536), using: &random)
+            #expect(BoxReducer.Divisor(d).divide(x) == x / d, "\(x) / \(d)")
+        }
+        for d in [1, 2, 3, 4, 9, 36, 4095 * 4095] as [UInt64] {
+            for x in [0, d - 1, d, d + 1, d * 65535 + d / 2, d * 65536] { #expect(BoxReducer.Divisor(d).divide(x) == x / d) }
+        }
+    }
 }
 
 /// A small seeded generator, so randomised tests repeat exactly.

@@ -204,9 +204,11 @@ struct BoxReducer {
         }
     }
 
-    /// Division by one divisor as a multiply: `x / d`, exactly, for `x` under 2^32 (a block's
-    /// total, scaled to 16 bits, is far under it). The quotient is the high half of `x` times
-    /// ceil(2^64 / d): that is x/d plus less than x/2^64, never enough to reach the next whole number.
+    /// Division by one divisor as a multiply: `x / d`, exactly, while `x` times `d` is under 2^64
+    /// (a block's total scaled to 16 bits is under 65536 d, so any block under 4096 pixels wide).
+    /// The quotient is the high half of `x` times m = ceil(2^64 / d): x m / 2^64 is x/d plus
+    /// x (m d - 2^64) / (d 2^64), which is under x / 2^64 (m d - 2^64 < d) and so under 1/d; x/d
+    /// is at least 1/d short of the next whole number, so the floor is x/d's.
     struct Divisor {
         let d: UInt64, m: UInt64
         init(_ d: UInt64) {

@@ -6,9 +6,9 @@ import PipelineKit
 
 /// Shrink-on-load for AVIF and HEIC: libheif decodes the primary image to interleaved 8-bit
 /// RGB(A) and whole blocks are averaged into 16 bits, down to no less than twice the target
-/// (``BoxReducer``), so ImageMagick receives only the small image. ImageMagick's own HEIC coder would copy every
-/// decoded pixel into a 16-bit pixel cache (8 bytes a pixel, freshly faulted in) and the resize
-/// would read it all again: on AVIF that took more time than the AV1 decode itself.
+/// (``BoxReducer``), so ImageMagick receives only the small image. ImageMagick's own HEIC coder
+/// would copy every decoded pixel into a 16-bit pixel cache (8 bytes a pixel, freshly faulted in)
+/// and the resize would read it all again: on AVIF that took more time than the AV1 decode itself.
 ///
 /// The codecs (dav1d or libaom for AVIF, libde265 for HEIC) have no reduced decode; the saving is
 /// everything after them. libheif applies the file's rotation, mirroring and cropping (the HEIF

@@ -191,17 +191,14 @@ public struct ImageMagickDecoder: ImageDecoding {
         var refused: PipelineError?
         do {
             if let reduced = try plan.reduced?() {
+                var image: PipelineImage
                 switch reduced.pixels {
-                case .wand(let wand): return image(wand, reader.format, reduced.damage)
-                case .pixels(let pixels):
-                    var image = PipelineImage(pixels: pixels, sourceFormat: reader.format.coder)
-                    image.degraded = reduced.damage?.message
-                    return image
-                case .pixels16(let pixels):
-                    var image = PipelineImage(pixels: pixels, sourceFormat: reader.format.coder)
-                    image.degraded = reduced.damage?.message
-                    return image
+                case .wand(let wand): return self.image(wand, reader.format, reduced.damage)
+                case .pixels(let pixels): image = PipelineImage(pixels: pixels, sourceFormat: reader.format.coder)
+                case .pixels16(let pixels): image = PipelineImage(pixels: pixels, sourceFormat: reader.format.coder)
                 }
+                image.degraded = reduced.damage?.message
+                return image
             }
         } catch let error as PipelineError where error.kind == .decodeFailed && !settings.failOn.stops(Damage.level(of: error.message)) {
             refused = error

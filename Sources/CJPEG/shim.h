@@ -319,11 +319,11 @@ static void pk_jpeg_free_writer(pk_jpeg_writer *writer) {
 }
 
 /// `width` x `height` 8-bit pixels of `stride` bytes each (RGB first), rows back to back, written
-/// as a JPEG the way ImageMagick 6's writer writes them by default: `components` 3 (YCbCr with the
+/// as a JPEG the way ImageMagick 6's writer writes them: `components` 3 (YCbCr with the
 /// given sampling factors, `sampling` = h0 v0 h1 v1 h2 v2) or 1 (greyscale from the first byte of
-/// each pixel, keeping the first sampling factor), libjpeg's default JFIF header, the integer DCT
-/// ImageMagick 6.9 chooses (the fast one up to quality 90, the slow one above: found by comparing
-/// its files with cjpeg's; a test checks the bytes are the same), `quality` with baseline tables,
+/// each pixel, keeping the first sampling factor), libjpeg's default JFIF header, the accurate
+/// integer DCT (libjpeg's default; ImageMagick is asked for it with `jpeg:dct-method=islow`, as it
+/// picks the fast one up to quality 90 otherwise; a test checks the bytes are the same), `quality` with baseline tables,
 /// optimised Huffman tables when `optimize`, libjpeg's simple progression when `progressive`.
 /// Returns the JPEG (`*length` bytes, for the caller to free), or NULL with libjpeg's message in
 /// `message` (JMSG_LENGTH_MAX bytes).
@@ -354,7 +354,7 @@ static inline unsigned char *pk_jpeg_write(const unsigned char *pixels, unsigned
     writer->info.input_components = components;
     writer->info.in_color_space = components == 1 ? JCS_GRAYSCALE : JCS_RGB;
     jpeg_set_defaults(&writer->info);
-    writer->info.dct_method = quality > 90 ? JDCT_ISLOW : JDCT_IFAST;
+    writer->info.dct_method = JDCT_ISLOW;
     writer->info.optimize_coding = optimize ? TRUE : FALSE;
     if (progressive) jpeg_simple_progression(&writer->info);
     jpeg_set_quality(&writer->info, quality, TRUE);

@@ -5,7 +5,7 @@ import PipelineKit
 
 /// JPEG written by libjpeg directly from 8-bit pixels (``RGB8Pixels``), for the `jpeg` encoder and
 /// `auto`: the same file ImageMagick 6's writer makes of those pixels (the same libjpeg settings:
-/// the integer DCT it picks by quality, baseline quantisation tables at the quality, the sampling factors, optimised Huffman
+/// the accurate integer DCT (``MagickEncoding/jpegDCT``), baseline quantisation tables at the quality, the sampling factors, optimised Huffman
 /// tables, simple progression, libjpeg's default JFIF header; a picture whose pixels are all grey
 /// as a one-channel JPEG), without widening the pixels to ImageMagick's 16 bits and back first.
 ///

@@ -44,6 +44,36 @@ import TestSupport
         #expect(!clock.settle())
     }
 
+    /// The timer is armed once per item and not moved by each wait: when it goes off during a wait,
+    /// or before a wait's length has been added back, it is set again for what is left. A wait
+    /// longer than the whole limit must not strike.
+    @Test func aWaitLongerThanTheLimitIsNotCounted() async throws {
+        let value = try await withItemClock(0.3, timeout: { TimedOut() }) { clock in
+            let wait = clock!.beginWait()
+            try await Task.sleep(for: .milliseconds(900))
+            wait.end()
+            return 7
+        }
+        #expect(value == 7)
+    }
+
+    @Test func theLimitStrikesAfterAWaitForTheTimeLeft() async throws {
+        let loader = ScriptedLoader()
+        loader.script("hung", .hold(Data()))
+        let start = ContinuousClock.now
+        await #expect(throws: TimedOut.self) {
+            try await withItemClock(0.3, timeout: { TimedOut() }) { clock in
+                let wait = clock!.beginWait()
+                try await Task.sleep(for: .milliseconds(600))
+                wait.end()
+                return try await loader.load(Source(text: "scripted://hung", index: 1))
+            }
+        }
+        // Not before the limit plus the wait (a lower bound: a busy machine only adds to it).
+        #expect(ContinuousClock.now - start >= .milliseconds(900))
+        #expect(await loader.log.wait(for: "cancelled hung"))
+    }
+
     @Test func cancellingTheCallerCancelsTheWork() async throws {
         let loader = ScriptedLoader()
         loader.script("hung", .hold(Data()))

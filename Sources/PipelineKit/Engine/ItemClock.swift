@@ -14,11 +14,11 @@ final class StageTracker: Sendable {
 /// The timer is one dispatch timer source per item, cancelled as soon as the item is settled. A
 /// wait only moves the deadline later, so waits leave the timer alone: when it goes off, it strikes
 /// only if the item is running and its own time is used up, and is otherwise set again for the time
-/// left (or, during a wait, when the wait ends). Re-arming at every wait woke dispatch's timer
-/// thread about nine times a request under `serve` (corpus JPEG, 2 connections: 14,528 switches in
-/// 1,639 requests); now about four (6,755 in 1,681). (A task sleeping in `Task.sleep` stays scheduled until its deadline even when cancelled:
-/// with the default 5-minute limit every item of a long list kept one alive, and memory grew with
-/// the list.)
+/// left (or, during a wait, when the wait ends). Re-arming at every wait woke dispatch's overcommit
+/// threads (which run the timers' queue) about nine times a request under `serve` (corpus JPEG, 2
+/// connections: 14,528 switches in 1,639 requests); now about four (6,755 in 1,681). (A task
+/// sleeping in `Task.sleep` stays scheduled until its deadline even when cancelled: with the
+/// default 5-minute limit every item of a long list kept one alive, and memory grew with the list.)
 public final class ItemClock: Sendable {
     /// One serial queue for every timer's handler: the handlers only resume a continuation.
     static let queue = DispatchQueue(label: "pipelinectl.item-clocks")

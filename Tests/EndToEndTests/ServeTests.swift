@@ -147,6 +147,8 @@ import TestSupport
         #expect(listen.status == 2 && listen.stderr.contains("--listen expects HOST:PORT"), "\(listen.stderr)")
         let nice = try await serve([setup.pipelines.path, "--http-nice", "20"])
         #expect(nice.status == 2 && nice.stderr.contains("--http-nice must be 0 to 19, got 20"), "\(nice.stderr)")
+        let wait = try await serve([setup.pipelines.path, "--queue-wait", "soon"])
+        #expect(wait.status == 2 && wait.stderr.contains("--queue-wait expects a duration such as 30s or 2m, got 'soon'"), "\(wait.stderr)")
         try setup.write("broken", "processors:\n  - resize: { widht: 10 }\nencoder: jpeg\n")
         let broken = try await serve([setup.pipelines.path])
         #expect(broken.status == 2 && broken.stderr.contains("broken.yaml:4:") && broken.stderr.contains("did you mean 'width'"), "\(broken.stderr)")
@@ -232,7 +234,7 @@ import TestSupport
         #expect(log.contains("\"status\":200") && log.contains("\"pipeline\":\"resize\""))
         // A made image's line says where its time went.
         let made = try #require(service.accessLog.first { $0.contains("\"status\":200") })
-        #expect(["\"load_ms\":", "\"decode_ms\":", "\"process_ms\":", "\"encode_ms\":"].allSatisfy(made.contains), "\(made)")
+        #expect(["\"queue_ms\":", "\"load_ms\":", "\"decode_ms\":", "\"process_ms\":", "\"encode_ms\":"].allSatisfy(made.contains), "\(made)")
         #expect(!log.contains(String(signed.split(separator: "/")[0])))
     }
 
@@ -348,6 +350,39 @@ import TestSupport
         #expect(Set(bodies).count == 1)
         #expect(origin.requests("/one.jpg") == 1)
         #expect(origin.requests("/two.jpg") == 0)
+    }
+
+    /// Once jobs are seen to be slow, a request that would wait longer than `--queue-wait` is
+    /// refused at once, though queue places are free. The first job is held at the origin for at
+    /// least 2.5 s (a lower bound, whatever the load), so the next one waiting expects 2.5 s.
+    @Test func aQueueOfSlowJobsIsKeptToTheExpectedWait() async throws {
+        let jpeg = try Fixtures.jpeg(64, 48)
+        let gate = DispatchSemaphore(value: 0)
+        let fetched = EventLog()
+        let origin = try ScriptedServer { request, connection in
+            fetched.record(request.path)
+            gate.wait()
+            connection.write("HTTP/1.1 200 OK\r\nContent-Type: image/jpeg\r\nContent-Length: \(jpeg.count)\r\nConnection: close\r\n\r\n")
+            connection.write(jpeg)
+        }
+        defer { origin.stop() }
+        let setup = try Setup()
+        // --timeout: were the third admitted, it would fail as 504 rather than hang the test.
+        let service = try await Self.start(setup, ["--jobs", "1", "--queue", "8", "--queue-wait", "1s", "--timeout", "20s"])
+        defer { service.stop() }
+        let first = Task { try await service.get(try Self.sign("resize", origin.url("/first.jpg"))) }
+        #expect(await fetched.wait(for: "/first.jpg"))
+        try await Task.sleep(for: .seconds(2.5))
+        gate.signal()
+        #expect(try await first.value.status == 200)
+        let second = Task { try await service.get(try Self.sign("resize", origin.url("/second.jpg"))) }
+        #expect(await fetched.wait(for: "/second.jpg"))
+        let refused = try await service.get(try Self.sign("resize", origin.url("/third.jpg")))
+        #expect(refused.status == 429 && refused.headers["retry-after"] == "1", "\(refused.status) \(refused.text)")
+        #expect(Self.problem(refused).detail.contains("past --queue-wait"), "\(refused.text)")
+        gate.signal()
+        #expect(try await second.value.status == 200)
+        #expect(origin.requests("/third.jpg") == 0)
     }
 
     /// The service remembers no result of its own: a changed source is seen by the next request,
@@ -548,8 +583,10 @@ import TestSupport
 
     @Test func sigtermDrainsRequestsInFlightAndExitsZero() async throws {
         let setup = try Setup()
-        // Places for every client: a 429 would be an answer, but this is about draining.
-        let service = try await Self.start(setup, ["--drain-delay", "10s", "--grace", "120s", "--jobs", "2", "--queue", "16"])
+        // Places for every client, however long jobs take: a 429 would be an answer, but this is
+        // about draining.
+        let service = try await Self.start(setup, ["--drain-delay", "10s", "--grace", "120s", "--jobs", "2", "--queue", "16",
+                                                   "--queue-wait", "0"])
         defer { service.stop() }
         let targets = try (16...47).map { try Self.sign("resize", setup.path("a.jpg"), params: ["w": String($0 * 8)]) }
         let outcomes = Shared((ok: 0, refused: 0, other: [String]()))

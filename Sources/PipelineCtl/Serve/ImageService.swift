@@ -16,12 +16,21 @@ struct ServeAnswer: Sendable {
     var source: String?
     /// The item, when one ran (for the run's metrics).
     var item: ItemResult?
+    /// Seconds the request waited for a job place, when it was admitted to one.
+    var queued: Double?
 
     /// Names the pipeline and the source (without its query, which may hold an origin's token)
     /// for the access log and the metrics.
     mutating func label(_ pipeline: String, source: String) {
         self.pipeline = pipeline
         self.source = String(source.prefix { $0 != "?" })
+    }
+
+    /// 429 `busy` with `Retry-After`: the service is at its limit, not failing.
+    static func busy(_ detail: String) -> ServeAnswer {
+        var busy = problem(429, kind: "busy", detail)
+        busy.headers.append(("Retry-After", "1"))
+        return busy
     }
 
     /// An `application/problem+json` answer naming the error's kind.
@@ -140,10 +149,11 @@ final class ImageService: Sendable {
             answer.item = stored
             if answer.status < 500 { return .answered(answer) }
         }
-        guard admission.tryEnter() else {
-            var busy = ServeAnswer.problem(429, kind: "busy", "every job and queue place is taken; retry shortly")
-            busy.headers.append(("Retry-After", "1"))
-            return .answered(busy)
+        switch admission.tryEnter() {
+        case .entered: break
+        case .full: return .answered(.busy("every job and queue place is taken; retry shortly"))
+        case .tooSlow(let wait):
+            return .answered(.busy("the queue would keep this request about \(Units.formatDuration((wait * 1000).rounded() / 1000)), past --queue-wait; retry shortly"))
         }
         return .admitted(AdmittedJob(preset: preset, runner: runner, source: request.source, ifNoneMatch: ifNoneMatch))
     }
@@ -157,15 +167,22 @@ final class ImageService: Sendable {
     }
 
     private func running(_ job: AdmittedJob) async -> ServeAnswer {
+        let arrived = ContinuousClock.now
         do { try await admission.waitForJob() } catch { return .problem(499, kind: "cancelled", "the client went away") }
         defer { admission.finishJob() }
         let runner = job.runner
+        let started = ContinuousClock.now
         let result = await withinTimeLimit { await runner.runItem(Source(text: job.source, index: 1)) }
-        guard let result else {
-            return .problem(504, kind: "timeout", "the image was not ready within \(Units.formatDuration(timeout))")
+        // A job cut short by its client's leaving says nothing about how long jobs take.
+        if result?.error?.kind != .cancelled { admission.recordJob(seconds: (ContinuousClock.now - started).seconds) }
+        var answer: ServeAnswer
+        if let result {
+            answer = respond(result, preset: job.preset, negotiated: job.preset.pipeline.negotiatesFormat, ifNoneMatch: job.ifNoneMatch)
+            answer.item = result
+        } else {
+            answer = .problem(504, kind: "timeout", "the image was not ready within \(Units.formatDuration(timeout))")
         }
-        var answer = respond(result, preset: job.preset, negotiated: job.preset.pipeline.negotiatesFormat, ifNoneMatch: job.ifNoneMatch)
-        answer.item = result
+        answer.queued = (started - arrived).seconds
         return answer
     }
 
@@ -308,32 +325,75 @@ struct RunnerCache {
 }
 
 /// How many requests run at once and how many may wait: past both, a request is refused at once
-/// (429), never queued without bound.
+/// (429), never queued without bound. A request that would wait is also refused when the wait it
+/// can expect (the requests ahead of it, times the recent job time, over the jobs) is past
+/// `queueWait`: a queue of slow answers (big PNGs) then stays short enough for every accepted
+/// request to be answered soon, while quick ones still fill every place.
 final class RequestAdmission: Sendable {
     let jobs: Int
     let queue: Int
+    /// Longest expected wait, in seconds, a request is queued for; 0 for no such limit.
+    let queueWait: Double
     private let admitted = Atomic(0)
     private let running: AsyncSemaphore
+    /// Recent jobs' mean time in seconds (0 until one finished).
+    private let recent = Mutex(0.0)
+    /// Weight of the newest job in ``jobSeconds``: about the last ten jobs count.
+    static let smoothing = 0.2
 
-    init(jobs: Int, queue: Int) {
+    /// What ``tryEnter()`` decided.
+    enum Entry: Equatable, Sendable {
+        /// A place is taken: release it with ``leave()``.
+        case entered
+        /// Every job and queue place is taken.
+        case full
+        /// The request would wait about this many seconds, past `queueWait`.
+        case tooSlow(expectedWait: Double)
+    }
+
+    init(jobs: Int, queue: Int, queueWait: Double = 0) {
         self.jobs = max(1, jobs)
         self.queue = max(0, queue)
+        self.queueWait = max(0, queueWait)
         running = AsyncSemaphore(permits: self.jobs)
     }
 
-    /// Takes a place (running or waiting); `false` when every place is taken.
-    func tryEnter() -> Bool {
+    /// Takes a place (running or waiting) unless every place is taken or the wait is too long.
+    func tryEnter() -> Entry {
         let limit = jobs + queue
         while true {
             let now = admitted.load(ordering: .relaxed)
-            guard now < limit else { return false }
-            if admitted.compareExchange(expected: now, desired: now + 1, ordering: .acquiringAndReleasing).exchanged { return true }
+            guard now < limit else { return .full }
+            if now >= jobs, queueWait > 0 {
+                let wait = expectedWait(ahead: now)
+                if wait > queueWait { return .tooSlow(expectedWait: wait) }
+            }
+            if admitted.compareExchange(expected: now, desired: now + 1, ordering: .acquiringAndReleasing).exchanged { return .entered }
         }
+    }
+
+    /// The wait of a request entering behind `ahead` admitted ones: every job busy, each place
+    /// ahead of it in the queue one job's time, and the running ones counted as one more round
+    /// (an overestimate by half a job, on the safe side).
+    func expectedWait(ahead: Int) -> Double {
+        guard ahead >= jobs else { return 0 }
+        return Double(ahead - jobs + 1) * jobSeconds / Double(jobs)
     }
 
     func leave() { admitted.subtract(1, ordering: .relaxed) }
     func waitForJob() async throws { try await running.acquire() }
     func finishJob() { running.release() }
+
+    /// Counts a finished job's time (from its place to its answer) into ``jobSeconds``.
+    func recordJob(seconds: Double) {
+        guard seconds.isFinite, seconds >= 0 else { return }
+        recent.withLock { mean in
+            mean = mean == 0 ? seconds : mean + Self.smoothing * (seconds - mean)
+        }
+    }
+
+    /// Recent jobs' mean time in seconds; 0 before the first.
+    var jobSeconds: Double { recent.withLock { $0 } }
 
     /// Requests admitted now (running and waiting).
     var inFlight: Int { admitted.load(ordering: .relaxed) }

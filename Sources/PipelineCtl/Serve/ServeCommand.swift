@@ -42,6 +42,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Requests that may wait for a job; past jobs + queue, 429 at once (default: 4 per job).")
     var queue: Int?
 
+    @Option(help: "Longest wait a request is queued for, expected from recent jobs' times; past it, 429 at once (0: only --queue bounds the queue).")
+    var queueWait: String = "250ms"
+
     @Option(help: "Longest time a request may take, waiting included (then 504).")
     var timeout: String = "30s"
 
@@ -75,7 +78,7 @@ struct Serve: AsyncParsableCommand {
         if let queue, queue < 0 { throw ValidationError("--queue must be 0 or more") }
         if let workers, workers < 1 { throw ValidationError("--workers must be at least 1") }
         if !(0...19).contains(httpNice) { throw ValidationError("--http-nice must be 0 to 19, got \(httpNice)") }
-        for (name, value) in [("--timeout", timeout), ("--grace", grace), ("--drain-delay", drainDelay)] where Units.parseDuration(value) == nil {
+        for (name, value) in [("--timeout", timeout), ("--queue-wait", queueWait), ("--grace", grace), ("--drain-delay", drainDelay)] where Units.parseDuration(value) == nil {
             throw ValidationError("\(name) expects a duration such as 30s or 2m, got '\(value)'")
         }
         for (name, value) in [("--decode-memory", decodeMemory), ("--response-memory", responseMemory)] where (Units.parseSize(value) ?? 0) < 1 {
@@ -127,6 +130,8 @@ struct ServeSettings: Sendable {
     var listen: ListenAddress
     var jobs: Int
     var queue: Int
+    /// Longest expected queue wait in seconds (`--queue-wait`; 0: no such limit).
+    var queueWait: Double
     var timeout: Double
     var workers: Int
     var decodeMemory: Int
@@ -141,6 +146,7 @@ struct ServeSettings: Sendable {
         let cores = ProcessInfo.processInfo.activeProcessorCount
         jobs = command.jobs ?? cores
         queue = command.queue ?? 4 * jobs
+        queueWait = Units.parseDuration(command.queueWait) ?? 0.25
         timeout = Units.parseDuration(command.timeout) ?? 30
         workers = command.workers ?? cores
         decodeMemory = Units.parseSize(command.decodeMemory) ?? 200 << 20
@@ -227,7 +233,7 @@ enum ServiceSetup {
             }
         }
         if invalid { throw Exit.invalid }
-        return ImageService(presets: presets, keys: keys, admission: RequestAdmission(jobs: settings.jobs, queue: settings.queue),
+        return ImageService(presets: presets, keys: keys, admission: RequestAdmission(jobs: settings.jobs, queue: settings.queue, queueWait: settings.queueWait),
                             store: store, timeout: settings.timeout)
     }
 }

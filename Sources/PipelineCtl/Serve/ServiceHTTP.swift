@@ -83,8 +83,7 @@ struct ServiceHTTP: Sendable {
             answer = .problem(405, kind: "method_not_allowed", "only GET and HEAD")
             answer.headers.append(("Allow", "GET, HEAD"))
         }
-        let elapsed = (ContinuousClock.now - start).components
-        let seconds = Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
+        let seconds = (ContinuousClock.now - start).seconds
         metrics.record(answer, seconds: seconds)
         if accessLog, !["/livez", "/readyz"].contains(path) { Self.log(request, answer, seconds: seconds) }
         return Self.response(answer, head: request.method == .head)
@@ -140,6 +139,7 @@ struct ServiceHTTP: Sendable {
         if let source = answer.source { line.add("source", source) }
         if let type = answer.headers.first(where: { $0.0 == "Content-Type" })?.1, type.hasPrefix("image/") { line.add("type", type) }
         if let error = answer.item?.error { line.add("error", error.kind.rawValue) }
+        if let queued = answer.queued { line.add("queue_ms", (queued * 10_000).rounded() / 10) }
         if let timings = answer.item?.timings {
             for (name, ms) in [("load_ms", timings.load), ("decode_ms", timings.decode), ("process_ms", timings.process),
                                ("encode_ms", timings.encode)] where ms > 0 {

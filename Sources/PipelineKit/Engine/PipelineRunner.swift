@@ -484,7 +484,8 @@ public final class PipelineRunner: Sendable {
 }
 
 extension Duration {
-    var seconds: Double {
+    /// The duration in seconds, as a `Double` (for timings, limits and logs).
+    public var seconds: Double {
         let (s, attoseconds) = components
         return Double(s) + Double(attoseconds) / 1e18
     }

@@ -32,6 +32,27 @@ import TestSupport
         #expect(!FileManager.default.fileExists(atPath: path))
     }
 
+    /// An entry checked once is not hashed again on every hit, but a change to its file after
+    /// that check is caught: damaged in place after a hit, it is dropped, never served. (The
+    /// damage is dated explicitly so the test does not depend on the kernel's timestamp grain.)
+    @Test func anEntryDamagedAfterAHitIsDroppedNeverServed() async throws {
+        let dir = try Fixtures.temporaryDirectory()
+        let cache = DiskDataCache(path: dir.path, sizeLimit: 10_000_000)
+        try await cache.store(LoadedData(data: Data(repeating: 7, count: 1000)), for: "k")
+        #expect(await cache.data(for: "k")?.data == Data(repeating: 7, count: 1000))
+        #expect(await cache.data(for: "k")?.data == Data(repeating: 7, count: 1000))
+        let path = cache.entryPath(for: "k")
+        let before = try FileManager.default.attributesOfItem(atPath: path)[.systemFileNumber] as? Int
+        let handle = try #require(FileHandle(forUpdatingAtPath: path))
+        try handle.seek(toOffset: try handle.seekToEnd() - 10)
+        try handle.write(contentsOf: [0x55])
+        try handle.close()
+        try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSince1970: 1_000_000_000)], ofItemAtPath: path)
+        #expect(try FileManager.default.attributesOfItem(atPath: path)[.systemFileNumber] as? Int == before, "damaged in place")
+        #expect(await cache.data(for: "k") == nil)
+        #expect(!FileManager.default.fileExists(atPath: path))
+    }
+
     @Test func truncatedEntryIsDropped() async throws {
         let dir = try Fixtures.temporaryDirectory()
         let cache = DiskDataCache(path: dir.path, sizeLimit: 10_000_000)

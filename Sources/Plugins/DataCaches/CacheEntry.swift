@@ -109,14 +109,15 @@ enum CacheEntry {
         return (Int(length), Data(bytes[16..<48]), Int(metaLength))
     }
 
-    /// The meta and body of a whole entry; `nil` when it is short, damaged or foreign.
-    static func decode(_ file: Data) -> (Meta, Data)? {
+    /// The meta and body of a whole entry; `nil` when it is short, damaged or foreign. With
+    /// `verify` false the body's checksum is not computed (the caller checked these very bytes).
+    static func decode(_ file: Data, verify: Bool = true) -> (Meta, Data)? {
         guard let (length, checksum, metaLength) = header([UInt8](file.prefix(headerLength))),
               file.count == headerLength + metaLength + length else { return nil }
         let start = file.startIndex
         let metaData = file[(start + headerLength)..<(start + headerLength + metaLength)]
         let body = file[(start + headerLength + metaLength)...]
-        guard Hashing.sha256(Data(body)) == checksum,
+        guard !verify || Hashing.sha256(Data(body)) == checksum,
               let meta = try? JSONDecoder().decode(Meta.self, from: metaData) else { return nil }
         return (meta, Data(body))
     }

@@ -8,7 +8,9 @@ import Synchronization
 /// An entry is named by the SHA-256 of its key and written to a temporary file, then renamed, so
 /// a reader (in this process or another sharing the directory) sees a whole entry or none. It
 /// starts with a header holding the body's length and SHA-256; a read that finds a short, damaged
-/// or foreign file deletes it and reports a miss, so a damaged entry is never served.
+/// or foreign file deletes it and reports a miss, so a damaged entry is never served. The
+/// checksum is computed on the first read of an entry in this process and again whenever its file
+/// changes (inode, size, modification or change time); unchanged hits skip it.
 ///
 /// Freshness (`policy`): `http` follows the response's `Cache-Control` (`max-age`, `no-cache`,
 /// `no-store`, `immutable`) or `Expires`, and `ttl` when the response gives no lifetime; a stale
@@ -46,6 +48,11 @@ public final class DiskDataCache: DataCaching, DataCacheMaintenance {
     /// Held by a sweep, and by a write recording its size, so a write that lands during a sweep is
     /// counted once at least (never lost from the total).
     private let sweeping = Mutex(())
+    /// Entry files whose checksum held when this process last read them, as they were then: a
+    /// hit on one that has not changed since (same inode, size, modification and change times)
+    /// is not hashed again, so a stored result is served without reading its body twice.
+    private let verified = Mutex([String: FileIdentity]())
+    static let verifiedCapacity = 65_536
 
     /// - Parameter now: the clock freshness is judged by (tests inject one).
     public init(path: String, sizeLimit: Int, sweepTo: Double = 0.7, ttl: Double = 7 * 86_400,
@@ -79,17 +86,74 @@ public final class DiskDataCache: DataCaching, DataCacheMaintenance {
         guard policy != .off else { return nil }
         let path = entryPath(for: key)
         return try? await WorkerPool.io.run { [self] () -> CachedEntry? in
-            guard let file = FileManager.default.contents(atPath: path) else { return nil }
-            guard let (meta, body) = CacheEntry.decode(file), meta.key == key else {
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { return nil }
+            defer { close(fd) }
+            guard let (file, identity) = Self.readWhole(fd) else { return nil }
+            let checked = verified.withLock { $0[path] == identity }
+            guard let (meta, body) = CacheEntry.decode(file, verify: !checked), meta.key == key else {
                 unlink(path)  // damaged or foreign: never served, refetched by the caller
+                verified.withLock { $0[path] = nil }
                 return nil
             }
             guard let fresh = freshness(meta) else { return nil }
-            utimes(path, nil)  // last access, for LRU
+            futimens(fd, nil)  // last access, for LRU
+            var after = stat()
+            if fstat(fd, &after) == 0 {
+                verified.withLock { known in
+                    if known.count >= Self.verifiedCapacity { known.removeAll(keepingCapacity: true) }
+                    known[path] = FileIdentity(after)
+                }
+            }
             return CachedEntry(data: LoadedData(data: body, contentType: meta.contentType, finalURL: meta.finalURL,
                                                 directives: meta.directives),
                                isFresh: fresh, output: meta.output)
         }
+    }
+
+    /// Which file, and which version of it: any write to it (or a new file renamed into its
+    /// place) changes its inode, size or change time.
+    struct FileIdentity: Equatable {
+        let device: UInt64
+        let inode: UInt64
+        let size: Int64
+        let modified: timespec
+        let changed: timespec
+
+        init(_ info: stat) {
+            device = UInt64(info.st_dev)
+            inode = UInt64(info.st_ino)
+            size = Int64(info.st_size)
+            modified = info.st_mtim
+            changed = info.st_ctim
+        }
+
+        static func == (a: Self, b: Self) -> Bool {
+            a.device == b.device && a.inode == b.inode && a.size == b.size
+                && a.modified.tv_sec == b.modified.tv_sec && a.modified.tv_nsec == b.modified.tv_nsec
+                && a.changed.tv_sec == b.changed.tv_sec && a.changed.tv_nsec == b.changed.tv_nsec
+        }
+    }
+
+    /// The whole file open at `fd` and its identity when read; `nil` when it cannot be read.
+    static func readWhole(_ fd: Int32) -> (Data, FileIdentity)? {
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_size >= 0 else { return nil }
+        let size = Int(info.st_size)
+        var data = Data(count: size)
+        let read = data.withUnsafeMutableBytes { buffer -> Int in
+            var done = 0
+            while done < size {
+                let n = Glibc.read(fd, buffer.baseAddress! + done, size - done)
+                if n < 0, errno == EINTR { continue }
+                guard n > 0 else { break }
+                done += n
+            }
+            return done
+        }
+        // A file that shrank while read fails its length check in decode; one that grew is not this entry.
+        guard read == size else { return nil }
+        return (data, FileIdentity(info))
     }
 
     public func store(_ loaded: LoadedData, for key: String, output: OutputStamp?) async throws {

@@ -8,6 +8,7 @@ peers and builds the release binary. Prints a table and writes it to bench/resul
   load       wrk rotating over the group's files: for the throughput table 2 connections, one per
              wrk thread, each thread starting half-way through the list from the other, every
              request's latency kept by source; 8 connections for stored results, 64 for overload
+             (both on every group)
   latency    p50/p99 of all requests, and the p99 of each request's latency over its own source's
              median: the photos span 1 to 15 MP, so the first pair mostly measures the spread of
              their sizes, the second what the service adds to each
@@ -445,29 +446,32 @@ def main():
             print(json.dumps({k: ({n: x for n, x in v.items() if n != "latencies"} if isinstance(v, dict) else v)
                               for k, v in row.items()}), flush=True)
 
-        # Stored results and overload, on the corpus JPEG group.
-        label, files = found[0]
-        slug = re.sub(r"[^a-z]+", "-", label.lower()).strip("-")
-        paths = [sign("/fit/" + f"http://127.0.0.1:{origin}/{slug}/{os.path.basename(f)}") for f in files]
-        process, port = start_ours(work, "stored", "{}", cache=os.path.join(work, "cache"))
-        fetch_all(port, paths, os.path.join(work, "out", "stored"))
-        sampler = Sampler(process.pid)
-        stored = wrk(port, paths, work, 8, SECONDS)
-        peaks["ours"] = max(peaks["ours"], sampler.stop())
-        stop(process)
-        print(json.dumps({"stored": stored}), flush=True)
+        # Stored results and overload, on every group: stored answers are as large as the
+        # format makes them, and a queue is as long as the group's jobs are slow.
+        loads = []
+        for label, files in found:
+            slug = re.sub(r"[^a-z]+", "-", label.lower()).strip("-")
+            paths = [sign("/fit/" + f"http://127.0.0.1:{origin}/{slug}/{os.path.basename(f)}") for f in files]
+            process, port = start_ours(work, "stored-" + slug, "{}", cache=os.path.join(work, "cache-" + slug))
+            fetch_all(port, paths, os.path.join(work, "out", "stored-" + slug))
+            sampler = Sampler(process.pid)
+            stored = wrk(port, paths, work, 8, SECONDS)
+            peaks["ours"] = max(peaks["ours"], sampler.stop())
+            stop(process)
+            print(json.dumps({"group": label, "stored": stored}), flush=True)
 
-        process, port = start_ours_overload(work)
-        sampler = Sampler(process.pid)
-        overload = wrk(port, paths, work, 64, OVERLOAD_SECONDS)
-        peaks["ours"] = max(peaks["ours"], sampler.stop())
-        statuses, buckets = metrics(port)
-        stop(process)
-        overload.update({"statuses": statuses, "429_within_10ms": share_within(buckets, "429", 0.01),
-                         "200_within_1s": share_within(buckets, "200", 1.0)})
-        print(json.dumps({"overload": overload}), flush=True)
+            process, port = start_ours_overload(work)
+            sampler = Sampler(process.pid)
+            overload = wrk(port, paths, work, 64, OVERLOAD_SECONDS)
+            peaks["ours"] = max(peaks["ours"], sampler.stop())
+            statuses, buckets = metrics(port)
+            stop(process)
+            overload.update({"statuses": statuses, "429_within_10ms": share_within(buckets, "429", 0.01),
+                             "200_within_1s": share_within(buckets, "200", 1.0)})
+            print(json.dumps({"group": label, "overload": overload}), flush=True)
+            loads.append({"group": label, "stored": stored, "overload": overload})
         if not only_load:
-            write_table(rows, stored, overload, peaks, partial=bool(os.environ.get("BENCH_SERVE_GROUPS")))
+            write_table(rows, loads, peaks, partial=bool(os.environ.get("BENCH_SERVE_GROUPS")))
     finally:
         if nginx:
             nginx.terminate()
@@ -486,7 +490,7 @@ def start_ours_overload(work):
     return process, int(match.group(1))
 
 
-def write_table(rows, stored, overload, peaks, partial=False):
+def write_table(rows, loads, peaks, partial=False):
     out = ["| group | files | ours req/s (p50/p99 ms) | ours fast req/s (p50/p99) | thumbor req/s (p50/p99) | 2x vipsthumbnail img/s "
            "| ours/vips | fast/thumbor | ours/thumbor | worst PSNR ours / fast / thumbor | p99 / own source's median: ours / fast / thumbor "
            "| answers' KiB ours / fast / thumbor |",
@@ -502,12 +506,17 @@ def write_table(rows, stored, overload, peaks, partial=False):
     closes = sum(r[k]["errors"] for r in rows for k in ("ours", "ours-fast"))
     out += ["", f"Answers other than 2xx during the table: {failures or 'none'}. Read errors wrk counts for ours "
             f"(connections closed under it): {closes}.", "",
-            f"Stored results (data cache `store: processed`, 8 connections): {stored['rate']:.0f} req/s, "
-            f"p50 {stored['p50']:.2f} ms, p99 {stored['p99']:.2f} ms, non-2xx {stored['non2xx']}.", "",
-            f"Overload (64 connections, {OVERLOAD_SECONDS} s, default jobs and queue): {overload['rate']:.1f} answers/s, "
-            f"statuses {json.dumps(overload['statuses'])}, socket errors {overload['errors']}; "
-            f"429 answered within 10 ms (server side): {fmt_share(overload['429_within_10ms'])}; "
-            f"200 within 1 s: {fmt_share(overload['200_within_1s'])}.", "",
+            "Stored results (data cache `store: processed`, 8 connections) and overload (64 connections, "
+            f"{OVERLOAD_SECONDS} s, default jobs, queue and queue wait), each group's files:", "",
+            "| group | stored req/s | stored p50 / p99 ms | stored non-2xx | overload answers/s | overload statuses "
+            "| 429 within 10 ms (server) | 200 within 1 s (server) | socket errors |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for load in loads:
+        st, ov = load["stored"], load["overload"]
+        statuses = ", ".join(f"{k}: {v:.0f}" for k, v in sorted(ov["statuses"].items()))
+        out.append(f"| {load['group']} | {st['rate']:.0f} | {st['p50']:.2f} / {st['p99']:.2f} | {st['non2xx']} | {ov['rate']:.0f} "
+                   f"| {statuses} | {fmt_share(ov['429_within_10ms'])} | {fmt_share(ov['200_within_1s'])} | {ov['errors']} |")
+    out += ["",
             "Peak RSS (MiB): " + ", ".join(f"{k} {v:.0f}" for k, v in peaks.items()) + "."]
     text = "\n".join(out) + "\n"
     print(text)

@@ -2,7 +2,7 @@
 # The service benchmark (issue 32): `pipelinectl serve` against thumbor 7.8 and two vipsthumbnail
 # processes on the same photos, through a loopback nginx origin, load from wrk (bench/serve.py).
 # Installs what is missing (Debian: nginx-light wrk libvips-tools imagemagick; PyPI: thumbor 7.8),
-# builds the release binary. About 15 minutes on two cores.
+# builds the release binary. About 25 minutes on two cores.
 # Usage: bench/serve.sh   (env: BENCH_SERVE_SECONDS=20 BENCH_OVERLOAD_SECONDS=60 BENCH_KEEP=1,
 #                         BENCH_SERVE_ONLY=load: only stored results and overload,
 #                         BENCH_SERVE_GROUPS="corpus JPEG,formats PNG": only these groups, table not saved)

@@ -321,14 +321,7 @@ import TestSupport
 
     @Test func identicalRequestsShareOneFetchAndOverloadIsRefusedAtOnce() async throws {
         let jpeg = try Fixtures.jpeg(640, 480)
-        let gate = DispatchSemaphore(value: 0)
-        let fetched = EventLog()
-        let origin = try ScriptedServer { request, connection in
-            fetched.record(request.path)
-            gate.wait()
-            connection.write("HTTP/1.1 200 OK\r\nContent-Type: image/jpeg\r\nContent-Length: \(jpeg.count)\r\nConnection: close\r\n\r\n")
-            connection.write(jpeg)
-        }
+        let (origin, gate, fetched) = try Self.gatedOrigin(jpeg)
         defer { origin.stop() }
         let setup = try Setup()
         let service = try await Self.start(setup, ["--jobs", "6", "--queue", "0"])
@@ -357,14 +350,7 @@ import TestSupport
     /// least 2.5 s (a lower bound, whatever the load), so the next one waiting expects 2.5 s.
     @Test func aQueueOfSlowJobsIsKeptToTheExpectedWait() async throws {
         let jpeg = try Fixtures.jpeg(64, 48)
-        let gate = DispatchSemaphore(value: 0)
-        let fetched = EventLog()
-        let origin = try ScriptedServer { request, connection in
-            fetched.record(request.path)
-            gate.wait()
-            connection.write("HTTP/1.1 200 OK\r\nContent-Type: image/jpeg\r\nContent-Length: \(jpeg.count)\r\nConnection: close\r\n\r\n")
-            connection.write(jpeg)
-        }
+        let (origin, gate, fetched) = try Self.gatedOrigin(jpeg)
         defer { origin.stop() }
         let setup = try Setup()
         // --timeout: were the third admitted, it would fail as 504 rather than hang the test.
@@ -540,6 +526,20 @@ import TestSupport
         #expect(answers.map(\.status) == [200, 200, 200], "\(answers.map { ($0.status, $0.text.prefix(200)) })")
         #expect(answers.allSatisfy { $0.headers["content-type"] == "image/jpeg" && $0.body.starts(with: [0xFF, 0xD8]) })
         #expect(origin.requests("/a.jpg") == 1 && origin.requests("/b.jpg") == 1 && origin.requests("/c.jpg") == 1)
+    }
+
+    /// An origin that records each request's path, then holds it until `gate` is signalled once
+    /// for it, and answers `jpeg`.
+    static func gatedOrigin(_ jpeg: Data) throws -> (ScriptedServer, DispatchSemaphore, EventLog) {
+        let gate = DispatchSemaphore(value: 0)
+        let fetched = EventLog()
+        let origin = try ScriptedServer { request, connection in
+            fetched.record(request.path)
+            gate.wait()
+            connection.write("HTTP/1.1 200 OK\r\nContent-Type: image/jpeg\r\nContent-Length: \(jpeg.count)\r\nConnection: close\r\n\r\n")
+            connection.write(jpeg)
+        }
+        return (origin, gate, fetched)
     }
 
     /// Polls `/metrics` (an event the test waits on, not a time) until `count` requests are admitted.

@@ -33,8 +33,11 @@ import Testing
             return
         }
         #expect(abs(wait - 0.6) < 1e-9, "\(wait)")
+        // Readiness says so (503) while the next request would be refused.
+        #expect(admission.isSaturated)
         // A place given back lets exactly one more in.
         admission.leave()
+        #expect(!admission.isSaturated)
         #expect(admission.tryEnter() == .entered)
         #expect(admission.tryEnter() != .entered)
     }

@@ -397,5 +397,9 @@ final class RequestAdmission: Sendable {
 
     /// Requests admitted now (running and waiting).
     var inFlight: Int { admitted.load(ordering: .relaxed) }
-    var isSaturated: Bool { inFlight >= jobs + queue }
+    /// Whether a request arriving now would be refused: every place taken, or its wait too long.
+    var isSaturated: Bool {
+        let now = inFlight
+        return now >= jobs + queue || (queueWait > 0 && expectedWait(ahead: now) > queueWait)
+    }
 }

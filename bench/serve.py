@@ -11,10 +11,12 @@ peers and builds the release binary. Prints a table and writes it to bench/resul
              (both on every group)
   latency    p50/p99 of all requests, and the p99 of each request's latency over its own source's
              median: the photos span 1 to 15 MP, so the first pair mostly measures the spread of
-             their sizes, the second what the service adds to each
+             their sizes, the second what the service adds to each; and the p99 of each request's
+             latency minus that median, in ms (the ratio weighs the same wait more on faster answers)
   ours       `pipelinectl serve`, signed URLs, no data cache (uncached) unless stated; twice: the
              default decoder (shrink-on-load keeps 2x the fitted size, 3x where a PNG is averaged
-             in blocks) and `shrink_on_load: fast`
+             in blocks) and `shrink_on_load: fast`; each as one process on both CPUs, then as
+             thumbor is run: two processes each held to one CPU, one connection to each
   thumbor    thumbor 7.8 (Pillow), two single-process servers on two ports with one connection
              each (see wrk_pair), no storage, no result storage, same quality and PNG zlib level
   vips       `vipsthumbnail` on the local files, two processes at once: no HTTP, a reference
@@ -141,10 +143,12 @@ def sign(path):
     return "/" + signature + path
 
 
-def start_ours(work, name, decoder, cache=None):
+def start_ours(work, name, decoder, cache=None, cpu=None):
+    """`pipelinectl serve` with the preset `name`; `cpu`: held to that one CPU (taskset), so
+    its jobs, workers and threads default to one."""
     directory = write_preset(work, name, decoder, cache)
     env = dict(os.environ, PIPELINECTL_KEYS="bench:" + KEY.hex())
-    process = subprocess.Popen([BIN, "serve", directory, "--listen", "127.0.0.1:0", "--no-access-log", "--queue", "256",
+    process = subprocess.Popen(([] if cpu is None else ["taskset", "-c", str(cpu)]) + [BIN, "serve", directory, "--listen", "127.0.0.1:0", "--no-access-log", "--queue", "256",
                                 "--timeout", "120s"] + EXTRA, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True,
                                start_new_session=True)
     line = process.stdout.readline()
@@ -271,6 +275,7 @@ end
     if per_source:
         result["latencies"] = [(int(a), int(b)) for a, b in re.findall(r"LAT (\d+) (\d+)", out)]
         result["own"] = own_source_p99(result["latencies"])
+        result["excess"] = own_source_excess_p99(result["latencies"])
     return result
 
 
@@ -283,6 +288,18 @@ def own_source_p99(latencies):
     medians = {k: sorted(v)[len(v) // 2] for k, v in by_source.items() if len(v) >= 3}
     ratios = sorted(us / medians[source] for source, us in latencies if source in medians and medians[source] > 0)
     return ratios[min(len(ratios) - 1, int(len(ratios) * 0.99))] if ratios else None
+
+
+def own_source_excess_p99(latencies):
+    """The 99th percentile, in ms, of each request's latency minus the median of its own source's
+    (same sources as `own_source_p99`): the time the service added beyond its usual, in absolute
+    terms. The ratio weighs the same few ms of waiting more on a service that answers faster."""
+    by_source = {}
+    for source, us in latencies:
+        by_source.setdefault(source, []).append(us)
+    medians = {k: sorted(v)[len(v) // 2] for k, v in by_source.items() if len(v) >= 3}
+    excess = sorted((us - medians[source]) / 1000 for source, us in latencies if source in medians)
+    return excess[min(len(excess) - 1, int(len(excess) * 0.99))] if excess else None
 
 
 def wrk_pair(ports, paths, work, seconds):
@@ -304,7 +321,7 @@ def wrk_pair(ports, paths, work, seconds):
     latencies = a["latencies"] + b["latencies"]
     return {"rate": a["rate"] + b["rate"], "p50": (a["p50"] + b["p50"]) / 2, "p99": max(a["p99"], b["p99"]),
             "non2xx": a["non2xx"] + b["non2xx"], "errors": a["errors"] + b["errors"], "requests": a["requests"] + b["requests"],
-            "latencies": latencies, "own": own_source_p99(latencies)}
+            "latencies": latencies, "own": own_source_p99(latencies), "excess": own_source_excess_p99(latencies)}
 
 
 def fetch_all(port, paths, directory):
@@ -405,7 +422,7 @@ def main():
     if os.environ.get("BENCH_SERVE_GROUPS"):  # "corpus JPEG,formats PNG": these groups only
         wanted = os.environ["BENCH_SERVE_GROUPS"].split(",")
         found = [g for g in found if g[0] in wanted] or sys.exit(f"no group named {wanted}")
-    lines, peaks = [], {"ours": 0, "ours-fast": 0, "thumbor": 0}
+    lines, peaks = [], {"ours": 0, "ours-fast": 0, "thumbor": 0}  # and "... per CPU": both processes
     nginx, origin = None, None
     try:
         rows = []
@@ -441,6 +458,18 @@ def main():
                 row[name]["psnr"] = worst_psnr(outputs, references)
                 row[name]["bytes"] = sum(os.path.getsize(o) for o in outputs)
                 stop(process)
+                # The same service laid out as thumbor is: one process per CPU, one connection each.
+                pair = [start_ours(work, f"{name}-cpu{cpu}", decoder, cpu=cpu) for cpu in sorted(os.sched_getaffinity(0))[:2]]
+                same = True
+                for index, (_, port) in enumerate(pair):
+                    again = fetch_all(port, paths, os.path.join(work, "out", f"{name}-cpu{index}", slug))
+                    same = same and all(open(a, "rb").read() == open(b, "rb").read() for a, b in zip(outputs, again))
+                samplers = [Sampler(process.pid) for process, _ in pair]
+                row[name + "-percpu"] = wrk_pair([port for _, port in pair], paths, work, SECONDS)
+                row[name + "-percpu"]["same"] = same
+                peaks[name + " per CPU"] = max(peaks.get(name + " per CPU", 0), sum(sampler.stop() for sampler in samplers))
+                for process, _ in pair:
+                    stop(process)
             pair = [start_thumbor(work, processes=1) for _ in range(2)]
             paths = [f"/unsafe/fit-in/{SIZE}x{SIZE}/" + s for s in sources]
             outputs = fetch_all(pair[0][1], paths, os.path.join(work, "out", "thumbor", slug))
@@ -508,8 +537,9 @@ def start_ours_overload(work):
 def write_table(rows, loads, peaks, partial=False):
     out = ["| group | files | ours req/s (p50/p99 ms) | ours fast req/s (p50/p99) | thumbor req/s (p50/p99) | 2x vipsthumbnail img/s "
            "| ours/vips | fast/vips | fast/thumbor | ours/thumbor | worst PSNR ours / fast / thumbor / vips "
-           "| p99 / own source's median: ours / fast / thumbor | answers' KiB ours / fast / thumbor |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| p99 / own source's median: ours / fast / thumbor | p99 over own source's median, ms: ours / fast / thumbor | answers' KiB ours / fast / thumbor |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    excess = lambda x: "-" if x.get("excess") is None else f"{x['excess']:.1f}"  # noqa: E731
     own = lambda x: "-" if x.get("own") is None else f"{x['own']:.2f}"  # noqa: E731
     for r in rows:
         o, f, t = r["ours"], r["ours-fast"], r["thumbor"]
@@ -517,9 +547,20 @@ def write_table(rows, loads, peaks, partial=False):
                    f"| {t['rate']:.1f} ({t['p50']:.0f}/{t['p99']:.0f}) | {r['vips']:.1f} | {o['rate'] / r['vips']:.2f}x | {f['rate'] / r['vips']:.2f}x "
                    f"| {f['rate'] / t['rate']:.2f}x | {o['rate'] / t['rate']:.2f}x "
                    f"| {o['psnr']:.2f} / {f['psnr']:.2f} / {t['psnr']:.2f} / {r['vips_psnr']:.2f} "
-                   f"| {own(o)} / {own(f)} / {own(t)} | {o['bytes'] / 1024:.0f} / {f['bytes'] / 1024:.0f} / {t['bytes'] / 1024:.0f} |")
-    failures = {f"{r['group']} {k}": r[k]["non2xx"] for r in rows for k in ("ours", "ours-fast", "thumbor") if r[k]["non2xx"]}
-    closes = sum(r[k]["errors"] for r in rows for k in ("ours", "ours-fast"))
+                   f"| {own(o)} / {own(f)} / {own(t)} | {excess(o)} / {excess(f)} / {excess(t)} | {o['bytes'] / 1024:.0f} / {f['bytes'] / 1024:.0f} / {t['bytes'] / 1024:.0f} |")
+    out += ["", "The same service laid out as thumbor is run: two processes, each held to one CPU (`taskset -c`; its "
+            "jobs and workers then default to one), one connection to each:", "",
+            "| group | ours req/s (p50/p99 ms) | fast req/s (p50/p99) | ours/thumbor | fast/thumbor | ours/vips | fast/vips "
+            "| p99 / own source's median: ours / fast | p99 over own source's median, ms: ours / fast | answers as one process's |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        o, f, t = r["ours-percpu"], r["ours-fast-percpu"], r["thumbor"]
+        out.append(f"| {r['group']} | {o['rate']:.1f} ({o['p50']:.0f}/{o['p99']:.0f}) | {f['rate']:.1f} ({f['p50']:.0f}/{f['p99']:.0f}) "
+                   f"| {o['rate'] / t['rate']:.2f}x | {f['rate'] / t['rate']:.2f}x | {o['rate'] / r['vips']:.2f}x | {f['rate'] / r['vips']:.2f}x "
+                   f"| {own(o)} / {own(f)} | {excess(o)} / {excess(f)} | {'identical' if o['same'] and f['same'] else 'DIFFERENT'} |")
+    failures = {f"{r['group']} {k}": r[k]["non2xx"] for r in rows for k in ("ours", "ours-fast", "thumbor", "ours-percpu", "ours-fast-percpu")
+                if r[k]["non2xx"]}
+    closes = sum(r[k]["errors"] for r in rows for k in ("ours", "ours-fast", "ours-percpu", "ours-fast-percpu"))
     out += ["", f"Answers other than 2xx during the table: {failures or 'none'}. Read errors wrk counts for ours "
             f"(connections closed under it): {closes}.", "",
             "Stored results (data cache `store: processed`, 8 connections) and overload (64 connections, "

@@ -57,7 +57,7 @@ struct ShardOptions: ParsableArguments {
 /// How a run uses the machine, for `run` and `work`: CPU workers, the memory decodes may take, the
 /// time one item may take.
 struct EngineOptions: ParsableArguments {
-    @Option(help: "CPU workers for decode, process and encode (default: one per core, each pinned to its own).")
+    @Option(help: "CPU workers for decode, process and encode (default: one per CPU the process may use, counting its affinity mask and cgroup CPU quota; each pinned to a CPU of its own when they match the mask).")
     var workers: Int?
 
     @Option(help: "Memory decodes in progress may take together, estimated from each header (e.g. 200MiB, 1GB); huge images wait for each other.")

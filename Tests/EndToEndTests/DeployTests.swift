@@ -162,7 +162,8 @@ extension ObjectStorageTests {
             open(sys.argv[2], "w").write(next(d for d in docs if d["kind"] == "ConfigMap")["data"]["thumbnails.yaml"])
             print(json.dumps({"args": container["args"], "grace": pod["terminationGracePeriodSeconds"],
                               "live": container["livenessProbe"]["httpGet"]["path"], "ready": container["readinessProbe"]["httpGet"]["path"],
-                              "user": pod["securityContext"]["runAsUser"]}))
+                              "user": pod["securityContext"]["runAsUser"],
+                              "cpu": [container["resources"]["requests"].get("cpu"), container["resources"]["limits"].get("cpu")]}))
             """, manifest, preset])
         let parsed = try #require(try JSONSerialization.jsonObject(with: Data(facts.stdout.utf8)) as? [String: Any], "\(facts.stderr)")
         let args = try #require(parsed["args"] as? [String])
@@ -171,6 +172,9 @@ extension ObjectStorageTests {
         func seconds(_ flag: String) -> Double { args.firstIndex(of: flag).flatMap { Units.parseDuration(args[$0 + 1]) } ?? 0 }
         #expect(Double(parsed["grace"] as? Int ?? 0) > seconds("--drain-delay") + seconds("--grace"))
         #expect(parsed["user"] as? Int == 10001)
+        // A CPU limit (the service's jobs and workers default to it), the same as the request.
+        let cpu = parsed["cpu"] as? [String] ?? []  // a missing limit is JSON null: no [String]
+        #expect(cpu.count == 2 && cpu[0] == cpu[1], "requests and limits of cpu: \(String(describing: parsed["cpu"]))")
         let validated = try await Command.run(ObjectStorageTests.binary, ["validate", preset], directory: Fixtures.packageRoot)
         #expect(validated.status == 0, "\(validated.stdout)\(validated.stderr)")
     }

@@ -205,6 +205,27 @@ import TestSupport
         #expect(threads.filter { $0.nice == lowered }.allSatisfy { $0.name.hasPrefix("NIO-") } || base >= 7, "\(threads)")
     }
 
+    /// Held to one CPU (`taskset`, as a container's CPU set holds it), the service defaults to
+    /// one job and one worker, not one per core of the machine.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/taskset"), "needs taskset (util-linux)"))
+    func heldToOneCPUItDefaultsToOneJobAndOneWorker() async throws {
+        let setup = try Setup()
+        let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
+        let allowed = status.split(separator: "\n").first { $0.hasPrefix("Cpus_allowed_list:") }?
+            .dropFirst("Cpus_allowed_list:".count).trimmingCharacters(in: .whitespaces) ?? ""
+        let cpu = try #require(allowed.split(whereSeparator: { $0 == "," || $0 == "-" }).first.map(String.init), "no CPU in '\(allowed)'")
+        // `taskset -c CPU pipelinectl serve DIR --listen 127.0.0.1:0`
+        let service = try await ServiceProcess.start("/usr/bin/taskset", [cpu, CLITests.binary, "serve", setup.pipelines.path],
+                                                     environment: ["PIPELINECTL_KEYS": Self.key], subcommand: "-c")
+        defer { service.stop() }
+        let line = try #require(service.listeningLine)
+        #expect(line.hasSuffix("; 1 job, 1 worker)"), "\(line)")
+        let good = try await service.get(try Self.sign("resize", setup.path("a.jpg")))
+        #expect(good.status == 200, "\(good.text)")
+        let workers = service.threads().filter { $0.name.hasPrefix("pk-cpu-") }
+        #expect(workers.count == 1, "\(workers)")
+    }
+
     @Test func signedRequestsAreServedAndEveryOtherSignatureIsRefusedBeforeAnyWork() async throws {
         let setup = try Setup()
         // The old key still verifies; the first signs.

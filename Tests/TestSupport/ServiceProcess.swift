@@ -72,6 +72,8 @@ public final class ServiceProcess: Sendable {
 
     /// Standard output's lines so far (the access log), and standard error's.
     public var accessLog: [String] { output.lines.withLock { $0.filter { $0.hasPrefix("{") } } }
+    /// The line it printed when it began to listen.
+    public var listeningLine: String? { output.lines.withLock { $0.first { $0.hasPrefix("listening on ") } } }
     public var stderr: String { errors.lines.withLock { $0.joined(separator: "\n") } }
 
     public func signal(_ number: Int32) { kill(process.value.processIdentifier, number) }

@@ -36,7 +36,7 @@ struct Serve: AsyncParsableCommand {
     @Flag(help: "Serve requests without checking signatures. For development only: anyone can make the service work.")
     var allowUnsigned = false
 
-    @Option(help: "Requests processed at once (default: one per core).")
+    @Option(help: "Requests processed at once (default: one per CPU the process may use, as --workers).")
     var jobs: Int?
 
     @Option(help: "Requests that may wait for a job; past jobs + queue, 429 at once (default: 4 per job).")
@@ -48,7 +48,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Longest time a request may take, waiting included (then 504).")
     var timeout: String = "30s"
 
-    @Option(help: "CPU workers for decode, process and encode (default: one per core, each pinned to its own).")
+    @Option(help: "CPU workers for decode, process and encode (default: one per CPU the process may use, counting its affinity mask and cgroup CPU quota; each pinned to a CPU of its own when they match the mask).")
     var workers: Int?
 
     @Option(help: "Memory decodes in progress may take together, estimated from each header.")
@@ -143,7 +143,7 @@ struct ServeSettings: Sendable {
 
     init(command: Serve) {
         listen = (try? ListenAddress(command.listen)) ?? ListenAddress(host: "127.0.0.1", port: 8080)
-        let cores = ProcessInfo.processInfo.activeProcessorCount
+        let cores = UsableCores.count
         jobs = command.jobs ?? cores
         queue = command.queue ?? 4 * jobs
         queueWait = Units.parseDuration(command.queueWait) ?? 0.25

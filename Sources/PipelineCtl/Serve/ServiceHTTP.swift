@@ -37,7 +37,8 @@ struct ServiceHTTP: Sendable {
             onServerRunning: { [settings, service] channel in
                 let port = channel.localAddress?.port ?? settings.listen.port
                 let names = service.presets.keys.sorted().joined(separator: ", ")
-                FileHandle.standardOutput.write(Data("listening on http://\(settings.listen.host):\(port) (pipelines: \(names))\n".utf8))
+                let jobs = "\(settings.jobs) job\(settings.jobs == 1 ? "" : "s"), \(settings.workers) worker\(settings.workers == 1 ? "" : "s")"
+                FileHandle.standardOutput.write(Data("listening on http://\(settings.listen.host):\(port) (pipelines: \(names); \(jobs))\n".utf8))
             },
             logger: serverLogger)
         if settings.httpNice > 0 {

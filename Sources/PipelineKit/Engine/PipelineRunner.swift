@@ -6,8 +6,9 @@ import Synchronization
 public struct RunOptions: Sendable {
     /// Overrides the pipeline's `output.dir` (`--output DIR`).
     public var outputDirectory: String?
-    /// CPU workers for decode, process and encode: one per core by default.
-    public var workers: Int = ProcessInfo.processInfo.activeProcessorCount
+    /// CPU workers for decode, process and encode: one per CPU the process may use by default
+    /// (``UsableCores``).
+    public var workers: Int = UsableCores.count
     /// Memory that decodes in progress may take together, by the decoder's estimate from each
     /// header: two huge images wait for each other instead of being decoded at once. An image
     /// larger than the whole budget is decoded alone. Default 200 MiB (below ImageMagick's Debian

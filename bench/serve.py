@@ -30,6 +30,7 @@ Groups: photos of at least 1 MP from both corpora (corpus.sh: JPEG, PNG; formats
 lossless WebP, JPEG variants, PNG variants).
 """
 import base64
+import filecmp
 import hashlib
 import hmac
 import json
@@ -145,7 +146,7 @@ def sign(path):
 
 def start_ours(work, name, decoder, cache=None, cpu=None):
     """`pipelinectl serve` with the preset `name`; `cpu`: held to that one CPU (taskset), so
-    its jobs, workers and threads default to one."""
+    its jobs and workers default to one."""
     directory = write_preset(work, name, decoder, cache)
     env = dict(os.environ, PIPELINECTL_KEYS="bench:" + KEY.hex())
     process = subprocess.Popen(([] if cpu is None else ["taskset", "-c", str(cpu)]) + [BIN, "serve", directory, "--listen", "127.0.0.1:0", "--no-access-log", "--queue", "256",
@@ -279,27 +280,33 @@ end
     return result
 
 
-def own_source_p99(latencies):
-    """The 99th percentile of latency / (median latency of the same source), over every request
-    (sources asked for fewer than three times are left out: no median to speak of)."""
+def own_source_medians(latencies):
+    """Each source's median latency, for sources asked for at least three times (fewer: no
+    median to speak of)."""
     by_source = {}
     for source, us in latencies:
         by_source.setdefault(source, []).append(us)
-    medians = {k: sorted(v)[len(v) // 2] for k, v in by_source.items() if len(v) >= 3}
-    ratios = sorted(us / medians[source] for source, us in latencies if source in medians and medians[source] > 0)
-    return ratios[min(len(ratios) - 1, int(len(ratios) * 0.99))] if ratios else None
+    return {k: sorted(v)[len(v) // 2] for k, v in by_source.items() if len(v) >= 3}
+
+
+def percentile99(values):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * 0.99))] if values else None
+
+
+def own_source_p99(latencies):
+    """The 99th percentile of latency / (median latency of the same source), over every request
+    (sources as `own_source_medians`)."""
+    medians = own_source_medians(latencies)
+    return percentile99(us / medians[source] for source, us in latencies if source in medians and medians[source] > 0)
 
 
 def own_source_excess_p99(latencies):
     """The 99th percentile, in ms, of each request's latency minus the median of its own source's
-    (same sources as `own_source_p99`): the time the service added beyond its usual, in absolute
-    terms. The ratio weighs the same few ms of waiting more on a service that answers faster."""
-    by_source = {}
-    for source, us in latencies:
-        by_source.setdefault(source, []).append(us)
-    medians = {k: sorted(v)[len(v) // 2] for k, v in by_source.items() if len(v) >= 3}
-    excess = sorted((us - medians[source]) / 1000 for source, us in latencies if source in medians)
-    return excess[min(len(excess) - 1, int(len(excess) * 0.99))] if excess else None
+    (same sources): the time the service added beyond its usual, in absolute terms. The ratio
+    weighs the same few ms of waiting more on a service that answers faster."""
+    medians = own_source_medians(latencies)
+    return percentile99((us - medians[source]) / 1000 for source, us in latencies if source in medians)
 
 
 def wrk_pair(ports, paths, work, seconds):
@@ -348,8 +355,12 @@ def worst_psnr(outputs, references):
     return min(values)
 
 
+def vips_directory(work):
+    return os.path.join(work, "vips-out")
+
+
 def vips(files, work):
-    out = os.path.join(work, "vips-out")
+    out = vips_directory(work)
     os.makedirs(out, exist_ok=True)
     env = dict(os.environ, VIPS_CONCURRENCY="1")
     halves = [files[0::2], files[1::2]]
@@ -367,7 +378,7 @@ def vips(files, work):
 
 def vips_outputs(files, work):
     """The files vipsthumbnail wrote for `files` (the last pass's), in their order."""
-    out = os.path.join(work, "vips-out")
+    out = vips_directory(work)
     return [os.path.join(out, os.path.splitext(os.path.basename(f))[0] + "." + vips_extension(f)) for f in files]
 
 
@@ -463,7 +474,7 @@ def main():
                 same = True
                 for index, (_, port) in enumerate(pair):
                     again = fetch_all(port, paths, os.path.join(work, "out", f"{name}-cpu{index}", slug))
-                    same = same and all(open(a, "rb").read() == open(b, "rb").read() for a, b in zip(outputs, again))
+                    same = same and all(filecmp.cmp(a, b, shallow=False) for a, b in zip(outputs, again))
                 samplers = [Sampler(process.pid) for process, _ in pair]
                 row[name + "-percpu"] = wrk_pair([port for _, port in pair], paths, work, SECONDS)
                 row[name + "-percpu"]["same"] = same

@@ -64,9 +64,9 @@ public enum UsableCores {
                     read("\(root)\(directory)/cpu.max").flatMap { cores(cpuMax: $0) }
                 }
             } else if controllers.contains("cpu") {
-                // The v1 hierarchy is mounted as "cpu" or "cpu,cpuacct"; in a container the
-                // process's path is often the mount's root.
-                for mount in ["\(root)/cpu", "\(root)/cpu,cpuacct", "\(root)/cpuacct,cpu"] {
+                // The v1 hierarchy is mounted under its controllers' names ("cpu,cpuacct"), often
+                // with a "cpu" link to it; in a container the process's path is often the mount's root.
+                for mount in Set(["\(root)/\(parts[1])", "\(root)/cpu"]) {
                     found += ancestors(of: path).compactMap { directory in
                         guard let quota = read("\(mount)\(directory)/cpu.cfs_quota_us"),
                               let period = read("\(mount)\(directory)/cpu.cfs_period_us") else { return nil }

@@ -95,6 +95,13 @@ let package = Package(
             path: "Sources/CPNGParts",
             linkerSettings: [.linkedLibrary("z")]
         ),
+        // A PNG's rows filtered and compressed whole by libdeflate, for the PNG writer (see
+        // Sources/CPNGImageData/png_image_data.c).
+        .target(
+            name: "CPNGImageData",
+            path: "Sources/CPNGImageData",
+            linkerSettings: [.linkedLibrary("deflate")]
+        ),
         .systemLibrary(
             name: "CTIFF",
             pkgConfig: "libtiff-4",
@@ -140,7 +147,7 @@ let package = Package(
         // Every built-in stage, registered through PipelineKit's public API.
         .target(
             name: "Plugins",
-            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPQ", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF", "CGIF", "CLinux", "CResample", "CJPEGMemory", "CJPEGEighth", "CPNGParts",
+            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPQ", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF", "CGIF", "CLinux", "CResample", "CJPEGMemory", "CJPEGEighth", "CPNGParts", "CPNGImageData",
                            .product(name: "Crypto", package: "swift-crypto")]
         ),
         // The controller: every subcommand, callable by custom builds with their own plugins.

@@ -228,8 +228,13 @@ static void pk_png_on_flush(png_structp png) { (void)png; }
 /// `icc` as an iCCP chunk when not NULL. Returns the file (malloc'ed: free it) with its length in
 /// `*length`; NULL with the reason in `message` (160 bytes), "icc" when libpng refuses the profile
 /// (the caller writes through ImageMagick instead, which keeps any profile).
+///
+/// With `image_data` (a zlib stream of the filtered rows, `image_data_length` bytes, made by
+/// pk_png_image_data), libpng writes the chunks before and the file's end, and the image data is
+/// that stream, in IDAT chunks of at most 1 MiB; `pixels`, `level` and `filters` are not used.
 static inline unsigned char *pk_png_write(const unsigned char *pixels, uint32_t width, uint32_t height, int channels,
                                           int level, int filters, const unsigned char *icc, uint32_t icc_length,
+                                          const unsigned char *image_data, size_t image_data_length,
                                           size_t *length, char *message) {
     static const int types[] = {0, PNG_COLOR_TYPE_GRAY, PNG_COLOR_TYPE_GRAY_ALPHA, PNG_COLOR_TYPE_RGB, PNG_COLOR_TYPE_RGB_ALPHA};
     pk_png_writer *writer = (pk_png_writer *)calloc(1, sizeof(pk_png_writer));
@@ -263,9 +268,17 @@ static inline unsigned char *pk_png_write(const unsigned char *pixels, uint32_t 
         if (!png_get_valid(writer->png, writer->info, PNG_INFO_iCCP)) png_error(writer->png, "icc");
     }
     png_write_info(writer->png, writer->info);
-    size_t stride = (size_t)width * (size_t)channels;
-    for (uint32_t y = 0; y < height; y++) png_write_row(writer->png, pixels + (size_t)y * stride);
-    png_write_end(writer->png, writer->info);
+    if (image_data) {
+        for (size_t at = 0; at < image_data_length; at += (size_t)1 << 20) {
+            size_t piece = image_data_length - at < ((size_t)1 << 20) ? image_data_length - at : (size_t)1 << 20;
+            png_write_chunk(writer->png, (png_const_bytep)"IDAT", image_data + at, piece);
+        }
+        png_write_chunk(writer->png, (png_const_bytep)"IEND", NULL, 0);
+    } else {
+        size_t stride = (size_t)width * (size_t)channels;
+        for (uint32_t y = 0; y < height; y++) png_write_row(writer->png, pixels + (size_t)y * stride);
+        png_write_end(writer->png, writer->info);
+    }
     png_destroy_write_struct(&writer->png, &writer->info);
     unsigned char *data = writer->data;
     *length = writer->size;

@@ -1,11 +1,12 @@
 import CPNG
+import CPNGImageData
 import Foundation
 import MagickKit
 import PipelineKit
 
 /// PNG written by libpng directly, for the `png` encoder and `auto`: 8-bit RGB or RGBA with the ICC
-/// profile when the pipeline keeps it, nothing else. libpng keeps no process-wide state while
-/// writing. (ImageMagick's PNG coder was noted to serialise writes; measured in a batch at 256 px,
+/// profile when the pipeline keeps it, nothing else; the image data compressed by libdeflate (see
+/// ``wholeLimit``). Neither keeps process-wide state while writing. (ImageMagick's PNG coder was noted to serialise writes; measured in a batch at 256 px,
 /// both writers ran at the same speed with both cores busy, and this one's files were 4.6%
 /// smaller at the same zlib level: docs/PERFORMANCE.md.)
 ///
@@ -60,17 +61,30 @@ enum PNGWriter {
         }
     }
 
+    /// Images whose pixels take at most this many bytes have their image data compressed whole by
+    /// libdeflate (Sources/CPNGImageData): on the 39 PNG sources' 512 px thumbnails of both bench
+    /// corpora, half zlib's time at the same level and 0.8% larger (medians;
+    /// docs/PERFORMANCE.md#png-libdeflate). libdeflate needs the filtered rows and the result in
+    /// memory at once (about twice the pixels), so larger images are streamed through zlib by
+    /// libpng, at the same level.
+    static let wholeLimit = 32 << 20
+
     /// The PNG of 8-bit `pixels` (`channels` 3 or 4), with `profile`; `nil` when libpng refuses
     /// the profile (ImageMagick then writes it).
     static func write(_ pixels: [UInt8], width: Int, height: Int, channels: Int, profile: Data?, level: Int,
-                      filter: Filter) throws -> Data? {
+                      filter: Filter, wholeLimit: Int = wholeLimit) throws -> Data? {
         var length = 0
         var message = [CChar](repeating: 0, count: 160)
         let written = pixels.withUnsafeBufferPointer { rows in
-            (profile ?? Data()).withUnsafeBytes { icc in
+            var imageDataLength = 0
+            let imageData = pixels.count <= wholeLimit
+                ? pk_png_image_data(rows.baseAddress, UInt32(width), UInt32(height), Int32(channels), Int32(level), filter.flags, &imageDataLength)
+                : nil
+            defer { free(imageData) }
+            return (profile ?? Data()).withUnsafeBytes { icc in
                 pk_png_write(rows.baseAddress, UInt32(width), UInt32(height), Int32(channels), Int32(level),
                              filter.flags, profile == nil ? nil : icc.bindMemory(to: UInt8.self).baseAddress,
-                             UInt32(profile?.count ?? 0), &length, &message)
+                             UInt32(profile?.count ?? 0), imageData, imageDataLength, &length, &message)
             }
         }
         guard let written else {

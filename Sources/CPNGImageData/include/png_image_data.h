@@ -1,0 +1,19 @@
+#ifndef PK_PNG_IMAGE_DATA_H
+#define PK_PNG_IMAGE_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/// The image data of a PNG being written (see png_image_data.c): `height` rows of `width` 8-bit
+/// pixels with `channels` samples each (1-4), rows back to back in `pixels`, each row filtered
+/// and the whole compressed as one zlib stream by libdeflate at `level` (0-9: 0 stores, 1 is
+/// fastest, 9 smallest). `filters` is libpng's mask: PNG_FILTER_NONE (0x08), SUB (0x10), UP
+/// (0x20), AVG (0x40), PAETH (0x80); one bit is that filter on every row, several are chosen
+/// among row by row as libpng does (the smallest sum of the filtered bytes taken as signed).
+///
+/// Returns the zlib stream (malloc'ed: free it), its length in `*length`; NULL when out of memory
+/// or an argument is out of range.
+unsigned char *pk_png_image_data(const unsigned char *pixels, uint32_t width, uint32_t height, int channels,
+                                 int level, int filters, size_t *length);
+
+#endif

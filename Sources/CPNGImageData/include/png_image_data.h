@@ -16,4 +16,18 @@
 unsigned char *pk_png_image_data(const unsigned char *pixels, uint32_t width, uint32_t height, int channels,
                                  int level, int filters, size_t *length);
 
+/// A copy of the PNG in `data` (`size` bytes) whose image data is inflated by libdeflate and
+/// stored again uncompressed (deflate's stored blocks), for libpng to read at the speed of a
+/// copy: the same chunks in the same order otherwise, every CRC valid, so libpng gives the same
+/// rows and reports the same damage outside the image data. NULL when the file is left to libpng
+/// as it is: not a PNG, interlaced, its image data inflated would take more than `limit` bytes,
+/// an IDAT chunk's CRC does not match, the zlib stream is damaged or not exactly the image's size,
+/// IDAT chunks not consecutive, the file cut short, or out of memory. Returns the copy
+/// (malloc'ed: free it) and its length in `*length`.
+unsigned char *pk_png_inflated_copy(const unsigned char *data, size_t size, size_t limit, size_t *length);
+
+/// The bytes the image data of a `width` x `height` PNG of `bit_depth` and `color_type` takes
+/// inflated (a filter byte a row), 0 for an unknown colour type.
+size_t pk_png_inflated_size(uint32_t width, uint32_t height, int bit_depth, int color_type);
+
 #endif

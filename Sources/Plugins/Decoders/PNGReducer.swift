@@ -1,7 +1,9 @@
 import CPNG
+import CPNGImageData
 import Foundation
 import MagickKit
 import PipelineKit
+import Synchronization
 
 /// Shrink-on-load for PNG: decodes a large PNG row by row (libpng) and averages blocks of
 /// `factor` x `factor` pixels as the rows arrive (``BoxReducer``), so the full-size image never
@@ -22,7 +24,41 @@ enum PNGReducer {
     /// or the resize's reading).
     static func estimatedMemory(_ size: PixelSize, factor: Int) -> Int {
         let outW = (size.width + factor - 1) / factor, outH = (size.height + factor - 1) / factor
-        return size.width * 4 + size.width * 4 * 4 + outW * outH * (8 + 8)
+        let copy = min(size.width * size.height * 8 + size.height, inflatedCopyLimit)  // at most 16 bits x 4 channels
+        return size.width * 4 + size.width * 4 * 4 + outW * outH * (8 + 8) + copy
+    }
+
+    /// PNGs whose image data takes at most this many bytes inflated are inflated by libdeflate
+    /// and read by libpng from a copy (``inflatedCopy(_:sharedParts:)``), which holds the
+    /// inflated bytes during the decode.
+    static let inflatedCopyLimit = 24 << 20
+    /// Files up to this size are read whole for the copy (a file whose image data fits the limit
+    /// inflated is smaller than that, give or take its other chunks).
+    static let inflatedCopyFileLimit = inflatedCopyLimit + (1 << 20)
+    /// Decodes made from an inflated copy (for tests).
+    static let inflatedCopies = Atomic<Int>(0)
+
+    /// A copy of the PNG in `input` with its image data inflated by libdeflate and stored again
+    /// uncompressed, for libpng to read at the speed of a copy (Sources/CPNGImageData): zlib's
+    /// inflate was most of a PNG's decode (palette.png, 3840x2160: 28 ms of libpng's 43;
+    /// libdeflate 11). `nil` for a file the copy declines (damaged image data included: libpng
+    /// reads the file itself and reports it) and for one the parts reader will take
+    /// (``PNGParts``: idle threads inflate it side by side, faster still).
+    static func inflatedCopy(_ input: EncodedInput, sharedParts: Bool?) -> Data? {
+        guard sharedParts != true, input.byteCount <= inflatedCopyFileLimit else { return nil }
+        let data = input.data
+        if sharedParts == nil, data.count >= 26 {  // 8-bit RGB or RGBA: what the parts reader takes
+            let header = data.startIndex + 16
+            let width = data[header..<header + 4].reduce(0) { $0 << 8 | Int($1) }
+            let height = data[header + 4..<header + 8].reduce(0) { $0 << 8 | Int($1) }
+            if data[header + 8] == 8, [2, 6].contains(data[header + 9]), PNGParts.worthSharing(pixels: width * height) { return nil }
+        }
+        var length = 0
+        let copy = data.withUnsafeBytes { bytes in
+            pk_png_inflated_copy(bytes.bindMemory(to: UInt8.self).baseAddress, bytes.count, inflatedCopyLimit, &length)
+        }
+        guard let copy else { return nil }
+        return Data(bytesNoCopy: copy, count: length, deallocator: .free)
     }
 
     /// What the header says about a PNG the fast path takes.
@@ -85,8 +121,22 @@ enum PNGReducer {
     /// A large 8-bit RGB(A) PNG is inflated in parts by the pool's idle threads (``PNGParts``)
     /// when `sharedParts` is `nil` and there are some, always when it is `true`, never when
     /// `false`: the same pixels either way; damaged files are read by libpng.
+    ///
+    /// Other PNGs up to ``inflatedCopyLimit`` are read from an ``inflatedCopy(_:sharedParts:)``
+    /// (never when `sharedParts` is `true`, nor when `inflating` is `false`): the same pixels and
+    /// damage as libpng's read of the file itself.
     static func decode(_ input: EncodedInput, factor: Int, toSRGB: Bool, failOn: FailOn = .warning,
-                       sharedParts: Bool? = nil) throws -> (pixels: Decoded, damage: Damage?)? {
+                       sharedParts: Bool? = nil, inflating: Bool = true) throws -> (pixels: Decoded, damage: Damage?)? {
+        if inflating, let copy = inflatedCopy(input, sharedParts: sharedParts),
+           let decoded = try decodeRows(.memory(copy), factor: factor, toSRGB: toSRGB, failOn: failOn, sharedParts: false) {
+            inflatedCopies.add(1, ordering: .relaxed)
+            return decoded
+        }
+        return try decodeRows(input, factor: factor, toSRGB: toSRGB, failOn: failOn, sharedParts: sharedParts)
+    }
+
+    private static func decodeRows(_ input: EncodedInput, factor: Int, toSRGB: Bool, failOn: FailOn,
+                                   sharedParts: Bool?) throws -> (pixels: Decoded, damage: Damage?)? {
         try withReader(input, failOn: failOn) { reader -> (pixels: Decoded, damage: Damage?)? in
             guard let plan = plan(reader, toSRGB: toSRGB) else { return nil }
             let rowBytes = pk_png_start(reader)

@@ -28,7 +28,10 @@ struct PNGReader: FormatReader {
             return ReadPlan(estimatedMemory: magickMemory())
         }
         let input = self.input
-        let held = if case .memory(let data) = input { data.count } else { 2 << 20 }  // the bytes, or libpng's buffer
+        // The bytes, or libpng's buffer (and the file's bytes, read for the inflated copy when small).
+        let held = if case .memory(let data) = input { data.count } else {
+            (2 << 20) + (input.byteCount <= PNGReducer.inflatedCopyFileLimit ? input.byteCount : 0)
+        }
         return ReadPlan(reduced: { try PNGReducer.decode(input, factor: factor, toSRGB: settings.toSRGB, failOn: settings.failOn) },
                         estimatedMemory: PNGReducer.estimatedMemory(size, factor: factor) + held)
     }

@@ -6,9 +6,10 @@ import PipelineKit
 
 /// PNG written by libpng directly, for the `png` encoder and `auto`: 8-bit RGB or RGBA with the ICC
 /// profile when the pipeline keeps it, nothing else; the image data compressed by libdeflate (see
-/// ``wholeLimit``). Neither keeps process-wide state while writing. (ImageMagick's PNG coder was noted to serialise writes; measured in a batch at 256 px,
-/// both writers ran at the same speed with both cores busy, and this one's files were 4.6%
-/// smaller at the same zlib level: docs/PERFORMANCE.md.)
+/// ``wholeLimit``). Neither keeps process-wide state while writing. (ImageMagick's PNG coder was
+/// noted to serialise writes; measured in a batch at 256 px, both writers ran at the same speed
+/// with both cores busy, and this one's files were 4.6% smaller at the same zlib level:
+/// docs/PERFORMANCE.md.)
 ///
 /// ImageMagick still writes what this does not cover: palette PNGs, EXIF, XMP or IPTC to keep,
 /// `max_bytes`, images that are not sRGB or whose pixels are all grey (written as grey PNGs

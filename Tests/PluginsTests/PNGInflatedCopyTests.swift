@@ -86,6 +86,25 @@ import TestSupport
         }
     }
 
+    /// A PNG the loader left in a file is read whole for the copy, and decodes as from memory.
+    @Test func aFileIsCopiedAsMemoryIs() async throws {
+        let data = try await Self.png("PNG24")
+        let path = try Fixtures.temporaryDirectory("png-copy").appendingPathComponent("file.png").path
+        try data.write(to: URL(fileURLWithPath: path))
+        let descriptor = open(path, O_RDONLY)
+        try #require(descriptor >= 0)
+        let file = LocalFile(descriptor: descriptor, size: data.count, path: path)
+        let before = PNGReducer.inflatedCopies.load(ordering: .relaxed)
+        let fromFile = try #require(try PNGReducer.decode(.file(file), factor: 3, toSRGB: true))
+        #expect(PNGReducer.inflatedCopies.load(ordering: .relaxed) > before)
+        let fromMemory = try #require(try PNGReducer.decode(.memory(data), factor: 3, toSRGB: true, inflating: false))
+        guard case .pixels16(let a) = fromFile.pixels, case .pixels16(let b) = fromMemory.pixels else {
+            Issue.record("not 16-bit pixels")
+            return
+        }
+        #expect(a.samples == b.samples)
+    }
+
     @Test func interlacedLargeForeignAndScatteredFilesAreDeclined() async throws {
         #expect(Self.copy(try await Self.png("PNG24", ["-interlace", "PNG"])) == nil)
         let plain = try await Self.png("PNG24")

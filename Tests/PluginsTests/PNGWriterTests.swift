@@ -19,16 +19,7 @@ import TestSupport
     }
 
     /// The chunk types of a PNG, in order.
-    static func chunks(_ png: Data) -> [String] {
-        let bytes = [UInt8](png)
-        var types: [String] = [], at = 8
-        while at + 8 <= bytes.count {
-            let length = Int(bytes[at]) << 24 | Int(bytes[at + 1]) << 16 | Int(bytes[at + 2]) << 8 | Int(bytes[at + 3])
-            types.append(String(decoding: bytes[(at + 4)..<(at + 8)], as: UTF8.self))
-            at += 12 + length
-        }
-        return types
-    }
+    static func chunks(_ png: Data) -> [String] { PNGInflatedCopyTests.chunks(png).map(\.type) }
 
     static func pixels(_ image: PipelineImage) throws -> [UInt8] {
         try image.withCopy { try $0.bytes(channels: image.hasAlpha ? "RGBA" : "RGB") }

@@ -46,13 +46,17 @@ enum PNGReducer {
     /// (``PNGParts``: idle threads inflate it side by side, faster still).
     static func inflatedCopy(_ input: EncodedInput, sharedParts: Bool?) -> Data? {
         guard sharedParts != true, input.byteCount <= inflatedCopyFileLimit else { return nil }
-        let data = input.data
-        if sharedParts == nil, data.count >= 26 {  // 8-bit RGB or RGBA: what the parts reader takes
-            let header = data.startIndex + 16
-            let width = data[header..<header + 4].reduce(0) { $0 << 8 | Int($1) }
-            let height = data[header + 4..<header + 8].reduce(0) { $0 << 8 | Int($1) }
-            if data[header + 8] == 8, [2, 6].contains(data[header + 9]), PNGParts.worthSharing(pixels: width * height) { return nil }
+        if sharedParts == nil {  // 8-bit RGB or RGBA: what the parts reader takes (IHDR, before reading a file whole)
+            let head = switch input {
+            case .memory(let data): Data(data.prefix(26))
+            case .file(let file): (try? file.read(at: 0, count: 26)) ?? Data()
+            }
+            if head.count == 26 {
+                let width = head[16..<20].reduce(0) { $0 << 8 | Int($1) }, height = head[20..<24].reduce(0) { $0 << 8 | Int($1) }
+                if head[24] == 8, [2, 6].contains(head[25]), PNGParts.worthSharing(pixels: width * height) { return nil }
+            }
         }
+        let data = input.data
         var length = 0
         let copy = data.withUnsafeBytes { bytes in
             pk_png_inflated_copy(bytes.bindMemory(to: UInt8.self).baseAddress, bytes.count, inflatedCopyLimit, &length)

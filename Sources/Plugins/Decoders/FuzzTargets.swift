@@ -48,12 +48,14 @@ enum FuzzTargets {
         _ = try? WebPReducer.plan(data, keepsFrames: true)
     }
 
-    /// The PNG reduce-on-load reader (libpng, and the zlib stream inflated in parts: small parts,
-    /// so that guesses and joins are exercised), and the whole-image reader (libpng through our shim).
+    /// The PNG reduce-on-load reader (libpng on the file, or on the copy libdeflate inflated, every
+    /// other input each; and the zlib stream inflated in parts: small parts, so that guesses and
+    /// joins are exercised), and the whole-image reader (libpng through our shim).
     @Sendable static func png(_ data: Data) {
         guard fits(HeaderProbe.dimensions(data, format: .png)) else { return }
         let failOn = FailOn.allCases[data.count % 4]
-        _ = try? PNGReducer.decode(.memory(data), factor: 1 + data.count % 3, toSRGB: data.count % 2 == 0, failOn: failOn)
+        _ = try? PNGReducer.decode(.memory(data), factor: 1 + data.count % 3, toSRGB: data.count % 2 == 0, failOn: failOn,
+                                   inflating: data.count / 2 % 2 == 0)
         _ = PNGParts.rows(.memory(data), partBytes: 1024 << (data.count % 4)) { _ in }
         _ = try? PNGReducer.decodeWhole(data, failOn: failOn)
     }

@@ -39,7 +39,9 @@ extension CodecSuite {
         let serial = try decoder.decode(LoadedData(data: data), hint: hint)  // this thread is in no pool
         let pool = WorkerPool(threads: 2, name: "pk-test")
         let before = taken()
-        let shared = try await pool.run { try decoder.decode(LoadedData(data: data), hint: hint) }
+        // Another test's read may hold a reader's one place in the process (PNG's) for a moment: a few tries.
+        var shared = try await pool.run { try decoder.decode(LoadedData(data: data), hint: hint) }
+        for _ in 0..<10 where taken() == before { shared = try await pool.run { try decoder.decode(LoadedData(data: data), hint: hint) } }
         #expect(taken() > before, "decoded by \(reader) alone")
         #expect((serial.width, serial.height) == (shared.width, shared.height))
         #expect(try psnr(serial, shared).isInfinite)

@@ -267,6 +267,41 @@ import TestSupport
         #expect(rows == (try Self.libpngRows(data).get()))
     }
 
+    /// Image data that compresses more than ``PNGParts/maxRatio`` is left to libpng (or the
+    /// inflated copy) even with a thread idle: the parts would hold far more (two bytes a value,
+    /// each part sized by the step before) and gain nothing. Photo-like ratios still share.
+    @Test func dataThatCompressesFurtherIsLeftToOneThread() async throws {
+        let pool = WorkerPool(threads: 2, name: "pk-test")
+        let pixels = 2600 * 1600, inflated = PNGParts.inflatedBytes(width: 2600, height: 1600, channels: 3)
+        #expect(inflated == 1600 * (1 + 2600 * 3))
+        let limit = (inflated + PNGParts.maxRatio - 1) / PNGParts.maxRatio
+        // On the pool, with the other thread idle: the ratio alone decides.
+        let chosen = try await pool.run {
+            [inflated / 2, limit, limit - 1, inflated / 20].map { PNGParts.worthSharing(pixels: pixels, inflatedBytes: inflated, fileBytes: $0) }
+        }
+        #expect(chosen == [true, true, false, false])
+        #expect(!PNGParts.worthSharing(pixels: pixels, inflatedBytes: inflated, fileBytes: inflated))  // on no pool: nobody to share with
+
+        // A flat picture (over 400:1) decoded on the pool: the pixels libpng gives.
+        let wand = Wand()
+        try wand.readBuiltIn("gradient:white-orange", size: (2600, 1600))
+        let data = try wand.encode(format: "PNG24", quality: 90)
+        #expect(PNGParts.inflatedBytes(width: 2600, height: 1600, channels: 3) > data.count * PNGParts.maxRatio)
+        let hint = DecodeHint(targetSize: PixelSize(width: 100, height: 100), fit: true)
+        let decoder = self.decoder
+        let serial = try decoder.decode(LoadedData(data: data), hint: hint)
+        let pooled = try await pool.run { try decoder.decode(LoadedData(data: data), hint: hint) }
+        #expect(try psnr(serial, pooled).isInfinite)
+    }
+
+    /// A read the reducer chooses takes the process's one place, and gives it back.
+    @Test func oneChosenReadAtATime() {
+        // Other tests' decodes may hold the place for a moment: wait for it (a read is short).
+        while !PNGParts.takeReadingSlot() { sched_yield() }
+        #expect(!PNGParts.takeReadingSlot())
+        PNGParts.leaveReadingSlot()
+    }
+
     /// On a worker with an idle neighbour a large PNG takes the reader in parts by itself, and
     /// the decoder's result is the one libpng's read gives.
     @Test func aLargePNGOnAWorkerWithAnIdleNeighbourIsShared() async throws {

@@ -23,10 +23,36 @@ enum PNGParts {
     /// Decodes ``PNGReducer`` made this way (for tests).
     static let count = Atomic<Int>(0)
 
-    /// Whether a PNG of `pixels` should take this path now.
-    static func worthSharing(pixels: Int) -> Bool {
-        pixels >= minimumPixels && WorkerPool.idleThreads > 0
+    /// Most bytes of image data (inflated) a byte of the file may hold for this path. Data that
+    /// compresses further inflates fast on one thread (its matches are long copies), so the parts
+    /// gain nothing, while what they hold grows with the ratio (each part keeps its output, two
+    /// bytes a value, and a part's compressed size is set by the step before): a 5120x2880 RGBA
+    /// PNG at 23:1 held 110 MiB more read in parts than read by libpng, and took as long.
+    static let maxRatio = 5
+    /// The parts of one read of a file at most ``maxRatio`` hold 16-45 MiB more than libpng's own
+    /// read (measured on the corpora's 8-15 MP PNGs at 3.3-4.4:1). The decode-memory admission
+    /// does not count it (the parts are a speed-up taken only when a thread is idle); one read at
+    /// a time in the process (``takeReadingSlot()``) bounds it.
+    private static let reading = Atomic<Bool>(false)
+
+    /// Takes the process's one place for a read chosen by ``PNGReducer`` (`false` while another
+    /// read has it: libpng reads the file); give it back with ``leaveReadingSlot()``.
+    static func takeReadingSlot() -> Bool {
+        reading.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
     }
+
+    static func leaveReadingSlot() { reading.store(false, ordering: .releasing) }
+
+    /// Whether a PNG of `pixels` whose image data inflates to `inflatedBytes` from a file of
+    /// `fileBytes` should take this path now: large, compressed no more than ``maxRatio``, and a
+    /// thread of the pool idle.
+    static func worthSharing(pixels: Int, inflatedBytes: Int, fileBytes: Int) -> Bool {
+        pixels >= minimumPixels && inflatedBytes <= fileBytes * maxRatio && WorkerPool.idleThreads > 0
+    }
+
+    /// The image data of an 8-bit `width` x `height` PNG with `channels` channels, inflated: each
+    /// row's filter byte and samples.
+    static func inflatedBytes(width: Int, height: Int, channels: Int) -> Int { height * (1 + width * channels) }
 
     /// `box`'s reduction of the PNG in `input`, or `nil` when this reader does not take the file
     /// (not 8-bit RGB or RGBA, interlaced, with transparency by tRNS, an unusual zlib header) or

@@ -21,7 +21,9 @@ import Synchronization
 enum PNGReducer {
     /// Memory the reduced decode of a `size` PNG needs at its peak: one 8-bit RGBA row, the
     /// per-column totals (4 bytes a channel), the reduced 16-bit pixels and a copy of them (a wand's,
-    /// or the resize's reading).
+    /// or the resize's reading), and the inflated copy. Not the parts reader's (``PNGParts``): it
+    /// reads only with a thread idle, one file at a time in the process (see
+    /// ``PNGParts/maxRatio``).
     static func estimatedMemory(_ size: PixelSize, factor: Int) -> Int {
         let outW = (size.width + factor - 1) / factor, outH = (size.height + factor - 1) / factor
         let copy = min(size.width * size.height * 8 + size.height, inflatedCopyLimit)  // at most 16 bits x 4 channels
@@ -53,7 +55,9 @@ enum PNGReducer {
             }
             if head.count == 26 {
                 let width = head[16..<20].reduce(0) { $0 << 8 | Int($1) }, height = head[20..<24].reduce(0) { $0 << 8 | Int($1) }
-                if head[24] == 8, [2, 6].contains(head[25]), PNGParts.worthSharing(pixels: width * height) { return nil }
+                let inflated = PNGParts.inflatedBytes(width: width, height: height, channels: head[25] == 6 ? 4 : 3)
+                if head[24] == 8, [2, 6].contains(head[25]),
+                   PNGParts.worthSharing(pixels: width * height, inflatedBytes: inflated, fileBytes: input.byteCount) { return nil }
             }
         }
         let data = input.data
@@ -151,8 +155,12 @@ enum PNGReducer {
             let box = BoxReducer(width: width, height: height, factor: factor, alpha: plan.alpha)
             var damage: Damage?
             var rowsRead = 0
-            let shared = sharedParts ?? PNGParts.worthSharing(pixels: width * height)
-            if shared, let pixels = PNGParts.reduce(input, box: box, as: UInt16.self) {
+            let shared = sharedParts ?? PNGParts.worthSharing(pixels: width * height, inflatedBytes: PNGParts.inflatedBytes(
+                width: width, height: height, channels: plan.alpha ? 4 : 3), fileBytes: input.byteCount)
+            // Chosen here (not asked for): one such read at a time in the process.
+            let slot = sharedParts == nil && shared ? PNGParts.takeReadingSlot() : shared
+            defer { if slot && sharedParts == nil { PNGParts.leaveReadingSlot() } }
+            if slot, let pixels = PNGParts.reduce(input, box: box, as: UInt16.self) {
                 PNGParts.count.add(1, ordering: .relaxed)
                 // The parts decline any damage in the image data; a CRC mismatch libpng read past
                 // in the chunks before it is the read's damage, as on libpng's own path.

@@ -282,7 +282,7 @@ import TestSupport
         #expect(chosen == [true, true, false, false])
         #expect(!PNGParts.worthSharing(pixels: pixels, inflatedBytes: inflated, fileBytes: inflated))  // on no pool: nobody to share with
 
-        // A flat picture (over 400:1) decoded on the pool: the pixels libpng gives.
+        // A smooth gradient (far over 5:1) decoded on the pool: the pixels libpng gives.
         let wand = Wand()
         try wand.readBuiltIn("gradient:white-orange", size: (2600, 1600))
         let data = try wand.encode(format: "PNG24", quality: 90)

@@ -89,24 +89,26 @@ import Testing
         #expect(parse("", serve: "serve:\n  cache_contol: x").1.contains { $0.contains("did you mean 'cache_control'") })
         let (pipeline, found) = parse("", serve: "serve:\n  sources: [\"https://img.example.com/\"]\n  cache_control: \"public, max-age=60\"")
         #expect(found.isEmpty)
-        #expect(pipeline?.serve.allows("https://img.example.com/a.jpg") == true)
-        #expect(pipeline?.serve.allows("https://img.example.com.evil/a.jpg") == false)
+        #expect(pipeline?.serve.boundary.refusal(for: "https://img.example.com/a.jpg") == nil)
+        #expect(pipeline?.serve.boundary.refusal(for: "https://img.example.com.evil/a.jpg") != nil)
         #expect(pipeline?.serve.cacheControl == "public, max-age=60")
     }
 
-    /// A prefix without the '/' that ends a host or a directory lets in more than it names:
-    /// validation warns, naming a source it would let in.
-    @Test func sourcePrefixesThatLetInMoreAreWarnedAbout() {
+    /// A prefix is compared by its parts and whole path segments: one without the '/' that ends
+    /// a host or a directory lets in no more than it names. One that names no place is an error.
+    @Test func sourcePrefixesLetInOnlyWhatTheyName() {
         let (pipeline, found) = parse("", serve: """
             serve:
               sources: ["https://img.example.com", "/srv/images", "http://127.0.0.1:", "s3://uploads/", "https://cdn.example.com/a/"]
             """)
-        #expect(pipeline != nil)
-        #expect(found == [
-            "p.yaml:10:12: warning: serve.sources: 'https://img.example.com' also allows 'https://img.example.com.evil.example/a.jpg'; end it with '/' to allow only what is under it",
-            "p.yaml:10:12: warning: serve.sources: '/srv/images' also allows '/srv/images-other/a.jpg'; end it with '/' to allow only what is under it",
-        ])
-        #expect(pipeline?.serve.allows("https://img.example.com.evil.example/a.jpg") == true)  // what the warning is about
+        #expect(found.isEmpty, "\(found)")
+        let boundary = pipeline?.serve.boundary
+        #expect(boundary?.refusal(for: "https://img.example.com.evil.example/a.jpg") != nil)
+        #expect(boundary?.refusal(for: "https://img.example.com/any/path.jpg") == nil)
+        #expect(boundary?.refusal(for: "/srv/images-other/a.jpg") != nil)
+        #expect(boundary?.refusal(for: "https://cdn.example.com/ab/x.jpg") != nil)
+        let (_, bad) = parse("", serve: "serve:\n  sources: [\"img.example.com/\", \"srv/images/\"]")
+        #expect(bad.count == 2 && bad.allSatisfy { $0.contains("error: serve.sources:") && $0.contains("is not an absolute directory") }, "\(bad)")
     }
 
     @Test func requestTargetsAreReadWhateverTheSourceEncoding() throws {
@@ -147,9 +149,13 @@ import Testing
     }
 
     @Test func acceptChoosesAVIFThenWebPAndHonoursQZero() {
-        #expect(Pipeline.negotiatedFormat(accept: "image/avif,image/webp,*/*") == "avif")
-        #expect(Pipeline.negotiatedFormat(accept: "image/avif;q=0, image/webp") == "webp")
-        #expect(Pipeline.negotiatedFormat(accept: "image/*,*/*;q=0.8") == nil)
-        #expect(Pipeline.negotiatedFormat(accept: nil) == nil)
+        #expect(Pipeline.negotiatedFormat(accept: "image/avif,image/webp,*/*") == .avif)
+        #expect(Pipeline.negotiatedFormat(accept: "image/avif;q=0, image/webp") == .webp)
+        #expect(Pipeline.negotiatedFormat(accept: "image/*,*/*;q=0.8") == .commonOrGIF)
+        #expect(Pipeline.negotiatedFormat(accept: "*/*") == .commonOrGIF)
+        #expect(Pipeline.negotiatedFormat(accept: nil) == .commonOrGIF)
+        #expect(Pipeline.negotiatedFormat(accept: "image/jpeg") == .common)
+        #expect(Pipeline.negotiatedFormat(accept: "image/jpeg, image/png") == .common)
+        #expect(Pipeline.negotiatedFormat(accept: "image/webp;q=0, image/jpeg") == .common)
     }
 }

@@ -54,6 +54,18 @@ struct Preset: Sendable {
     /// The runner of the file as written; requests with parameters or a variant get runners
     /// derived from it, sharing its workers, memory budget and loaders.
     let runner: PipelineRunner
+    /// Where its sources may come from (`serve.sources`, local roots resolved at start).
+    let boundary: SourceBoundary
+
+    init(name: String, pipeline: Pipeline, runner: PipelineRunner) {
+        self.name = name
+        self.pipeline = pipeline
+        self.runner = runner
+        boundary = pipeline.serve.boundary
+    }
+
+    /// `text` as a source of this preset: its loads and redirects kept inside ``boundary``.
+    func source(_ text: String) -> Source { Source(text: text, index: 1, boundary: boundary) }
 }
 
 /// The service's logic, apart from HTTP: reads a request, checks its signature, parameters and
@@ -144,7 +156,7 @@ final class ImageService: Sendable {
                 : .problem(400, kind: "bad_parameter", failure.message))
         } catch { return .answered(.problem(400, kind: "bad_parameter", "\(error)")) }
         // A stored result needs no job: answered at once, whatever the load.
-        if let stored = await runner.storedResult(Source(text: request.source, index: 1)) {
+        if let stored = await runner.storedResult(preset.source(request.source)) {
             var answer = respond(stored, preset: preset, negotiated: preset.pipeline.negotiatesFormat, ifNoneMatch: ifNoneMatch)
             answer.item = stored
             if answer.status < 500 { return .answered(answer) }
@@ -172,7 +184,7 @@ final class ImageService: Sendable {
         defer { admission.finishJob() }
         let runner = job.runner
         let started = ContinuousClock.now
-        let result = await withinTimeLimit { await runner.runItem(Source(text: job.source, index: 1)) }
+        let result = await withinTimeLimit { await runner.runItem(job.preset.source(job.source)) }
         // A job cut short by its client's leaving says nothing about how long jobs take.
         if result?.error?.kind != .cancelled { admission.recordJob(seconds: (ContinuousClock.now - started).seconds) }
         var answer: ServeAnswer
@@ -198,22 +210,11 @@ final class ImageService: Sendable {
         return nil
     }
 
-    /// Sources outside `serve.sources` are refused; so are local paths unless a directory is listed.
+    /// Sources outside `serve.sources` are refused (``SourceBoundary`` decides, on what the loader
+    /// will open); so are local paths unless a directory is listed.
     func checkSource(_ source: String, preset: Preset) -> ServeAnswer? {
-        let scheme = Source.urlScheme(of: source)
-        if scheme == nil || scheme == "file" {
-            let path = scheme == nil ? source : String(source.dropFirst("file://".count))
-            let local = preset.pipeline.serve.sources.filter { $0.hasPrefix("/") }
-            guard path.hasPrefix("/"), !path.split(separator: "/").contains(".."),
-                  local.contains(where: { path.hasPrefix($0.hasSuffix("/") ? $0 : $0 + "/") }) else {
-                return .problem(403, kind: "source_not_allowed", "local paths are served only under a directory listed in serve.sources")
-            }
-            return nil
-        }
-        guard preset.pipeline.serve.allows(source) else {
-            return .problem(403, kind: "source_not_allowed", "the source is not under any prefix of serve.sources of '\(preset.name)'")
-        }
-        return nil
+        guard let refusal = preset.boundary.refusal(for: source) else { return nil }
+        return .problem(403, kind: "source_not_allowed", refusal)
     }
 
     /// The result of `work`, or `nil` when it did not finish within the time limit (then cancelled).
@@ -232,9 +233,9 @@ final class ImageService: Sendable {
 
     /// The runner for a request: the preset's own, or one derived with its variant, parameters and
     /// negotiated format (kept for later requests of the same kind).
-    func runner(_ preset: Preset, variant: String?, values: [String: String], format: String?) throws -> PipelineRunner {
+    func runner(_ preset: Preset, variant: String?, values: [String: String], format: NegotiatedFormat?) throws -> PipelineRunner {
         if variant == nil, values.isEmpty, format == nil, !preset.pipeline.hasVariants { return preset.runner }
-        let key = ([preset.name, variant ?? "", format ?? ""] + values.sorted { $0.key < $1.key }.map { $0.key + "=" + $0.value })
+        let key = ([preset.name, variant ?? "", format?.rawValue ?? ""] + values.sorted { $0.key < $1.key }.map { $0.key + "=" + $0.value })
             .joined(separator: "\u{1}")
         if let made = runners.withLock({ $0.get(key) }) { return made }
         // Its own names in the shared store: another parameter set makes other bytes of the same source.
@@ -294,7 +295,7 @@ final class ImageService: Sendable {
         case .decodeFailed: return .problem(422, kind: "decode_failed", detail)
         case .tooLarge: return .problem(413, kind: "too_large", detail)
         case .timeout: return .problem(504, kind: "timeout", detail)
-        case .blockedAddress, .blockedProtocol: return .problem(403, kind: error.kind.rawValue, detail)
+        case .blockedAddress, .blockedProtocol, .sourceNotAllowed: return .problem(403, kind: error.kind.rawValue, detail)
         case .invalidSource: return .problem(400, kind: "invalid_source", detail)
         case .cancelled: return .problem(499, kind: "cancelled", detail)
         case .httpStatus, .dns, .connect, .tls, .network, .truncated, .tooManyRedirects, .auth:

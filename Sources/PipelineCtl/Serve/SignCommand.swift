@@ -7,8 +7,8 @@ struct Sign: AsyncParsableCommand {
         commandName: "sign",
         abstract: "Print the signed path that asks `pipelinectl serve` for a source.",
         discussion: helpText("""
-            The parameters and the variant are checked against the pipeline file, as the service
-            would. Keys come from PIPELINECTL_KEYS or --keys-file; the first key signs.
+            The parameters, the variant and the source are checked against the pipeline file, as
+            the service would (a source outside serve.sources is refused, exit 2). Keys come from PIPELINECTL_KEYS or --keys-file; the first key signs.
 
             Examples:
               pipelinectl sign thumbnails https://img.example.com/a.jpg
@@ -52,6 +52,11 @@ struct Sign: AsyncParsableCommand {
             _ = try loaded.restricted(toVariant: variant).applying(values)
         } catch let failure as PipelineError {
             printError("error: \(loaded.file): \(failure.message)")
+            throw Exit.invalid
+        }
+        // The service would refuse it: say so now, not at the first request.
+        if let refusal = loaded.serve.boundary.refusal(for: source) {
+            printError("error: \(loaded.file): the service would refuse this source (source_not_allowed): \(refusal)")
             throw Exit.invalid
         }
         var until: Int?

@@ -57,24 +57,9 @@ public struct ServeConfig: Sendable {
 
     public init() {}
 
-    /// A source that `prefix` lets in though its author likely did not mean it, or `nil`: a host
-    /// without the `/` after it (`https://img.example.com` lets in `https://img.example.com.evil.example/`),
-    /// or a directory without its trailing `/` (`/srv/images` lets in `/srv/images-private/`). A
-    /// prefix ending at a port's `:` is whole.
-    public static func widening(_ prefix: String) -> String? {
-        if let scheme = prefix.range(of: "://") {
-            let rest = prefix[scheme.upperBound...]
-            guard !rest.isEmpty, !rest.contains("/"), !rest.hasSuffix(":") else { return nil }
-            return prefix + ".evil.example/a.jpg"
-        }
-        guard prefix.hasPrefix("/"), !prefix.hasSuffix("/") else { return nil }
-        return prefix + "-other/a.jpg"
-    }
-
-    /// Whether `source` (as the request named it, resolved) is under one of ``sources``.
-    public func allows(_ source: String) -> Bool {
-        sources.isEmpty || sources.contains { source.hasPrefix($0) }
-    }
+    /// The boundary ``sources`` draw: the one decision of whether a source may be served
+    /// (local roots are resolved when it is made: make it once and keep it).
+    public var boundary: SourceBoundary { SourceBoundary(sources) }
 }
 
 extension Pipeline {

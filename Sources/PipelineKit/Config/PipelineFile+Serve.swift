@@ -12,11 +12,9 @@ extension PipelineParser {
         }
         config.sources = (options.list("sources") ?? []).map(\.description)
         let sourcesAt = lastOptionPositions["sources"] ?? at
-        for prefix in config.sources {
-            if let widened = ServeConfig.widening(prefix) {
-                diagnostics.append(Diagnostic(.warning, file: file, line: sourcesAt.line, column: sourcesAt.column,
-                    message: "serve.sources: '\(prefix)' also allows '\(widened)'; end it with '/' to allow only what is under it"))
-            }
+        for prefix in config.sources where SourceBoundary.root(prefix) == nil {
+            diagnostics.append(Diagnostic(.error, file: file, line: sourcesAt.line, column: sourcesAt.column,
+                message: "serve.sources: '\(prefix)' is not an absolute directory (/srv/images/), a URL prefix (https://img.example.com/public/, s3://bucket/, http://127.0.0.1: for any port) or a scheme (data:)"))
         }
         config.cacheControl = options.string("cache_control") ?? ServeConfig.defaultCacheControl
         return config

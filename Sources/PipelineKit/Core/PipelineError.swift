@@ -39,6 +39,8 @@ public struct ErrorKind: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public static let blockedProtocol: ErrorKind = "blocked_protocol"
     /// The address connected to is in a refused range (loopback, link-local, ...).
     public static let blockedAddress: ErrorKind = "blocked_address"
+    /// The source, or a redirect from it, is outside what the pipeline allows (`serve.sources`).
+    public static let sourceNotAllowed: ErrorKind = "source_not_allowed"
     /// The connection failed in another way (reset before any byte, protocol error, ...).
     public static let network: ErrorKind = "network"
     /// The bytes are not an image (an HTML page, text, ...).
@@ -70,7 +72,7 @@ public struct ErrorKind: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     /// failures guide lists each (a test checks it).
     public static let itemKinds: [ErrorKind] = [
         .httpStatus, .timeout, .tooLarge, .notFound, .dns, .connect, .tls, .tooManyRedirects, .blockedProtocol,
-        .blockedAddress, .network, .notAnImage, .unsupportedFormat, .decodeFailed, .processFailed, .encodeFailed,
+        .blockedAddress, .sourceNotAllowed, .network, .notAnImage, .unsupportedFormat, .decodeFailed, .processFailed, .encodeFailed,
         .writeFailed, .outputCollision, .truncated, .invalidSource, .cancelled, .io, .auth,
     ]
 

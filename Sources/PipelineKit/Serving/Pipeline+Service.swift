@@ -48,9 +48,11 @@ extension Pipeline {
 
     /// The format the service makes for an `auto` encoder, from the request's `Accept`: AVIF, then
     /// WebP, when the client names it (`image/*` does not count: browsers that decode these formats
-    /// name them); `nil` keeps the source's format (JPEG, PNG, GIF).
-    public static func negotiatedFormat(accept: String?) -> String? {
-        guard let accept else { return nil }
+    /// name them); otherwise the formats every client decodes: JPEG, PNG for transparency, GIF
+    /// too when the client accepts it (`image/gif`, a wildcard, or no `Accept` at all). A client
+    /// never gets a format it did not ask for.
+    public static func negotiatedFormat(accept: String?) -> NegotiatedFormat {
+        guard let accept else { return .commonOrGIF }
         var accepted: Set<String> = []
         for range in accept.lowercased().split(separator: ",") {
             let parts = range.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
@@ -58,18 +60,27 @@ extension Pipeline {
                 && Double($0.split(separator: "=").last ?? "1") == 0 }
             if let type = parts.first, !refused { accepted.insert(type) }
         }
-        if accepted.contains("image/avif") { return "avif" }
-        if accepted.contains("image/webp") { return "webp" }
-        return nil
+        if accepted.contains("image/avif") { return .avif }
+        if accepted.contains("image/webp") { return .webp }
+        return accepted.isDisjoint(with: ["image/gif", "image/*", "*/*"]) ? .common : .commonOrGIF
     }
 
-    /// Every `auto` encoder replaced by `format`'s encoder (its defaults, with auto's whole-number
-    /// `quality` and its `max_bytes`).
-    public func encoding(_ format: String?, registry: PluginRegistry) -> Pipeline {
-        guard let format, let plugin = registry.plugin(format, in: .encoder) else { return self }
+    /// Every `auto` encoder made to write `format`: AVIF's or WebP's own encoder (its defaults,
+    /// with auto's whole-number `quality` and its `max_bytes`), or `auto` kept to the common
+    /// formats (`allow_formats`).
+    public func encoding(_ format: NegotiatedFormat?, registry: PluginRegistry) -> Pipeline {
+        guard let format else { return self }
         var copy = self
         for index in copy.variants.indices where copy.variants[index].encoder.plugin.spec.name == "auto" {
             let auto = copy.variants[index].encoder
+            if let allowed = format.allowedByAuto {
+                var values = auto.options.values
+                values["allow_formats"] = .list(allowed.map { .string($0) })
+                copy.variants[index].encoder = StageConfig(plugin: auto.plugin, options: PluginOptions(values), position: auto.position,
+                                                           optionPositions: auto.optionPositions)
+                continue
+            }
+            guard let plugin = registry.plugin(format.rawValue, in: .encoder) else { continue }
             var values = plugin.defaultOptions.values
             for name in ["quality", "max_bytes"] where plugin.spec.options.contains(where: { $0.name == name }) {
                 if case .int? = auto.options[name] { values[name] = auto.options[name] }
@@ -78,5 +89,26 @@ extension Pipeline {
             copy.variants[index].encoder = StageConfig(plugin: plugin, options: PluginOptions(values), position: auto.position)
         }
         return copy
+    }
+}
+
+/// What an `auto` encoder makes for a request, from its `Accept` (``Pipeline/negotiatedFormat(accept:)``).
+public enum NegotiatedFormat: String, Sendable, CaseIterable {
+    /// The client names `image/avif`.
+    case avif
+    /// The client names `image/webp` (and not AVIF).
+    case webp
+    /// Neither: JPEG, or PNG for transparency (a PNG source stays PNG).
+    case common
+    /// Neither, and GIF is accepted too: a GIF source stays GIF.
+    case commonOrGIF = "common+gif"
+
+    /// The `allow_formats` of `auto` for the common cases; `nil` when another encoder is used.
+    var allowedByAuto: [String]? {
+        switch self {
+        case .avif, .webp: return nil
+        case .common: return ["jpeg", "png"]
+        case .commonOrGIF: return ["jpeg", "png", "gif"]
+        }
     }
 }

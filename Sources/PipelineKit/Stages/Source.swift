@@ -10,11 +10,16 @@ public struct Source: Sendable, Hashable {
     public let scheme: String?
     /// The directory relative paths are resolved against (the list file's directory).
     public let base: String?
+    /// Where this source, and anything it redirects to, must stay (`serve.sources`); `nil` for
+    /// no boundary. Loaders check what they open against it: the `file` loader the file it
+    /// opened, the `http` loader every redirect hop.
+    public var boundary: SourceBoundary?
 
-    public init(text: String, index: Int, base: String? = nil) {
+    public init(text: String, index: Int, base: String? = nil, boundary: SourceBoundary? = nil) {
         self.text = text
         self.index = index
         self.base = base
+        self.boundary = boundary
         self.scheme = Source.scheme(of: text)
     }
 

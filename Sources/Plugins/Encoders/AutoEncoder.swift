@@ -22,6 +22,10 @@ public struct AutoEncoder: ImageEncoding {
                 .list("formats", of: .oneOf(targetFormats), default: [.string("jpeg"), .string("webp")],
                       doc: "With a quality target: the formats it chooses from (AVIF and HEIC encode many times slower).")
                     .example("[jpeg, webp, avif]"),
+                .list("allow_formats", of: .oneOf(["jpeg", "png", "webp", "gif", "avif", "heic"]),
+                      default: [.string("jpeg"), .string("png"), .string("webp"), .string("gif"), .string("avif"), .string("heic")],
+                      doc: "The formats it may write: a source in another is written as JPEG, or PNG with transparency, and a quality target chooses only among these. `pipelinectl serve` narrows it to what the request's Accept names.")
+                    .example("[jpeg, png, gif]"),
                 MagickEncoding.maxBytesOption,
             ], retired: MagickEncoding.retired),
         make: { options in try AutoEncoder(options: options) })
@@ -30,6 +34,8 @@ public struct AutoEncoder: ImageEncoding {
     let quality: Int?, maxBytes: Int?, target: QualityTarget?
     /// The ImageMagick formats a target chooses from, in the order given.
     let candidates: [String]
+    /// The ImageMagick formats it may write (JPEG and PNG always, as the fallbacks).
+    let allowed: Set<String>
     public var fileExtension: String { "auto" }
     public let identifier: String
 
@@ -37,19 +43,24 @@ public struct AutoEncoder: ImageEncoding {
         quality = options.int("quality")
         maxBytes = options.int("max_bytes")
         target = try QualityTarget.from(options)
-        candidates = (options.list("formats") ?? []).map { $0.description.uppercased() }.filter { format in
+        let allowed = Set((options.list("allow_formats") ?? []).map { $0.description.uppercased() } + ["JPEG", "PNG"])
+        self.allowed = allowed
+        let writable = (options.list("formats") ?? []).map { $0.description.uppercased() }.filter { format in
             format == "JPEG" || Magick.canWrite(format)
         }
-        if target != nil, candidates.isEmpty {
+        if target != nil, writable.isEmpty {
             throw PipelineError(.invalidOption, "auto: none of 'formats' can be written by this ImageMagick build")
         }
+        // Narrowed by allow_formats; JPEG when that leaves none (PNG for transparency, by the source rule).
+        let narrowed = writable.filter { allowed.contains($0) }
+        candidates = narrowed.isEmpty && !writable.isEmpty ? ["JPEG"] : narrowed
         identifier = "auto(\(options.canonical))"
     }
 
     /// The format `image` is written in without a target.
     func format(for image: PipelineImage) -> String {
         let source = image.sourceFormat
-        if Self.kept.contains(source), !(source == "JPEG" && image.hasAlpha), Magick.canWrite(source) { return source }
+        if Self.kept.contains(source), allowed.contains(source), !(source == "JPEG" && image.hasAlpha), Magick.canWrite(source) { return source }
         return image.hasAlpha ? "PNG" : "JPEG"
     }
 
@@ -76,6 +87,7 @@ public struct AutoEncoder: ImageEncoding {
     func choices(for image: PipelineImage) -> [String] {
         guard target != nil else { return [] }
         if image.frameCount > 1 { return candidates.contains("WEBP") ? ["WEBP"] : [] }
+        guard !candidates.isEmpty else { return [] }
         return candidates.filter { !(image.hasAlpha && $0 == "JPEG") }
     }
 

@@ -62,6 +62,13 @@ public struct FileLoader: DataLoading {
             }
             // Owned from here: closed when the last reference goes.
             let file = LocalFile(descriptor: descriptor, size: Int(info.st_size), path: path)
+            // What was opened, every link resolved, is inside the source's boundary: checked on
+            // the descriptor, so a link swapped in after the service's check cannot lead out.
+            if let boundary = source.boundary {
+                guard let opened = FileLoader.openedPath(descriptor), boundary.admitsOpened(path: opened) else {
+                    throw PipelineError(.sourceNotAllowed, "local paths are served only under a directory listed in serve.sources")
+                }
+            }
             guard (info.st_mode & S_IFMT) == S_IFREG else {
                 throw PipelineError(.notFound, "\(path): not a regular file")
             }
@@ -74,6 +81,15 @@ public struct FileLoader: DataLoading {
             // decode fails as damaged).
             return LoadedData(data: try file.read(at: 0, count: file.size), directives: directives)
         }
+    }
+
+    /// The path the kernel gives for an open descriptor (`/proc/self/fd`): the file itself, every
+    /// link resolved.
+    static func openedPath(_ descriptor: Int32) -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlink("/proc/self/fd/\(descriptor)", &buffer, buffer.count - 1)
+        guard count > 0 else { return nil }
+        return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// A file is its own validator: device, inode, size and modification time, checked on every use.

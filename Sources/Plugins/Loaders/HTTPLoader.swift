@@ -251,6 +251,11 @@ public struct HTTPLoader: DataLoading {
         guard policy.hostPolicy.allows(host) else {
             throw PipelineError(.blockedAddress, "host '\(host)' is not allowed by allow_hosts/deny_hosts")
         }
+        var policy = self.policy
+        if let boundary = source.boundary {
+            if let refusal = boundary.refusal(for: source.text) { throw PipelineError(.sourceNotAllowed, refusal) }
+            policy.boundary = boundary  // every redirect hop is checked against it before it is followed
+        }
         var partial = Data()
         var resume: ResumePoint?
         var attempt = 0

@@ -24,6 +24,8 @@ struct TransferPolicy: Sendable {
     var proxy: String?
     var addressPolicy = AddressPolicy()
     var hostPolicy = HostPolicy()
+    /// Where the source must stay: every redirect hop is checked before it is followed.
+    var boundary: SourceBoundary?
 }
 
 /// A request other than the loader's image GET (object storage): its method, headers and body.
@@ -102,6 +104,7 @@ final class CurlTransfer: @unchecked Sendable {
     var blockedAddress: String?
     var blockedHost: String?
     var blockedScheme: String?
+    var blockedRedirect: String?
     var currentURL: String
 
     init(url: String, policy: TransferPolicy, resume: ResumePoint? = nil, conditional: CacheDirectives? = nil,
@@ -220,6 +223,7 @@ final class CurlTransfer: @unchecked Sendable {
         if let blockedAddress { return fail(.blockedAddress, "refused to connect to \(blockedAddress)") }
         if let blockedScheme { return fail(.blockedProtocol, "redirect to a \(blockedScheme): URL refused (only http and https)") }
         if let blockedHost { return fail(.blockedAddress, "host '\(blockedHost)' is not allowed by allow_hosts/deny_hosts") }
+        if let blockedRedirect { return fail(.sourceNotAllowed, "redirect to \(blockedRedirect) refused: it is outside serve.sources") }
         if exceededMaxBytes || code == CURLE_FILESIZE_EXCEEDED {
             return fail(.tooLarge, "body exceeds max_bytes (\(Units.formatSize(policy.maxBytes)))")
         }
@@ -333,6 +337,10 @@ final class CurlTransfer: @unchecked Sendable {
             }
             if let host = target.host, !policy.hostPolicy.allows(host) {
                 blockedHost = host
+                return false
+            }
+            if let boundary = policy.boundary, !boundary.admitsRedirect(to: target.absoluteString) {
+                blockedRedirect = String(target.absoluteString.prefix { $0 != "?" })
                 return false
             }
             currentURL = target.absoluteString

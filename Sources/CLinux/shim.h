@@ -65,3 +65,16 @@ static inline int pk_thread_pin_to_allowed(int n) {
     }
     return -1;
 }
+
+/// Raises the soft limit on open files to the hard limit. Writes the soft limit found and the
+/// hard limit; returns the soft limit now in force (the one found when the raise was refused).
+static inline long pk_raise_open_files(long *soft_before, long *hard) {
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0) { *soft_before = -1; *hard = -1; return -1; }
+    *soft_before = limit.rlim_cur == RLIM_INFINITY ? -1 : (long)limit.rlim_cur;
+    *hard = limit.rlim_max == RLIM_INFINITY ? -1 : (long)limit.rlim_max;
+    if (limit.rlim_cur == limit.rlim_max) return *soft_before;
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return *soft_before;
+    return *hard;
+}

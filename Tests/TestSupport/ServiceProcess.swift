@@ -20,11 +20,19 @@ public final class ServiceProcess: Sendable {
 
     /// Starts `binary serve ARGUMENTS --listen 127.0.0.1:0` (or another subcommand that listens,
     /// `work`) and waits until it listens (or exits).
+    /// `openFiles` starts it under that soft and hard limit on open files (`prlimit`, which
+    /// execs the binary in its own process).
     public static func start(_ binary: String, _ arguments: [String], environment: [String: String] = [:],
-                             subcommand: String = "serve") async throws -> ServiceProcess {
+                             subcommand: String = "serve", openFiles: (soft: Int, hard: Int)? = nil) async throws -> ServiceProcess {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = [subcommand] + arguments + ["--listen", "127.0.0.1:0"]
+        let command = [subcommand] + arguments + ["--listen", "127.0.0.1:0"]
+        if let openFiles {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
+            process.arguments = ["--nofile=\(openFiles.soft):\(openFiles.hard)", binary] + command
+        } else {
+            process.executableURL = URL(fileURLWithPath: binary)
+            process.arguments = command
+        }
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         process.currentDirectoryURL = Fixtures.packageRoot
         let out = Pipe(), err = Pipe()

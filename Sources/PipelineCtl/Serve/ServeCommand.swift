@@ -66,6 +66,21 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Nice value of the threads that read, parse and write HTTP (0-19; 0: level with image work). Under overload, image work then keeps more of the cores and requests already accepted finish sooner.")
     var httpNice: Int = 10
 
+    @Option(help: "Longest time a connection may take to send a request's head, from its opening (a slow header is closed at it).")
+    var headerTimeout: String = "10s"
+
+    @Option(help: "Longest time a request's body may take after its head.")
+    var bodyTimeout: String = "30s"
+
+    @Option(help: "How long a kept-alive connection may wait for its next request.")
+    var idleTimeout: String = "60s"
+
+    @Option(help: "Open connections at most; past it the oldest idle ones are closed to make room, or, when every one is in a request, a new one is answered 503 (default: 4096, lowered to fit the open-file limit).")
+    var maxConnections: Int?
+
+    @Option(help: "A second address for /metrics, /livez and /readyz (HOST:PORT); /metrics then leaves the public port.")
+    var metricsListen: String?
+
     @Flag(inversion: .prefixedNo, help: "One JSON line per request on standard output.")
     var accessLog = true
 
@@ -78,13 +93,19 @@ struct Serve: AsyncParsableCommand {
         if let queue, queue < 0 { throw ValidationError("--queue must be 0 or more") }
         if let workers, workers < 1 { throw ValidationError("--workers must be at least 1") }
         if !(0...19).contains(httpNice) { throw ValidationError("--http-nice must be 0 to 19, got \(httpNice)") }
+        if let maxConnections, maxConnections < 1 { throw ValidationError("--max-connections must be at least 1") }
         for (name, value) in [("--timeout", timeout), ("--queue-wait", queueWait), ("--grace", grace), ("--drain-delay", drainDelay)] where Units.parseDuration(value) == nil {
             throw ValidationError("\(name) expects a duration such as 30s or 2m, got '\(value)'")
+        }
+        for (name, value) in [("--header-timeout", headerTimeout), ("--body-timeout", bodyTimeout), ("--idle-timeout", idleTimeout)]
+            where (Units.parseDuration(value) ?? 0) <= 0 {
+            throw ValidationError("\(name) expects a duration above 0 such as 10s, got '\(value)'")
         }
         for (name, value) in [("--decode-memory", decodeMemory), ("--response-memory", responseMemory)] where (Units.parseSize(value) ?? 0) < 1 {
             throw ValidationError("\(name) expects a size such as 64MiB, got '\(value)'")
         }
         _ = try ListenAddress(listen)
+        if let metricsListen { _ = try ListenAddress(metricsListen, option: "--metrics-listen") }
     }
 
     func run() async throws {
@@ -140,6 +161,12 @@ struct ServeSettings: Sendable {
     var drainDelay: Double
     /// Nice value for the threads that answer HTTP (see `--http-nice`).
     var httpNice: Int
+    /// Connection deadlines and cap (the cap before it is fitted to the open-file limit).
+    var connections: ConnectionLimits
+    /// Whether `--max-connections` was given (then it is not lowered silently).
+    var connectionCapGiven: Bool
+    /// `--metrics-listen`: the operations port, when apart from the public one.
+    var metricsListen: ListenAddress?
 
     init(command: Serve) {
         listen = (try? ListenAddress(command.listen)) ?? ListenAddress(host: "127.0.0.1", port: 8080)
@@ -154,6 +181,12 @@ struct ServeSettings: Sendable {
         grace = Units.parseDuration(command.grace) ?? 25
         drainDelay = Units.parseDuration(command.drainDelay) ?? 0
         httpNice = command.httpNice
+        connections = ConnectionLimits(header: Units.parseDuration(command.headerTimeout) ?? 10,
+                                       body: Units.parseDuration(command.bodyTimeout) ?? 30,
+                                       idle: Units.parseDuration(command.idleTimeout) ?? 60,
+                                       cap: command.maxConnections ?? 4096)
+        connectionCapGiven = command.maxConnections != nil
+        metricsListen = command.metricsListen.flatMap { try? ListenAddress($0, option: "--metrics-listen") }
     }
 }
 
@@ -167,9 +200,9 @@ struct ListenAddress: Sendable {
         self.port = port
     }
 
-    init(_ text: String) throws {
+    init(_ text: String, option: String = "--listen") throws {
         guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else {
-            throw ValidationError("--listen expects HOST:PORT (127.0.0.1:8080, 0.0.0.0:8080, :8080), got '\(text)'")
+            throw ValidationError("\(option) expects HOST:PORT (127.0.0.1:8080, 0.0.0.0:8080, :8080), got '\(text)'")
         }
         var host = String(text[..<colon])
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }

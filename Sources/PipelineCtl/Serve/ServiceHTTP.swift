@@ -17,21 +17,46 @@ struct ServiceHTTP: Sendable {
     let settings: ServeSettings
     let accessLog: Bool
     let metrics: ServeMetrics
+    let connections: ConnectionTable
 
     init(service: ImageService, settings: ServeSettings, accessLog: Bool) {
         self.service = service
         self.settings = settings
         self.accessLog = accessLog
         metrics = ServeMetrics(presets: Array(service.presets.keys))
+        connections = ConnectionTable(limits: Self.fittedLimits(settings))
+    }
+
+    /// The connection limits, the cap fitted under the open-file limit (raised to the hard limit
+    /// first); both limits and the cap are said on standard error.
+    static func fittedLimits(_ settings: ServeSettings) -> ConnectionLimits {
+        var limits = settings.connections
+        var before = 0, hard = 0
+        let soft = pk_raise_open_files(&before, &hard)
+        func text(_ limit: Int) -> String { limit < 0 ? "unlimited" : String(limit) }
+        // Files, origin connections, caches and the operations port keep 256 descriptors.
+        if soft > 0 {
+            let fitting = max(16, soft - 256)
+            if limits.cap > fitting {
+                if settings.connectionCapGiven {
+                    printError("warning: --max-connections \(limits.cap) does not fit the open-file limit \(soft); using \(fitting)")
+                }
+                limits.cap = fitting
+            }
+        }
+        let raised = before != soft ? " (raised from \(text(before)))" : ""
+        printError("open files: soft limit \(text(soft))\(raised), hard limit \(text(hard)); at most \(limits.cap) connections")
+        return limits
     }
 
     func run() async throws {
         let responder = CallbackResponder<ServeRequestContext> { request, context in await self.respond(request, channel: context.channel) }
         var serverLogger = Logger(label: "pipelinectl.http")
         serverLogger.logLevel = .warning
+        let table = connections
         let app = Application(
             responder: responder,
-            server: .http1(configuration: .init(additionalChannelHandlers: [ClientCloseWatcher()])),
+            server: .http1(configuration: .init(additionalChannelHandlers: [ConnectionGuard(table: table), ClientCloseWatcher()])),
             configuration: ApplicationConfiguration(address: .hostname(settings.listen.host, port: settings.listen.port),
                                                     serverName: "pipelinectl/\(PipelineCtl.version)"),
             onServerRunning: { [settings, service] channel in
@@ -55,7 +80,23 @@ struct ServiceHTTP: Sendable {
                 }
             }
         }
-        let group = ServiceGroup(services: [app], logger: serverLogger)
+        var services: [any Service] = [app]
+        if let address = settings.metricsListen {
+            let operations = CallbackResponder<BasicRequestContext> { request, _ in
+                let path = String(request.uri.string.prefix { $0 != "?" })
+                let answer = self.operations(path) ?? .problem(404, kind: "not_found", "only /livez, /readyz and /metrics here")
+                return Self.response(answer, head: request.method == .head)
+            }
+            services.append(Application(responder: operations,
+                                        configuration: ApplicationConfiguration(address: .hostname(address.host, port: address.port),
+                                                                                serverName: "pipelinectl/\(PipelineCtl.version)"),
+                                        onServerRunning: { channel in
+                                            let port = channel.localAddress?.port ?? address.port
+                                            FileHandle.standardOutput.write(Data("operations on http://\(address.host):\(port) (/livez, /readyz, /metrics)\n".utf8))
+                                        },
+                                        logger: serverLogger))
+        }
+        let group = ServiceGroup(services: services, logger: serverLogger)
         let signals = DrainSignals(service: service, group: group, settings: settings)
         try await group.run()
         signals.finished()
@@ -67,17 +108,10 @@ struct ServiceHTTP: Sendable {
         let path = String(target.prefix { $0 != "?" })
         var answer: ServeAnswer
         switch (request.method, path) {
-        case (.get, "/livez"), (.head, "/livez"):
-            answer = ServeAnswer(status: 200, headers: [("Content-Type", "text/plain")], body: Data("ok\n".utf8))
-        case (.get, "/readyz"), (.head, "/readyz"):
-            let ready = !service.isDraining && !service.admission.isSaturated
-            answer = ServeAnswer(status: ready ? 200 : 503, headers: [("Content-Type", "text/plain")],
-                                 body: Data((ready ? "ready\n" : service.isDraining ? "draining\n" : "saturated\n").utf8))
-        case (.get, "/metrics"):
-            answer = ServeAnswer(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],
-                                 body: metrics.exposition(inFlight: service.admission.inFlight,
-                                                          loadsWaiting: service.presets.values.reduce(0) { $0 + $1.runner.loadsWaiting }))
-            return Self.response(answer, head: false)
+        case (.get, "/livez"), (.head, "/livez"), (.get, "/readyz"), (.head, "/readyz"):
+            answer = operations(path)!
+        case (.get, "/metrics") where settings.metricsListen == nil:
+            return Self.response(operations(path)!, head: false)
         case (.get, _), (.head, _):
             answer = await answerCancellingOnClose(request, target: target, channel: channel)
         default:
@@ -87,7 +121,31 @@ struct ServiceHTTP: Sendable {
         let seconds = (ContinuousClock.now - start).seconds
         metrics.record(answer, seconds: seconds)
         if accessLog, !["/livez", "/readyz"].contains(path) { Self.log(request, answer, seconds: seconds) }
+        // While draining, each answer closes its connection: clients move to the pods that stay.
+        if service.isDraining { answer.headers.append(("Connection", "close")) }
         return Self.response(answer, head: request.method == .head)
+    }
+
+    /// `/livez`, `/readyz` and `/metrics`, on the public port or on `--metrics-listen`'s.
+    /// Readiness means "can serve": 503 only while draining. Overload shows as 429 answers and in
+    /// the metrics, never by leaving the load balancer (a pod that leaves under a burst makes
+    /// the burst worse for the rest).
+    func operations(_ path: String) -> ServeAnswer? {
+        switch path {
+        case "/livez":
+            return ServeAnswer(status: 200, headers: [("Content-Type", "text/plain")], body: Data("ok\n".utf8))
+        case "/readyz":
+            let ready = !service.isDraining
+            return ServeAnswer(status: ready ? 200 : 503, headers: [("Content-Type", "text/plain")],
+                               body: Data((ready ? "ready\n" : "draining\n").utf8))
+        case "/metrics":
+            return ServeAnswer(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],
+                               body: metrics.exposition(inFlight: service.admission.inFlight,
+                                                        loadsWaiting: service.presets.values.reduce(0) { $0 + $1.runner.loadsWaiting },
+                                                        connections: connections))
+        default:
+            return nil
+        }
     }
 
     /// The image answer. A job is cancelled when the client closes the connection first (work
@@ -197,6 +255,8 @@ final class ClientCloseWatcher: ChannelInboundHandler, RemovableChannelHandler, 
 final class ServeMetrics: Sendable {
     private let registry = PrometheusCollectorRegistry()
     private let items: [String: RunMetrics]
+    /// Connection closes already added to the counters, by reason.
+    private let exportedClosures = Mutex<[String: Int]>([:])
     private static let buckets: [Duration] = [.milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
                                               .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500),
                                               .seconds(1), .seconds(2.5), .seconds(5), .seconds(10), .seconds(30)]
@@ -217,11 +277,27 @@ final class ServeMetrics: Sendable {
         if let item = answer.item { items[answer.pipeline]?.record(item) }
     }
 
-    func exposition(inFlight: Int, loadsWaiting: Int) -> Data {
-        registry.makeGauge(descriptor: MetricNameDescriptor(namespace: "pipelinectl", metricName: "source_loads_waiting", unitName: nil,
+    func exposition(inFlight: Int, loadsWaiting: Int, connections: ConnectionTable) -> Data {
+        registry.makeGauge(descriptor: MetricNameDescriptor(namespace: "pipelinectl", metricName: "connections_open", unitName: "",
+                                                            helpText: "HTTP connections open now."))
+            .set(Double(connections.count))
+        let closed = connections.closed
+        for reason in ConnectionTable.CloseReason.allCases.map(\.rawValue) {
+            // The table counts; the counter catches up with it at each scrape.
+            let now = closed[ConnectionTable.CloseReason(rawValue: reason)!] ?? 0
+            let delta = exportedClosures.withLock { seen in
+                defer { seen[reason] = now }
+                return now - (seen[reason] ?? 0)
+            }
+            registry.makeCounter(descriptor: MetricNameDescriptor(namespace: "pipelinectl", metricName: "connections_closed", unitName: "total",
+                                                                  helpText: "Connections the service closed, by reason: evicted at the cap, refused (every one busy), a deadline passed."),
+                                 labels: [("reason", reason)])
+                .increment(by: Int64(delta))
+        }
+        registry.makeGauge(descriptor: MetricNameDescriptor(namespace: "pipelinectl", metricName: "source_loads_waiting", unitName: "",
                                                             helpText: "Requests waiting for a source load in progress (one load serves them all)."))
             .set(Double(loadsWaiting))
-        registry.makeGauge(descriptor: MetricNameDescriptor(namespace: "pipelinectl", metricName: "requests_in_flight", unitName: nil,
+        registry.makeGauge(descriptor: MetricNameDescriptor(namespace: "pipelinectl", metricName: "requests_in_flight", unitName: "",
                                                             helpText: "Requests admitted now, running or waiting for a job."))
             .set(Double(inFlight))
         return Data(registry.emitToBuffer())

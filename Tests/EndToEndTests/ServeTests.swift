@@ -340,30 +340,58 @@ import TestSupport
         #expect(try await service.get(try Self.sign("resize", setup.path("a.jpg"))).status == 200)
     }
 
+    /// Identical requests join the one running job without a place of their own (six of them
+    /// with one place); a request for another source, with every place taken, is refused at once.
     @Test func identicalRequestsShareOneFetchAndOverloadIsRefusedAtOnce() async throws {
         let jpeg = try Fixtures.jpeg(640, 480)
         let (origin, gate, fetched) = try Self.gatedOrigin(jpeg)
         defer { origin.stop() }
         let setup = try Setup()
-        let service = try await Self.start(setup, ["--jobs", "6", "--queue", "0"])
+        let service = try await Self.start(setup, ["--jobs", "1", "--queue", "0"])
         defer { service.stop() }
         let target = try Self.sign("resize", origin.url("/one.jpg"))
         let answers = Shared<[Int]>([])
-        let clients = (0..<6).map { _ in
+        let first = Task { let r = try await service.get(target); answers.value.withLock { $0.append(r.status) }; return r.body }
+        #expect(await fetched.wait(for: "/one.jpg"))
+        let clients = [first] + (0..<5).map { _ in
             Task { let r = try await service.get(target); answers.value.withLock { $0.append(r.status) }; return r.body }
         }
-        // Every place is taken once the six are admitted: the seventh is refused at once.
-        #expect(await fetched.wait(for: "/one.jpg"))
         #expect(await Self.waitForInFlight(service, 6))
+        // The one place is taken: a request for another source is refused at once.
         let refused = try await service.get(try Self.sign("resize", origin.url("/two.jpg")))
         #expect(refused.status == 429 && refused.headers["retry-after"] == "1", "\(refused.status) \(refused.text)")
-        for _ in 0..<6 { gate.signal() }
+        gate.signal()
         var bodies: [Data] = []
         for client in clients { bodies.append(try await client.value) }
         #expect(answers.value.withLock { $0 } == Array(repeating: 200, count: 6))
         #expect(Set(bodies).count == 1)
         #expect(origin.requests("/one.jpg") == 1)
         #expect(origin.requests("/two.jpg") == 0)
+    }
+
+    /// Thirty requests at once for the sizes of one new source, with one job place and no queue:
+    /// they join the first one's work, so none is refused; one fetch serves them all.
+    @Test func thirtySizesOfOneNewSourceAreNeverRefused() async throws {
+        let jpeg = try Fixtures.jpeg(640, 480)
+        let (origin, gate, fetched) = try Self.gatedOrigin(jpeg)
+        defer { origin.stop() }
+        let setup = try Setup()
+        let service = try await Self.start(setup, ["--jobs", "1", "--queue", "0"])
+        defer { service.stop() }
+        let first = Task { try await service.get(try Self.sign("resize", origin.url("/page.jpg"), params: ["w": "16"])) }
+        #expect(await fetched.wait(for: "/page.jpg"))
+        let others = (1..<30).map { index in
+            Task { try await service.get(try Self.sign("resize", origin.url("/page.jpg"), params: ["w": String(16 + 8 * index)])) }
+        }
+        #expect(await Self.waitForInFlight(service, 30))
+        gate.signal()
+        var statuses: [Int] = []
+        for client in [first] + others { statuses.append(try await client.value.status) }
+        #expect(statuses == Array(repeating: 200, count: 30), "\(statuses)")
+        #expect(origin.requests("/page.jpg") == 1)
+        // One decode: the other 29 used it.
+        let metrics = try await service.get("/metrics").text
+        #expect(metrics.contains("pipelinectl_decodes_shared_total{pipeline=\"resize\"} 29\n"), "\(metrics)")
     }
 
     /// Once jobs are seen to be slow, a request that would wait longer than `--queue-wait` is

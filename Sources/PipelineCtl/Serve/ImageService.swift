@@ -78,6 +78,16 @@ final class ImageService: Sendable {
     let timeout: Double
     private let runners = Mutex(RunnerCache())
     private let draining = Atomic(false)
+    /// Requests running now, by preset and source: a request for a source already being made
+    /// joins that work (one fetch, one decode) without taking a place of its own.
+    private let sourcesInFlight = Mutex<[String: Int]>([:])
+    /// Requests that may join one source's work at once; past it they are admitted as any other
+    /// (a client asking for every width of one source cannot bypass admission without bound).
+    static let joinsPerSource = 64
+    private let joinedNow = Atomic(0)
+
+    /// Requests in flight: admitted ones (running or waiting) and those that joined running work.
+    var requestsInFlight: Int { admission.inFlight + joinedNow.load(ordering: .relaxed) }
 
     init(presets: [String: Preset], keys: SigningKeys?, admission: RequestAdmission, store: ResponseStore,
          timeout: Double) {
@@ -139,6 +149,10 @@ final class ImageService: Sendable {
         let runner: PipelineRunner
         let source: String
         let ifNoneMatch: String?
+        /// Joined a request for the same source already running: it holds no admission place.
+        var joined = false
+        /// The key it is counted under in ``ImageService/sourcesInFlight``.
+        var flightKey = ""
     }
 
     /// A request whose signature holds: its answer, or its admitted job.
@@ -161,18 +175,41 @@ final class ImageService: Sendable {
             answer.item = stored
             if answer.status < 500 { return .answered(answer) }
         }
+        // Work for this source is running: join it (the engine shares the fetch and the decode,
+        // and an identical request its whole job) instead of queueing behind unrelated work.
+        // A page asking for a new image in several sizes is then never refused for it.
+        let flightKey = preset.name + "\u{1}" + request.source
+        let joined = sourcesInFlight.withLock { flights -> Bool in
+            guard let running = flights[flightKey], running > 0, running <= Self.joinsPerSource else { return false }
+            flights[flightKey] = running + 1
+            return true
+        }
+        if joined {
+            joinedNow.add(1, ordering: .relaxed)
+            return .admitted(AdmittedJob(preset: preset, runner: runner, source: request.source, ifNoneMatch: ifNoneMatch,
+                                         joined: true, flightKey: flightKey))
+        }
         switch admission.tryEnter() {
         case .entered: break
         case .full: return .answered(.busy("every job and queue place is taken; retry shortly"))
         case .tooSlow(let wait):
             return .answered(.busy("the queue would keep this request about \(Units.formatDuration((wait * 1000).rounded() / 1000)), past --queue-wait; retry shortly"))
         }
-        return .admitted(AdmittedJob(preset: preset, runner: runner, source: request.source, ifNoneMatch: ifNoneMatch))
+        sourcesInFlight.withLock { $0[flightKey, default: 0] += 1 }
+        return .admitted(AdmittedJob(preset: preset, runner: runner, source: request.source, ifNoneMatch: ifNoneMatch,
+                                     flightKey: flightKey))
     }
 
-    /// Runs an admitted job (waiting for a job place first) and gives its place back.
+    /// Runs an admitted job (waiting for a job place first, unless it joined running work) and
+    /// gives its place back.
     func run(_ job: AdmittedJob) async -> ServeAnswer {
-        defer { admission.leave() }
+        defer {
+            if job.joined { joinedNow.subtract(1, ordering: .relaxed) } else { admission.leave() }
+            sourcesInFlight.withLock { flights in
+                let left = (flights[job.flightKey] ?? 1) - 1
+                flights[job.flightKey] = left > 0 ? left : nil
+            }
+        }
         var answer = await running(job)
         answer.label(job.preset.name, source: job.source)
         return answer
@@ -180,13 +217,16 @@ final class ImageService: Sendable {
 
     private func running(_ job: AdmittedJob) async -> ServeAnswer {
         let arrived = ContinuousClock.now
-        do { try await admission.waitForJob() } catch { return .problem(499, kind: "cancelled", "the client went away") }
-        defer { admission.finishJob() }
+        if !job.joined {
+            do { try await admission.waitForJob() } catch { return .problem(499, kind: "cancelled", "the client went away") }
+        }
+        defer { if !job.joined { admission.finishJob() } }
         let runner = job.runner
         let started = ContinuousClock.now
         let result = await withinTimeLimit { await runner.runItem(job.preset.source(job.source)) }
         // A job cut short by its client's leaving says nothing about how long jobs take.
-        if result?.error?.kind != .cancelled { admission.recordJob(seconds: (ContinuousClock.now - started).seconds) }
+        // A joined request shares another's work: its time says nothing about a job's either.
+        if !job.joined, result?.error?.kind != .cancelled { admission.recordJob(seconds: (ContinuousClock.now - started).seconds) }
         var answer: ServeAnswer
         if let result {
             answer = respond(result, preset: job.preset, negotiated: job.preset.pipeline.negotiatesFormat, ifNoneMatch: job.ifNoneMatch)

@@ -140,7 +140,7 @@ struct ServiceHTTP: Sendable {
                                body: Data((ready ? "ready\n" : "draining\n").utf8))
         case "/metrics":
             return ServeAnswer(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],
-                               body: metrics.exposition(inFlight: service.admission.inFlight,
+                               body: metrics.exposition(inFlight: service.requestsInFlight,
                                                         loadsWaiting: service.presets.values.reduce(0) { $0 + $1.runner.loadsWaiting },
                                                         connections: connections))
         default:

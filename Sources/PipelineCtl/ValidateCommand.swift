@@ -15,12 +15,13 @@ struct Validate: AsyncParsableCommand {
 
             Examples:
               pipelinectl validate pipelines/*.yaml
+              pipelinectl validate pipelines/          (every *.yaml in it, as serve reads it)
               pipelinectl validate thumbnails --format json
             """))
 
     enum Format: String, ExpressibleByArgument, CaseIterable { case text, json }
 
-    @Argument(help: "Pipeline files, or names looked up in pipelines/.")
+    @Argument(help: "Pipeline files, directories of them (every *.yaml and *.yml, as serve reads them), or names looked up in pipelines/.")
     var pipelines: [String]
 
     @Option(help: "Output format: text (for people) or json (an array of diagnostics, for scripts).")
@@ -29,7 +30,7 @@ struct Validate: AsyncParsableCommand {
     func run() async throws {
         var allValid = true
         var all: [Diagnostic] = []
-        for name in pipelines {
+        for name in try ServiceSetup.pipelineFiles(pipelines) {
             let (pipeline, diagnostics, source) = checkPipeline(name)
             if pipeline == nil { allValid = false }
             all += diagnostics

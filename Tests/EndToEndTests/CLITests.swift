@@ -494,6 +494,12 @@ import TestSupport
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("pipelines/thumbnails.yaml: ok (thumbnails)"))
         #expect(result.stdout.contains("pipelines/avatars.yaml: ok (avatars)"))
+        // A directory, as `serve DIR` takes it: every pipeline file in it.
+        let directory = try await pipelinectl(["validate", "pipelines/"])
+        #expect(directory.status == 0, "\(directory.stderr)")
+        let files = try FileManager.default.contentsOfDirectory(atPath: Fixtures.packageRoot.appendingPathComponent("pipelines").path)
+            .filter { $0.hasSuffix(".yaml") }
+        #expect(files.count > 3 && files.allSatisfy { directory.stdout.contains($0 + ": ok") }, "\(directory.stdout)")
     }
 
     @Test func missingPipelineOrListOrBadArgumentsExitTwo() async throws {

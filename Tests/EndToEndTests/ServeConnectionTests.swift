@@ -50,7 +50,7 @@ import TestSupport
     /// of them keep sending.
     @Test func idleAndSlowConnectionsCannotStopTheServiceUnderAHardLimit() async throws {
         let setup = try ServeTests.Setup()
-        let service = try await ServiceProcess.start(CLITests.binary, [setup.pipelines.path, "--header-timeout", "15s"],
+        let service = try await ServiceProcess.start(CLITests.binary, [setup.pipelines.path, "--header-timeout", "15s", "--http-nice", "0"],
                                                      environment: ["PIPELINECTL_KEYS": ServeTests.key], openFiles: (1024, 1024))
         defer { service.stop() }
         var idle: [Int32] = [], slow: [Int32] = []
@@ -67,8 +67,11 @@ import TestSupport
         let answer = try await service.get(try ServeTests.sign("resize", setup.path("a.jpg")))
         let took = ContinuousClock.now - started
         #expect(answer.status == 200, "\(answer.status) \(answer.text)")
-        // Not stuck behind the sockets (the failure was no answer for 10 s); generous for a loaded CPU.
-        #expect(took < .seconds(5), "the request took \(took)")
+        // Answered at all is the claim: before, accept() failed for want of descriptors and no
+        // one was answered until idle sockets went away, which they never did. The bound only
+        // keeps a stuck service from hanging the test; under no load this takes well under a
+        // second, with both cores busy some seconds (the accept queue is drained first).
+        #expect(took < .seconds(30), "the request took \(took)")
         // Every slow header is closed: by eviction, or at its deadline, however often it sends.
         var open = Set(idle + slow)
         for _ in 0..<1200 where !open.isEmpty {

@@ -248,7 +248,14 @@ import TestSupport
         #expect(expired.status == 403 && Self.problem(expired).kind == "expired", "\(expired.text)")
         let later = try await service.get(try Self.sign("resize", setup.path("a.jpg"), expires: Int(Date().timeIntervalSince1970) + 3600))
         #expect(later.status == 200)
-        let unknown = try await service.get("/abc/nosuch/" + setup.path("a.jpg"))
+        // No signature, or something else where it goes: 403, as the docs say, and no word of
+        // which pipelines exist.
+        for target in ["/abc/nosuch/" + setup.path("a.jpg"), "/resize" + setup.path("a.jpg"), "/resize/" + setup.path("a.jpg"), "/"] {
+            let unsigned = try await service.get(target)
+            #expect(unsigned.status == 403 && Self.problem(unsigned).kind == "bad_signature", "\(target): \(unsigned.status) \(unsigned.text)")
+        }
+        // A signed request for a pipeline that is not served: 404, naming it.
+        let unknown = try await service.get(try Self.sign("nosuch", setup.path("a.jpg")))
         #expect(unknown.status == 404 && Self.problem(unknown).detail.contains("nosuch"))
         // The access log has the request and never the signature.
         let log = service.accessLog.joined(separator: "\n")
@@ -285,6 +292,9 @@ import TestSupport
         #expect(try await Identified.data(large.body).width == 300)
         let noVariant = try await service.get(try Self.sign("responsive", a, variant: "medium"))
         #expect(noVariant.status == 404 && Self.problem(noVariant).detail.contains("small"), "\(noVariant.text)")
+        // The access log names the variant of each.
+        let log = service.accessLog
+        #expect(log.contains { $0.contains("\"variant\":\"small\"") } && log.contains { $0.contains("\"variant\":\"large\"") }, "\(log)")
     }
 
     @Test func etagAnswers304AndAcceptChoosesTheFormat() async throws {

@@ -14,6 +14,8 @@ struct ServeAnswer: Sendable {
     var cache = "-"
     /// The request's source, without its query (which may hold an origin's token).
     var source: String?
+    /// The variant asked for, in a pipeline with variants.
+    var variant: String?
     /// The item, when one ran (for the run's metrics).
     var item: ItemResult?
     /// Seconds the request waited for a job place, when it was admitted to one.
@@ -21,8 +23,9 @@ struct ServeAnswer: Sendable {
 
     /// Names the pipeline and the source (without its query, which may hold an origin's token)
     /// for the access log and the metrics.
-    mutating func label(_ pipeline: String, source: String) {
+    mutating func label(_ pipeline: String, source: String, variant: String?) {
         self.pipeline = pipeline
+        self.variant = variant
         self.source = String(source.prefix { $0 != "?" })
     }
 
@@ -116,6 +119,12 @@ final class ImageService: Sendable {
     /// which holds a place until ``run(_:)`` returns. Only a job is worth cancelling when the
     /// client leaves; everything else is answered at once.
     func prepare(target: String, accept: String?, ifNoneMatch: String?) async -> Prepared {
+        // No signature where one must be (a path that starts with a pipeline's name, say): 403,
+        // as for a wrong one, before the target is read any further.
+        if keys != nil, !Self.startsWithSignature(target) {
+            return .answered(.problem(403, kind: "bad_signature",
+                                      "the request has no signature: /SIGNATURE/PIPELINE[/VARIANT]/SOURCE (sign it with `pipelinectl sign`)"))
+        }
         let request: ServeRequest
         do {
             request = try ServeRequest(target: target) { [presets] name in presets[name].map(\.pipeline.hasVariants) }
@@ -130,10 +139,16 @@ final class ImageService: Sendable {
         }
         var prepared = await prepare(request, preset: preset, accept: accept, ifNoneMatch: ifNoneMatch)
         if case .answered(var answer) = prepared {
-            answer.label(preset.name, source: request.source)
+            answer.label(preset.name, source: request.source, variant: request.variant)
             prepared = .answered(answer)
         }
         return prepared
+    }
+
+    /// Whether the target's first segment has a signature's form (32 bytes of base64url).
+    static func startsWithSignature(_ target: String) -> Bool {
+        let first = target.dropFirst().prefix { $0 != "/" && $0 != "?" }
+        return SigningKeys.base64URLDecode(String(first))?.count == 32
     }
 
     /// A request's answer, or its admitted job (see ``prepare(target:accept:ifNoneMatch:)``).
@@ -149,6 +164,8 @@ final class ImageService: Sendable {
         let runner: PipelineRunner
         let source: String
         let ifNoneMatch: String?
+        /// The variant asked for, for the access log.
+        var variant: String?
         /// Joined a request for the same source already running: it holds no admission place.
         var joined = false
         /// The key it is counted under in ``ImageService/sourcesInFlight``.
@@ -187,7 +204,7 @@ final class ImageService: Sendable {
         if joined {
             joinedNow.add(1, ordering: .relaxed)
             return .admitted(AdmittedJob(preset: preset, runner: runner, source: request.source, ifNoneMatch: ifNoneMatch,
-                                         joined: true, flightKey: flightKey))
+                                         variant: request.variant, joined: true, flightKey: flightKey))
         }
         switch admission.tryEnter() {
         case .entered: break
@@ -197,7 +214,7 @@ final class ImageService: Sendable {
         }
         sourcesInFlight.withLock { $0[flightKey, default: 0] += 1 }
         return .admitted(AdmittedJob(preset: preset, runner: runner, source: request.source, ifNoneMatch: ifNoneMatch,
-                                     flightKey: flightKey))
+                                     variant: request.variant, flightKey: flightKey))
     }
 
     /// Runs an admitted job (waiting for a job place first, unless it joined running work) and
@@ -211,7 +228,7 @@ final class ImageService: Sendable {
             }
         }
         var answer = await running(job)
-        answer.label(job.preset.name, source: job.source)
+        answer.label(job.preset.name, source: job.source, variant: job.variant)
         return answer
     }
 

@@ -196,6 +196,7 @@ struct ServiceHTTP: Sendable {
         line.add("ms", (seconds * 10_000).rounded() / 10)
         line.add("cache", answer.cache)
         if let source = answer.source { line.add("source", source) }
+        if let variant = answer.variant { line.add("variant", variant) }
         if let type = answer.headers.first(where: { $0.0 == "Content-Type" })?.1, type.hasPrefix("image/") { line.add("type", type) }
         if let error = answer.item?.error { line.add("error", error.kind.rawValue) }
         if let queued = answer.queued { line.add("queue_ms", (queued * 10_000).rounded() / 10) }

@@ -107,8 +107,8 @@ final class ImageService: Sendable {
 
     /// Answers `GET`/`HEAD` `target` (the raw request target) with the request's `Accept` and
     /// `If-None-Match`: ``prepare(target:accept:ifNoneMatch:)``, then the job if one was admitted.
-    func answer(target: String, accept: String?, ifNoneMatch: String?) async -> ServeAnswer {
-        switch await prepare(target: target, accept: accept, ifNoneMatch: ifNoneMatch) {
+    func answer(target: String, accept: String?, ifNoneMatch: String?, client: String = "") async -> ServeAnswer {
+        switch await prepare(target: target, accept: accept, ifNoneMatch: ifNoneMatch, client: client) {
         case .answered(let answer): return answer
         case .admitted(let job): return await run(job)
         }
@@ -118,7 +118,7 @@ final class ImageService: Sendable {
     /// a stored result, a 304 for one, or 429 when every place is taken), else its admitted job,
     /// which holds a place until ``run(_:)`` returns. Only a job is worth cancelling when the
     /// client leaves; everything else is answered at once.
-    func prepare(target: String, accept: String?, ifNoneMatch: String?) async -> Prepared {
+    func prepare(target: String, accept: String?, ifNoneMatch: String?, client: String = "") async -> Prepared {
         // No signature where one must be (a path that starts with a pipeline's name, say): 403,
         // as for a wrong one, before the target is read any further.
         if keys != nil, !Self.startsWithSignature(target) {
@@ -137,7 +137,7 @@ final class ImageService: Sendable {
             refused.pipeline = preset.name
             return .answered(refused)
         }
-        var prepared = await prepare(request, preset: preset, accept: accept, ifNoneMatch: ifNoneMatch)
+        var prepared = await prepare(request, preset: preset, accept: accept, ifNoneMatch: ifNoneMatch, client: client)
         if case .answered(var answer) = prepared {
             answer.label(preset.name, source: request.source, variant: request.variant)
             prepared = .answered(answer)
@@ -166,6 +166,8 @@ final class ImageService: Sendable {
         let ifNoneMatch: String?
         /// The variant asked for, for the access log.
         var variant: String?
+        /// Who asked (the peer address, or the one a trusted proxy names): places are shared by it.
+        var client = ""
         /// Joined a request for the same source already running: it holds no admission place.
         var joined = false
         /// The key it is counted under in ``ImageService/sourcesInFlight``.
@@ -173,7 +175,7 @@ final class ImageService: Sendable {
     }
 
     /// A request whose signature holds: its answer, or its admitted job.
-    func prepare(_ request: ServeRequest, preset: Preset, accept: String?, ifNoneMatch: String?) async -> Prepared {
+    func prepare(_ request: ServeRequest, preset: Preset, accept: String?, ifNoneMatch: String?, client: String) async -> Prepared {
         var values: [String: String] = [:]
         for (name, value) in request.parameters where name != "expires" {
             guard values[name] == nil else { return .answered(.problem(400, kind: "bad_parameter", "parameter '\(name)' is given twice")) }
@@ -204,24 +206,25 @@ final class ImageService: Sendable {
         if joined {
             joinedNow.add(1, ordering: .relaxed)
             return .admitted(AdmittedJob(preset: preset, runner: runner, source: request.source, ifNoneMatch: ifNoneMatch,
-                                         variant: request.variant, joined: true, flightKey: flightKey))
+                                         variant: request.variant, client: client, joined: true, flightKey: flightKey))
         }
-        switch admission.tryEnter() {
+        switch admission.tryEnter(client: client) {
         case .entered: break
         case .full: return .answered(.busy("every job and queue place is taken; retry shortly"))
+        case .share: return .answered(.busy("this client holds its share of the places; the rest are kept for others; retry shortly"))
         case .tooSlow(let wait):
             return .answered(.busy("the queue would keep this request about \(Units.formatDuration((wait * 1000).rounded() / 1000)), past --queue-wait; retry shortly"))
         }
         sourcesInFlight.withLock { $0[flightKey, default: 0] += 1 }
         return .admitted(AdmittedJob(preset: preset, runner: runner, source: request.source, ifNoneMatch: ifNoneMatch,
-                                     variant: request.variant, flightKey: flightKey))
+                                     variant: request.variant, client: client, flightKey: flightKey))
     }
 
     /// Runs an admitted job (waiting for a job place first, unless it joined running work) and
     /// gives its place back.
     func run(_ job: AdmittedJob) async -> ServeAnswer {
         defer {
-            if job.joined { joinedNow.subtract(1, ordering: .relaxed) } else { admission.leave() }
+            if job.joined { joinedNow.subtract(1, ordering: .relaxed) } else { admission.leave(client: job.client) }
             sourcesInFlight.withLock { flights in
                 let left = (flights[job.flightKey] ?? 1) - 1
                 flights[job.flightKey] = left > 0 ? left : nil
@@ -235,9 +238,14 @@ final class ImageService: Sendable {
     private func running(_ job: AdmittedJob) async -> ServeAnswer {
         let arrived = ContinuousClock.now
         if !job.joined {
-            do { try await admission.waitForJob() } catch { return .problem(499, kind: "cancelled", "the client went away") }
+            switch await admission.waitForJob(client: job.client) {
+            case .granted: break
+            case .cancelled: return .problem(499, kind: "cancelled", "the client went away")
+            case .timedOut:
+                return .busy("no job place came free within --queue-wait (\(Units.formatDuration(admission.queueWait))); retry shortly")
+            }
         }
-        defer { if !job.joined { admission.finishJob() } }
+        defer { if !job.joined { admission.finishJob(client: job.client) } }
         let runner = job.runner
         let started = ContinuousClock.now
         let result = await withinTimeLimit { await runner.runItem(job.preset.source(job.source)) }
@@ -379,85 +387,5 @@ struct RunnerCache {
         clock += 1
         runners[key] = (runner, clock)
         if runners.count > Self.capacity, let oldest = runners.min(by: { $0.value.1 < $1.value.1 }) { runners[oldest.key] = nil }
-    }
-}
-
-/// How many requests run at once and how many may wait: past both, a request is refused at once
-/// (429), never queued without bound. A request that would wait is also refused when the wait it
-/// can expect (the requests ahead of it, times the recent job time, over the jobs) is past
-/// `queueWait`: a queue of slow answers (big PNGs) then stays short enough for every accepted
-/// request to be answered soon, while quick ones still fill every place.
-final class RequestAdmission: Sendable {
-    let jobs: Int
-    let queue: Int
-    /// Longest expected wait, in seconds, a request is queued for; 0 for no such limit.
-    let queueWait: Double
-    private let admitted = Atomic(0)
-    private let running: AsyncSemaphore
-    /// Recent jobs' mean time in seconds (0 until one finished).
-    private let recent = Mutex(0.0)
-    /// Weight of the newest job in ``jobSeconds``: about the last ten jobs count.
-    static let smoothing = 0.2
-
-    /// What ``tryEnter()`` decided.
-    enum Entry: Equatable, Sendable {
-        /// A place is taken: release it with ``leave()``.
-        case entered
-        /// Every job and queue place is taken.
-        case full
-        /// The request would wait about this many seconds, past `queueWait`.
-        case tooSlow(expectedWait: Double)
-    }
-
-    init(jobs: Int, queue: Int, queueWait: Double = 0) {
-        self.jobs = max(1, jobs)
-        self.queue = max(0, queue)
-        self.queueWait = max(0, queueWait)
-        running = AsyncSemaphore(permits: self.jobs)
-    }
-
-    /// Takes a place (running or waiting) unless every place is taken or the wait is too long.
-    func tryEnter() -> Entry {
-        let limit = jobs + queue
-        while true {
-            let now = admitted.load(ordering: .relaxed)
-            guard now < limit else { return .full }
-            if now >= jobs, queueWait > 0 {
-                let wait = expectedWait(ahead: now)
-                if wait > queueWait { return .tooSlow(expectedWait: wait) }
-            }
-            if admitted.compareExchange(expected: now, desired: now + 1, ordering: .acquiringAndReleasing).exchanged { return .entered }
-        }
-    }
-
-    /// The wait of a request entering behind `ahead` admitted ones: every job busy, each place
-    /// ahead of it in the queue one job's time, and the running ones counted as one more round
-    /// (an overestimate by half a job, on the safe side).
-    func expectedWait(ahead: Int) -> Double {
-        guard ahead >= jobs else { return 0 }
-        return Double(ahead - jobs + 1) * jobSeconds / Double(jobs)
-    }
-
-    func leave() { admitted.subtract(1, ordering: .relaxed) }
-    func waitForJob() async throws { try await running.acquire() }
-    func finishJob() { running.release() }
-
-    /// Counts a finished job's time (from its place to its answer) into ``jobSeconds``.
-    func recordJob(seconds: Double) {
-        guard seconds.isFinite, seconds >= 0 else { return }
-        recent.withLock { mean in
-            mean = mean == 0 ? seconds : mean + Self.smoothing * (seconds - mean)
-        }
-    }
-
-    /// Recent jobs' mean time in seconds; 0 before the first.
-    var jobSeconds: Double { recent.withLock { $0 } }
-
-    /// Requests admitted now (running and waiting).
-    var inFlight: Int { admitted.load(ordering: .relaxed) }
-    /// Whether a request arriving now would be refused: every place taken, or its wait too long.
-    var isSaturated: Bool {
-        let now = inFlight
-        return now >= jobs + queue || (queueWait > 0 && expectedWait(ahead: now) > queueWait)
     }
 }

@@ -39,11 +39,11 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Requests processed at once (default: one per CPU the process may use, as --workers).")
     var jobs: Int?
 
-    @Option(help: "Requests that may wait for a job; past jobs + queue, 429 at once (default: 4 per job).")
+    @Option(help: "Requests that may wait for a job; past jobs + queue, 429 at once (default: 32 per job, at least 64).")
     var queue: Int?
 
-    @Option(help: "Longest wait a request is queued for, expected from recent jobs' times; past it, 429 at once (0: only --queue bounds the queue).")
-    var queueWait: String = "250ms"
+    @Option(help: "Longest a request waits for a job place: past it, 429 (0: no limit). A request whose wait, expected from recent jobs' times and the clients waiting, is longer is refused at once.")
+    var queueWait: String = "5s"
 
     @Option(help: "Longest time a request may take, waiting included (then 504).")
     var timeout: String = "30s"
@@ -78,6 +78,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Open connections at most; past it the oldest idle ones are closed to make room, or, when every one is in a request, a new one is answered 503 (default: 4096, lowered to fit the open-file limit).")
     var maxConnections: Int?
 
+    @Option(name: .customLong("trusted-proxy"), help: "The address of a proxy in front (repeatable): from it, X-Forwarded-For names the client that places are shared by.")
+    var trustedProxies: [String] = []
+
     @Option(help: "A second address for /metrics, /livez and /readyz (HOST:PORT); /metrics then leaves the public port.")
     var metricsListen: String?
 
@@ -106,6 +109,9 @@ struct Serve: AsyncParsableCommand {
         }
         _ = try ListenAddress(listen)
         if let metricsListen { _ = try ListenAddress(metricsListen, option: "--metrics-listen") }
+        for proxy in trustedProxies where !proxy.contains(where: { $0 == "." || $0 == ":" }) {
+            throw ValidationError("--trusted-proxy expects an IP address such as 10.0.0.5 or fd00::1, got '\(proxy)'")
+        }
     }
 
     func run() async throws {
@@ -167,13 +173,15 @@ struct ServeSettings: Sendable {
     var connectionCapGiven: Bool
     /// `--metrics-listen`: the operations port, when apart from the public one.
     var metricsListen: ListenAddress?
+    /// `--trusted-proxy`: peers whose X-Forwarded-For names the client.
+    var trustedProxies: Set<String>
 
     init(command: Serve) {
         listen = (try? ListenAddress(command.listen)) ?? ListenAddress(host: "127.0.0.1", port: 8080)
         let cores = UsableCores.count
         jobs = command.jobs ?? cores
-        queue = command.queue ?? 4 * jobs
-        queueWait = Units.parseDuration(command.queueWait) ?? 0.25
+        queue = command.queue ?? max(64, 32 * jobs)
+        queueWait = Units.parseDuration(command.queueWait) ?? 5
         timeout = Units.parseDuration(command.timeout) ?? 30
         workers = command.workers ?? cores
         decodeMemory = Units.parseSize(command.decodeMemory) ?? 200 << 20
@@ -187,6 +195,7 @@ struct ServeSettings: Sendable {
                                        cap: command.maxConnections ?? 4096)
         connectionCapGiven = command.maxConnections != nil
         metricsListen = command.metricsListen.flatMap { try? ListenAddress($0, option: "--metrics-listen") }
+        trustedProxies = Set(command.trustedProxies)
     }
 }
 

@@ -158,7 +158,9 @@ struct ServiceHTTP: Sendable {
     func answerCancellingOnClose(_ request: Request, target: String, channel: any Channel) async -> ServeAnswer {
         let accept = request.headers[.accept], ifNoneMatch = request.headers[.ifNoneMatch]
         let job: ImageService.AdmittedJob
-        switch await service.prepare(target: target, accept: accept, ifNoneMatch: ifNoneMatch) {
+        let client = ClientAddress.of(peer: channel.remoteAddress?.ipAddress, forwardedFor: request.headers[values: .xForwardedFor],
+                                      trusting: settings.trustedProxies)
+        switch await service.prepare(target: target, accept: accept, ifNoneMatch: ifNoneMatch, client: client) {
         case .answered(let answer): return answer
         case .admitted(let admitted): job = admitted
         }
@@ -332,3 +334,20 @@ final class DrainSignals: Sendable {
     func finished() { done.store(true, ordering: .relaxed) }
 }
 
+
+extension HTTPField.Name {
+    static let xForwardedFor = HTTPField.Name("X-Forwarded-For")!
+}
+
+/// Who a request comes from, for sharing places between clients: the peer's address, or, when
+/// the peer is a proxy the operator trusts (`--trusted-proxy`), the nearest address in
+/// `X-Forwarded-For` that is not one of them. A client cannot pick its own share by sending
+/// the header: from an untrusted peer it is ignored.
+enum ClientAddress {
+    static func of(peer: String?, forwardedFor: [String], trusting proxies: Set<String>) -> String {
+        let peer = peer ?? ""
+        guard proxies.contains(peer) else { return peer }
+        let hops = forwardedFor.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        return hops.reversed().first { !proxies.contains($0) } ?? hops.first ?? peer
+    }
+}

@@ -5,11 +5,12 @@ SWIFT ?= swift
 # C libraries (MagickWand 6 Q16, libcurl, libyaml), pkg-config to find them, and ImageMagick's
 # command-line tools (samples are made with `convert`; tests check outputs with `identify`).
 APT_PACKAGES = pkg-config libmagickwand-6.q16-dev libcurl4-openssl-dev libpq-dev libyaml-dev libpng-dev libdeflate-dev libjpeg-dev libwebp-dev libheif-dev libtiff-dev libgif-dev imagemagick libgs-common
-# Tests also open the HTML contact sheet in a real browser, and run deploy/slurm's script as a
+# Tests also open the HTML contact sheet in a real browser (and load a page of the service's images
+# in it while wrk keeps the service busy), and run deploy/slurm's script as a
 # real array job on a one-node Slurm cluster they start on loopback (Slurm and munge from Debian);
 # exiftool writes and reads the EXIF and ICC facts tests check; libjpeg-turbo's cjpeg writes the
 # JPEGs (samplings, restart markers) the shared 1/8 read is checked on.
-TEST_PACKAGES = chromium libheif-examples libavif-bin libimage-exiftool-perl libjpeg-turbo-progs
+TEST_PACKAGES = chromium wrk libheif-examples libavif-bin libimage-exiftool-perl libjpeg-turbo-progs
 SLURM_PACKAGES = slurmctld slurmd slurm-client munge
 # PostgreSQL 15, started by the queue tests as a user they create (initdb refuses root).
 SERVICE_PACKAGES = $(SLURM_PACKAGES) postgresql-15

@@ -525,6 +525,17 @@ import TestSupport
         #expect(purged.status == 0 && purged.stdout.contains("purged 3 entries"), "\(purged.stdout)\(purged.stderr)")
         for target in requests { #expect(try await service.get(target).status == 200) }
         #expect(origin.requests("/a.jpg") == 2 && origin.requests("/b.jpg") == 1)
+        // A versioned URL (what reaches browsers and CDNs): `sign --source-version` adds v=, which
+        // the signature covers and nothing else reads: the same stored output, a new URL.
+        let signed = try await Command.run(CLITests.binary, ["sign", setup.pipelines.appendingPathComponent("cached.yaml").path, origin.url("/a.jpg"),
+                                                             "--param", "w=100", "--source-version", "etag-2"],
+                                           environment: ProcessInfo.processInfo.environment.merging(["PIPELINECTL_KEYS": Self.key]) { $1 })
+        let versioned = signed.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(signed.status == 0 && versioned.hasSuffix("?w=100&v=etag-2"), "\(signed.stdout)\(signed.stderr)")
+        let answer = try await service.get(versioned)
+        #expect(answer.status == 200, "\(answer.text)")
+        #expect(try await service.get(versioned.replacingOccurrences(of: "etag-2", with: "etag-3")).status == 403)
+        #expect(origin.requests("/a.jpg") == 2)
         await origin.stop()
     }
 

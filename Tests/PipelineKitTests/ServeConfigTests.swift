@@ -74,6 +74,7 @@ import Testing
             ("w: { sets: resize.width }", "expected processors[N].PLUGIN.OPTION"),
             ("w: { sets: variants.tiny.encoder.jpeg.quality }", "no variant 'tiny'"),
             ("expires: { sets: processors.0.resize.width }", "'expires' is a query parameter the service uses itself"),
+            ("v: { sets: processors.0.resize.width }", "'v' is a query parameter the service uses itself"),
             ("\"a b\": { sets: processors.0.resize.width }", "a parameter name may use letters, digits, '_' and '-' only"),
             ("w: { sets: processors.0.resize.width, maximum: 5 }", "maximum"),
         ]

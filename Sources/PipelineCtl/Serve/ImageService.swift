@@ -177,7 +177,8 @@ final class ImageService: Sendable {
     /// A request whose signature holds: its answer, or its admitted job.
     func prepare(_ request: ServeRequest, preset: Preset, accept: String?, ifNoneMatch: String?, client: String) async -> Prepared {
         var values: [String: String] = [:]
-        for (name, value) in request.parameters where name != "expires" {
+        // `expires` is checked with the signature; `v` only versions the URL (the signature covers it).
+        for (name, value) in request.parameters where name != "expires" && name != "v" {
             guard values[name] == nil else { return .answered(.problem(400, kind: "bad_parameter", "parameter '\(name)' is given twice")) }
             values[name] = value
         }

@@ -15,6 +15,7 @@ struct Sign: AsyncParsableCommand {
               pipelinectl sign pipelines/resize.yaml https://img.example.com/a.jpg \\
                 --param w=320 --expires 1h
               curl "localhost:8080$(pipelinectl sign responsive a.jpg --variant small)"
+              pipelinectl sign thumbnails https://img.example.com/a.jpg --source-version "$ETAG"
             """))
 
     @Argument(help: "The pipeline file, or its name in pipelines/.")
@@ -31,6 +32,9 @@ struct Sign: AsyncParsableCommand {
 
     @Option(help: "How long the link works (e.g. 1h, 7d); default: for ever.")
     var expires: String?
+
+    @Option(help: "A version of the source (its ETag, upload time or content hash), sent as v=: a new version is a new URL, so browsers and CDNs that keep the old answer for a year fetch the new one.")
+    var sourceVersion: String?
 
     @Option(help: "A file of signing keys, one ID:HEX per line (default: PIPELINECTL_KEYS).")
     var keysFile: String?
@@ -68,7 +72,8 @@ struct Sign: AsyncParsableCommand {
             until = Int(Date().timeIntervalSince1970 + seconds)
         }
         let keys = try requiredKeys(file: keysFile)
-        let path = ServeRequest.path(pipeline: loaded.name, variant: variant, source: source, parameters: values, expires: until)
+        let path = ServeRequest.path(pipeline: loaded.name, variant: variant, source: source, parameters: values, expires: until,
+                                     version: sourceVersion)
         print(base + "/" + keys.sign(path) + path)
     }
 }

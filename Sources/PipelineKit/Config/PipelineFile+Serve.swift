@@ -53,8 +53,9 @@ extension PipelineParser {
 }
 
 extension ParamSpec {
-    /// Query parameters the service reads itself.
-    static let reserved: Set<String> = ["expires"]
+    /// Query parameters the service reads itself: `expires`, and `v`, a version the signature
+    /// covers and nothing else reads (a new `v` is a new URL for every cache on the way).
+    static let reserved: Set<String> = ["expires", "v"]
 
     /// A parameter from its `params:` entry, its target found in `pipeline` and its values
     /// narrowed; throws saying what does not match the file.

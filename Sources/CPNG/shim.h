@@ -157,12 +157,13 @@ static inline void pk_png_header(pk_png_reader *reader, uint32_t *width, uint32_
     }
 }
 
-/// Asks for 8-bit RGB or RGBA rows (palette and tRNS expanded, 16 bits cut to 8). Returns the
-/// bytes of a row, or 0 on failure.
+/// Asks for 8-bit RGB or RGBA rows (grey made RGB, palette and tRNS expanded, 16 bits cut to
+/// 8). Returns the bytes of a row, or 0 on failure.
 static inline size_t pk_png_start(pk_png_reader *reader) {
     if (setjmp(png_jmpbuf(reader->png))) return 0;
     png_set_expand(reader->png);
     png_set_strip_16(reader->png);
+    png_set_gray_to_rgb(reader->png);
     png_read_update_info(reader->png, reader->info);
     return png_get_rowbytes(reader->png, reader->info);
 }

@@ -90,6 +90,26 @@ import TestSupport
         #expect(rose.width == 70 && rose.height == 46)  // never scaled up
     }
 
+    /// A large grey PNG is reduced on load like a colour one: its decode is estimated (and so
+    /// admitted) at rows and a copy, not the 392 MB of 16-bit pixels ImageMagick's whole decode of
+    /// 7000x7000 takes, and it comes out grey: the same pixels as the whole decode's resize, and a
+    /// grey PNG when written.
+    @Test func aLargeGreyPNGIsReducedOnLoadAndStaysGrey() async throws {
+        let dir = try Fixtures.temporaryDirectory("grey-png")
+        let path = dir.appendingPathComponent("grey.png").path
+        let made = try await Command.run("/usr/bin/convert", ["-size", "7000x7000", "gradient:gray20-gray80", "-colorspace", "Gray", "-depth", "8", "PNG:" + path])
+        try #require(made.status == 0, "\(made.stderr)")
+        let png = try Data(contentsOf: URL(fileURLWithPath: path))
+        #expect(png[25] == 0, "the fixture is a grey PNG (colour type \(png[25]))")
+        let hint = DecodeHint(targetSize: PixelSize(width: 256, height: 256), fit: true)
+        let estimate = try #require(decoder.estimatedMemory(LoadedData(data: png), hint: hint))
+        #expect(estimate < 64 << 20, "estimated \(estimate) bytes")
+        let image = try decoder.decode(LoadedData(data: png), hint: hint)
+        #expect(image.width < 7000 && image.width >= 256, "\(image.width)x\(image.height)")
+        let written = try PNGEncoder.plugin.makeEncoder(PNGEncoder.plugin.defaultOptions).encode(image)
+        #expect(written[25] == 0, "written as colour type \(written[25]), not grey")
+    }
+
     /// The block averages' division by a multiply is the division, for every block size up to
     /// 4095 pixels wide (divisors up to 4095 squared) and totals up to 65536 times the divisor.
     @Test func theAveragesDivisionByAMultiplyIsExact() {

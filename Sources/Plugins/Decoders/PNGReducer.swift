@@ -17,7 +17,8 @@ import Synchronization
 /// transparent pixels do not bleed their hidden colour into the edges.
 ///
 /// Only plain cases take this path; the rest go through ImageMagick as before: interlaced PNGs,
-/// greyscale ones (kept grey there), and PNGs with a profile other than sRGB (converted there).
+/// and PNGs with a profile other than sRGB (converted there). Greyscale ones are read as RGB with
+/// equal channels, and written grey again by the encoders.
 enum PNGReducer {
     /// Memory the reduced decode of a `size` PNG needs at its peak: one 8-bit RGBA row, the
     /// per-column totals (4 bytes a channel), the reduced 16-bit pixels and a copy of them (a wand's,
@@ -86,7 +87,10 @@ enum PNGReducer {
         var colorType: Int32 = 0, interlaced: Int32 = 0, transparency: Int32 = 0
         var profileBytes: UnsafePointer<UInt8>?
         pk_png_header(reader, &width, &height, &colorType, &interlaced, &transparency, &profileBytes, &profileLength)
-        guard interlaced == 0, colorType & PNG_COLOR_MASK_COLOR != 0 else { return nil }  // grey stays grey in ImageMagick
+        // Grey is read as RGB with equal channels (libpng's gray_to_rgb), as libjpeg reads grey
+        // JPEGs: the encoders write an all-grey image grey again, as ImageMagick did. A 7000x7000
+        // grey PNG then takes rows, not 392 MB of 16-bit pixels in ImageMagick.
+        guard interlaced == 0 else { return nil }
         var profile: Data?
         if let profileBytes, profileLength > 0 {
             let data = Data(bytes: profileBytes, count: Int(profileLength))

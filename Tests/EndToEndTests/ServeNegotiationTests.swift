@@ -39,5 +39,37 @@ import TestSupport
         // A client that names them still gets them.
         let webp = try await service.get(try ServeTests.sign("resize", setup.path("a.jpg")), headers: ["Accept": "image/webp,*/*"])
         #expect(webp.headers["content-type"] == "image/webp")
+        let avif = try await service.get(try ServeTests.sign("resize", setup.path("a.jpg")), headers: ["Accept": "image/avif,image/webp,*/*"])
+        #expect(avif.headers["content-type"] == "image/avif")
+    }
+
+    /// A pipeline that prefers WebP gets AVIF only for clients that take no WebP; one that caps
+    /// AVIF's pixels gets WebP above the cap.
+    @Test func aPipelineCanPreferWebPOrCapAVIF() async throws {
+        let setup = try ServeTests.Setup()
+        try setup.write("webpfirst", """
+            processors:
+              - resize: { width: 256, height: 256 }
+            encoder: { auto: { prefer: [webp, avif] } }
+            output: { dir: \(setup.dir.path)/out }
+            serve: { sources: ["\(setup.images.path)/"] }
+            """)
+        try setup.write("smallavif", """
+            processors:
+              - resize: { width: 256, height: 256 }
+            encoder: { auto: { avif_max_pixels: 10000 } }
+            output: { dir: \(setup.dir.path)/out }
+            serve: { sources: ["\(setup.images.path)/"] }
+            """)
+        let service = try await ServeTests.start(setup)
+        defer { service.stop() }
+        let chromium = ["Accept": "image/avif,image/webp,image/apng,image/*,*/*;q=0.8"]
+        let first = try await service.get(try ServeTests.sign("webpfirst", setup.path("a.jpg")), headers: chromium)
+        #expect(first.status == 200 && first.headers["content-type"] == "image/webp", "\(first.headers)")
+        let noWebP = try await service.get(try ServeTests.sign("webpfirst", setup.path("a.jpg")), headers: ["Accept": "image/avif,*/*"])
+        #expect(noWebP.headers["content-type"] == "image/avif")
+        // 256x192 is 49,152 pixels, over the cap of 10,000.
+        let capped = try await service.get(try ServeTests.sign("smallavif", setup.path("a.jpg")), headers: chromium)
+        #expect(capped.headers["content-type"] == "image/webp", "\(capped.headers)")
     }
 }

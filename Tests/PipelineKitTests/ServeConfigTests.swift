@@ -150,13 +150,15 @@ import Testing
     }
 
     @Test func acceptChoosesAVIFThenWebPAndHonoursQZero() {
-        #expect(Pipeline.negotiatedFormat(accept: "image/avif,image/webp,*/*") == .avif)
-        #expect(Pipeline.negotiatedFormat(accept: "image/avif;q=0, image/webp") == .webp)
-        #expect(Pipeline.negotiatedFormat(accept: "image/*,*/*;q=0.8") == .commonOrGIF)
-        #expect(Pipeline.negotiatedFormat(accept: "*/*") == .commonOrGIF)
-        #expect(Pipeline.negotiatedFormat(accept: nil) == .commonOrGIF)
-        #expect(Pipeline.negotiatedFormat(accept: "image/jpeg") == .common)
-        #expect(Pipeline.negotiatedFormat(accept: "image/jpeg, image/png") == .common)
-        #expect(Pipeline.negotiatedFormat(accept: "image/webp;q=0, image/jpeg") == .common)
+        func allowed(_ accept: String?) -> String { Pipeline.negotiatedFormat(accept: accept).description }
+        #expect(allowed("image/avif,image/webp,*/*") == "jpeg+png+gif+webp+avif")
+        #expect(allowed("image/avif;q=0, image/webp") == "jpeg+png+webp")
+        #expect(allowed("image/*,*/*;q=0.8") == "jpeg+png+gif")
+        #expect(allowed("*/*") == "jpeg+png+gif")
+        #expect(allowed(nil) == "jpeg+png+gif")
+        #expect(allowed("image/jpeg") == "jpeg+png")
+        #expect(allowed("image/jpeg, image/png") == "jpeg+png")
+        #expect(allowed("image/webp;q=0, image/jpeg") == "jpeg+png")
+        #expect(allowed("image/avif") == "jpeg+png+avif")
     }
 }

@@ -114,6 +114,34 @@ import TestSupport
         #expect(try auto.fileExtension(for: bmp) == "jpg" && FormatSniffer.sniff(auto.encode(bmp)) == .image(ImageFormat(rawValue: "JPEG")!))
     }
 
+    /// `prefer` writes the first allowed format instead of the source's: AVIF at the quality that
+    /// looks like WebP's, up to `avif_max_pixels`, never for an animation; `allow_formats` keeps
+    /// it from any format the client did not accept.
+    @Test func autoWritesThePreferredFormatWithinItsLimits() async throws {
+        func auto(_ values: [String: OptionValue]) throws -> any ImageEncoding {
+            try AutoEncoder.plugin.makeEncoder(AutoEncoder.plugin.options(values))
+        }
+        let jpeg = try decode(try Fixtures.jpeg(60, 40))
+        let both: OptionValue = .list([.string("avif"), .string("webp")])
+        #expect(try auto(["prefer": both]).fileExtension(for: jpeg) == "avif")
+        #expect(try FormatSniffer.sniff(auto(["prefer": both]).encode(jpeg)) == .image(ImageFormat(rawValue: "AVIF")!))
+        #expect(try auto(["prefer": .list([.string("webp"), .string("avif")])]).fileExtension(for: jpeg) == "webp")
+        #expect(try auto(["prefer": both, "avif_max_pixels": .int(60 * 40 - 1)]).fileExtension(for: jpeg) == "webp")
+        #expect(try auto(["prefer": both, "avif_max_pixels": .int(60 * 40)]).fileExtension(for: jpeg) == "avif")
+        #expect(try auto(["prefer": both, "allow_formats": .list([.string("jpeg"), .string("png"), .string("webp")])]).fileExtension(for: jpeg) == "webp")
+        #expect(try auto(["prefer": both, "allow_formats": .list([.string("jpeg"), .string("png")])]).fileExtension(for: jpeg) == "jpg")
+        #expect(try auto([:]).fileExtension(for: jpeg) == "jpg")  // no preference: the source's format
+        let animated = try decode(try await animation(), ["max_frames": .int(10)])
+        #expect(try auto(["prefer": both]).fileExtension(for: animated) == "webp")
+        // AVIF's quality: measured to look like WebP's (bench/avif-quality.py), or as set.
+        #expect(AutoEncoder.avifQuality(matching: 80) == 65 && AutoEncoder.avifQuality(matching: 82) == 70)
+        #expect(AutoEncoder.avifQuality(matching: 60) == 50 && AutoEncoder.avifQuality(matching: 100) == 100)
+        let mapped = try auto(["prefer": both, "quality": .int(80)]).encode(jpeg)
+        #expect(try mapped == AVIFEncoderProbe.encode(jpeg, quality: 65))
+        #expect(try auto(["prefer": both, "quality": .int(80), "avif_quality": .int(40)]).encode(jpeg) == AVIFEncoderProbe.encode(jpeg, quality: 40))
+        #expect(try mapped != AVIFEncoderProbe.encode(jpeg, quality: 80))
+    }
+
     /// A three-frame GIF animation, 60x40, red, green, blue.
     func animation() async throws -> Data {
         let path = try Fixtures.temporaryDirectory().appendingPathComponent("anim.gif").path
@@ -303,5 +331,12 @@ import TestSupport
         let wand = Wand()
         #expect(throws: PipelineError.self) { try wand.read(Data("/etc/passwd".utf8), format: "TEXT") }
         #expect(wand.frameCount == 0)
+    }
+}
+
+/// The avif encoder at a given quality, to compare auto's AVIF with.
+enum AVIFEncoderProbe {
+    static func encode(_ image: PipelineImage, quality: Int) throws -> Data {
+        try HEIFEncoder.avifPlugin.makeEncoder(HEIFEncoder.avifPlugin.options(["quality": .int(quality)])).encode(image)
     }
 }

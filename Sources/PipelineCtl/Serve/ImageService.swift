@@ -301,7 +301,7 @@ final class ImageService: Sendable {
     /// negotiated format (kept for later requests of the same kind).
     func runner(_ preset: Preset, variant: String?, values: [String: String], format: NegotiatedFormat?) throws -> PipelineRunner {
         if variant == nil, values.isEmpty, format == nil, !preset.pipeline.hasVariants { return preset.runner }
-        let key = ([preset.name, variant ?? "", format?.rawValue ?? ""] + values.sorted { $0.key < $1.key }.map { $0.key + "=" + $0.value })
+        let key = ([preset.name, variant ?? "", format?.description ?? ""] + values.sorted { $0.key < $1.key }.map { $0.key + "=" + $0.value })
             .joined(separator: "\u{1}")
         if let made = runners.withLock({ $0.get(key) }) { return made }
         // Its own names in the shared store: another parameter set makes other bytes of the same source.

@@ -46,13 +46,13 @@ extension Pipeline {
     /// Whether a variant lets the request's `Accept` header choose its format (its encoder is `auto`).
     public var negotiatesFormat: Bool { variants.contains { $0.encoder.plugin.spec.name == "auto" } }
 
-    /// The format the service makes for an `auto` encoder, from the request's `Accept`: AVIF, then
-    /// WebP, when the client names it (`image/*` does not count: browsers that decode these formats
-    /// name them); otherwise the formats every client decodes: JPEG, PNG for transparency, GIF
-    /// too when the client accepts it (`image/gif`, a wildcard, or no `Accept` at all). A client
-    /// never gets a format it did not ask for.
+    /// What a request's `Accept` lets an `auto` encoder write: AVIF and WebP when the client
+    /// names them (`image/*` does not count: browsers that decode these formats name them), and
+    /// always the formats every client decodes: JPEG, PNG, and GIF when the client accepts it
+    /// (`image/gif`, a wildcard, or no `Accept` at all). A client never gets a format it did not
+    /// ask for.
     public static func negotiatedFormat(accept: String?) -> NegotiatedFormat {
-        guard let accept else { return .commonOrGIF }
+        guard let accept else { return NegotiatedFormat(avif: false, webp: false, gif: true) }
         var accepted: Set<String> = []
         for range in accept.lowercased().split(separator: ",") {
             let parts = range.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
@@ -60,55 +60,47 @@ extension Pipeline {
                 && Double($0.split(separator: "=").last ?? "1") == 0 }
             if let type = parts.first, !refused { accepted.insert(type) }
         }
-        if accepted.contains("image/avif") { return .avif }
-        if accepted.contains("image/webp") { return .webp }
-        return accepted.isDisjoint(with: ["image/gif", "image/*", "*/*"]) ? .common : .commonOrGIF
+        return NegotiatedFormat(avif: accepted.contains("image/avif"), webp: accepted.contains("image/webp"),
+                                gif: !accepted.isDisjoint(with: ["image/gif", "image/*", "*/*"]))
     }
 
-    /// Every `auto` encoder made to write `format`: AVIF's or WebP's own encoder (its defaults,
-    /// with auto's whole-number `quality` and its `max_bytes`), or `auto` kept to the common
-    /// formats (`allow_formats`).
+    /// Every `auto` encoder kept to what `format` allows (`allow_formats`), preferring AVIF then
+    /// WebP where allowed unless the file sets its own `prefer` (which is narrowed the same way).
     public func encoding(_ format: NegotiatedFormat?, registry: PluginRegistry) -> Pipeline {
         guard let format else { return self }
         var copy = self
         for index in copy.variants.indices where copy.variants[index].encoder.plugin.spec.name == "auto" {
             let auto = copy.variants[index].encoder
-            if let allowed = format.allowedByAuto {
-                var values = auto.options.values
-                values["allow_formats"] = .list(allowed.map { .string($0) })
-                copy.variants[index].encoder = StageConfig(plugin: auto.plugin, options: PluginOptions(values), position: auto.position,
-                                                           optionPositions: auto.optionPositions)
-                continue
-            }
-            guard let plugin = registry.plugin(format.rawValue, in: .encoder) else { continue }
-            var values = plugin.defaultOptions.values
-            for name in ["quality", "max_bytes"] where plugin.spec.options.contains(where: { $0.name == name }) {
-                if case .int? = auto.options[name] { values[name] = auto.options[name] }
-                if name == "max_bytes", let value = auto.options[name] { values[name] = value }
-            }
-            copy.variants[index].encoder = StageConfig(plugin: plugin, options: PluginOptions(values), position: auto.position)
+            var values = auto.options.values
+            values["allow_formats"] = .list(format.allowed.map { .string($0) })
+            if auto.optionPositions["prefer"] == nil { values["prefer"] = .list([.string("avif"), .string("webp")]) }
+            copy.variants[index].encoder = StageConfig(plugin: auto.plugin, options: PluginOptions(values), position: auto.position,
+                                                       optionPositions: auto.optionPositions)
         }
         return copy
     }
 }
 
-/// What an `auto` encoder makes for a request, from its `Accept` (``Pipeline/negotiatedFormat(accept:)``).
-public enum NegotiatedFormat: String, Sendable, CaseIterable {
+/// What a request's `Accept` lets an `auto` encoder write (``Pipeline/negotiatedFormat(accept:)``).
+public struct NegotiatedFormat: Hashable, Sendable, CustomStringConvertible {
     /// The client names `image/avif`.
-    case avif
-    /// The client names `image/webp` (and not AVIF).
-    case webp
-    /// Neither: JPEG, or PNG for transparency (a PNG source stays PNG).
-    case common
-    /// Neither, and GIF is accepted too: a GIF source stays GIF.
-    case commonOrGIF = "common+gif"
+    public var avif: Bool
+    /// The client names `image/webp`.
+    public var webp: Bool
+    /// The client accepts GIF (named, a wildcard, or no `Accept`): a GIF source may stay GIF.
+    public var gif: Bool
 
-    /// The `allow_formats` of `auto` for the common cases; `nil` when another encoder is used.
-    var allowedByAuto: [String]? {
-        switch self {
-        case .avif, .webp: return nil
-        case .common: return ["jpeg", "png"]
-        case .commonOrGIF: return ["jpeg", "png", "gif"]
-        }
+    public init(avif: Bool, webp: Bool, gif: Bool) {
+        self.avif = avif
+        self.webp = webp
+        self.gif = gif
     }
+
+    /// The formats `auto` may write for this client.
+    public var allowed: [String] {
+        ["jpeg", "png"] + (gif ? ["gif"] : []) + (webp ? ["webp"] : []) + (avif ? ["avif"] : [])
+    }
+
+    /// A key for the runner made for this kind of request.
+    public var description: String { allowed.joined(separator: "+") }
 }

@@ -6,6 +6,11 @@ import PipelineKit
 /// GIF, AVIF, HEIC), otherwise JPEG, or PNG when the image has transparency (also when a JPEG
 /// source gained transparency, for example from `circle`). The output's extension follows.
 ///
+/// With `prefer` (which `pipelinectl serve` sets from a request's `Accept`), it writes the first
+/// of those formats that `allow_formats` lets it, instead of the source's: AVIF at a quality
+/// chosen to look like WebP's at `quality` (see ``avifQuality(matching:)``), and only up to
+/// `avif_max_pixels`; an animation is never written as AVIF here.
+///
 /// With a quality target (`quality: { target_ssim: ... }`), it picks instead: each of `formats`
 /// (JPEG only for opaque images) is searched for the lowest quality that meets the target, and the
 /// smallest output wins; when none meets it, the one that came closest. Animations keep the
@@ -26,9 +31,33 @@ public struct AutoEncoder: ImageEncoding {
                       default: [.string("jpeg"), .string("png"), .string("webp"), .string("gif"), .string("avif"), .string("heic")],
                       doc: "The formats it may write: a source in another is written as JPEG, or PNG with transparency, and a quality target chooses only among these. `pipelinectl serve` narrows it to what the request's Accept names.")
                     .example("[jpeg, png, gif]"),
+                .list("prefer", of: .oneOf(["avif", "webp"]), default: [],
+                      doc: "Formats written instead of the source's, the first that allow_formats lets it write. `pipelinectl serve` uses [avif, webp] unless the file sets this, narrowed to what the request accepts: [webp] never makes AVIF, [webp, avif] makes AVIF only for clients that take no WebP.")
+                    .example("[webp, avif]"),
+                .int("avif_quality", range: 1...100,
+                     doc: "AVIF's quality (default: the one measured to look like WebP at `quality` by SSIM: 65 for 80, 70 for 82; bench/avif-quality.py).")
+                    .example("60"),
+                .int("avif_max_pixels", default: 0, range: 0...1_000_000_000,
+                     doc: "AVIF only for outputs of at most this many pixels (0: any); larger ones get the next preferred format. AVIF encodes take 3-70 times WebP's time.")
+                    .example("1000000"),
                 MagickEncoding.maxBytesOption,
             ], retired: MagickEncoding.retired),
         make: { options in try AutoEncoder(options: options) })
+
+    /// WebP's quality and the AVIF quality whose mean SSIM (scikit-image, RGB, at a 512 px box)
+    /// was at least WebP's on the 72 bench corpus photos (bench/avif-quality.py; the report on the
+    /// formats corpus is in docs/PERFORMANCE.md#avif-quality). Between two points, linear.
+    static let avifForWebP: [(webp: Int, avif: Int)] = [(1, 1), (60, 50), (70, 55), (80, 65), (82, 70), (90, 90), (100, 100)]
+
+    /// The AVIF quality that looks like WebP's (and JPEG's) `quality`.
+    static func avifQuality(matching quality: Int) -> Int {
+        let points = avifForWebP
+        guard let upper = points.firstIndex(where: { $0.webp >= quality }) else { return quality }
+        guard upper > 0 else { return points[0].avif }
+        let (a, b) = (points[upper - 1], points[upper])
+        let t = Double(quality - a.webp) / Double(b.webp - a.webp)
+        return Int((Double(a.avif) + t * Double(b.avif - a.avif)).rounded())
+    }
 
     static let kept = ["JPEG", "PNG", "WEBP", "GIF", "AVIF", "HEIC"]
     let quality: Int?, maxBytes: Int?, target: QualityTarget?
@@ -36,6 +65,11 @@ public struct AutoEncoder: ImageEncoding {
     let candidates: [String]
     /// The ImageMagick formats it may write (JPEG and PNG always, as the fallbacks).
     let allowed: Set<String>
+    /// Formats written instead of the source's, in order (ImageMagick's names).
+    let prefer: [String]
+    /// AVIF's quality (mapped from `quality` unless set).
+    let avifQuality: Int?
+    let avifMaxPixels: Int
     public var fileExtension: String { "auto" }
     public let identifier: String
 
@@ -54,11 +88,18 @@ public struct AutoEncoder: ImageEncoding {
         // Narrowed by allow_formats; JPEG when that leaves none (PNG for transparency, by the source rule).
         let narrowed = writable.filter { allowed.contains($0) }
         candidates = narrowed.isEmpty && !writable.isEmpty ? ["JPEG"] : narrowed
+        prefer = (options.list("prefer") ?? []).map { $0.description.uppercased() }.filter { allowed.contains($0) && Magick.canWrite($0) }
+        avifQuality = options.int("avif_quality") ?? quality.map(Self.avifQuality(matching:))
+        avifMaxPixels = options.int("avif_max_pixels") ?? 0
         identifier = "auto(\(options.canonical))"
     }
 
     /// The format `image` is written in without a target.
     func format(for image: PipelineImage) -> String {
+        for format in prefer {
+            if format == "AVIF", image.frameCount > 1 || (avifMaxPixels > 0 && image.width * image.height > avifMaxPixels) { continue }
+            return format
+        }
         let source = image.sourceFormat
         if Self.kept.contains(source), allowed.contains(source), !(source == "JPEG" && image.hasAlpha), Magick.canWrite(source) { return source }
         return image.hasAlpha ? "PNG" : "JPEG"
@@ -71,7 +112,8 @@ public struct AutoEncoder: ImageEncoding {
     /// How `format` is written, at `quality` or searched for `target`.
     func encoding(_ format: String, target: QualityTarget?) -> MagickEncoding {
         let lossy = ["JPEG", "WEBP", "AVIF", "HEIC"].contains(format)
-        var encoding = MagickEncoding(format: format, quality: lossy ? quality ?? target?.max : nil, maxBytes: maxBytes,
+        let fixed = format == "AVIF" ? avifQuality ?? quality : quality
+        var encoding = MagickEncoding(format: format, quality: lossy ? fixed ?? target?.max : nil, maxBytes: maxBytes,
                                       target: lossy ? target : nil)
         switch format {
         case "JPEG": encoding.flattenOnto = "white"; encoding.coderOptions = ["jpeg:sampling-factor": "2x2,1x1,1x1"]

@@ -398,6 +398,31 @@ extension ObjectStorageTests {
 extension ObjectStorageTests {
     /// Three shard processes at once, as three machines: the list, the outputs and the reports in
     /// the bucket; the union of outputs is what one process makes, byte for byte.
+    /// An S3 key is literal: `in/../out/x.jpg` is its own object, not `out/x.jpg` (libcurl would
+    /// remove the dot segments from the request's path and read another object, or fail the
+    /// signature made for the key as named).
+    @Test func aKeyWithDotSegmentsIsReadAsNamed() async throws {
+        let moto = try await MotoServer.start(buckets: ["dots", "thumbs"])
+        defer { moto.stop() }
+        let dir = try Fixtures.temporaryDirectory("s3-dots")
+        let red = dir.appendingPathComponent("red.png"), blue = dir.appendingPathComponent("blue.png")
+        try Fixtures.image("xc:#e00000", width: 64, height: 64, format: "PNG").write(to: red)
+        try Fixtures.image("xc:#0000e0", width: 64, height: 64, format: "PNG").write(to: blue)
+        _ = try await boto(moto, "s3.put_object(Bucket='dots', Key='in/../out/x.png', Body=open(args[0], 'rb').read()); "
+                           + "s3.put_object(Bucket='dots', Key='out/x.png', Body=open(args[1], 'rb').read())", [red.path, blue.path])
+        let pipeline = dir.appendingPathComponent("p.yaml")
+        try """
+            encoder: png
+            output: { dir: \(dir.path)/out, name: "made.{ext}" }
+            """.write(to: pipeline, atomically: true, encoding: .utf8)
+        let list = dir.appendingPathComponent("list.txt")
+        try "s3://dots/in/../out/x.png\n".write(to: list, atomically: true, encoding: .utf8)
+        let result = try await run(["run", pipeline.path, list.path, "--progress", "none"], moto.environment)
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        let pixel = try await Command.run("/usr/bin/convert", [dir.appendingPathComponent("out/made.png").path, "-format", "%[fx:int(255*p{1,1}.r)]", "info:"])
+        #expect(Int(pixel.stdout) ?? 0 > 200, "the object read is not in/../out/x.png (red): \(pixel.stdout) \(pixel.stderr)")
+    }
+
     @Test func aListInABucketDrivesShardedRuns() async throws {
         let moto = try await MotoServer.start(buckets: ["lists", "thumbs"])
         defer { moto.stop() }

@@ -689,11 +689,15 @@ import TestSupport
         #expect(await started.wait(for: "done", times: 16))
         service.signal(SIGTERM)
         var ready = 200
+        var readiness: RawHTTP.Response?
         for _ in 0..<500 where ready == 200 {
-            ready = (try? await service.get("/readyz").status) ?? 0
+            readiness = try? await service.get("/readyz")
+            ready = readiness?.status ?? 0
             if ready == 200 { try? await Task.sleep(for: .milliseconds(10)) }
         }
         #expect(ready == 503 || ready == 0, "readiness after SIGTERM: \(ready)")
+        // While draining, every answer closes its connection: kept-alive clients move elsewhere.
+        #expect(ready == 0 || readiness?.headers["connection"] == "close", "\(readiness?.headers ?? [:])")
         let status = await service.wait()
         for client in clients { await client.value }
         let seen = outcomes.value.withLock { $0 }

@@ -42,6 +42,7 @@ extension ValidationTests {
         let (parsed, found) = PipelineFile.parse(text: """
             name: spec
             description: all keys
+            sources: ["https://img.example.com/", "/srv/images/"]
             loader: { http: { timeout: 5s } }
             data_cache: none
             processors: [{ resize: { width: 10 } }]

@@ -64,7 +64,7 @@ struct Preset: Sendable {
         self.name = name
         self.pipeline = pipeline
         self.runner = runner
-        boundary = pipeline.serve.boundary
+        boundary = pipeline.serve.sources.isEmpty && !pipeline.sources.isEmpty ? SourceBoundary(pipeline.sources) : pipeline.serve.boundary
     }
 
     /// `text` as a source of this preset: its loads and redirects kept inside ``boundary``.

@@ -135,6 +135,10 @@ public struct Pipeline: Sendable {
     public var params: [String: ParamSpec] = [:]
     /// How `pipelinectl serve` serves this pipeline (`serve:`).
     public var serve = ServeConfig()
+    /// Where sources may come from in every mode (`sources:`): directories, URL prefixes or
+    /// schemes, decided by ``SourceBoundary``; empty: anywhere the loaders allow. `serve` uses
+    /// ``ServeConfig/sources`` instead when that is set.
+    public var sources: [String] = []
 
     /// What the outputs keep of the sources' metadata (``MetadataPolicy/defaults`` without a
     /// `metadata:` section).

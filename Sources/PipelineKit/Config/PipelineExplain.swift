@@ -78,6 +78,7 @@ public enum PipelineExplain {
         case "version": return .int(pipeline.version)
         case "name": return .string(pipeline.name)
         case "description": return pipeline.description.isEmpty ? nil : .string(pipeline.description)
+        case "sources": return pipeline.sources.isEmpty ? nil : .list(pipeline.sources.map { .string($0) })
         default: return nil
         }
     }

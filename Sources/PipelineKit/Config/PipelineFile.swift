@@ -163,6 +163,7 @@ struct PipelineParser {
                                 dataCache: dataCache, decoder: decoder, processors: processors, imageCache: imageCache,
                                 variants: variants, output: output, hasVariants: hasVariants)
         pipeline.onFailure = onFailure
+        pipeline.sources = (values.list("sources") ?? []).map(\.description)
         pipeline.topEncoder = encoder
         if let field = fields["serve"] { pipeline.serve = serveConfig(field.value) }
         if let field = fields["params"] { pipeline.params = paramSpecs(field.value, pipeline: pipeline) }

@@ -148,6 +148,12 @@ public enum PipelineFileSpec {
         PipelineFileKey("name", .value(.string("name", doc: "")),
                         doc: "The pipeline's name, used in reports and the default output directory (default: the file's name)."),
         PipelineFileKey("description", .value(.string("description", doc: "")), doc: "Free text for people."),
+        PipelineFileKey("sources", .value(.list("sources", of: .string, default: [], doc: "")),
+                        doc: "Where sources may come from, in `run`, `work` and `serve` (unless `serve.sources` is set): absolute directories, URL prefixes (`https://img.example.com/public/`, `s3://uploads/`) or schemes (`data:`), decided on what the loader opens; empty: anywhere the loaders allow.") { value in
+            guard case .list(let items) = value else { return nil }
+            let bad = items.map(\.description).filter { SourceBoundary.root($0) == nil }
+            return bad.isEmpty ? nil : "sources: '\(bad[0])' is not an absolute directory (/srv/images/), a URL prefix (https://img.example.com/public/, s3://bucket/) or a scheme (data:)"
+        },
         PipelineFileKey("loader", .stage(.loader, allowsNone: false),
                         doc: "Options for the loader of the sources' scheme (default: every loader with its defaults)."),
         PipelineFileKey("data_cache", .stage(.dataCache, allowsNone: true),

@@ -12,8 +12,12 @@ final class LoaderSlots: Sendable {
     private let built = Mutex<[String: Result<LoaderSlot, PipelineError>]>([:])
     /// The largest concurrency limit of the loaders built so far.
     private let largest = Mutex(0)
+    /// The pipeline's `sources:`: where every source of `run` and `work` (and `serve`, unless its
+    /// own `serve.sources` is set) must come from; `nil` when it lists none.
+    let boundary: SourceBoundary?
 
     init(_ pipeline: Pipeline, _ registry: PluginRegistry) {
+        boundary = pipeline.sources.isEmpty ? nil : SourceBoundary(pipeline.sources)
         var configs: [String: StageConfig] = [:]
         let configured = pipeline.loader?.plugin.spec.name
         for plugin in registry.plugins(in: .loader) {

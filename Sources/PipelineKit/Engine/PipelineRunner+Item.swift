@@ -74,6 +74,16 @@ extension PipelineRunner {
 
     /// The loader, key and planned outputs of `source`; claims the outputs for it.
     func makePlan(_ source: Source) throws -> ItemPlan {
+        var source = source
+        // The pipeline's `sources:` hold for every line of a list and every message, decided
+        // on what the loader opens (a relative path as resolved against the list's directory),
+        // and carried to the loader for its redirects and the file it opens.
+        if source.boundary == nil, let boundary = loaders.boundary {
+            if let refusal = boundary.refusal(for: source.scheme == nil ? source.localPath ?? source.text : source.text) {
+                throw PipelineError(.sourceNotAllowed, refusal.replacingOccurrences(of: "serve.sources", with: "sources"), stage: .load)
+            }
+            source.boundary = boundary
+        }
         guard let slot = try loader(for: source) else {
             throw PipelineError(.blockedProtocol,
                                 "no loader serves '\(source.scheme ?? "")' sources; this run loads: "

@@ -191,6 +191,9 @@ final class CurlTransfer: @unchecked Sendable {
     /// and form Content-Type are turned off: the request is sent exactly as it was signed.
     private func configure(_ request: RequestSpec, _ list: inout UnsafeMutablePointer<curl_slist>?) {
         _ = pk_easy_setopt_str(handle, CURLOPT_ACCEPT_ENCODING, nil)
+        // An object's key is literal: `in/../out/x` is its own object, and the request is signed
+        // with that path. libcurl would otherwise remove the dot segments before sending.
+        _ = pk_easy_setopt_long(handle, CURLOPT_PATH_AS_IS, 1)
         switch request.method {
         case "GET": break
         case "HEAD": _ = pk_easy_setopt_long(handle, CURLOPT_NOBODY, 1)

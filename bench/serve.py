@@ -535,7 +535,7 @@ def main():
 
 
 def start_ours_overload(work):
-    """The service as deployed by default (jobs = cores, queue = 32 per job and at least 64, queue-wait 5 s)."""
+    """The service as deployed by default (jobs = cores, queue = 64 per job and at least 128, queue-wait 5 s)."""
     directory = write_preset(work, "overload", "{}")
     env = dict(os.environ, PIPELINECTL_KEYS="bench:" + KEY.hex())
     process = subprocess.Popen([BIN, "serve", directory, "--listen", "127.0.0.1:0", "--no-access-log"] + EXTRA, stdout=subprocess.PIPE,

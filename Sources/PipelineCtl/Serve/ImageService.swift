@@ -199,7 +199,8 @@ final class ImageService: Sendable {
         // and an identical request its whole job) instead of queueing behind unrelated work.
         // A page asking for a new image in several sizes is then never refused for it.
         let flightKey = preset.name + "\u{1}" + request.source
-        let joined = sourcesInFlight.withLock { flights -> Bool in
+        let sharing = runner.isSharingWork(for: preset.source(request.source))
+        let joined = sharing && sourcesInFlight.withLock { flights -> Bool in
             guard let running = flights[flightKey], running > 0, running <= Self.joinsPerSource else { return false }
             flights[flightKey] = running + 1
             return true
@@ -238,7 +239,10 @@ final class ImageService: Sendable {
 
     private func running(_ job: AdmittedJob) async -> ServeAnswer {
         let arrived = ContinuousClock.now
-        if !job.joined {
+        // A joined request whose shared work ended meanwhile would make the image alone: it
+        // takes a job place for that, as any other (so joins never add work beyond the places).
+        let holdsPlace = !job.joined || !job.runner.isSharingWork(for: job.preset.source(job.source))
+        if holdsPlace {
             switch await admission.waitForJob(client: job.client) {
             case .granted: break
             case .cancelled: return .problem(499, kind: "cancelled", "the client went away")
@@ -246,13 +250,13 @@ final class ImageService: Sendable {
                 return .busy("no job place came free within --queue-wait (\(Units.formatDuration(admission.queueWait))); retry shortly")
             }
         }
-        defer { if !job.joined { admission.finishJob(client: job.client) } }
+        defer { if holdsPlace { admission.finishJob(client: job.client) } }
         let runner = job.runner
         let started = ContinuousClock.now
         let result = await withinTimeLimit { await runner.runItem(job.preset.source(job.source)) }
         // A job cut short by its client's leaving says nothing about how long jobs take.
         // A joined request shares another's work: its time says nothing about a job's either.
-        if !job.joined, result?.error?.kind != .cancelled { admission.recordJob(seconds: (ContinuousClock.now - started).seconds) }
+        if holdsPlace, result?.error?.kind != .cancelled { admission.recordJob(seconds: (ContinuousClock.now - started).seconds) }
         var answer: ServeAnswer
         if let result {
             answer = respond(result, preset: job.preset, negotiated: job.preset.pipeline.negotiatesFormat, ifNoneMatch: job.ifNoneMatch)

@@ -39,7 +39,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Requests processed at once (default: one per CPU the process may use, as --workers).")
     var jobs: Int?
 
-    @Option(help: "Requests that may wait for a job; past jobs + queue, 429 at once (default: 32 per job, at least 64).")
+    @Option(help: "Requests that may wait for a job; past jobs + queue, 429 at once (default: 64 per job, at least 128).")
     var queue: Int?
 
     @Option(help: "Longest a request waits for a job place: past it, 429 (0: no limit). A request whose wait, expected from recent jobs' times and the clients waiting, is longer is refused at once.")
@@ -180,7 +180,7 @@ struct ServeSettings: Sendable {
         listen = (try? ListenAddress(command.listen)) ?? ListenAddress(host: "127.0.0.1", port: 8080)
         let cores = UsableCores.count
         jobs = command.jobs ?? cores
-        queue = command.queue ?? max(64, 32 * jobs)
+        queue = command.queue ?? max(128, 64 * jobs)
         queueWait = Units.parseDuration(command.queueWait) ?? 5
         timeout = Units.parseDuration(command.timeout) ?? 30
         workers = command.workers ?? cores

@@ -72,6 +72,15 @@ extension PipelineRunner {
         }
     }
 
+    /// Whether work for `source` is under way that a new item for it would share rather than
+    /// repeat: its load (shared by every runner derived from this one), or this runner's whole
+    /// item. The service lets a request that would share it in without a job place of its own.
+    public func isSharingWork(for source: Source) -> Bool {
+        guard let slot = try? loader(for: source) else { return false }
+        let key = slot.loader.cacheKey(for: source)
+        return itemWork.subscribers(key) > 0 || sourceLoads.subscribers(key) > 0
+    }
+
     /// The loader, key and planned outputs of `source`; claims the outputs for it.
     func makePlan(_ source: Source) throws -> ItemPlan {
         var source = source

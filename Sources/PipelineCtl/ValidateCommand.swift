@@ -15,7 +15,7 @@ struct Validate: AsyncParsableCommand {
 
             Examples:
               pipelinectl validate pipelines/*.yaml
-              pipelinectl validate pipelines/          (every *.yaml in it, as serve reads it)
+              pipelinectl validate pipelines/
               pipelinectl validate thumbnails --format json
             """))
 

@@ -14,7 +14,7 @@ import TestSupport
         let (origin, gate, fetched) = try ServeTests.gatedOrigin(jpeg)
         defer { origin.stop() }
         let setup = try ServeTests.Setup()
-        let service = try await ServeTests.start(setup, ["--jobs", "1", "--queue-wait", "10m", "--trusted-proxy", "127.0.0.1"])
+        let service = try await ServeTests.start(setup, ["--jobs", "1", "--queue-wait", "10m", "--timeout", "10m", "--trusted-proxy", "127.0.0.1"])
         defer { service.stop() }
         func ask(_ client: String, _ name: String) -> Task<Int, any Error> {
             Task {

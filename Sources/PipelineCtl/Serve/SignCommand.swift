@@ -15,7 +15,7 @@ struct Sign: AsyncParsableCommand {
               pipelinectl sign pipelines/resize.yaml https://img.example.com/a.jpg \\
                 --param w=320 --expires 1h
               curl "localhost:8080$(pipelinectl sign responsive a.jpg --variant small)"
-              pipelinectl sign thumbnails https://img.example.com/a.jpg --source-version "$ETAG"
+              pipelinectl sign thumbnails a.jpg --source-version "$ETAG"
             """))
 
     @Argument(help: "The pipeline file, or its name in pipelines/.")

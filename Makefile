@@ -96,13 +96,19 @@ ENGINE_SUITES = PipelineKitTests|EndToEndTests
 # ProcessCountTests counts the whole process (format sniffs, header reads, heap bytes): it runs alone.
 ALONE_SUITES = ProcessCountTests
 
+# The suites that load the machine on purpose (thousands of sockets against the service; a
+# browser page under a wrk burst): beside the time-limited engine suites they starved them. They
+# run last, in a process of their own.
+LOAD_SUITES = ServeConnectionTests|ServePageTests
+
 test: test-deps
 	$(SWIFT) build --build-tests
 	docs/tools/api-docs.sh .build/api-docs
-	$(SWIFT) test --skip-build --filter '$(ENGINE_SUITES)'
+	$(SWIFT) test --skip-build --filter '$(ENGINE_SUITES)' --skip '$(LOAD_SUITES)'
 	$(SWIFT) test --skip-build --filter PluginsTests --skip '$(CODEC_SUITES)|$(ALONE_SUITES)'
 	$(SWIFT) test --skip-build --filter '$(CODEC_SUITES)'
 	$(SWIFT) test --skip-build --filter '$(ALONE_SUITES)'
+	$(SWIFT) test --skip-build --filter '$(LOAD_SUITES)'
 	.build/debug/pipelinectl test pipelines/*.yaml
 	examples/CustomPlugins/check.sh
 
@@ -187,10 +193,11 @@ stress: test-deps
 	@busy=""; for n in $$(seq 1 $(STRESS_BUSY)); do sh -c 'while :; do :; done' & busy="$$busy $$!"; done; \
 	trap '[ -n "$$busy" ] && kill $$busy 2>/dev/null' EXIT; \
 	pass=0; for i in $$(seq 1 $(STRESS_RUNS)); do \
-	  if { $(SWIFT) test --skip-build --filter '$(ENGINE_SUITES)' && \
+	  if { $(SWIFT) test --skip-build --filter '$(ENGINE_SUITES)' --skip '$(LOAD_SUITES)' && \
 	       $(SWIFT) test --skip-build --filter PluginsTests --skip '$(CODEC_SUITES)|$(ALONE_SUITES)' && \
 	       $(SWIFT) test --skip-build --filter '$(CODEC_SUITES)' && \
-	       $(SWIFT) test --skip-build --filter '$(ALONE_SUITES)'; } > .build/stress-$$i.log 2>&1; then \
+	       $(SWIFT) test --skip-build --filter '$(ALONE_SUITES)' && \
+	       $(SWIFT) test --skip-build --filter '$(LOAD_SUITES)'; } > .build/stress-$$i.log 2>&1; then \
 	    pass=$$((pass+1)); echo "stress run $$i: passed"; \
 	  else echo "stress run $$i: FAILED (.build/stress-$$i.log)"; grep -E '✘' .build/stress-$$i.log | head -5; fi; \
 	done; echo "stress: $$pass of $(STRESS_RUNS) passed ($(STRESS_BUSY) cores kept busy)"; [ $$pass -eq $(STRESS_RUNS) ]

@@ -357,7 +357,9 @@ import TestSupport
         let (origin, gate, fetched) = try Self.gatedOrigin(jpeg)
         defer { origin.stop() }
         let setup = try Setup()
-        let service = try await Self.start(setup, ["--jobs", "1", "--queue", "0"])
+        // --timeout: the first request waits at the origin until every other is in; on a loaded
+        // machine that can take longer than the default 30 s.
+        let service = try await Self.start(setup, ["--jobs", "1", "--queue", "0", "--timeout", "10m"])
         defer { service.stop() }
         let target = try Self.sign("resize", origin.url("/one.jpg"))
         let answers = Shared<[Int]>([])
@@ -386,7 +388,7 @@ import TestSupport
         let (origin, gate, fetched) = try Self.gatedOrigin(jpeg)
         defer { origin.stop() }
         let setup = try Setup()
-        let service = try await Self.start(setup, ["--jobs", "1", "--queue", "0"])
+        let service = try await Self.start(setup, ["--jobs", "1", "--queue", "0", "--timeout", "10m"])
         defer { service.stop() }
         let first = Task { try await service.get(try Self.sign("resize", origin.url("/page.jpg"), params: ["w": "16"])) }
         #expect(await fetched.wait(for: "/page.jpg"))

@@ -81,6 +81,49 @@ import TestSupport
         await server.stop()
     }
 
+    /// A pipeline's `sources:` hold for queue messages: a message naming a file outside, or a
+    /// link inside that leads out, is kept as failed with `source_not_allowed` (never retried,
+    /// nothing read), and the message inside is made.
+    @Test func messagesOutsideThePipelinesSourcesFailAlone() async throws {
+        let server = try await PostgresServer.start()
+        let dir = try Fixtures.temporaryDirectory("work-pg-sources")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        do {
+            let url = server.url()
+            #expect(try await ctl(["queue", "init", url], in: dir).status == 0)
+            let allowed = dir.appendingPathComponent("allowed"), outside = dir.appendingPathComponent("outside")
+            try FileManager.default.createDirectory(at: allowed, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(at: outside, withIntermediateDirectories: true)
+            try Fixtures.image("plasma:", width: 200, height: 150).write(to: allowed.appendingPathComponent("in.jpg"))
+            try Fixtures.image("plasma:", width: 200, height: 150).write(to: outside.appendingPathComponent("secret.jpg"))
+            try FileManager.default.createSymbolicLink(atPath: allowed.appendingPathComponent("link.jpg").path,
+                                                       withDestinationPath: outside.appendingPathComponent("secret.jpg").path)
+            let pipeline = dir.appendingPathComponent("bounded.yaml")
+            try """
+                version: 1
+                name: bounded
+                sources: ["\(allowed.path)/"]
+                processors:
+                  - resize: { width: 64 }
+                encoder: jpeg
+                output: { dir: "\(dir.appendingPathComponent("out").path)", name: "{stem}.{ext}" }
+                """.write(to: pipeline, atomically: true, encoding: .utf8)
+            let messages = [allowed.appendingPathComponent("in.jpg").path, outside.appendingPathComponent("secret.jpg").path,
+                            allowed.appendingPathComponent("link.jpg").path, allowed.path + "/../outside/secret.jpg"]
+            let enqueued = try await ctl(["queue", "enqueue", url, "-"], stdin: Data(messages.joined(separator: "\n").utf8), in: dir)
+            #expect(enqueued.status == 0, "\(enqueued.stderr)")
+            let run = try await ctl(["work", pipeline.path, "--queue", url, "--until-empty", "--progress", "none"], in: dir)
+            #expect(run.status == 1, "three items failed: \(run.stdout)\(run.stderr)")
+            #expect(outputs(dir) == ["in.jpg"])
+            let after = try await ctl(["queue", "status", url], in: dir)
+            #expect(after.stdout.contains("queued   0") && after.stdout.contains("failed   3: source_not_allowed 3"), "\(after.stdout)")
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+    }
+
     @Test func aWaitingWorkerServesHealthAndMetricsWakesOnInsertAndStopsOnSigterm() async throws {
         let server = try await PostgresServer.start()
         let dir = try Fixtures.temporaryDirectory("work-pg-live")

@@ -14,8 +14,10 @@ struct Sign: AsyncParsableCommand {
               pipelinectl sign thumbnails https://img.example.com/a.jpg
               pipelinectl sign pipelines/resize.yaml https://img.example.com/a.jpg \\
                 --param w=320 --expires 1h
-              curl "localhost:8080$(pipelinectl sign responsive a.jpg --variant small)"
-              pipelinectl sign thumbnails a.jpg --source-version "$ETAG"
+              pipelinectl sign responsive https://img.example.com/a.jpg \\
+                --variant small --base http://localhost:8080
+              pipelinectl sign thumbnails https://img.example.com/a.jpg \\
+                --source-version "$ETAG"
             """))
 
     @Argument(help: "The pipeline file, or its name in pipelines/.")

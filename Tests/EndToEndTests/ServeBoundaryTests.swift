@@ -86,6 +86,19 @@ import TestSupport
             let refused = try await Command.run(CLITests.binary, ["sign", file, source], environment: environment)
             #expect(refused.status == 2 && refused.stderr.contains("source_not_allowed"), "\(source): \(refused.status) \(refused.stderr)")
         }
+        // A pipeline with only the top-level sources: what the service serves from them, sign signs.
+        try setup.write("toplevel", """
+            sources: ["\(setup.images.path)/"]
+            processors:
+              - resize: { width: 64, height: 64 }
+            encoder: jpeg
+            output: { dir: \(setup.dir.path)/out }
+            """)
+        let top = setup.pipelines.appendingPathComponent("toplevel.yaml").path
+        let local = try await Command.run(CLITests.binary, ["sign", top, setup.path("a.jpg")], environment: environment)
+        #expect(local.status == 0, "\(local.stderr)")
+        let elsewhere = try await Command.run(CLITests.binary, ["sign", top, "https://elsewhere.example/a.jpg"], environment: environment)
+        #expect(elsewhere.status == 2 && elsewhere.stderr.contains("source_not_allowed"), "\(elsewhere.stderr)")
     }
 
     /// A source under a prefix, escaping it with dot segments, and redirects from the allowed

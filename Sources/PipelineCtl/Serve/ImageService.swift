@@ -64,7 +64,7 @@ struct Preset: Sendable {
         self.name = name
         self.pipeline = pipeline
         self.runner = runner
-        boundary = pipeline.serve.sources.isEmpty && !pipeline.sources.isEmpty ? SourceBoundary(pipeline.sources) : pipeline.serve.boundary
+        boundary = SourceBoundary(pipeline.servedSources)
     }
 
     /// `text` as a source of this preset: its loads and redirects kept inside ``boundary``.
@@ -190,7 +190,8 @@ final class ImageService: Sendable {
                 : .problem(400, kind: "bad_parameter", failure.message))
         } catch { return .answered(.problem(400, kind: "bad_parameter", "\(error)")) }
         // A stored result needs no job: answered at once, whatever the load.
-        if let stored = await runner.storedResult(preset.source(request.source)) {
+        let source = preset.source(request.source)
+        if let stored = await runner.storedResult(source) {
             var answer = respond(stored, preset: preset, negotiated: preset.pipeline.negotiatesFormat, ifNoneMatch: ifNoneMatch)
             answer.item = stored
             if answer.status < 500 { return .answered(answer) }
@@ -199,7 +200,7 @@ final class ImageService: Sendable {
         // and an identical request its whole job) instead of queueing behind unrelated work.
         // A page asking for a new image in several sizes is then never refused for it.
         let flightKey = preset.name + "\u{1}" + request.source
-        let sharing = runner.isSharingWork(for: preset.source(request.source))
+        let sharing = runner.isSharingWork(for: source)
         let joined = sharing && sourcesInFlight.withLock { flights -> Bool in
             guard let running = flights[flightKey], running > 0, running <= Self.joinsPerSource else { return false }
             flights[flightKey] = running + 1

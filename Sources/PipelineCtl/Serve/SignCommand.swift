@@ -61,7 +61,7 @@ struct Sign: AsyncParsableCommand {
             throw Exit.invalid
         }
         // The service would refuse it: say so now, not at the first request.
-        if let refusal = loaded.serve.boundary.refusal(for: source) {
+        if let refusal = SourceBoundary(loaded.servedSources).refusal(for: source) {
             printError("error: \(loaded.file): the service would refuse this source (source_not_allowed): \(refusal)")
             throw Exit.invalid
         }

@@ -57,9 +57,13 @@ public struct ServeConfig: Sendable {
 
     public init() {}
 
-    /// The boundary ``sources`` draw: the one decision of whether a source may be served
-    /// (local roots are resolved when it is made: make it once and keep it).
-    public var boundary: SourceBoundary { SourceBoundary(sources) }
+}
+
+extension Pipeline {
+    /// Where `pipelinectl serve` (and `sign`, which checks what it would serve) takes sources
+    /// from: `serve.sources`, or the top-level `sources` when that is unset. Make a
+    /// ``SourceBoundary`` of it once and keep it: local roots are resolved when it is made.
+    public var servedSources: [String] { serve.sources.isEmpty ? sources : serve.sources }
 }
 
 extension Pipeline {

@@ -251,11 +251,10 @@ public struct HTTPLoader: DataLoading {
         guard policy.hostPolicy.allows(host) else {
             throw PipelineError(.blockedAddress, "host '\(host)' is not allowed by allow_hosts/deny_hosts")
         }
+        // The source itself was admitted by whoever attached the boundary (the service, the
+        // engine's plan); every redirect hop is checked against it before it is followed.
         var policy = self.policy
-        if let boundary = source.boundary {
-            if let refusal = boundary.refusal(for: source.text) { throw PipelineError(.sourceNotAllowed, refusal) }
-            policy.boundary = boundary  // every redirect hop is checked against it before it is followed
-        }
+        policy.boundary = source.boundary
         var partial = Data()
         var resume: ResumePoint?
         var attempt = 0

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 @testable import PipelineKit
 import Synchronization
 import Testing
@@ -42,6 +43,31 @@ import TestSupport
         #expect(clock.remaining < during)
         #expect(clock.settle())
         #expect(!clock.settle())
+    }
+
+    /// Any worker pool's queue is a shared resource: file I/O queued behind other runs' I/O
+    /// does not use the item's time (a 4x4 output once timed out queued on the I/O threads).
+    @Test func theClockStandsStillWhileAJobWaitsForAPoolThread() async throws {
+        let pool = WorkerPool(threads: 1, name: "clock-pool-test")
+        let started = DispatchSemaphore(value: 0), busy = DispatchSemaphore(value: 0)
+        pool.submit { started.signal(); busy.wait() }  // the pool's one thread is taken
+        started.wait()
+        let clock = ItemClock(limit: .seconds(60))
+        clock.start {}
+        let context = StageContext(source: Source(text: "a.png", index: 1), cacheKey: "a",
+                                   logger: Logger(label: "test"), clock: clock)
+        let job = Task {
+            try await StageContext.$taskValue.withValue(context) { try await pool.run { 7 } }
+        }
+        while pool.queued == 0 { await Task.yield() }
+        let during = clock.remaining
+        for _ in 0..<1000 { await Task.yield() }
+        #expect(clock.remaining == during)  // queued: not a nanosecond counted
+        busy.signal()
+        #expect(try await job.value == 7)
+        for _ in 0..<1000 { await Task.yield() }
+        #expect(clock.remaining < during)  // running again once the job had its thread
+        #expect(clock.settle())
     }
 
     /// The timer is set once per item and not moved by each wait: when it goes off during a wait,

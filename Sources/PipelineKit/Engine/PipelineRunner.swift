@@ -475,12 +475,8 @@ public final class PipelineRunner: Sendable {
     /// Waiting jobs of higher `priority` go first (see ``JobPriority``).
     func onWorker<T: Sendable>(priority: Int = JobPriority.finishing, _ body: @escaping @Sendable () throws -> T) async throws -> T {
         let context = StageContext.current
-        let wait = context?.clock?.beginWait()
-        defer { wait?.end() }
-        return try await cpu.run(priority: priority) {
-            wait?.end()
-            return try StageContext.withThreadValue(context, body)
-        }
+        // The pool stops the item's clock while the job waits for a worker.
+        return try await cpu.run(priority: priority) { try StageContext.withThreadValue(context, body) }
     }
 }
 

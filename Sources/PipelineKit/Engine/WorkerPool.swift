@@ -237,14 +237,23 @@ public final class WorkerPool: Sendable {
     /// Runs `body` on one of the pool's threads and returns its result; `priority` as in
     /// ``submit(priority:_:)``. Cancelling the calling task while the job waits in the queue
     /// withdraws it and throws `CancellationError`.
+    ///
+    /// Called for an item (``StageContext/current`` has a clock), the item's time limit stands
+    /// still while the job waits for a thread: a wait for a shared resource is not the item's own
+    /// time. (A 4x4 output once ran out of a 20 s limit queued behind other runs' file I/O.)
     public func run<T: Sendable>(priority: Int = 0, _ body: @escaping @Sendable () throws -> T) async throws -> T {
+        let wait = StageContext.current?.clock?.beginWait()
+        defer { wait?.end() }
         // The queued job's number and its caller, so that a cancel can withdraw it and answer.
         let ticket = Mutex<(id: UInt64, continuation: UnsafeContinuation<T, any Error>)?>(nil)
         return try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<T, any Error>) in
                 let cancelled = ticket.withLock { ticket -> Bool in
                     if Task.isCancelled { return true }
-                    let id = submit(priority: priority) { continuation.resume(with: Result { try body() }) }
+                    let id = submit(priority: priority) {
+                        wait?.end()
+                        continuation.resume(with: Result { try body() })
+                    }
                     ticket = (id, continuation)
                     return false
                 }

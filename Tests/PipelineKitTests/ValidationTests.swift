@@ -30,6 +30,31 @@ import Testing
         #expect(pipeline?.output.name.text == "{stem}-{hash}.{ext}")
     }
 
+    /// A colour ImageMagick would not read is refused at `validate`, where it is written, for a
+    /// built-in and for a custom plugin alike (the spec's `.color` kind is all it takes).
+    @Test func aBadColourIsRefusedWhereItIsWritten() throws {
+        #expect(diagnostics("""
+            encoder: png
+            processors:
+              - border: { width: 5, color: not-a-colour }
+            """) == ["p.yaml:3:32: error: 'processors.0.border.color': 'not-a-colour' is not a colour ImageMagick knows "
+                        + "(a name such as white, #rrggbb, #rrggbbaa, rgb(255,128,0) or rgba(0,0,0,0.5))"])
+        #expect(diagnostics("encoder: png\nprocessors:\n  - border: { width: 5, color: whte }\n").first?
+            .contains("did you mean 'white'?") == true)
+        #expect(diagnostics("encoder: png\nprocessors:\n  - border: { width: 5, color: \"#ff00\" }\n").isEmpty)
+        enum Tinted: PluginBundle {
+            static let plugins = [Plugin.processor(PluginSpec(name: "tinted", summary: "Tints.",
+                                                              options: [.color("color", default: "white", doc: "The tint.")])) { _ in
+                throw PipelineError(.invalidOption, "not built in this test")
+            }]
+        }
+        let custom = try PluginRegistry(bundles: [BuiltIns.self, Tinted.self])
+        let found = PipelineFile.parse(text: "encoder: png\nprocessors:\n  - tinted: { color: \"rgb(foo)\" }\n", file: "p.yaml",
+                                       registry: custom).1.map(\.description)
+        #expect(found == ["p.yaml:3:22: error: 'processors.0.tinted.color': 'rgb(foo)' is not a colour: 'rgb(' must start with a number, "
+                            + "as in rgb(255,128,0) or rgb(50%,20%,10%)"])
+    }
+
     @Test func unknownPluginSuggestsNearestName() {
         #expect(diagnostics("""
             encoder:

@@ -95,7 +95,10 @@ enum OptionParsing {
             case "false", "no", "off": return .success(.bool(false))
             default: return .failure(OptionProblem("expected true or false for '\(name)', got '\(text)'"))
             }
-        case .string, .path, .color:
+        case .string, .path:
+            return .success(.string(text))
+        case .color:
+            if let problem = ColorSyntax.problem(text) { return .failure(OptionProblem("'\(name)': '\(text)' is \(problem)")) }
             return .success(.string(text))
         case .oneOf(let allowed):
             if allowed.contains(text) { return .success(.string(text)) }

@@ -10,16 +10,13 @@ public struct Duotone: ImageProcessing {
                 .color("dark", default: "#1d2b53", doc: "Colour of the shadows.").example("\"#202040\""),
                 .color("light", default: "#ffcc66", doc: "Colour of the highlights.").example("white"),
             ])
-    ) { options in try Duotone(dark: options.string("dark")!, light: options.string("light")!) }
+    ) { options in Duotone(dark: options.string("dark")!, light: options.string("light")!) }
 
     let dark: String
     let light: String
 
-    init(dark: String, light: String) throws {
-        // Thrown errors become validation errors at the stage's position.
-        for color in [dark, light] where !Wand.isColor(color) {
-            throw PipelineError(.invalidOption, "'\(color)' is not a colour ImageMagick knows")
-        }
+    /// `dark` and `light` were checked at `validate` (the `.color` kind): the factory needs no check.
+    init(dark: String, light: String) {
         self.dark = dark
         self.light = light
     }

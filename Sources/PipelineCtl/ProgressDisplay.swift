@@ -18,8 +18,11 @@ final class ProgressDisplay: Sendable {
         var done = 0
         var failed = 0
         var bytesIn = 0
-        var cacheHits = 0
-        var cacheUsed = 0
+        /// Data cache, image cache: hits and lookups.
+        var cacheHits = [0, 0]
+        var cacheLookups = [0, 0]
+        var duplicates = 0
+        var shared = 0
         var total: Int?
         var drawn = false
     }
@@ -74,11 +77,17 @@ final class ProgressDisplay: Sendable {
     func record(_ item: ItemResult) {
         state.withLock { s in
             s.done += 1
+            if item.duplicate {
+                s.duplicates += 1
+                return
+            }
             if item.status == .failed { s.failed += 1 }
+            if item.shared { s.shared += 1 }
             s.bytesIn += item.bytesIn
-            for outcome in [item.cacheData, item.cacheImage] where outcome != .off {
-                s.cacheUsed += 1
-                if outcome != .miss { s.cacheHits += 1 }
+            // Lookups of the caches the pipeline has (`off`: none, or not asked: shared work).
+            for (index, outcome) in [item.cacheData, item.cacheImage].enumerated() where outcome != .off {
+                s.cacheLookups[index] += 1
+                if outcome != .miss { s.cacheHits[index] += 1 }
             }
         }
     }
@@ -105,7 +114,11 @@ final class ProgressDisplay: Sendable {
         parts.append(String(format: "%.1f items/s", rate))
         parts.append("in " + SummaryText.bytes(s.bytesIn))
         parts.append("failed \(s.failed)")
-        if s.cacheUsed > 0 { parts.append("cache \(Int(Double(s.cacheHits) / Double(s.cacheUsed) * 100))% hit") }
+        if s.duplicates > 0 { parts.append("duplicates \(s.duplicates)") }
+        if s.shared > 0 { parts.append("shared \(s.shared)") }
+        for (index, name) in ["data cache", "image cache"].enumerated() where s.cacheLookups[index] > 0 {
+            parts.append("\(name) \(Int(Double(s.cacheHits[index]) / Double(s.cacheLookups[index]) * 100))% hit")
+        }
         let line = parts.joined(separator: "  ")
         FileHandle.standardError.write(Data((live ? "\r\u{1B}[K" + line : line + "\n").utf8))
     }

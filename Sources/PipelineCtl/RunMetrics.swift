@@ -17,6 +17,12 @@ final class RunMetrics: Sendable {
         self.registry = registry
         // Created up front so every series appears, at zero, even when nothing happened.
         for status in ["ok", "failed", "skipped"] { _ = items(status) }
+        _ = deliveries()
+        _ = duplicates()
+        // The version of these figures, the report's: 3 counts an item once however often it was
+        // delivered (docs/operating.md, "Versions of the report and the metrics").
+        registry.makeGauge(descriptor: name("metrics_version", nil, "The version of pipelinectl's figures, as the report's report_version (3: duplicates counted apart)."),
+                           labels: []).set(Double(RunReport.currentVersion))
         // Which build produced the figures, in the usual form of a gauge at 1 with labels.
         registry.makeGauge(descriptor: name("build_info", nil, "The pipelinectl build: its version and source revision."),
                            labels: [("version", PipelineCtl.version), ("revision", PipelineCtl.revision)]).set(1.0)
@@ -31,9 +37,28 @@ final class RunMetrics: Sendable {
                              labels: [("pipeline", pipeline), ("status", status)])
     }
 
-    /// Counts one finished item.
+    private func deliveries() -> Counter {
+        registry.makeCounter(descriptor: name("deliveries", "total", "Lines or queue messages worked: items and duplicate deliveries (what items_total counted before version 3)."),
+                             labels: [("pipeline", pipeline)])
+    }
+
+    private func duplicates() -> Counter {
+        registry.makeCounter(descriptor: name("duplicate_deliveries", "total", "Lines or messages naming a source (same version) already worked in this run: not items."),
+                             labels: [("pipeline", pipeline)])
+    }
+
+    /// Counts one finished line: an item, or a duplicate delivery.
     func record(_ item: ItemResult) {
+        deliveries().increment()
+        if item.duplicate {
+            duplicates().increment()
+            return
+        }
         items(item.status.rawValue).increment()
+        if item.shared {
+            registry.makeCounter(descriptor: name("items_shared", "total", "Items made from this run's work for another line of the same source, copied under their own names."),
+                                 labels: [("pipeline", pipeline)]).increment()
+        }
         if item.degraded != nil {
             registry.makeCounter(descriptor: name("items_degraded", "total", "Items decoded despite damage (fail_on)."),
                                  labels: [("pipeline", pipeline)]).increment()

@@ -111,6 +111,8 @@ struct Work: AsyncParsableCommand {
         var options = RunOptions()
         options.outputDirectory = outputDirectory
         engine.apply(to: &options)
+        // A later message naming a source without a version (a plain line) may be new content.
+        options.dedupeUnversioned = false
         var listOptions: [String: OptionValue] = [
             "visibility": .number(Units.parseDuration(visibility) ?? 60),
             "until_empty": .bool(untilEmpty),

@@ -696,7 +696,7 @@ import TestSupport
         _ = try await pipelinectl(["run", try thumbnailsPipeline(in: dir), list.path, "--report", report.path, "--report-format", "jsonl"])
         let lines = try String(contentsOf: report, encoding: .utf8).split(separator: "\n")
         #expect(lines.count == 11)  // run, 9 items, summary
-        #expect(lines.first?.contains("\"report_version\":2") == true && lines.first?.contains("\"type\":\"run\"") == true)
+        #expect(lines.first?.contains("\"report_version\":3") == true && lines.first?.contains("\"type\":\"run\"") == true)
         #expect(lines.last?.contains("\"type\":\"summary\"") == true)
         // A killed run leaves the lines written so far; `report` still reads them.
         let killed = dir.appendingPathComponent("killed.jsonl")

@@ -123,7 +123,7 @@ import TestSupport
                                          "--progress", "none"], in: dir)
         #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
         let report = try Reports.read(dir.appendingPathComponent("r-shard-0-of-1.json"))
-        #expect(report["report_version"] as? Int == 2)
+        #expect(report["report_version"] as? Int == 3)
         let header = try #require(report["run"] as? [String: Any])
         #expect((header["id"] as? String)?.count == 36)
         #expect((header["started"] as? String)?.range(of: #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"#, options: .regularExpression) != nil)

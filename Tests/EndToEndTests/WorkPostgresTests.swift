@@ -63,6 +63,16 @@ import TestSupport
             #expect(outputs(dir) == ["a.jpg", "b.jpg", "c.jpg"])
             let lines = try String(contentsOf: report, encoding: .utf8).split(separator: "\n")
             #expect(lines.filter { $0.contains("\"type\":\"item\"") }.count == 104, "every row reported once")
+            // a.jpg named by 101 rows: one item and 100 duplicate deliveries (the same file, the same
+            // size and time), in the summary and the report.
+            #expect(lines.filter { $0.contains("\"duplicate\":true") }.count == 100)
+            #expect(run.stdout.contains("uploads: 4 items: 3 ok, 1 failed") && run.stdout.contains("duplicates: 100 lines or messages"),
+                    "\(run.stdout)")
+            let summary = lines.last { $0.contains("\"type\":\"summary\"") }.flatMap {
+                try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+            }
+            #expect(summary?["total"] as? Int == 4 && summary?["duplicate_deliveries"] as? Int == 100 && summary?["outputs_written"] as? Int == 3,
+                    "\(String(describing: summary))")
             let after = try await ctl(["queue", "status", url], in: dir)
             #expect(after.stdout.contains("queued   0") && after.stdout.contains("running  0"), "\(after.stdout)")
             #expect(after.stdout.contains("failed   1: not_an_image 1"), "\(after.stdout)")

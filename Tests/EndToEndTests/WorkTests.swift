@@ -80,13 +80,20 @@ import TestSupport
         defer { moto.stop() }
         let (events, dead) = try await setUp(moto)
         try await upload(moto, ["in/a.jpg", "in/b.jpg", "in/c.jpg"], html: ["in/page.jpg"])
-        _ = try await moto.boto("for _ in range(3): sqs.send_message(QueueUrl=args[0], MessageBody='s3://uploads/in/a.jpg')", [events])
+        // in/a.jpg's notification delivered three more times (SQS delivers at least once): the
+        // same object, the same ETag.
+        _ = try await moto.boto("""
+            etag = s3.head_object(Bucket='uploads', Key='in/a.jpg')['ETag'].strip('"')
+            body = json.dumps({'Records': [{'eventName': 'ObjectCreated:Put', 's3': {'bucket': {'name': 'uploads'},
+                               'object': {'key': 'in/a.jpg', 'eTag': etag}}}]})
+            for _ in range(3): sqs.send_message(QueueUrl=args[0], MessageBody=body)
+            """, [events])
         let dir = try Fixtures.temporaryDirectory("work")
         defer { try? FileManager.default.removeItem(at: dir) }
         let report = dir.appendingPathComponent("work.jsonl")
         let run = try await Command.run(CLITests.binary, ["work", try pipeline(in: dir), "--queue", events, "--dead-letter", dead,
                                                           "--until-empty", "--report", report.path, "--report-format", "jsonl",
-                                                          "--progress", "none"],
+                                                          "--progress", "none", "--metrics", dir.appendingPathComponent("work.prom").path],
                                         environment: moto.environment, directory: dir)
         #expect(run.status == 1, "one item failed: \(run.stdout)\(run.stderr)")
         #expect(run.stdout.contains("failures by kind: not_an_image 1"), "\(run.stdout)")
@@ -96,6 +103,19 @@ import TestSupport
             (try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]).flatMap { $0["type"] as? String == "item" ? $0["source"] as? String : nil }
         }
         #expect(sources.count == 7, "a, b, c, the page and three duplicates of a: \(sources)")
+        // Counted as four items and three duplicate deliveries: in the summary, the report and the metrics.
+        #expect(run.stdout.contains("uploads: 4 items: 3 ok, 1 failed") && run.stdout.contains("duplicates: 3 lines or messages"),
+                "\(run.stdout)")
+        let lines = try String(contentsOf: report, encoding: .utf8).split(separator: "\n").compactMap {
+            try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+        #expect(lines.filter { $0["duplicate"] as? Bool == true }.map { $0["source"] as? String } == Array(repeating: "s3://uploads/in/a.jpg", count: 3))
+        let summary = lines.first { $0["type"] as? String == "summary" }
+        #expect(summary?["total"] as? Int == 4 && summary?["duplicate_deliveries"] as? Int == 3 && summary?["outputs_written"] as? Int == 3,
+                "\(String(describing: summary))")
+        let metrics = try String(contentsOf: dir.appendingPathComponent("work.prom"), encoding: .utf8)
+        #expect(metrics.contains(#"pipelinectl_items_total{pipeline="uploads",status="ok"} 3"#)
+                && metrics.contains(#"pipelinectl_duplicate_deliveries_total{pipeline="uploads"} 3"#), "\(metrics)")
         #expect(!sources.contains { $0.hasPrefix("s3://uploads/out/") }, "an output was processed as a source: \(sources)")
         #expect(try await depth(moto, events) == "0 0")
         let dlq = try await moto.boto("""

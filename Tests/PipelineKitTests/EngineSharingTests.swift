@@ -42,10 +42,12 @@ import TestSupport
         loader.script("b", .bytes(Data("10x10".utf8)))
         // One item at a time: each 'a' after the first comes when the first has long finished.
         let run = try await run(loader, ["a", "b", "a", "a"], name: "{index}-{stem}.{ext}") { $0.maxInFlight = 1 }
-        #expect(run.summary.ok == 4)
+        // Under names of their own ({index}), the later lines are items, made from shared work.
+        #expect(run.summary.ok == 4 && run.summary.shared == 2 && run.summary.duplicateDeliveries == 0)
         #expect(loader.calls("a") == 1)
         #expect(loader.log.count("decoded 40x20") == 1)
-        #expect(run[3].cacheData == .off && run[3].cacheImage == .hit && run[3].bytesIn == 0)
+        // No cache was asked for them: shared work is not a cache hit.
+        #expect(run[3].shared && !run[3].duplicate && run[3].cacheData == .off && run[3].cacheImage == .off && run[3].bytesIn == 0)
         // Each line has its own output (its own name), with the same bytes.
         let outputs = [1, 3, 4].map { run[$0].outputs[0] }
         #expect(Set(outputs).count == 3)
@@ -68,7 +70,9 @@ import TestSupport
         loader.script("gone", .fail(PipelineError(.httpStatus, "404 Not Found")))
         loader.script("junk", .bytes(Data("not an image".utf8)))
         let run = try await run(loader, ["gone", "junk", "gone", "junk"], name: "{index}.{ext}") { $0.maxInFlight = 1 }
-        #expect(run.summary.failed == 4)
+        // Two items failed; the repeated lines are duplicates of them, failed as they failed.
+        #expect(run.summary.failed == 2 && run.summary.duplicateDeliveries == 2)
+        #expect(run[3].duplicate && run[4].duplicate && run[3].status == .failed)
         #expect(loader.calls("gone") == 1 && loader.calls("junk") == 1)
         #expect(run[3].error?.kind == .httpStatus && run[3].error?.stage == .load)
         #expect(run[4].error?.kind == .decodeFailed && run[4].error?.stage == .decode)
@@ -83,7 +87,10 @@ import TestSupport
         }
         let run = try await run(loader, Array(repeating: "a", count: 10))
         await released.value
-        #expect(run.summary.ok == 10)
+        // One item; nine duplicate deliveries (same source, same names), nothing written for them.
+        #expect(run.summary.ok == 1 && run.summary.total == 1 && run.summary.duplicateDeliveries == 9)
+        #expect(run.summary.outputsWritten == 1 && run.summary.deliveries == 10)
+        #expect(run.items.filter(\.duplicate).count == 9)
         #expect(loader.calls("a") == 1)
         #expect(Set(run.items.map(\.outputs)).count == 1)  // same name, written once
     }

@@ -183,8 +183,9 @@ import TestSupport
         let server = try await TestServer.start()
         server.serve("/a.jpg", try Fixtures.jpeg(100, 100))
         let run = try await run(Self.thumbnails, lines: [server.url("/a.jpg"), server.url("/a.jpg")])
-        #expect(run.summary.ok == 2)
-        #expect(run.items[0].outputs == run.items[1].outputs)
+        #expect(run.summary.ok == 1 && run.summary.duplicateDeliveries == 1 && run.summary.outputsWritten == 1)
+        // Either line may lead (both are in flight at once): the other is the duplicate.
+        #expect(run.items[0].outputs == run.items[1].outputs && run.items.filter(\.duplicate).count == 1)
         #expect(server.requests("/a.jpg") == 1)
         await server.stop()
     }
@@ -239,6 +240,46 @@ import TestSupport
         await server.stop()
     }
 
+    /// `rose, rose, wizard`: two items, one duplicate, two files, in the summary, the report
+    /// (read back from JSON lines) and the counts.
+    @Test func aSourceListedTwiceIsOneItemAndOneDuplicate() async throws {
+        let files = try Fixtures.temporaryDirectory("in")
+        try Fixtures.jpeg(120, 80).write(to: files.appendingPathComponent("rose.jpg"))
+        try Fixtures.jpeg(80, 120).write(to: files.appendingPathComponent("wizard.jpg"))
+        let run = try await run(Self.thumbnails, lines: ["rose.jpg", "rose.jpg", "wizard.jpg"], base: files) { $0.maxInFlight = 1 }
+        #expect(run.summary.total == 2 && run.summary.ok == 2 && run.summary.duplicateDeliveries == 1)
+        #expect(run.summary.outputsWritten == 2 && run.summary.deliveries == 3)
+        #expect(run.items.map(\.duplicate) == [false, true, false])
+        let written = try FileManager.default.contentsOfDirectory(atPath: run.outputDirectory.path).filter { !$0.hasPrefix(".") }
+        #expect(written.count == 2)
+        // Read back as `pipelinectl report` reads a report: the same counts.
+        let lines = try run.items.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
+        let read = try lines.map { try JSONDecoder().decode(ItemResult.self, from: Data($0.utf8)) }
+        var counted = RunSummary()
+        for item in read { counted.add(item) }
+        #expect(counted.total == 2 && counted.duplicateDeliveries == 1 && counted.outputsWritten == 2)
+        let summary = try JSONSerialization.jsonObject(with: JSONEncoder().encode(run.summary)) as? [String: Any]
+        #expect(summary?["duplicate_deliveries"] as? Int == 1 && summary?["deliveries"] as? Int == 3)
+    }
+
+    /// A source named again after its file was replaced is a new item, made from the new content.
+    @Test func aReplacedFileNamedAgainIsANewItem() async throws {
+        let files = try Fixtures.temporaryDirectory("in")
+        let path = files.appendingPathComponent("rose.jpg")
+        try Fixtures.jpeg(120, 80).write(to: path)
+        let out = try Fixtures.temporaryDirectory("out")
+        var options = RunOptions()
+        options.outputDirectory = out.path
+        let runner = try PipelineRunner(pipeline: try pipeline(Self.thumbnails), registry: registry, options: options)
+        let first = await runner.runItem(Source(text: path.path, index: 1))
+        let again = await runner.runItem(Source(text: path.path, index: 2))
+        #expect(first.status == .ok && again.duplicate)
+        try Fixtures.jpeg(60, 120).write(to: path)  // a re-upload: another size, another time
+        let replaced = await runner.runItem(Source(text: path.path, index: 3))
+        #expect(replaced.status == .ok && !replaced.duplicate && !replaced.shared, "\(String(describing: replaced.error))")
+        #expect(replaced.width == 32 && replaced.height == 64 && first.width == 64)
+    }
+
     @Test func fiftyCopiesOfOneURLAreOneTransfer() async throws {
         let server = try await TestServer.start()
         server.serve("/one.jpg", try Fixtures.jpeg(120, 90))
@@ -246,7 +287,7 @@ import TestSupport
         let yaml = Self.thumbnails.replacingOccurrences(of: "timeout: 10s", with: "timeout: 10s, max_concurrent: 1")
             .replacingOccurrences(of: "image_cache: memory\n", with: "")
         let run = try await run(yaml, lines: Array(repeating: server.url("/one.jpg"), count: 50))
-        #expect(run.summary.ok == 50)
+        #expect(run.summary.ok == 1 && run.summary.duplicateDeliveries == 49)
         #expect(server.requests("/one.jpg") == 1)
         await server.stop()
     }

@@ -77,9 +77,14 @@ struct CountingProcessor: ImageProcessing {
         // The shared processor ran once for three variants; the medium one once.
         #expect(CountingProcessor.counts("variants.") == ["variants.shared": 1, "variants.medium": 1])
         #expect(item.bytesIn > 0 && item.cacheImage == .miss)
-        // The same source again: every variant comes from the image cache, nothing runs.
+        // The report names each variant's output: its dimensions, bytes and format.
+        #expect(item.variants.map(\.name) == ["small", "medium", "large"])
+        #expect(item.variants.map { "\($0.width)x\($0.height) \($0.format)" } == ["100x67 webp", "300x200 jpg", "600x400 png"])
+        let sizes = try item.outputs.map { try FileManager.default.attributesOfItem(atPath: $0)[.size] as? Int }
+        #expect(item.variants.map(\.bytes) == sizes && item.variants.map(\.path) == item.outputs)
+        // The same source again: a duplicate of the first, nothing runs.
         let again = await runner.runItem(Source(text: server.url("/photo.jpg"), index: 2))
-        #expect(again.cacheImage == .hit && again.outputs == item.outputs)
+        #expect(again.duplicate && again.shared && again.outputs == item.outputs && again.variants == item.variants)
         #expect(server.requests("/photo.jpg") == 1)
         #expect(CountingProcessor.counts("variants.") == ["variants.shared": 1, "variants.medium": 1])
         await server.stop()

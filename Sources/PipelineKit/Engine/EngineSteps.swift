@@ -38,6 +38,10 @@ struct ItemPlan: Sendable {
     let planned: [String]
     /// The facts sidecar's path, when the pipeline writes one.
     var sidecar: String? = nil
+
+    /// The key work is shared and de-duplicated under: the cache key and the source's version, so
+    /// that a re-upload is never answered with what was made of the earlier content.
+    var workKey: String { source.version.map { key + "\u{1}" + $0 } ?? key }
 }
 
 /// Step "load": the source's bytes and where they came from.
@@ -117,4 +121,10 @@ struct ItemOutcome: Sendable {
     var decodeShared = false
     /// What analysing processors found (from every variant's image, in variant order).
     var facts: ImageFacts = [:]
+    /// Each output's dimensions and size in bytes, by variant.
+    var outputSizes: [PixelSize] = []
+    var outputBytes: [Int] = []
+    /// Set on the outcome handed to a line that named a source another line made, under the very
+    /// same names: the line is a duplicate delivery, not an item of its own (not encoded).
+    var duplicate = false
 }

@@ -129,6 +129,8 @@ enum OutcomeCoding {
             word(1); text(sidecar.path); text(sidecar.state.rawValue); text(sidecar.fingerprint.description)
         } else { word(0) }
         text(outcome.sourceIdentity)
+        word(outcome.outputSizes.count)
+        for (size, count) in zip(outcome.outputSizes, outcome.outputBytes) { word(size.width); word(size.height); word(count) }
     }
 
     static func decode(_ bytes: ArraySlice<UInt8>) -> ItemOutcome {
@@ -165,6 +167,10 @@ enum OutcomeCoding {
             if let fingerprint = OutputFingerprint(stored: text()) { outcome.sidecar = (path, state, fingerprint) }
         }
         outcome.sourceIdentity = text()
+        for _ in 0..<word() {
+            outcome.outputSizes.append(PixelSize(width: word(), height: word()))
+            outcome.outputBytes.append(word())
+        }
         return outcome
     }
 }

@@ -101,6 +101,15 @@ public struct ItemResult: Sendable, Codable {
     public var fallback = false
     /// `on_failure`: the failure an alternative or the fallback stood in for.
     public var recoveredFrom: ItemError?
+    /// Whether this line named a source (with the same ``Source/version``) that an earlier line
+    /// of the run, or one in flight, already made under the same names: a duplicate delivery. It
+    /// wrote nothing; the summary and metrics count it as a duplicate, not as an item.
+    public var duplicate = false
+    /// Whether the outputs came from work this run did for another line of the same source
+    /// (shared in flight, or made earlier): no load, no cache lookup, no decode of its own.
+    public var shared = false
+    /// Each output's variant, path, dimensions, size and format, in variant order.
+    public var variants: [VariantOutput] = []
 
     public init(source: String, index: Int, status: ItemStatus) {
         self.source = source
@@ -120,6 +129,7 @@ public struct ItemResult: Sendable, Codable {
         case source, index, status, outputs, kept, stale, error, width, height
         case bytesIn = "bytes_in", bytesOut = "bytes_out", timings = "timings_ms", cache, degraded, decodeShared = "decode_shared", facts
         case alternative, fallback, recoveredFrom = "recovered_from"
+        case duplicate, shared, variants
     }
     struct Cache: Codable { var data: CacheOutcome; var image: CacheOutcome }
 
@@ -144,6 +154,9 @@ public struct ItemResult: Sendable, Codable {
         try c.encodeIfPresent(alternative, forKey: .alternative)
         if fallback { try c.encode(true, forKey: .fallback) }
         try c.encodeIfPresent(recoveredFrom, forKey: .recoveredFrom)
+        if duplicate { try c.encode(true, forKey: .duplicate) }
+        if shared { try c.encode(true, forKey: .shared) }
+        if !variants.isEmpty { try c.encode(variants, forKey: .variants) }
     }
 
     public init(from decoder: any Decoder) throws {
@@ -169,6 +182,32 @@ public struct ItemResult: Sendable, Codable {
         alternative = try c.decodeIfPresent(String.self, forKey: .alternative)
         fallback = try c.decodeIfPresent(Bool.self, forKey: .fallback) ?? false
         recoveredFrom = try c.decodeIfPresent(ItemError.self, forKey: .recoveredFrom)
+        duplicate = try c.decodeIfPresent(Bool.self, forKey: .duplicate) ?? false
+        shared = try c.decodeIfPresent(Bool.self, forKey: .shared) ?? false
+        variants = try c.decodeIfPresent([VariantOutput].self, forKey: .variants) ?? []
+    }
+}
+
+/// One output of an item, as the report lists it (`variants` in each item's line).
+public struct VariantOutput: Sendable, Codable, Equatable {
+    /// The variant's name (`variants:`), or `nil` for a pipeline's single output.
+    public var name: String?
+    /// Where it is: a path (relative to the working directory when the output dir is) or a URL.
+    public var path: String
+    public var width: Int
+    public var height: Int
+    /// Its size in bytes (`nil` in reports of outputs kept from an earlier run's record).
+    public var bytes: Int?
+    /// The format, as its file extension (`jpg`, `webp`, `avif`, `png`).
+    public var format: String
+
+    public init(name: String?, path: String, width: Int, height: Int, bytes: Int?, format: String) {
+        self.name = name
+        self.path = path
+        self.width = width
+        self.height = height
+        self.bytes = bytes
+        self.format = format
     }
 }
 

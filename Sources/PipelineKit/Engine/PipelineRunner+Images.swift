@@ -63,7 +63,8 @@ extension PipelineRunner {
     /// The images of the `needed` variants: from the image cache, or decoded and processed.
     func images(_ plan: ItemPlan, needed: [Int], preloaded: LoadedSource?, digest: String?,
                 tracker: StageTracker) async throws -> ProcessedImages {
-        let base = plan.key + "#" + decoderIdentifier
+        // With the source's version: a replaced file is never answered with the old one's image.
+        let base = plan.workKey + "#" + decoderIdentifier
         var images: [Int: PipelineImage] = [:]
         for index in needed { images[index] = imageCache?.image(for: base + variants[index].prefixIDs.last!) }
         if images.count == needed.count, let identity = preloaded.map({ OutputFingerprint.source($0.data, digest: digest) })

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// One item from start to end: plan its outputs, skip it when resuming, reuse what this run
 /// already made of the same source, or make it once for every line that names it.
@@ -20,10 +21,15 @@ extension PipelineRunner {
             fill(&result, with: outcome, reused: reused)
             logger.debug("ok", metadata: ["source": "\(source.text)", "outputs": "\(result.outputs)"])
         } catch {
+            var error = error
+            if let repeated = error as? DuplicateFailure {
+                result.duplicate = true  // the source's failure, met by a line before this one
+                error = repeated.failure
+            }
             let failure = classify(error, stage: .load, kind: .io)
             let itemError = ItemError(stage: failure.stage ?? .load, kind: failure.kind, message: failure.message,
                                       plugin: failure.plugin)
-            if let planned, let policy = failurePolicy, !fetchOnly, policy.applies(to: failure),
+            if let planned, !result.duplicate, let policy = failurePolicy, !fetchOnly, policy.applies(to: failure),
                await recover(planned, policy: policy, into: &result) {
                 result.recoveredFrom = itemError
                 return result
@@ -93,6 +99,12 @@ extension PipelineRunner {
             }
             source.boundary = boundary
         }
+        // A local file's version: its size and modification time (a file replaced between two
+        // lines naming it is a new item).
+        if source.version == nil, source.scheme == nil || source.scheme == "file", let path = source.localPath {
+            var info = stat()
+            if stat(path, &info) == 0 { source.version = "\(info.st_size):\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec)" }
+        }
         guard let slot = try loader(for: source) else {
             throw PipelineError(.blockedProtocol,
                                 "no loader serves '\(source.scheme ?? "")' sources; this run loads: "
@@ -131,22 +143,37 @@ extension PipelineRunner {
 
     /// What this run already made of the source, or the work of making it, shared by every line
     /// with the same key that asks while it runs.
+    ///
+    /// A source without a version is remembered only when the run says so
+    /// (``RunOptions/dedupeUnversioned``, a list's lines): a queue's later message for it may
+    /// name new content under the same name, so only work in flight is shared then.
     func outcome(_ plan: ItemPlan, tracker: StageTracker) async throws -> (ItemOutcome, reused: Bool) {
-        switch finished.entry(for: plan.key) {
-        case .made(let earlier)?: return (try await adopt(earlier, for: plan), true)
-        case .failed(let failure)?: throw failure
-        case nil: break
-        }
-        let (made, shared) = try await itemWork.run(plan.key) {
-            do {
-                let made = try await self.fetchOnly ? self.fetch(plan) : self.produce(plan, tracker: tracker)
-                self.finished.record(.made(made), for: plan.key)
-                return made
-            } catch {
-                let failure = self.classify(error, stage: tracker.stage, kind: .io)
-                self.finished.record(.failed(failure), for: plan.key)
-                throw failure
+        let key = plan.workKey
+        let remembers = plan.source.version != nil || dedupeUnversioned
+        if remembers {
+            switch finished.entry(for: key) {
+            case .made(let earlier)?: return (try await adopt(earlier, for: plan), true)
+            case .failed(let failure)?: throw DuplicateFailure(failure: failure)
+            case nil: break
             }
+        }
+        let led = Atomic(false)
+        let made: ItemOutcome, shared: Bool
+        do {
+            (made, shared) = try await itemWork.run(key) {
+                led.store(true, ordering: .relaxed)
+                do {
+                    let made = try await self.fetchOnly ? self.fetch(plan) : self.produce(plan, tracker: tracker)
+                    if remembers { self.finished.record(.made(made), for: key) }
+                    return made
+                } catch {
+                    let failure = self.classify(error, stage: tracker.stage, kind: .io)
+                    if remembers { self.finished.record(.failed(failure), for: key) }
+                    throw failure
+                }
+            }
+        } catch let failure as PipelineError where !led.load(ordering: .relaxed) {
+            throw DuplicateFailure(failure: failure)  // the failure of the line this one joined
         }
         return shared ? (try await adopt(made, for: plan), true) : (made, false)
     }
@@ -154,7 +181,11 @@ extension PipelineRunner {
     /// Another line's outcome for the same source, as this line's: the same files when it plans the
     /// same names, else copies of them under its own names.
     func adopt(_ made: ItemOutcome, for plan: ItemPlan) async throws -> ItemOutcome {
-        guard made.planned != plan.planned else { return made }
+        guard made.planned != plan.planned else {
+            var same = made
+            same.duplicate = true
+            return same
+        }
         var own = made
         for index in made.written.indices {
             let variant = variants[index]
@@ -232,9 +263,19 @@ extension PipelineRunner {
         result.bytesOut = outcome.bytesOut
         result.degraded = outcome.degraded
         result.facts = outcome.facts
+        if !fetchOnly {
+            result.variants = outcome.written.indices.map { index in
+                let size = index < outcome.outputSizes.count ? outcome.outputSizes[index] : outcome.size
+                return VariantOutput(name: variants[index].name, path: destination.location(outcome.written[index]),
+                                     width: size.width, height: size.height,
+                                     bytes: index < outcome.outputBytes.count ? outcome.outputBytes[index] : nil,
+                                     format: outcome.chosenExtensions[index] ?? variants[index].encoder.fileExtension)
+            }
+        }
         if reused {
-            result.cacheData = dataCache == nil ? .off : .hit
-            result.cacheImage = fetchOnly ? .off : .hit
+            // Made by this run for another line: no cache was asked (``ItemResult/shared``).
+            result.shared = true
+            result.duplicate = outcome.duplicate
         } else {
             result.bytesIn = outcome.bytesIn
             result.timings = outcome.timings
@@ -282,4 +323,10 @@ extension PipelineRunner {
                                 stage: .output)
         }
     }
+}
+
+/// The failure of a source met by an earlier line of the run (or one in flight): the line is a
+/// duplicate delivery, failed as that line failed.
+struct DuplicateFailure: Error {
+    let failure: PipelineError
 }

@@ -11,7 +11,7 @@ extension PipelineRunner {
     func load(_ plan: ItemPlan) async throws -> LoadedSource {
         // Runners derived for other parameters of the same pipeline share one load per source,
         // and the items it reaches decode once (each notes what it needs).
-        let (shared, _) = try await sourceLoads.run(plan.key, note: decodeNeed) {
+        let (shared, _) = try await sourceLoads.run(plan.workKey, note: decodeNeed) {
             var loaded = try await self.loadOnce(plan)
             loaded.decodes = SharedDecodes()
             return loaded

@@ -83,6 +83,8 @@ extension PipelineRunner {
             outcome.facts[Self.encodingFact] = .list(outcome.encodings.map { .object($0) })
         }
         outcome.chosenExtensions.append(encoded.chosenExtension)
+        outcome.outputSizes.append(encoded.size)
+        outcome.outputBytes.append(encoded.data.count)
         if state == .written { outcome.bytesOut += encoded.data.count }
     }
 

@@ -25,6 +25,10 @@ public struct RunOptions: Sendable {
     /// 100,000 is about 20 MB however long the list. 0 remembers none (duplicates in flight at the
     /// same time are still made once). See `FinishedSources`.
     public var dedupeWindow: Int = 100_000
+    /// Whether a source without a ``Source/version`` is remembered for later lines too (a list's
+    /// lines: the same line twice is one item). `work` says no: a queue's later message for a name
+    /// may be new content, so without a version only work in flight is shared.
+    public var dedupeUnversioned = true
     /// Skip items whose outputs this pipeline (same fingerprint) already wrote completely into the
     /// output directory, as recorded by earlier runs, even ones that were killed. Skipped items
     /// report status `skipped`.
@@ -113,6 +117,8 @@ public final class PipelineRunner: Sendable {
     let sourceLoads: SharedWork<LoadedSource>
     /// What this run already made, by source key.
     let finished: FinishedSources
+    /// ``RunOptions/dedupeUnversioned``.
+    let dedupeUnversioned: Bool
     /// Output path hash -> (cache key hash, line number): small per item, so a list of millions
     /// of lines is checked for collisions without holding its text. Only names that two sources
     /// could share are recorded (``claimsNames``).
@@ -175,6 +181,7 @@ public final class PipelineRunner: Sendable {
         resume = options.resume
         shard = options.shard
         finished = FinishedSources(capacity: options.dedupeWindow)
+        dedupeUnversioned = options.dedupeUnversioned
         let chains = decoderIdentifier + variants.map { $0.prefixIDs.last! + ">" + $0.encoder.identifier }.joined(separator: ";")
         fingerprint = Hashing.sha256Hex(chains + "\n" + variants.map(\.template.text).joined(separator: "\n"))
         manifest = CompletionManifest(outputDirectory: destination.localDirectory ?? outputDirectory, fingerprint: fingerprint,

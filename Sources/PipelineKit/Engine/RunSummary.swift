@@ -2,6 +2,8 @@ import Foundation
 
 /// Counts for a whole run.
 public struct RunSummary: Sendable, Codable {
+    /// Items: sources worked, each once however often the list or the queue named it. (Reports
+    /// before version 3 counted every delivery: that count is now ``deliveries``.)
     public var total = 0
     public var ok = 0
     /// Items whose every output was already there and left as it was.
@@ -31,6 +33,14 @@ public struct RunSummary: Sendable, Codable {
     public var shard: String?
     /// When the run was one shard: the lines of the list that belong to other shards (not items here).
     public var otherShards: Int?
+    /// Lines of the list, or queue messages, that named a source (with the same version) already
+    /// worked in this run under the same names: not items, and nothing written for them.
+    public var duplicateDeliveries = 0
+    /// Items whose outputs came from work done for another line of the same source under other
+    /// names (copied): items of their own, made without a load or decode of their own.
+    public var shared = 0
+    /// Every delivery: items and duplicates (what ``total`` counted in schema 1).
+    public var deliveries: Int { total + duplicateDeliveries }
 
     public init() {}
 
@@ -54,6 +64,33 @@ public struct RunSummary: Sendable, Codable {
         notStarted = try c.decodeIfPresent(Int.self, forKey: .notStarted)
         shard = try c.decodeIfPresent(String.self, forKey: .shard)
         otherShards = try c.decodeIfPresent(Int.self, forKey: .otherShards)
+        duplicateDeliveries = try c.decodeIfPresent(Int.self, forKey: .duplicateDeliveries) ?? 0
+        shared = try c.decodeIfPresent(Int.self, forKey: .shared) ?? 0
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(total, forKey: .total)
+        try c.encode(ok, forKey: .ok)
+        try c.encode(kept, forKey: .kept)
+        try c.encode(failed, forKey: .failed)
+        try c.encode(skipped, forKey: .skipped)
+        try c.encode(duplicateDeliveries, forKey: .duplicateDeliveries)
+        try c.encode(deliveries, forKey: .deliveries)
+        try c.encode(shared, forKey: .shared)
+        try c.encode(degraded, forKey: .degraded)
+        try c.encode(alternatives, forKey: .alternatives)
+        try c.encode(fallbacks, forKey: .fallbacks)
+        try c.encode(outputsWritten, forKey: .outputsWritten)
+        try c.encode(outputsKept, forKey: .outputsKept)
+        try c.encode(outputsStale, forKey: .outputsStale)
+        try c.encode(wallSeconds, forKey: .wallSeconds)
+        try c.encode(bytesIn, forKey: .bytesIn)
+        try c.encode(bytesOut, forKey: .bytesOut)
+        try c.encodeIfPresent(imageCacheEvictions, forKey: .imageCacheEvictions)
+        try c.encodeIfPresent(notStarted, forKey: .notStarted)
+        try c.encodeIfPresent(shard, forKey: .shard)
+        try c.encodeIfPresent(otherShards, forKey: .otherShards)
     }
 
     enum CodingKeys: String, CodingKey {
@@ -62,10 +99,16 @@ public struct RunSummary: Sendable, Codable {
         case wallSeconds = "wall_seconds", bytesIn = "bytes_in", bytesOut = "bytes_out"
         case imageCacheEvictions = "image_cache_evictions", notStarted = "not_started"
         case shard, otherShards = "other_shards"
+        case duplicateDeliveries = "duplicate_deliveries", deliveries, shared
     }
 
     /// Adds one item's figures.
     public mutating func add(_ item: ItemResult) {
+        if item.duplicate {
+            duplicateDeliveries += 1
+            return
+        }
+        if item.shared { shared += 1 }
         total += 1
         switch item.status {
         case .ok: ok += 1

@@ -8,7 +8,9 @@ import Foundation
 /// the status `kept` with the item fields `kept` and `stale`.
 public struct RunReport: Sendable, Codable {
     /// The version of this format; bumped when a field changes meaning or goes away.
-    public static let currentVersion = 2
+    /// 3: an item is counted once however often it was delivered (`duplicate_deliveries`,
+    /// `deliveries`), items list their `variants`, and shared work is not a cache hit.
+    public static let currentVersion = 3
 
     public var reportVersion: Int = RunReport.currentVersion
     public var pipeline: String

@@ -29,6 +29,16 @@ public enum SummaryText {
         lines.append("\(pipeline): \(summary.total) items: \(summary.ok) ok\(kept), \(summary.failed) failed, "
             + "\(summary.skipped) skipped\(degraded) in \(String(format: "%.2f", summary.wallSeconds))s "
             + "(\(String(format: "%.1f", rate)) items/s)")
+        if summary.duplicateDeliveries > 0 {
+            let n = summary.duplicateDeliveries
+            lines.append("duplicates: \(n) line\(n == 1 ? "" : "s") or message\(n == 1 ? "" : "s") named a source already worked in this run "
+                + "(same version, same names): not counted as items, nothing written for \(n == 1 ? "it" : "them")")
+        }
+        if summary.shared > 0 {
+            lines.append("shared: \(summary.shared) item\(summary.shared == 1 ? "" : "s") made from this run's work for another line "
+                + "of the same source (copied under \(summary.shared == 1 ? "its" : "their") own names: no load or decode of "
+                + "\(summary.shared == 1 ? "its" : "their") own)")
+        }
         if summary.outputsKept + summary.outputsStale > 0 {
             lines.append("outputs: \(summary.outputsWritten) written, \(summary.outputsKept) kept (already there with the same fingerprint)"
                 + (summary.outputsStale > 0 ? ", \(summary.outputsStale) stale" : ""))

@@ -14,12 +14,18 @@ public struct Source: Sendable, Hashable {
     /// no boundary. Loaders check what they open against it: the `file` loader the file it
     /// opened, the `http` loader every redirect hop.
     public var boundary: SourceBoundary?
+    /// Which content of the source this is, when the list knows before loading it: an S3
+    /// notification's ETag (and version or sequencer), a local file's size and modification time.
+    /// A duplicate is the same source with the same version: one item, its work done once. A
+    /// source named again with another version (a re-upload) is a new item, made anew.
+    public var version: String?
 
-    public init(text: String, index: Int, base: String? = nil, boundary: SourceBoundary? = nil) {
+    public init(text: String, index: Int, base: String? = nil, boundary: SourceBoundary? = nil, version: String? = nil) {
         self.text = text
         self.index = index
         self.base = base
         self.boundary = boundary
+        self.version = version
         self.scheme = Source.scheme(of: text)
     }
 

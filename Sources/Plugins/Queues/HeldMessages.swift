@@ -28,12 +28,13 @@ struct HeldMessages<Message: Sendable>: Sendable {
     mutating func replace(_ id: String, with message: Message) { held[id]?.message = message }
 
     /// Holds `message` until each of `sources` is settled; the sources for the engine, numbered.
-    mutating func hold(_ id: String, _ message: Message, sources: [String]) -> [Source] {
+    /// `versions`: each source's version, when the message tells it (``Source/version``).
+    mutating func hold(_ id: String, _ message: Message, sources: [String], versions: [String?] = []) -> [Source] {
         held[id] = Held(message: message, pending: sources.count)
-        return sources.map { text in
+        return sources.enumerated().map { offset, text in
             waiting[text, default: []].append(id)
             defer { nextIndex += 1 }
-            return Source(text: text, index: nextIndex)
+            return Source(text: text, index: nextIndex, version: offset < versions.count ? versions[offset] : nil)
         }
     }
 

@@ -5,8 +5,10 @@ import PipelineKit
 /// sends to SQS, also wrapped in an SNS notification when S3 publishes through SNS), or a plain
 /// source line, as in a URL list.
 enum QueueMessage: Sendable, Equatable {
-    /// Sources to process: `s3://bucket/key` for each created object, or the line given.
-    case sources([String])
+    /// Sources to process: `s3://bucket/key` for each created object, or the line given; with
+    /// each one's version when the message tells it (an S3 record's ETag and version id, or its
+    /// sequencer): the same object redelivered is a duplicate, a re-upload a new item.
+    case sources([String], versions: [String?] = [])
     /// S3's test event, sent when a notification is configured: nothing to do.
     case testEvent
     /// A notification with nothing to process (objects removed, no records).
@@ -36,6 +38,7 @@ enum QueueMessage: Sendable, Equatable {
                 + (object.keys.sorted().prefix(5).joined(separator: ", ")))
         }
         var sources: [String] = []
+        var versions: [String?] = []
         for (index, record) in records.enumerated() {
             let name = record["eventName"] as? String ?? ""
             guard name.hasPrefix("ObjectCreated:") || name.isEmpty else { continue }
@@ -47,7 +50,12 @@ enum QueueMessage: Sendable, Equatable {
                 throw PipelineError(.invalidSource, "record \(index + 1): the key '\(key)' is not valid URL encoding")
             }
             sources.append("s3://\(bucket)/\(decoded)")
+            let object = s3["object"] as? [String: Any] ?? [:]
+            let etag = (object["eTag"] as? String)?.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+            let tags = [etag, object["versionId"] as? String].compactMap { $0 }.filter { !$0.isEmpty }
+            versions.append(tags.isEmpty ? (object["sequencer"] as? String).map { "sequencer:" + $0 } : tags.joined(separator: ":"))
         }
-        return sources.isEmpty ? .nothing("no ObjectCreated records (\(records.count) record\(records.count == 1 ? "" : "s"))") : .sources(sources)
+        return sources.isEmpty ? .nothing("no ObjectCreated records (\(records.count) record\(records.count == 1 ? "" : "s"))")
+            : .sources(sources, versions: versions)
     }
 }

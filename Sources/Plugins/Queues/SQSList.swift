@@ -210,11 +210,12 @@ public final class SQSList: SourceListing, Sendable {
                 try? await list.deadLetterAndDelete(message, kind: ErrorKind.invalidSource.rawValue)
                 return []
             }
-            guard case .sources(let all) = parsed else {
+            guard case .sources(let all, let versions) = parsed else {
                 try? await list.client.delete(message)
                 return []
             }
-            let wanted = all.filter { text in !list.ignoredPrefixes.contains { text.hasPrefix($0) } }
+            let named = all.enumerated().map { ($0.element, $0.offset < versions.count ? versions[$0.offset] : nil) }
+            let wanted = named.filter { source in !list.ignoredPrefixes.contains { source.0.hasPrefix($0) } }
             guard !wanted.isEmpty else {
                 try? await list.client.delete(message)
                 return []
@@ -226,7 +227,7 @@ public final class SQSList: SourceListing, Sendable {
                     state.held.replace(message.id, with: message)
                     return []
                 }
-                return state.held.hold(message.id, message, sources: wanted)
+                return state.held.hold(message.id, message, sources: wanted.map(\.0), versions: wanted.map(\.1))
             }
         }
     }

@@ -8,7 +8,10 @@ no data cache: every request is made anew (a cold cache throughout).
             for BENCH_OVERLOAD_SECONDS (default 60) from a fresh process: goodput, its ratio to the
             2-connection rate, 429s, 5xx, and /readyz polled every 500 ms throughout
   fairness  two clients at once (X-Forwarded-For from a --trusted-proxy), one with 64 connections,
-            one with 2, both asking for AVIF (Chromium's Accept): each one's 200s per second
+            one with 2, both asking for AVIF (Chromium's Accept): each one's 200s per second.
+            Every request names a source of its own (the same photos under alias directories
+            of the origin, /a17/...), so no request joins another's work: each answer is a job,
+            and the shares are shares of the service's work, not of coalesced answers
   memory    peak RSS of the process, sampled every 50 ms, at 2 connections in three orders of the
             list (as listed, reversed, shuffled), with glibc's malloc and with jemalloc preloaded;
             and for one request for a 7000x7000 grey PNG
@@ -37,6 +40,9 @@ OVERLOAD = int(os.environ.get("BENCH_OVERLOAD_SECONDS", "60"))
 RATE = int(os.environ.get("BENCH_RATE_SECONDS", "20"))
 ONLY = os.environ.get("BENCH_ONLY", "")  # "fairness": that phase alone
 SMALL = int(os.environ.get("BENCH_SECOND_CLIENT_CONNECTIONS", "2"))
+# Alias directories of the origin, half for each client of the fairness phase: 40 x 71 photos
+# gives each client 1,420 sources, more than either asks for in 60 s.
+ALIASES = 40
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 AVIF_ACCEPT = "image/avif,image/webp,image/apng,image/*,*/*;q=0.8"
 
@@ -53,14 +59,21 @@ def start(work, extra=(), env=None):
     return process, int(match.group(1))
 
 
-def load(port, paths, work, connections, seconds, tag, headers=None):
-    """wrk over `paths` in turn with `headers`: requests, non-2xx, socket errors, seconds."""
+def load(port, paths, work, connections, seconds, tag, headers=None, disjoint=False):
+    """wrk over `paths` in turn with `headers`: requests, non-2xx, socket errors, seconds.
+    `disjoint`: each wrk thread walks its own quarter of `paths` (no two threads ask for one
+    path), else each starts at a random place."""
     script = os.path.join(work, f"load-{tag}.lua")
     with open(script, "w") as f:
         f.write("paths = {" + ",".join(json.dumps(p) for p in paths) + "}\n")
         f.write("headers = {" + ",".join(f"[{json.dumps(k)}] = {json.dumps(v)}" for k, v in (headers or {}).items()) + "}\n")
+        f.write("disjoint = " + ("true" if disjoint else "false") + "\n")
         f.write("""counter = 0
-init = function(args) counter = math.random(#paths) end
+made = 0
+setup = function(thread) thread:set("number", made); made = made + 1 end
+init = function(args)
+  if disjoint then counter = number * math.floor(#paths / 4) else counter = math.random(#paths) end
+end
 request = function()
   counter = counter + 1
   return wrk.format("GET", paths[(counter % #paths) + 1], headers)
@@ -123,14 +136,19 @@ def main():
             files.append(f"{slug}/{os.path.basename(f)}")
     grey = os.path.join(root, "grey.png")
     subprocess.run(["convert", "-size", "7000x7000", "gradient:gray20-gray80", "-colorspace", "Gray", "-depth", "8", "PNG:" + grey], check=True)
+    # Alias directories for the fairness phase: /a<N>/<file> is <file> under another source name.
+    for alias in range(ALIASES):
+        os.symlink(".", os.path.join(root, f"a{alias}"))
     nginx, origin = s.start_nginx(work, root)
     sources = [f"http://127.0.0.1:{origin}/{f}" for f in files]
     paths = [s.sign("/fit/" + u) for u in sources]
+    aliased = {name: [s.sign(f"/fit/http://127.0.0.1:{origin}/a{alias}/{f}") for alias in aliases for f in files]
+               for name, aliases in [("greedy", range(0, ALIASES // 2)), ("small", range(ALIASES // 2, ALIASES))]}
     print(f"{len(paths)} photos; origin on {origin}; binary {s.BIN}", flush=True)
     rows = []
     try:
         if ONLY == "fairness":
-            fairness(work, paths, rows)
+            fairness(work, aliased, rows)
             return
         # Memory and pace: three orders, two allocators, 2 connections.
         shuffled = paths[:]
@@ -175,22 +193,23 @@ def main():
         rows.append(f"| 64 connections, {OVERLOAD} s | glibc | {goodput:.1f} ({goodput / rate2:.2f}x the 2-connection rate {rate2:.1f}) | "
                     f"429: {int(counts.get('429', 0))}, 5xx: {int(fivexx)}, socket errors: {result['errors']}, /readyz not 200: {bad} of {polls} | {peak:.0f} |")
         print(rows[-1], flush=True)
-        fairness(work, paths, rows)
+        fairness(work, aliased, rows)
     finally:
         nginx.terminate()
     print("\n| phase | allocator | 200s per second | refusals and errors | peak RSS MiB |\n|---|---|---|---|---|")
     print("\n".join(rows))
 
 
-def fairness(work, paths, rows):
-    """Two clients at once (X-Forwarded-For from a trusted proxy): 64 connections and SMALL."""
+def fairness(work, aliased, rows):
+    """Two clients at once (X-Forwarded-For from a trusted proxy): 64 connections and SMALL,
+    each over its own `aliased` sources (no two requests share a source)."""
     process, port = start(work, extra=["--trusted-proxy", "127.0.0.1"])
     sampler = s.Sampler(process.pid)
     results = {}
 
     def client(name, connections):
-        results[name] = load(port, paths, work, connections, OVERLOAD, "client-" + name,
-                             headers={"Accept": AVIF_ACCEPT, "X-Forwarded-For": f"198.51.100.{connections}"})
+        results[name] = load(port, aliased[name], work, connections, OVERLOAD, "client-" + name,
+                             headers={"Accept": AVIF_ACCEPT, "X-Forwarded-For": f"198.51.100.{connections}"}, disjoint=True)
     threads = [threading.Thread(target=client, args=("greedy", 64)), threading.Thread(target=client, args=("small", SMALL))]
     for t in threads:
         t.start()

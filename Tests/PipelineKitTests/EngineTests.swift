@@ -280,6 +280,31 @@ import TestSupport
         #expect(replaced.width == 32 && replaced.height == 64 && first.width == 64)
     }
 
+    /// Hit ratios count lookups of the caches the pipeline has: none without a cache (shared work
+    /// is not a hit), and hits over lookups with a data cache.
+    @Test func cacheHitRatiosAreHitsOverLookupsOfConfiguredCaches() async throws {
+        let server = try await TestServer.start()
+        for (name, width) in [("a", 90), ("b", 100), ("c", 110), ("d", 120)] { server.serve("/\(name).jpg", try Fixtures.jpeg(width, 60)) }
+        let url = { (name: String) in server.url("/\(name).jpg") }
+        let plain = Self.thumbnails.replacingOccurrences(of: "image_cache: memory\n", with: "")
+        let uncached = try await run(plain, lines: [url("a"), url("a"), url("b")]) { $0.maxInFlight = 1 }
+        let text = SummaryText.render(pipeline: "t", summary: uncached.summary, items: uncached.items, outputDirectory: nil)
+        #expect(!text.contains("hit") && text.contains("duplicates: 1"), "\(text)")
+
+        let cache = try Fixtures.temporaryDirectory("cache")
+        let cached = plain + "\ndata_cache:\n  disk: { path: \(cache.path) }\n"
+        let first = try await run(cached, lines: [url("a"), url("b"), url("a"), url("c")]) { $0.maxInFlight = 1 }
+        // Three lookups (the repeated line asked nothing), three misses.
+        #expect(RunStatistics(first.items).cache["data"].map { [$0.hit, $0.miss] } == [0, 3])
+        let second = try await run(cached, lines: [url("a"), url("b"), url("d")]) { $0.maxInFlight = 1 }
+        let stats = RunStatistics(second.items)
+        #expect(stats.cache["data"].map { [$0.hit, $0.miss] } == [2, 1])
+        #expect(stats.cache["data"]?.hitRate == 2.0 / 3.0)
+        let summary = SummaryText.render(pipeline: "t", summary: second.summary, items: second.items, outputDirectory: nil)
+        #expect(summary.contains("cache: data 2 hit, 1 miss (67% hit)") && !summary.contains("image"), "\(summary)")
+        await server.stop()
+    }
+
     @Test func fiftyCopiesOfOneURLAreOneTransfer() async throws {
         let server = try await TestServer.start()
         server.serve("/one.jpg", try Fixtures.jpeg(120, 90))

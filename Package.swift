@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.2
 import Foundation
 import PackageDescription
 
@@ -215,4 +215,13 @@ let package = Package(
 if ProcessInfo.processInfo.environment["PIPELINEKIT_FUZZ"] != nil {
     package.targets.append(.executableTarget(name: "pipelinekit-fuzz", dependencies: ["Plugins"], path: "Fuzz/Harness"))
     package.products.append(.executable(name: "pipelinekit-fuzz", targets: ["pipelinekit-fuzz"]))
+}
+
+// Our own targets build without a warning, and a new one fails the build (and CI): a warning is a
+// problem a newcomer cannot tell from a real one. Only this package's targets: SwiftPM applies
+// these settings to the root package (and local ones, such as examples/CustomPlugins' use of it),
+// never to a dependency fetched from its URL.
+for target in package.targets where target.type != .system {
+    target.swiftSettings = (target.swiftSettings ?? []) + [.treatAllWarnings(as: .error)]
+    target.cSettings = (target.cSettings ?? []) + [.treatAllWarnings(as: .error)]
 }

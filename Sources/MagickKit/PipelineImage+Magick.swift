@@ -118,7 +118,7 @@ extension PipelineImage {
     /// from 8- or 16-bit pixels. Throws when another codec made it (a plugin that needs ImageMagick was
     /// given pixels it cannot read).
     func wandCopy() throws -> Wand {
-        if let pixels = storage as? MagickPixels { return try pixels.wand.clone() }
+        if let pixels = storage as? MagickPixels { return pixels.wand.clone() }
         if let pixels = storage as? RGB8Pixels { return try pixels.wand() }
         if let pixels = storage as? RGB16Pixels { return try pixels.wand() }
         throw PipelineError(.processFailed, "this image is held by \(type(of: storage)), not by ImageMagick")

@@ -52,7 +52,7 @@ extension Wand {
     /// Blends `color` over every pixel by `amount` (0...1).
     public func colorize(_ color: String, amount: Double) throws {
         let percent = String(format: "rgb(%.4f%%,%.4f%%,%.4f%%)", amount * 100, amount * 100, amount * 100)
-        try withColor(color) { tint in
+        _ = try withColor(color) { tint in
             try withColor(percent) { opacity in
                 try check(MagickColorizeImage(pointer, tint, opacity), .processFailed, "tint")
             }
@@ -150,7 +150,7 @@ extension Wand {
     /// A new wand holding one `width` x `height` image filled with `color`.
     public static func canvas(width: Int, height: Int, color: String) throws -> Wand {
         let wand = Wand()
-        try withColor(color) { c in
+        _ = try withColor(color) { c in
             try wand.check(MagickNewImage(wand.pointer, width, height, c), .processFailed, "new canvas")
         }
         // The pixels carry the colour's opacity; make ImageMagick use it.

@@ -29,7 +29,7 @@ final class RunMetrics: Sendable {
     }
 
     private func name(_ metric: String, _ unit: String? = nil, _ help: String) -> MetricNameDescriptor {
-        MetricNameDescriptor(namespace: "pipelinectl", metricName: metric, unitName: unit, helpText: help)
+        MetricNameDescriptor(namespace: "pipelinectl", metricName: metric, unitName: unit ?? "", helpText: help)
     }
 
     private func items(_ status: String) -> Counter {

@@ -437,7 +437,7 @@ import TestSupport
     @Test func aChangedSourceIsServedChangedEvenWhenTheFileSaysKeep() async throws {
         let origin = try await TestServer.start()
         let current = Shared(try Fixtures.image("xc:red", width: 300, height: 200))
-        origin.route("/v.jpg") { _ in HTTPResponse(statusCode: .ok, headers: [.contentType: "image/jpeg"], body: current.value.withLock { $0 }) }
+        origin.route("/v.jpg") { _ in HTTPResponse(statusCode: .ok, headers: [.contentType: "image/jpeg"] as HTTPHeaders, body: current.value.withLock { $0 }) }
         let setup = try Setup()
         try setup.write("keep", """
             loader:

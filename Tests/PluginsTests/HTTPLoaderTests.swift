@@ -49,7 +49,7 @@ import TestSupport
 
     @Test func redirectToFileIsBlockedProtocol() async throws {
         let server = try await TestServer.start()
-        server.route("/r") { _ in HTTPResponse(statusCode: .found, headers: [.location: "file:///etc/passwd"]) }
+        server.route("/r") { _ in HTTPResponse(statusCode: .found, headers: [.location: "file:///etc/passwd"] as HTTPHeaders) }
         #expect(await failure(try loader(), server.url("/r"))?.kind == .blockedProtocol)
         await server.stop()
     }
@@ -57,7 +57,7 @@ import TestSupport
     @Test func redirectToCloudMetadataIsBlockedAddress() async throws {
         let server = try await TestServer.start()
         server.route("/r") { _ in
-            HTTPResponse(statusCode: .found, headers: [.location: "http://169.254.169.254/latest/meta-data/"])
+            HTTPResponse(statusCode: .found, headers: [.location: "http://169.254.169.254/latest/meta-data/"] as HTTPHeaders)
         }
         let error = await failure(try loader(), server.url("/r"))
         #expect(error?.kind == .blockedAddress)
@@ -69,9 +69,9 @@ import TestSupport
         let server = try await TestServer.start()
         let body = try Fixtures.jpeg(10, 10)
         server.serve("/final.jpg", body)
-        server.route("/r1") { _ in HTTPResponse(statusCode: .found, headers: [.location: "/r2"]) }
-        server.route("/r2") { _ in HTTPResponse(statusCode: .movedPermanently, headers: [.location: "/final.jpg"]) }
-        server.route("/loop") { _ in HTTPResponse(statusCode: .found, headers: [.location: "/loop"]) }
+        server.route("/r1") { _ in HTTPResponse(statusCode: .found, headers: [.location: "/r2"] as HTTPHeaders) }
+        server.route("/r2") { _ in HTTPResponse(statusCode: .movedPermanently, headers: [.location: "/final.jpg"] as HTTPHeaders) }
+        server.route("/loop") { _ in HTTPResponse(statusCode: .found, headers: [.location: "/loop"] as HTTPHeaders) }
         let loaded = try await loader().load(Source(text: server.url("/r1"), index: 1))
         #expect(loaded.data == body)
         #expect(loaded.finalURL == server.url("/final.jpg"))

@@ -56,13 +56,13 @@ import TestSupport
         let calls = Mutex(0)
         server.route("/busy.jpg") { _ in
             let n = calls.withLock { $0 += 1; return $0 }
-            return n == 1 ? HTTPResponse(statusCode: .tooManyRequests, headers: [HTTPHeader("Retry-After"): "1"])
+            return n == 1 ? HTTPResponse(statusCode: .tooManyRequests, headers: [HTTPHeader("Retry-After"): "1"] as HTTPHeaders)
                 : HTTPResponse(statusCode: .ok, headers: [.contentType: "image/jpeg"], body: body)
         }
         let start = ContinuousClock.now
         #expect(await outcome(try loader(), server.url("/busy.jpg")) == .success(body))
         #expect(ContinuousClock.now - start >= .seconds(1))
-        server.route("/later.jpg") { _ in HTTPResponse(statusCode: .tooManyRequests, headers: [HTTPHeader("Retry-After"): "3600"]) }
+        server.route("/later.jpg") { _ in HTTPResponse(statusCode: .tooManyRequests, headers: [HTTPHeader("Retry-After"): "3600"] as HTTPHeaders) }
         #expect(await outcome(try loader(), server.url("/later.jpg"))
             == .failure(PipelineError(.httpStatus, "HTTP 429 Too Many Requests (Retry-After 3600s exceeds retry_max_delay)")))
         #expect(server.requests("/later.jpg") == 1)
@@ -223,7 +223,7 @@ import TestSupport
 
     @Test func hostPatternsApplyToRedirects() async throws {
         let server = try await TestServer.start()
-        server.route("/away") { _ in HTTPResponse(statusCode: .found, headers: [.location: "http://evil.example.net/x.jpg"]) }
+        server.route("/away") { _ in HTTPResponse(statusCode: .found, headers: [.location: "http://evil.example.net/x.jpg"] as HTTPHeaders) }
         let result = await outcome(try loader(["deny_hosts": .list([.string("*.example.net")])]), server.url("/away"))
         #expect(result == .failure(PipelineError(.blockedAddress, "host 'evil.example.net' is not allowed by allow_hosts/deny_hosts")))
         let onlyCDN = try loader(["allow_hosts": .list([.string("cdn.example.com")])])

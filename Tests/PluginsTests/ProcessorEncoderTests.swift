@@ -54,7 +54,7 @@ import TestSupport
 
     func roundTrip(_ plugin: Plugin, _ input: Data) async throws -> Identified {
         let image = try decoder.decode(LoadedData(data: input), hint: DecodeHint())
-        let encoder = try PipelineKit.StageConfig(plugin: plugin, options: plugin.defaultOptions,
+        let encoder = PipelineKit.StageConfig(plugin: plugin, options: plugin.defaultOptions,
                                                   position: SourcePosition(line: 1, column: 1))
         let made = try Self.make(encoder)
         let data = try made.encode(image)

@@ -55,7 +55,7 @@ import TestSupport
         let wand = Wand()
         try wand.readBuiltIn("rose:")
         try wand.resize(width: 320, height: 240)
-        return try PipelineImage(taking: wand, sourceFormat: "PNG")
+        return PipelineImage(taking: wand, sourceFormat: "PNG")
     }
 
     /// What a fixed `quality` scores against the processed image, measured apart from the search

@@ -88,7 +88,7 @@ public final class PostgresServer: @unchecked Sendable {
         let exec = ["/usr/bin/python3", "-c", "import os, sys; os.closerange(3, 65536); os.execv(sys.argv[1], sys.argv[1:])", program] + arguments
         process.arguments = user.map { ["-u", $0, "--"] + exec } ?? Array(exec.dropFirst())
         let log = directory.appendingPathComponent("pg_ctl.out")
-        FileManager.default.createFile(atPath: log.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         if let user { _ = try await Command.run("/bin/chown", [user, log.path]) }
         let handle = try FileHandle(forWritingTo: log)
         process.standardOutput = handle

@@ -146,7 +146,7 @@ public final class CacheableResource: Sendable {
             if let tag = request.headers[HTTPHeader("If-None-Match")] { conditional["If-None-Match"] = tag }
             if let since = request.headers[HTTPHeader("If-Modified-Since")] { conditional["If-Modified-Since"] = since }
             state.conditionalHeaders.append(conditional)
-            var headers: [HTTPHeader: String] = [.contentType: "image/jpeg"]
+            var headers: HTTPHeaders = [.contentType: "image/jpeg"]
             for (name, value) in state.headers { headers[HTTPHeader(name)] = value }
             let etag = state.headers["ETag"], modified = state.headers["Last-Modified"]
             let matches = if let tag = conditional["If-None-Match"] { tag == etag } else {

@@ -5,7 +5,7 @@ cd "$(dirname "$0")"
 # After source files are added to the repository (this example's path dependency), SwiftPM can
 # keep a stale build plan for it here and fail once with "cannot find 'X' in scope"; a clean build
 # of the example then succeeds. A clean clone (CI) never meets it.
-swift build || { echo "example: retrying with a clean build" >&2; rm -rf .build; swift build; }
+../../.ci/quiet.sh swift build || { echo "example: retrying with a clean build" >&2; rm -rf .build; ../../.ci/quiet.sh swift build; }
 ./make-catalog.sh
 bin=.build/debug/custom-pipelinectl
 fail() { echo "example check failed: $*" >&2; exit 1; }

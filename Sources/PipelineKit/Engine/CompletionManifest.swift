@@ -58,7 +58,7 @@ final class CompletionManifest: Sendable {
             if handle == nil {
                 try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
                                                         withIntermediateDirectories: true)
-                if !FileManager.default.fileExists(atPath: path) { FileManager.default.createFile(atPath: path, contents: nil) }
+                if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
                 let opened = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
                 try opened.seekToEnd()
                 handle = opened

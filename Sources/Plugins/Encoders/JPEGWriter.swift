@@ -52,7 +52,7 @@ enum JPEGWriter {
                               &length, &message)
             }
         }
-        guard let written else { throw PipelineError(.encodeFailed, "JPEG: " + String(cString: message)) }
+        guard let written else { throw PipelineError(.encodeFailed, "JPEG: " + String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)) }
         defer { free(written) }
         return Data(bytes: written, count: Int(length))
     }

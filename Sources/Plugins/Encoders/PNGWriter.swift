@@ -89,7 +89,7 @@ enum PNGWriter {
             }
         }
         guard let written else {
-            let reason = String(cString: message)
+            let reason = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             if reason == "icc" { return nil }  // libpng refuses the profile: ImageMagick keeps it
             throw PipelineError(.encodeFailed, "PNG: " + reason)
         }

@@ -40,6 +40,9 @@ struct Run: AsyncParsableCommand {
     @Flag(help: "Skip items whose outputs an earlier run of the same pipeline already wrote completely (even if it was killed).")
     var resume = false
 
+    @Option(help: ArgumentHelp("Keep the record --resume reads here instead of OUTPUT_DIR/.pipelinectl (for an output folder that is synced or served as it is).", valueName: "DIR"))
+    var stateDir: String?
+
     @OptionGroup var output: RunOutputOptions
 
     @OptionGroup var sharding: ShardOptions
@@ -52,6 +55,7 @@ struct Run: AsyncParsableCommand {
         var options = RunOptions()
         options.outputDirectory = outputDirectory
         options.resume = resume
+        options.stateDirectory = stateDir
         engine.apply(to: &options)
         options.dedupeWindow = dedupeWindow
         options.shard = try sharding.resolvedShard()

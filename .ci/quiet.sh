@@ -6,7 +6,9 @@
 #     unhandled", and the path lines under it): theirs to fix, not ours;
 #   - "prohibited flag(s): -fopenmp, -DMAGICKCORE_...": SwiftPM drops these from MagickWand's
 #     pkg-config flags; Sources/CMagickWand/shim.h defines the two macros itself, and OpenMP is
-#     ImageMagick's own business inside its library.
+#     ImageMagick's own business inside its library;
+#   - the linker's "the use of `mktemp' is dangerous" about the toolchain's static Foundation
+#     (libFoundationEssentials.a), linked by --static-swift-stdlib: Swift's, not ours.
 # The command's exit status is kept. Usage: .ci/quiet.sh swift build --build-tests
 set -o pipefail
 "$@" 2>&1 | awk '
@@ -14,6 +16,7 @@ set -o pipefail
   /^warning: .[A-Za-z0-9._-]+.: found [0-9]+ file\(s\) which are unhandled/ {
     if ($0 !~ /^warning: .pipelinekit.:/) { dropping = 1; next }
   }
+  /libFoundationEssentials\.a\(.*warning: the use of .mktemp. is dangerous/ { next }
   dropping && /^    / { next }
   { dropping = 0; print; fflush() }
 '

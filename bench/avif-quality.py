@@ -16,6 +16,12 @@ SSIM of both at the chosen pair.
 
 Usage: bench/avif-quality.py [--train DIR] [--report DIR] [--size 512] [--webp 60,70,75,80,82,85,90] [--avif-step 2]
 Prints a Markdown table of the mapping and one of the report.
+
+       bench/avif-quality.py --equal-ssim [--report DIR] [--webp 82] [--avif 66,68,...,80]
+Rate against distortion on the report set alone, tuning nothing: WebP at its quality, AVIF at
+each quality given; each one's bytes and mean SSIM over all images and per source group; and, by
+linear interpolation between the two AVIF qualities around WebP's mean SSIM, AVIF's bytes at
+WebP's mean SSIM (below 1.00: AVIF is smaller at equal SSIM).
 """
 import argparse, glob, os, subprocess, sys, tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -69,7 +75,11 @@ def main():
     parser.add_argument("--size", type=int, default=512)
     parser.add_argument("--webp", default="60,70,75,80,82,85,90")
     parser.add_argument("--avif-step", type=int, default=2, help="step between the AVIF qualities tried (20 to 94)")
+    parser.add_argument("--equal-ssim", action="store_true", help="on the report set: AVIF's bytes at WebP's mean SSIM")
+    parser.add_argument("--avif", default="66,68,70,72,74,76,78,80", help="AVIF qualities for --equal-ssim")
     args = parser.parse_args()
+    if args.equal_ssim:
+        return equal_ssim(args)
     webp_qualities = [int(q) for q in args.webp.split(",")]
     avif_qualities = list(range(20, 95, args.avif_step))
     with tempfile.TemporaryDirectory() as work:
@@ -106,6 +116,44 @@ def main():
             totals[0] += wb; totals[1] += ab; totals[2].append(ws); totals[3].append(as_)
             print(f"| {os.path.relpath(src, args.report)} | {wb} | {ws:.4f} | {ab} | {as_:.4f} | {ab / wb:.2f} |")
         print(f"| **all** | {totals[0]} | {np.mean(totals[2]):.4f} | {totals[1]} | {np.mean(totals[3]):.4f} | {totals[1] / totals[0]:.2f} |")
+
+
+def equal_ssim(args):
+    webp_quality = int(args.webp.split(",")[0]) if args.webp != "60,70,75,80,82,85,90" else 82
+    avif_qualities = [int(q) for q in args.avif.split(",")]
+    with tempfile.TemporaryDirectory() as work:
+        sources = sorted(p for p in glob.glob(os.path.join(args.report, "*", "*")) if not p.endswith(".complete"))
+        refs, groups = [], {}
+        for src in sources:
+            try:
+                ref = reference(src, args.size, work)
+            except subprocess.CalledProcessError:
+                continue
+            refs.append(ref)
+            groups.setdefault(os.path.relpath(src, args.report).split(os.sep)[0], []).append(ref)
+        webp = measure(refs, "webp", [webp_quality], work)[webp_quality]
+        avif = measure(refs, "avif", avif_qualities, work)
+
+        def at_equal(subset):
+            target = np.mean([webp[r][1] for r in subset])
+            wbytes = sum(webp[r][0] for r in subset)
+            points = [(np.mean([avif[q][r][1] for r in subset]), sum(avif[q][r][0] for r in subset), q) for q in avif_qualities]
+            below = [p for p in points if p[0] <= target]
+            above = [p for p in points if p[0] >= target]
+            if not below or not above:
+                return target, wbytes, points, None
+            (s0, b0, _), (s1, b1, _) = max(below), min(above)
+            equal = b0 if s1 == s0 else b0 + (b1 - b0) * (target - s0) / (s1 - s0)
+            return target, wbytes, points, equal / wbytes
+
+        print(f"## Equal SSIM: {len(refs)} images of {args.report}, {args.size} px box, WebP {webp_quality}, AVIF {args.avif}\n")
+        print("| group | images | WebP mean SSIM | " + " | ".join(f"AVIF {q}: SSIM, bytes/WebP" for q in avif_qualities)
+              + " | AVIF bytes / WebP bytes at WebP's SSIM |")
+        print("|---|---|---|" + "---|" * len(avif_qualities) + "---|")
+        for name, subset in sorted(groups.items()) + [("**all**", refs)]:
+            target, wbytes, points, ratio = at_equal(subset)
+            cells = " | ".join(f"{s:.4f}, {b / wbytes:.2f}" for s, b, _ in points)
+            print(f"| {name} | {len(subset)} | {target:.4f} | {cells} | {'outside the range' if ratio is None else f'{ratio:.2f}'} |")
 
 
 if __name__ == "__main__":

@@ -156,13 +156,14 @@ func printError(_ text: String) {
 }
 
 /// Finds and validates a pipeline: the pipeline (with its warnings) or every diagnostic.
-func checkPipeline(_ name: String) -> (Pipeline?, [Diagnostic], source: String?) {
+/// `machineFacts`: how facts of this machine are reported (``PipelineFile/load(path:registry:environment:machineFacts:)``).
+func checkPipeline(_ name: String, machineFacts: Diagnostic.Severity = .error) -> (Pipeline?, [Diagnostic], source: String?) {
     guard let path = PipelineFile.locate(name) else {
         let message = "no pipeline '\(name)' (looked for \(name), pipelines/\(name), pipelines/\(name).yaml)"
         return (nil, [Diagnostic(file: name, line: 1, column: 1, message: message)], nil)
     }
     do {
-        let pipeline = try PipelineFile.load(path: path, registry: PipelineCtl.registry)
+        let pipeline = try PipelineFile.load(path: path, registry: PipelineCtl.registry, machineFacts: machineFacts)
         return (pipeline, pipeline.warnings, try? String(contentsOfFile: path, encoding: .utf8))
     } catch let invalid as PipelineValidationError {
         return (nil, invalid.diagnostics, invalid.source)

@@ -47,6 +47,29 @@ import TestSupport
     /// Every command's help, at 80 columns: the text we write (above USAGE) is wrapped once, by the
     /// argument parser at the terminal's width: a line ends early only where a paragraph does, and
     /// no example is broken.
+    /// A file validated for another host: what this machine lacks (a CA file, a writable cache
+    /// directory) is a warning at `validate`, with its position, and an error for `run` here.
+    @Test func machineFactsWarnAtValidateAndStopARunHere() async throws {
+        let dir = try Fixtures.temporaryDirectory("facts")
+        let file = dir.appendingPathComponent("prod.yaml")
+        try """
+            version: 1
+            name: prod
+            loader:
+              http: { ca_file: /etc/pki/internal-ca.pem }
+            encoder: jpeg
+            output: { dir: \(dir.appendingPathComponent("out").path) }
+            """.write(to: file, atomically: true, encoding: .utf8)
+        let validated = try await pipelinectl(["validate", file.path])
+        #expect(validated.status == 0, "\(validated.stderr)")
+        #expect(validated.stderr.contains("prod.yaml:4:20: warning: loader.http.ca_file: the file '/etc/pki/internal-ca.pem' cannot be read on this machine"),
+                "\(validated.stderr)")
+        let list = dir.appendingPathComponent("urls.txt")
+        try "https://example.com/a.jpg\n".write(to: list, atomically: true, encoding: .utf8)
+        let run = try await pipelinectl(["run", file.path, list.path])
+        #expect(run.status == 2 && run.stderr.contains("prod.yaml:4:20: error: loader.http.ca_file"), "\(run.stderr)")
+    }
+
     @Test func helpIsWrappedOnceAtTheTerminalsWidth() async throws {
         let dump = try await pipelinectl(["--experimental-dump-help"])
         let root = try #require(try JSONSerialization.jsonObject(with: Data(dump.stdout.utf8)) as? [String: Any])

@@ -2,6 +2,7 @@ import Foundation
 @testable import PipelineKit
 import Plugins
 import Testing
+import TestSupport
 
 /// Each broken pipeline gives its exact message at its exact line and column.
 @Suite struct ValidationTests {
@@ -53,6 +54,35 @@ import Testing
                                        registry: custom).1.map(\.description)
         #expect(found == ["p.yaml:3:22: error: 'processors.0.tinted.color': 'rgb(foo)' is not a colour: 'rgb(' must start with a number, "
                             + "as in rgb(255,128,0) or rgb(50%,20%,10%)"])
+    }
+
+    /// A file a pipeline reads is named relative to the pipeline file (wherever the command runs);
+    /// a directory it writes stays relative to the working directory.
+    @Test func filesThePipelineReadsAreRelativeToThePipelineFile() throws {
+        let dir = try Fixtures.temporaryDirectory("relative")
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("fixtures"), withIntermediateDirectories: true)
+        try Fixtures.image("rose:", width: 40, height: 30, format: "PNG").write(to: dir.appendingPathComponent("fixtures/logo.png"))
+        let file = dir.appendingPathComponent("cards.yaml")
+        try """
+            version: 1
+            name: cards
+            processors:
+              - watermark: { file: fixtures/logo.png }
+            on_failure: { fallback: fixtures/logo.png }
+            encoder: png
+            output: { dir: out/cards }
+            """.write(to: file, atomically: true, encoding: .utf8)
+        let pipeline = try PipelineFile.load(path: file.path, registry: registry)
+        let logo = dir.appendingPathComponent("fixtures/logo.png").standardizedFileURL.path
+        #expect(pipeline.variants[0].processors[0].options.string("file") == logo)
+        #expect(pipeline.onFailure?.string("fallback") == logo)
+        #expect(pipeline.output.dir == "out/cards")
+        // Named from elsewhere, a missing file is reported where it is written, as the path tried.
+        try FileManager.default.removeItem(at: dir.appendingPathComponent("fixtures/logo.png"))
+        #expect(throws: PipelineValidationError.self) { try PipelineFile.load(path: file.path, registry: registry) }
+        do { _ = try PipelineFile.load(path: file.path, registry: registry) } catch let error as PipelineValidationError {
+            #expect(error.diagnostics.contains { $0.line == 4 && $0.message.contains(logo) }, "\(error.diagnostics)")
+        }
     }
 
     @Test func unknownPluginSuggestsNearestName() {

@@ -4,11 +4,14 @@ import Foundation
 /// run writes to must exist and be writable, or be creatable; files it reads must be readable.
 /// (Whether this ImageMagick can write an encoder's format is checked by the encoder's factory.)
 public enum MachineCheck {
-    public static func diagnostics(for pipeline: Pipeline) -> [Diagnostic] {
+    /// - Parameter severity: errors (a run on this machine would fail), or warnings (`validate`:
+    ///   the file may be meant for another host).
+    public static func diagnostics(for pipeline: Pipeline, severity: Diagnostic.Severity = .error) -> [Diagnostic] {
         var found: [Diagnostic] = []
         func report(_ at: SourcePosition?, _ message: String) {
             let at = at ?? SourcePosition(line: 1, column: 1)
-            found.append(Diagnostic(file: pipeline.file, line: at.line, column: at.column, message: message))
+            found.append(Diagnostic(severity, file: pipeline.file, line: at.line, column: at.column,
+                                    message: severity == .warning ? message + " on this machine" : message))
         }
         if Source.urlScheme(of: pipeline.output.dir) == nil, let problem = writableDirectoryProblem(pipeline.output.dir) {
             report(pipeline.output.dirPosition, "output.dir: the directory '\(pipeline.output.dir)' \(problem)")

@@ -18,9 +18,14 @@ public enum PipelineFile {
     }
 
     /// Reads and validates the pipeline at `path`.
+    /// - Parameter machineFacts: how the facts of this machine are reported (a directory to write
+    ///   that cannot be, a file to read that cannot be, ``MachineCheck``): errors by default, since
+    ///   a run here would fail on them; `pipelinectl validate` makes them warnings, as a file is
+    ///   often validated on another host than the one it runs on.
     /// - Throws: ``PipelineValidationError`` with every problem found.
     public static func load(path: String, registry: PluginRegistry,
-                            environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Pipeline {
+                            environment: [String: String] = ProcessInfo.processInfo.environment,
+                            machineFacts: Diagnostic.Severity = .error) throws -> Pipeline {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw PipelineValidationError(
                 diagnostics: [Diagnostic(file: path, line: 1, column: 1, message: "cannot read the pipeline file")],
@@ -31,8 +36,10 @@ public enum PipelineFile {
                 diagnostics: [Diagnostic(file: path, line: 1, column: 1, message: "the pipeline file is not UTF-8 text")],
                 source: nil)
         }
-        var (pipeline, diagnostics) = parse(text: text, file: path, registry: registry, environment: environment)
-        if let found = pipeline { diagnostics += MachineCheck.diagnostics(for: found) }
+        let directory = (path as NSString).deletingLastPathComponent
+        var (pipeline, diagnostics) = parse(text: text, file: path, registry: registry, environment: environment,
+                                            baseDirectory: directory.isEmpty ? "." : directory)
+        if let found = pipeline { diagnostics += MachineCheck.diagnostics(for: found, severity: machineFacts) }
         if var pipeline, !diagnostics.contains(where: { $0.severity == .error }) {
             pipeline.warnings = diagnostics
             return pipeline
@@ -42,9 +49,15 @@ public enum PipelineFile {
 
     /// Parses and validates pipeline `text`. Returns the pipeline when there is no error, and every
     /// diagnostic found (errors and warnings), in file order.
+    /// - Parameter baseDirectory: the pipeline file's directory: a relative path to a file the
+    ///   pipeline reads (an option of `access: .readableFile`, such as a watermark or a fallback
+    ///   image) is taken relative to it, and given to the stage as an absolute path. `nil` (text
+    ///   from no file): relative to the working directory.
     public static func parse(text: String, file: String, registry: PluginRegistry,
-                             environment: [String: String] = ProcessInfo.processInfo.environment) -> (Pipeline?, [Diagnostic]) {
+                             environment: [String: String] = ProcessInfo.processInfo.environment,
+                             baseDirectory: String? = nil) -> (Pipeline?, [Diagnostic]) {
         var parser = PipelineParser(file: file, text: text, registry: registry, environment: environment)
+        parser.baseDirectory = baseDirectory
         let pipeline = parser.run()
         let sorted = parser.diagnostics.sorted { ($0.line, $0.column) < ($1.line, $1.column) }
         guard var valid = pipeline, !sorted.contains(where: { $0.severity == .error }) else { return (nil, sorted) }
@@ -62,6 +75,19 @@ struct PipelineParser {
     var diagnostics: [Diagnostic] = []
     /// Positions of the options of the stage parsed last.
     var lastOptionPositions: [String: SourcePosition] = [:]
+    /// The pipeline file's directory (``PipelineFile/parse(text:file:registry:environment:baseDirectory:)``).
+    var baseDirectory: String?
+
+    /// A file the pipeline reads, named relative to the pipeline file, as an absolute path.
+    func resolved(_ value: OptionValue, _ option: OptionSpec) -> OptionValue {
+        if case .record(let fields) = option.kind, case .map(var entries) = value {
+            for field in fields { if let entry = entries[field.name] { entries[field.name] = resolved(entry, field) } }
+            return .map(entries)
+        }
+        guard option.access == .readableFile, let base = baseDirectory, case .string(let path) = value,
+              !path.isEmpty, !path.hasPrefix("/"), !path.hasPrefix("~"), Source.urlScheme(of: path) == nil else { return value }
+        return .string(URL(fileURLWithPath: base).appendingPathComponent(path).standardizedFileURL.path)
+    }
 
     init(file: String, text: String, registry: PluginRegistry, environment: [String: String]) {
         self.file = file
@@ -181,7 +207,7 @@ struct PipelineParser {
                 if let problem = key.check.flatMap({ $0(parsed) }) ?? OptionParsing.checkRange(parsed, spec: option) {
                     error(node, problem)
                 } else {
-                    values[key.name] = parsed
+                    values[key.name] = resolved(parsed, option)
                 }
             case .failure(let problem):
                 error(node, problem.message)
@@ -373,7 +399,7 @@ struct PipelineParser {
                             error(value, problem)
                             ok = false
                         } else {
-                            values[optionName] = parsed
+                            values[optionName] = resolved(parsed, option)
                         }
                     case .failure(let problem):
                         error(value, problem.message)

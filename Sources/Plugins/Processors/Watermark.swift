@@ -13,7 +13,8 @@ public struct Watermark: ImageProcessing {
             name: "watermark",
             summary: "Overlays an image file (a logo) placed by gravity, with margin, opacity and scale.",
             options: [
-                .path("file", required: true, doc: "The overlay image (PNG with transparency is usual); read once at load.")
+                .path("file", required: true, access: .readableFile,
+                      doc: "The overlay image (PNG with transparency is usual), relative to the pipeline file; read once at load.")
                     .example("examples/watermark.png"),
                 .oneOf("gravity", Gravity.placementNames, default: "southeast", doc: "Where the overlay sits."),
                 .int("margin", default: 10, range: 0...4096, doc: "Distance in pixels from the edges it is placed against."),

@@ -101,7 +101,7 @@ public struct Variant: Sendable {
 
 /// A validated pipeline file: every stage resolved to a plugin with checked options.
 ///
-/// Produced by ``PipelineFile/load(path:registry:environment:)``; turned into running stages by the engine.
+/// Produced by ``PipelineFile/load(path:registry:environment:machineFacts:)``; turned into running stages by the engine.
 public struct Pipeline: Sendable {
     /// The pipeline file's path as given.
     public let file: String

@@ -101,9 +101,10 @@ ENGINE_SUITES = PipelineKitTests|EndToEndTests
 ALONE_SUITES = ProcessCountTests
 
 # The suites that load the machine on purpose (thousands of sockets against the service; a
-# browser page under a wrk burst): beside the time-limited engine suites they starved them. They
-# run last, in a process of their own.
-LOAD_SUITES = ServeConnectionTests|ServePageTests
+# browser page under a wrk burst; docs/work.md's sessions, which start moto or PostgreSQL and run
+# the AWS CLI a dozen times): beside the time-limited engine suites they starved them. They run
+# last, in a process of their own.
+LOAD_SUITES = ServeConnectionTests|ServePageTests|DocsRecipeTests
 
 test: test-deps
 	$(QUIET) $(SWIFT) build --build-tests

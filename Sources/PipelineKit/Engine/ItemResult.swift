@@ -196,12 +196,12 @@ public struct VariantOutput: Sendable, Codable, Equatable {
     public var path: String
     public var width: Int
     public var height: Int
-    /// Its size in bytes (`nil` in reports of outputs kept from an earlier run's record).
-    public var bytes: Int?
+    /// Its size in bytes.
+    public var bytes: Int
     /// The format, as its file extension (`jpg`, `webp`, `avif`, `png`).
     public var format: String
 
-    public init(name: String?, path: String, width: Int, height: Int, bytes: Int?, format: String) {
+    public init(name: String?, path: String, width: Int, height: Int, bytes: Int, format: String) {
         self.name = name
         self.path = path
         self.width = width

@@ -264,12 +264,12 @@ extension PipelineRunner {
         result.degraded = outcome.degraded
         result.facts = outcome.facts
         if !fetchOnly {
+            // `write` appends to each of these arrays together, for every output.
             result.variants = outcome.written.indices.map { index in
-                let size = index < outcome.outputSizes.count ? outcome.outputSizes[index] : outcome.size
-                return VariantOutput(name: variants[index].name, path: destination.location(outcome.written[index]),
-                                     width: size.width, height: size.height,
-                                     bytes: index < outcome.outputBytes.count ? outcome.outputBytes[index] : nil,
-                                     format: outcome.chosenExtensions[index] ?? variants[index].encoder.fileExtension)
+                VariantOutput(name: variants[index].name, path: destination.location(outcome.written[index]),
+                              width: outcome.outputSizes[index].width, height: outcome.outputSizes[index].height,
+                              bytes: outcome.outputBytes[index],
+                              format: outcome.chosenExtensions[index] ?? variants[index].encoder.fileExtension)
             }
         }
         if reused {

@@ -9,8 +9,9 @@ APT_PACKAGES = pkg-config libmagickwand-6.q16-dev libcurl4-openssl-dev libpq-dev
 # in it while wrk keeps the service busy), and run deploy/slurm's script as a
 # real array job on a one-node Slurm cluster they start on loopback (Slurm and munge from Debian);
 # exiftool writes and reads the EXIF and ICC facts tests check; libjpeg-turbo's cjpeg writes the
-# JPEGs (samplings, restart markers) the shared 1/8 read is checked on.
-TEST_PACKAGES = chromium wrk libheif-examples libavif-bin libimage-exiftool-perl libjpeg-turbo-progs
+# JPEGs (samplings, restart markers) the shared 1/8 read is checked on; docs/work.md's sessions,
+# which the tests run, wait for moto with curl.
+TEST_PACKAGES = chromium wrk libheif-examples libavif-bin libimage-exiftool-perl libjpeg-turbo-progs curl
 SLURM_PACKAGES = slurmctld slurmd slurm-client munge
 # PostgreSQL 15, started by the queue tests as a user they create (initdb refuses root).
 SERVICE_PACKAGES = $(SLURM_PACKAGES) postgresql-15

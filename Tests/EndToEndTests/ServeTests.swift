@@ -156,7 +156,7 @@ import TestSupport
         let twin = setup.dir.appendingPathComponent("twin.yaml")
         try "version: 1\nname: strict\nencoder: jpeg\n".write(to: twin, atomically: true, encoding: .utf8)
         let twice = try await serve([setup.pipelines.path, twin.path])
-        #expect(twice.status == 2 && twice.stderr.contains("a pipeline named 'strict' is already served"), "\(twice.stderr)")
+        #expect(twice.status == 2 && twice.stderr.contains("a pipeline named 'strict' is already loaded"), "\(twice.stderr)")
         let empty = try Fixtures.temporaryDirectory("serve-empty")
         let none = try await serve([empty.path])
         #expect(none.status == 2 && none.stderr.contains("no pipeline files"), "\(none.stderr)")

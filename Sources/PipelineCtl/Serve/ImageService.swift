@@ -9,6 +9,11 @@ struct ServeAnswer: Sendable {
     var status: Int
     var headers: [(String, String)] = []
     var body = Data()
+    /// A body too large to keep in memory (``ImagePipelines/Options/spoolThreshold``), sent from
+    /// its file instead of ``body``.
+    var file: SpooledFile?
+    /// The body's size in bytes.
+    var bodyBytes: Int { file?.byteCount ?? body.count }
     /// For the access log and the metrics.
     var pipeline = "-"
     var cache = "-"
@@ -55,7 +60,7 @@ struct Preset: Sendable {
     let name: String
     let pipeline: Pipeline
     /// The runner of the file as written; requests with parameters or a variant get runners
-    /// derived from it, sharing its workers, memory budget and loaders.
+    /// derived from it (``ImagePipelines/runner(pipeline:variant:params:format:)``).
     let runner: PipelineRunner
     /// Where its sources may come from (`serve.sources`, local roots resolved at start).
     let boundary: SourceBoundary
@@ -74,12 +79,12 @@ struct Preset: Sendable {
 /// The service's logic, apart from HTTP: reads a request, checks its signature, parameters and
 /// source, admits it, runs the item on the preset's engine and answers with the output.
 final class ImageService: Sendable {
+    /// The pipelines, loaded once: the same object app code processes images with.
+    let library: ImagePipelines
     let presets: [String: Preset]
     let keys: SigningKeys?
     let admission: RequestAdmission
-    let store: ResponseStore
     let timeout: Double
-    private let runners = Mutex(RunnerCache())
     private let draining = Atomic(false)
     /// Requests running now, by preset and source: a request for a source already being made
     /// joins that work (one fetch, one decode) without taking a place of its own.
@@ -92,12 +97,13 @@ final class ImageService: Sendable {
     /// Requests in flight: admitted ones (running or waiting) and those that joined running work.
     var requestsInFlight: Int { admission.inFlight + joinedNow.load(ordering: .relaxed) }
 
-    init(presets: [String: Preset], keys: SigningKeys?, admission: RequestAdmission, store: ResponseStore,
-         timeout: Double) {
+    init(library: ImagePipelines, keys: SigningKeys?, admission: RequestAdmission, timeout: Double) {
+        self.library = library
+        var presets: [String: Preset] = [:]
+        for (name, runner) in library.baseRunners { presets[name] = Preset(name: name, pipeline: library.pipelines[name]!, runner: runner) }
         self.presets = presets
         self.keys = keys
         self.admission = admission
-        self.store = store
         self.timeout = timeout
     }
 
@@ -191,9 +197,9 @@ final class ImageService: Sendable {
         } catch { return .answered(.problem(400, kind: "bad_parameter", "\(error)")) }
         // A stored result needs no job: answered at once, whatever the load.
         let source = preset.source(request.source)
-        if let stored = await runner.storedResult(source) {
+        if let stored = await runner.stored(source, delivery: .values) {
             var answer = respond(stored, preset: preset, negotiated: preset.pipeline.negotiatesFormat, ifNoneMatch: ifNoneMatch)
-            answer.item = stored
+            answer.item = stored.result
             if answer.status < 500 { return .answered(answer) }
         }
         // Work for this source is running: join it (the engine shares the fetch and the decode,
@@ -254,14 +260,14 @@ final class ImageService: Sendable {
         defer { if holdsPlace { admission.finishJob(client: job.client) } }
         let runner = job.runner
         let started = ContinuousClock.now
-        let result = await withinTimeLimit { await runner.runItem(job.preset.source(job.source)) }
+        let made = await withinTimeLimit { await runner.process(job.preset.source(job.source), delivery: .values) }
         // A job cut short by its client's leaving says nothing about how long jobs take.
         // A joined request shares another's work: its time says nothing about a job's either.
-        if holdsPlace, result?.error?.kind != .cancelled { admission.recordJob(seconds: (ContinuousClock.now - started).seconds) }
+        if holdsPlace, made?.result.error?.kind != .cancelled { admission.recordJob(seconds: (ContinuousClock.now - started).seconds) }
         var answer: ServeAnswer
-        if let result {
-            answer = respond(result, preset: job.preset, negotiated: job.preset.pipeline.negotiatesFormat, ifNoneMatch: job.ifNoneMatch)
-            answer.item = result
+        if let made {
+            answer = respond(made, preset: job.preset, negotiated: job.preset.pipeline.negotiatesFormat, ifNoneMatch: job.ifNoneMatch)
+            answer.item = made.result
         } else {
             answer = .problem(504, kind: "timeout", "the image was not ready within \(Units.formatDuration(timeout))")
         }
@@ -289,8 +295,8 @@ final class ImageService: Sendable {
     }
 
     /// The result of `work`, or `nil` when it did not finish within the time limit (then cancelled).
-    func withinTimeLimit(_ work: @escaping @Sendable () async -> ItemResult) async -> ItemResult? {
-        await withTaskGroup(of: ItemResult?.self) { group in
+    func withinTimeLimit(_ work: @escaping @Sendable () async -> ProcessedItem) async -> ProcessedItem? {
+        await withTaskGroup(of: ProcessedItem?.self) { group in
             group.addTask { await work() }
             group.addTask { [timeout] in
                 try? await Task.sleep(for: .seconds(timeout))
@@ -303,29 +309,19 @@ final class ImageService: Sendable {
     }
 
     /// The runner for a request: the preset's own, or one derived with its variant, parameters and
-    /// negotiated format (kept for later requests of the same kind).
+    /// negotiated format (kept by the library for later requests of the same kind).
     func runner(_ preset: Preset, variant: String?, values: [String: String], format: NegotiatedFormat?) throws -> PipelineRunner {
         if variant == nil, values.isEmpty, format == nil, !preset.pipeline.hasVariants { return preset.runner }
-        let key = ([preset.name, variant ?? "", format?.description ?? ""] + values.sorted { $0.key < $1.key }.map { $0.key + "=" + $0.value })
-            .joined(separator: "\u{1}")
-        if let made = runners.withLock({ $0.get(key) }) { return made }
-        // Its own names in the shared store: another parameter set makes other bytes of the same source.
-        let pipeline = try preset.pipeline.restricted(toVariant: variant).applying(values)
-            .encoding(format, registry: PipelineCtl.registry).named(under: String(Hashing.sha256Hex(key).prefix(16)))
-        let made = try preset.runner.derived(pipeline, registry: PipelineCtl.registry)
-        runners.withLock { $0.put(key, made) }
-        return made
+        return try library.runner(pipeline: preset.name, variant: variant, params: values, format: format)
     }
 
     /// The HTTP answer for an item's result.
-    func respond(_ result: ItemResult, preset: Preset, negotiated: Bool, ifNoneMatch: String?) -> ServeAnswer {
-        guard result.status == .ok || result.status == .kept, let relative = result.outputs.first else {
+    func respond(_ made: ProcessedItem, preset: Preset, negotiated: Bool, ifNoneMatch: String?) -> ServeAnswer {
+        let result = made.result
+        guard result.status == .ok || result.status == .kept, let output = made.outputs.first else {
             return failure(result.error)
         }
-        guard let file = store.file(relative) else {
-            return .problem(503, kind: "busy", "the output was evicted before it could be sent; retry")
-        }
-        let etag = "\"" + file.fingerprint.description + "\""
+        let etag = "\"" + output.fingerprint.description + "\""
         var headers: [(String, String)] = [("ETag", etag)]
         if negotiated { headers.append(("Vary", "Accept")) }
         if result.fallback {
@@ -340,8 +336,11 @@ final class ImageService: Sendable {
             answer.status = 304
             return answer
         }
-        answer.headers.append(("Content-Type", file.contentType))
-        answer.body = file.data
+        answer.headers.append(("Content-Type", output.mediaType))
+        switch output.body {
+        case .data(let data): answer.body = data
+        case .file(let file): answer.file = file
+        }
         return answer
     }
 
@@ -373,25 +372,5 @@ final class ImageService: Sendable {
             return .problem(502, kind: error.kind.rawValue, detail)
         default: return .problem(500, kind: error.kind.rawValue, detail)
         }
-    }
-}
-
-/// Derived runners by request kind, the least recently used dropped past 256.
-struct RunnerCache {
-    private var runners: [String: (PipelineRunner, UInt64)] = [:]
-    private var clock: UInt64 = 0
-    static let capacity = 256
-
-    mutating func get(_ key: String) -> PipelineRunner? {
-        guard let (runner, _) = runners[key] else { return nil }
-        clock += 1
-        runners[key] = (runner, clock)
-        return runner
-    }
-
-    mutating func put(_ key: String, _ runner: PipelineRunner) {
-        clock += 1
-        runners[key] = (runner, clock)
-        if runners.count > Self.capacity, let oldest = runners.min(by: { $0.value.1 < $1.value.1 }) { runners[oldest.key] = nil }
     }
 }

@@ -54,8 +54,11 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Memory decodes in progress may take together, estimated from each header.")
     var decodeMemory: String = "200MiB"
 
-    @Option(help: "Memory for outputs on their way to the client (shared by identical requests).")
-    var responseMemory: String = "64MiB"
+    @Option(help: "Outputs larger than this are sent from a temporary file rather than kept in memory while they are sent.")
+    var spoolThreshold: String = "32MiB"
+
+    @Option(help: ArgumentHelp("Deprecated and ignored: outputs are no longer kept in a response store (see --spool-threshold).", visibility: .hidden))
+    var responseMemory: String?
 
     @Option(help: "After SIGTERM, how long requests in flight may take before the service exits anyway (exit 1).")
     var grace: String = "25s"
@@ -104,7 +107,7 @@ struct Serve: AsyncParsableCommand {
             where (Units.parseDuration(value) ?? 0) <= 0 {
             throw ValidationError("\(name) expects a duration above 0 such as 10s, got '\(value)'")
         }
-        for (name, value) in [("--decode-memory", decodeMemory), ("--response-memory", responseMemory)] where (Units.parseSize(value) ?? 0) < 1 {
+        for (name, value) in [("--decode-memory", decodeMemory), ("--spool-threshold", spoolThreshold)] where (Units.parseSize(value) ?? 0) < 1 {
             throw ValidationError("\(name) expects a size such as 64MiB, got '\(value)'")
         }
         _ = try ListenAddress(listen)
@@ -121,6 +124,7 @@ struct Serve: AsyncParsableCommand {
             handler.logLevel = logLevel
             return handler
         }
+        if responseMemory != nil { printError("warning: --response-memory is ignored: outputs go straight to their response (see --spool-threshold)") }
         let keys = try loadKeys()
         let settings = ServeSettings(command: self)
         let service = try await ServiceSetup.make(files: try ServiceSetup.pipelineFiles(pipelines), keys: keys, settings: settings)
@@ -162,7 +166,7 @@ struct ServeSettings: Sendable {
     var timeout: Double
     var workers: Int
     var decodeMemory: Int
-    var responseMemory: Int
+    var spoolThreshold: Int
     var grace: Double
     var drainDelay: Double
     /// Nice value for the threads that answer HTTP (see `--http-nice`).
@@ -185,7 +189,7 @@ struct ServeSettings: Sendable {
         timeout = Units.parseDuration(command.timeout) ?? 30
         workers = command.workers ?? cores
         decodeMemory = Units.parseSize(command.decodeMemory) ?? 200 << 20
-        responseMemory = Units.parseSize(command.responseMemory) ?? 64 << 20
+        spoolThreshold = Units.parseSize(command.spoolThreshold) ?? 32 << 20
         grace = Units.parseDuration(command.grace) ?? 25
         drainDelay = Units.parseDuration(command.drainDelay) ?? 0
         httpNice = command.httpNice
@@ -241,41 +245,30 @@ enum ServiceSetup {
     }
 
     static func make(files: [String], keys: SigningKeys?, settings: ServeSettings) async throws -> ImageService {
-        let store = ResponseStore(capacity: settings.responseMemory)
-        var options = RunOptions()
-        options.destination = store
-        options.dedupeWindow = 0  // a later request must see a changed source
+        var options = ImagePipelines.Options()
         options.workers = settings.workers
         options.decodeMemory = settings.decodeMemory
         options.itemTimeout = settings.timeout
+        options.spoolThreshold = settings.spoolThreshold
+        options.keys = keys
         options.logger = Logger(label: "pipelinectl")
-        var presets: [String: Preset] = [:]
-        var first: PipelineRunner?
+        let library: ImagePipelines
+        do {
+            library = try ImagePipelines(paths: files.map { PipelineFile.locate($0) ?? $0 }, registry: PipelineCtl.registry, options: options)
+        } catch let invalid as PipelineLoadError {
+            printError(invalid.description)
+            throw Exit.invalid
+        }
         var invalid = false
-        for file in files {
-            guard let loaded = loadPipeline(file) else { invalid = true; continue }
-            if let other = presets[loaded.name] {
-                printError("error: \(file): a pipeline named '\(loaded.name)' is already served (\(other.pipeline.file)); rename one")
-                invalid = true
-                continue
-            }
-            do {
-                let pipeline = try loaded.forService(registry: PipelineCtl.registry).named(under: loaded.name)
-                let runner = try first.map { try $0.derived(pipeline, registry: PipelineCtl.registry, sharingLoaders: false) }
-                    ?? PipelineRunner(pipeline: pipeline, registry: PipelineCtl.registry, options: options)
-                first = first ?? runner
-                if let dataCache = runner.dataCacheStage, let problem = await dataCache.preflight() {
-                    printError("error: \(file): data cache: \(problem.message)")
-                    invalid = true
-                }
-                presets[loaded.name] = Preset(name: loaded.name, pipeline: pipeline, runner: runner)
-            } catch {
-                printError("error: \(file): \((error as? PipelineError)?.message ?? "\(error)")")
+        for (name, runner) in library.baseRunners.sorted(by: { $0.key < $1.key }) {
+            if let dataCache = runner.dataCacheStage, let problem = await dataCache.preflight() {
+                printError("error: \(library.pipelines[name]!.file): data cache: \(problem.message)")
                 invalid = true
             }
         }
         if invalid { throw Exit.invalid }
-        return ImageService(presets: presets, keys: keys, admission: RequestAdmission(jobs: settings.jobs, queue: settings.queue, queueWait: settings.queueWait),
-                            store: store, timeout: settings.timeout)
+        return ImageService(library: library, keys: keys,
+                            admission: RequestAdmission(jobs: settings.jobs, queue: settings.queue, queueWait: settings.queueWait),
+                            timeout: settings.timeout)
     }
 }

@@ -182,9 +182,31 @@ struct ServiceHTTP: Sendable {
     static func response(_ answer: ServeAnswer, head: Bool) -> Response {
         var fields = HTTPFields()
         for (name, value) in answer.headers { if let field = HTTPField.Name(name) { fields.append(HTTPField(name: field, value: value)) } }
-        if answer.status != 304 { fields[.contentLength] = String(answer.body.count) }
-        let body = head || answer.status == 304 ? ResponseBody() : ResponseBody(byteBuffer: ByteBuffer(bytes: answer.body))
+        if answer.status != 304 { fields[.contentLength] = String(answer.bodyBytes) }
+        let body: ResponseBody
+        if head || answer.status == 304 {
+            body = ResponseBody()
+        } else if let file = answer.file {
+            body = Self.streaming(file)
+        } else {
+            body = ResponseBody(byteBuffer: ByteBuffer(bytes: answer.body))
+        }
         return Response(status: HTTPResponse.Status(code: answer.status), headers: fields, body: body)
+    }
+
+    /// A spooled output sent in parts of 256 KiB, read on the engine's I/O threads; the file goes
+    /// when the last part is written (the body holds the last reference).
+    static func streaming(_ file: SpooledFile) -> ResponseBody {
+        ResponseBody(contentLength: file.byteCount) { writer in
+            let handle = try await WorkerPool.io.run { try FileHandle(forReadingFrom: URL(fileURLWithPath: file.path)) }
+            defer { try? handle.close() }
+            while true {
+                let part = try await WorkerPool.io.run { try handle.read(upToCount: 256 << 10) ?? Data() }
+                if part.isEmpty { break }
+                try await writer.write(ByteBuffer(bytes: part))
+            }
+            try await writer.finish(nil)
+        }
     }
 
     /// One JSON line on standard output: no signature, no query of the source.
@@ -194,7 +216,7 @@ struct ServiceHTTP: Sendable {
         line.add("method", request.method.rawValue)
         line.add("status", answer.status)
         line.add("pipeline", answer.pipeline)
-        line.add("bytes", answer.body.count)
+        line.add("bytes", answer.bodyBytes)
         line.add("ms", (seconds * 10_000).rounded() / 10)
         line.add("cache", answer.cache)
         if let source = answer.source { line.add("source", source) }

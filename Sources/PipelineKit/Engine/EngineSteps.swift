@@ -2,7 +2,7 @@ import Foundation
 
 // The named values that travel between the engine's steps for one item:
 //   plan -> (finished in this run? reuse) -> stored outputs -> load -> decode and process
-//        -> encode -> write -> ItemOutcome
+//        -> encode -> write (to the plan's sink: the destination, or values) -> ItemOutcome
 // Each step is one function of PipelineRunner, in the file named after it.
 
 /// A loader with its concurrency limit.
@@ -36,6 +36,8 @@ struct ItemPlan: Sendable {
     /// Output paths relative to the output directory, by variant, named with each encoder's
     /// declared extension (an encoder that picks it from the image may change it).
     let planned: [String]
+    /// Where its outputs go.
+    var delivery: OutputDelivery = .store
     /// The facts sidecar's path, when the pipeline writes one.
     var sidecar: String? = nil
 
@@ -127,4 +129,8 @@ struct ItemOutcome: Sendable {
     /// Set on the outcome handed to a line that named a source another line made, under the very
     /// same names: the line is a duplicate delivery, not an item of its own (not encoded).
     var duplicate = false
+    /// The sink the outputs went to (``ItemPlan/delivery``).
+    var delivery: OutputDelivery = .store
+    /// The outputs themselves, by variant, when they were asked for as values.
+    var values: [ImageOutput] = []
 }

@@ -31,6 +31,9 @@ final class LoaderSlots: Sendable {
         self.configs = configs
     }
 
+    /// Bytes handed in memory (``Source/bytes``): no plugin, no limit worth the name.
+    let inline = LoaderSlot(name: "bytes", loader: InlineLoader(), limit: AsyncSemaphore(permits: 1024, order: .fifo))
+
     /// The schemes some loader serves, for messages (`paths` for plain paths).
     var schemesServed: [String] { configs.keys.sorted().map { $0.isEmpty ? "paths" : $0 } }
 
@@ -40,6 +43,7 @@ final class LoaderSlots: Sendable {
     /// The loader serving `source`'s scheme, built now if it was not yet; `nil` when no loader
     /// serves the scheme. Throws why the loader cannot be built (for every source it would serve).
     func slot(for source: Source) throws -> LoaderSlot? {
+        if source.bytes != nil { return inline }
         guard let config = configs[source.scheme ?? ""] else { return nil }
         let name = config.plugin.spec.name
         let result = built.withLock { built -> Result<LoaderSlot, PipelineError> in
@@ -70,3 +74,14 @@ final class LoaderSlots: Sendable {
     }
 }
 
+
+/// The loader of bytes handed in memory (an upload): they are their own content.
+struct InlineLoader: DataLoading {
+    var maxConcurrentLoads: Int { 1024 }
+    var usesDataCache: Bool { false }
+    func cacheKey(for source: Source) -> String { "bytes:sha256:" + (source.bytes?.digest ?? Hashing.sha256Hex(source.text)) }
+    func load(_ source: Source) async throws -> LoadedData {
+        guard let bytes = source.bytes else { throw PipelineError(.invalidSource, "no bytes were handed in", stage: .load) }
+        return LoadedData(data: bytes.data, contentType: bytes.contentType, directives: CacheDirectives(immutable: true))
+    }
+}

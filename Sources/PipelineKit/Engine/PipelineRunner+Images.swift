@@ -6,6 +6,7 @@ extension PipelineRunner {
     /// Makes the outputs of one source: stored outputs where valid, else load, decode and process
     /// once, then encode and write each variant.
     func produce(_ plan: ItemPlan, tracker: StageTracker) async throws -> ItemOutcome {
+        if plan.delivery == .factsOnly { return try await facts(plan, tracker: tracker) }
         let stored = try await storedOutputs(plan)
         if stored.entries.count == variants.count { return try await writeStored(stored, plan, tracker: tracker) }
         let needed = variants.indices.filter { stored.entries[$0] == nil }
@@ -16,6 +17,7 @@ extension PipelineRunner {
                                   degraded: made.degraded)
         outcome.sourceIdentity = made.sourceIdentity
         outcome.decodeShared = made.decodeShared
+        outcome.delivery = plan.delivery
         // Facts of the variants made now, and of those whose stored outputs recorded them.
         for index in variants.indices {
             let facts = made.images[index]?.facts ?? Self.storedEncoding(stored.entries[index]?.output?.facts).facts
@@ -40,6 +42,21 @@ extension PipelineRunner {
         return outcome
     }
 
+    /// Facts only: load, decode and run every variant's chain (analysing stages record what they
+    /// find), then stop: nothing is encoded or stored.
+    func facts(_ plan: ItemPlan, tracker: StageTracker) async throws -> ItemOutcome {
+        let made = try await images(plan, needed: Array(variants.indices), preloaded: nil, digest: nil, tracker: tracker)
+        var outcome = ItemOutcome(planned: plan.planned, bytesIn: made.loaded?.data.byteCount ?? 0,
+                                  cacheData: made.loaded?.cache ?? .off, cacheImage: made.cacheImage, timings: made.timings,
+                                  degraded: made.degraded)
+        outcome.sourceIdentity = made.sourceIdentity
+        outcome.decodeShared = made.decodeShared
+        outcome.delivery = .factsOnly
+        for index in variants.indices { outcome.facts.merge(made.images[index]?.facts ?? [:]) { first, _ in first } }
+        outcome.size = made.images[0]?.size ?? outcome.size
+        return outcome
+    }
+
     /// The fallback image (`on_failure`) through every variant's processors and encoder, written
     /// under `plan`'s names. Never stored in a cache: the next run tries the source again.
     func produceFallback(_ fallback: LoadedData, _ plan: ItemPlan, tracker: StageTracker) async throws -> ItemOutcome {
@@ -48,6 +65,7 @@ extension PipelineRunner {
         tracker.enter(.encode)
         var outcome = ItemOutcome(planned: plan.planned, timings: StageTimings(decode: job.decode, process: job.process))
         outcome.sourceIdentity = identity
+        outcome.delivery = plan.delivery
         // The fallback's own facts (analyze ran on it): what the page shows is the fallback.
         for index in variants.indices { outcome.facts.merge(job.finished[index]!.facts) { first, _ in first } }
         for index in variants.indices {

@@ -4,58 +4,68 @@ import Synchronization
 /// One item from start to end: plan its outputs, skip it when resuming, reuse what this run
 /// already made of the same source, or make it once for every line that names it.
 extension PipelineRunner {
-    /// Runs one source through every stage. Never throws: failures become a failed result.
+    /// Runs one source through every stage, storing its outputs with the pipeline's destination.
+    /// Never throws: failures become a failed result.
     public func runItem(_ source: Source) async -> ItemResult {
-        var result = ItemResult(source: source.text, index: source.index, status: .failed)
+        await process(source, delivery: .store).result
+    }
+
+    /// Runs one source through every stage, its outputs going to `delivery`'s sink: stored by the
+    /// destination (as ``runItem(_:)``), returned as values, or not made at all (facts only).
+    /// Never throws: a failure is in ``ProcessedItem/result``'s `error`, its kind as reports
+    /// give it. A cancelled task stops its own work; work another caller shares goes on.
+    public func process(_ source: Source, delivery: OutputDelivery) async -> ProcessedItem {
+        var item = ProcessedItem(result: ItemResult(source: source.text, index: source.index, status: .failed))
         var planned: ItemPlan?
         do {
-            let plan = try makePlan(source)
+            let plan = try makePlan(source, delivery: delivery)
             planned = plan
-            if resume, let done = try await alreadyWritten(plan) {
-                result.status = .skipped
-                result.outputs = done.map(destination.location)
-                return result
+            if resume, delivery == .store, let done = try await alreadyWritten(plan) {
+                item.result.status = .skipped
+                item.result.outputs = done.map(destination.location)
+                return item
             }
             let (outcome, reused) = try await withinTimeLimit(plan)
-            if !fetchOnly { recordCompleted(outcome) }
-            fill(&result, with: outcome, reused: reused)
-            logger.debug("ok", metadata: ["source": "\(source.text)", "outputs": "\(result.outputs)"])
+            if !fetchOnly, delivery == .store { recordCompleted(outcome) }
+            fill(&item, with: outcome, reused: reused)
+            logger.debug("ok", metadata: ["source": "\(source.text)", "outputs": "\(item.result.outputs)"])
         } catch {
             var error = error
             if let repeated = error as? DuplicateFailure {
-                result.duplicate = true  // the source's failure, met by a line before this one
+                item.result.duplicate = true  // the source's failure, met by a line before this one
                 error = repeated.failure
             }
             let failure = classify(error, stage: .load, kind: .io)
             let itemError = ItemError(stage: failure.stage ?? .load, kind: failure.kind, message: failure.message,
                                       plugin: failure.plugin)
-            if let planned, !result.duplicate, let policy = failurePolicy, !fetchOnly, policy.applies(to: failure),
-               await recover(planned, policy: policy, into: &result) {
-                result.recoveredFrom = itemError
-                return result
+            if let planned, !item.result.duplicate, let policy = failurePolicy, !fetchOnly, policy.applies(to: failure),
+               await recover(planned, policy: policy, into: &item) {
+                item.result.recoveredFrom = itemError
+                return item
             }
-            result.error = itemError
+            item.result.error = itemError
             logger.warning("failed", metadata: [
                 "source": "\(source.text)", "stage": "\(failure.stage?.rawValue ?? "load")",
                 "kind": "\(failure.kind)", "message": "\(failure.message)", "plugin": "\(failure.plugin ?? "")",
             ])
         }
-        return result
+        return item
     }
 
     /// `on_failure:` for a failed item: each alternative source in turn, written under the item's
     /// own names, then the fallback image. Whether one of them made the outputs.
-    func recover(_ plan: ItemPlan, policy: FailurePolicy, into result: inout ItemResult) async -> Bool {
+    func recover(_ plan: ItemPlan, policy: FailurePolicy, into item: inout ProcessedItem) async -> Bool {
         for template in policy.alternatives {
             let text = FailurePolicy.render(template, source: plan.source.text)
             let alternative = Source(text: text, index: plan.source.index, base: plan.source.base)
             guard let slot = try? loader(for: alternative) else { continue }
-            let altPlan = ItemPlan(source: alternative, slot: slot, key: slot.loader.cacheKey(for: alternative), planned: plan.planned)
+            let altPlan = ItemPlan(source: alternative, slot: slot, key: slot.loader.cacheKey(for: alternative), planned: plan.planned,
+                                   delivery: plan.delivery)
             do {
                 let (outcome, reused) = try await withinTimeLimit(altPlan)
-                recordCompleted(outcome)
-                fill(&result, with: outcome, reused: reused)
-                result.alternative = text
+                if plan.delivery == .store { recordCompleted(outcome) }
+                fill(&item, with: outcome, reused: reused)
+                item.result.alternative = text
                 logger.info("alternative", metadata: ["source": "\(plan.source.text)", "alternative": "\(text)"])
                 return true
             } catch {
@@ -68,8 +78,8 @@ extension PipelineRunner {
                 (try await self.produceFallback(fallback, plan, tracker: tracker), false)
             }
             // Not recorded as complete: `--resume` tries the source again.
-            fill(&result, with: outcome, reused: false)
-            result.fallback = true
+            fill(&item, with: outcome, reused: false)
+            item.result.fallback = true
             logger.info("fallback", metadata: ["source": "\(plan.source.text)"])
             return true
         } catch {
@@ -88,12 +98,12 @@ extension PipelineRunner {
     }
 
     /// The loader, key and planned outputs of `source`; claims the outputs for it.
-    func makePlan(_ source: Source) throws -> ItemPlan {
+    func makePlan(_ source: Source, delivery: OutputDelivery = .store) throws -> ItemPlan {
         var source = source
         // The pipeline's `sources:` hold for every line of a list and every message, decided
         // on what the loader opens (a relative path as resolved against the list's directory),
         // and carried to the loader for its redirects and the file it opens.
-        if source.boundary == nil, let boundary = loaders.boundary {
+        if source.boundary == nil, source.bytes == nil, let boundary = loaders.boundary {
             if let refusal = boundary.refusal(for: source.scheme == nil ? source.localPath ?? source.text : source.text) {
                 throw PipelineError(.sourceNotAllowed, refusal.replacingOccurrences(of: "serve.sources", with: "sources"), stage: .load)
             }
@@ -101,7 +111,7 @@ extension PipelineRunner {
         }
         // A local file's version: its size and modification time (a file replaced between two
         // lines naming it is a new item).
-        if source.version == nil, source.scheme == nil || source.scheme == "file", let path = source.localPath {
+        if source.version == nil, source.bytes == nil, source.scheme == nil || source.scheme == "file", let path = source.localPath {
             var info = stat()
             if stat(path, &info) == 0 { source.version = "\(info.st_size):\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec)" }
         }
@@ -112,9 +122,10 @@ extension PipelineRunner {
         }
         let key = slot.loader.cacheKey(for: source)
         let planned = fetchOnly ? [] : variants.map { relativeOutputPath($0, source: source, key: key, fileExtension: nil) }
-        for path in planned { try claim(path, key: key, source: source) }
-        var plan = ItemPlan(source: source, slot: slot, key: key, planned: planned)
-        if !fetchOnly, let factsName {
+        // Names matter only where outputs are stored under them.
+        if delivery == .store { for path in planned { try claim(path, key: key, source: source) } }
+        var plan = ItemPlan(source: source, slot: slot, key: key, planned: planned, delivery: delivery)
+        if !fetchOnly, delivery == .store, let factsName {
             let sidecar = factsName.render(source: source, cacheKey: key, fileExtension: "json")
             try claim(sidecar, key: key, source: source)
             plan.sidecar = sidecar
@@ -148,8 +159,11 @@ extension PipelineRunner {
     /// (``RunOptions/dedupeUnversioned``, a list's lines): a queue's later message for it may
     /// name new content under the same name, so only work in flight is shared then.
     func outcome(_ plan: ItemPlan, tracker: StageTracker) async throws -> (ItemOutcome, reused: Bool) {
-        let key = plan.workKey
-        let remembers = plan.source.version != nil || dedupeUnversioned
+        // Work is shared between callers that want the same sink: a caller that stores and one that
+        // takes values share the load and the decode (``load(_:)``), not the outcome.
+        let key = plan.delivery == .store ? plan.workKey : plan.workKey + "\u{1}" + plan.delivery.rawValue
+        // Outcomes are remembered only when they are names of stored outputs, not bytes.
+        let remembers = plan.delivery == .store && (plan.source.version != nil || dedupeUnversioned)
         if remembers {
             switch finished.entry(for: key) {
             case .made(let earlier)?: return (try await adopt(earlier, for: plan), true)
@@ -181,7 +195,7 @@ extension PipelineRunner {
     /// Another line's outcome for the same source, as this line's: the same files when it plans the
     /// same names, else copies of them under its own names.
     func adopt(_ made: ItemOutcome, for plan: ItemPlan) async throws -> ItemOutcome {
-        guard made.planned != plan.planned else {
+        guard made.planned != plan.planned, plan.delivery == .store else {
             var same = made
             same.duplicate = true
             return same
@@ -248,16 +262,28 @@ extension PipelineRunner {
 
     /// An item's result from its outcome. A reused outcome loaded nothing and spent no time: its
     /// data came from this run (a hit, or `off` without a data cache) and its image too.
+    func fill(_ item: inout ProcessedItem, with outcome: ItemOutcome, reused: Bool) {
+        item.outputs = outcome.values
+        fill(&item.result, with: outcome, reused: reused)
+    }
+
+    /// Where reports show the output at `path`: the destination's location when stored, the name
+    /// alone when handed back as a value.
+    func location(_ path: String, _ delivery: OutputDelivery) -> String {
+        delivery == .store ? destination.location(path) : path
+    }
+
     func fill(_ result: inout ItemResult, with outcome: ItemOutcome, reused: Bool) {
+        let location = { (path: String) in self.location(path, outcome.delivery) }
         var paths = outcome.written, states = outcome.states
         if let sidecar = outcome.sidecar {
             paths.append(sidecar.path)
             states.append(sidecar.state)
         }
-        result.outputs = paths.map(destination.location)
-        result.kept = zip(paths, states).filter { $0.1 == .kept }.map { destination.location($0.0) }
-        result.stale = zip(paths, states).filter { $0.1 == .stale }.map { destination.location($0.0) }
-        result.status = !fetchOnly && !states.isEmpty && !states.contains(.written) ? .kept : .ok
+        result.outputs = paths.map(location)
+        result.kept = zip(paths, states).filter { $0.1 == .kept }.map { location($0.0) }
+        result.stale = zip(paths, states).filter { $0.1 == .stale }.map { location($0.0) }
+        result.status = !fetchOnly && outcome.delivery == .store && !states.isEmpty && !states.contains(.written) ? .kept : .ok
         result.width = fetchOnly ? nil : outcome.size.width
         result.height = fetchOnly ? nil : outcome.size.height
         result.bytesOut = outcome.bytesOut
@@ -266,7 +292,7 @@ extension PipelineRunner {
         if !fetchOnly {
             // `write` appends to each of these arrays together, for every output.
             result.variants = outcome.written.indices.map { index in
-                VariantOutput(name: variants[index].name, path: destination.location(outcome.written[index]),
+                VariantOutput(name: variants[index].name, path: location(outcome.written[index]),
                               width: outcome.outputSizes[index].width, height: outcome.outputSizes[index].height,
                               bytes: outcome.outputBytes[index],
                               format: outcome.chosenExtensions[index] ?? variants[index].encoder.fileExtension)

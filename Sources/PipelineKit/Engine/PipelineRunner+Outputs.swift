@@ -61,23 +61,28 @@ extension PipelineRunner {
         }
     }
 
-    /// Writes variant `index`'s bytes under its planned name (with the extension the encoder
-    /// chose) and adds it to `outcome`, whose ``ItemOutcome/sourceIdentity`` is set. A failure
-    /// names the variant.
+    /// Hands variant `index`'s bytes to the plan's sink: stored under its planned name (with the
+    /// extension the encoder chose), or kept as a value; adds it to `outcome`, whose
+    /// ``ItemOutcome/sourceIdentity`` is set. A failure names the variant.
     func write(_ encoded: EncodedOutput, _ plan: ItemPlan, variant index: Int, into outcome: inout ItemOutcome) async throws {
         let variant = variants[index]
         let path = outputPath(plan.planned[index], variant, source: plan.source, key: plan.key,
                               fileExtension: encoded.chosenExtension)
-        let file = OutputFile(relative: path, data: encoded.data,
-                              fingerprint: OutputFingerprint(recipe: variant.recipe, source: outcome.sourceIdentity))
+        let fingerprint = OutputFingerprint(recipe: variant.recipe, source: outcome.sourceIdentity)
         let state: OutputState
-        do { state = try await store(file) } catch {
-            throw Self.named(classify(error, stage: .output, kind: .writeFailed), variant)
+        switch plan.delivery {
+        case .store, .factsOnly:
+            do { state = try await store(OutputFile(relative: path, data: encoded.data, fingerprint: fingerprint)) } catch {
+                throw Self.named(classify(error, stage: .output, kind: .writeFailed), variant)
+            }
+        case .values:
+            outcome.values.append(try await value(encoded, name: path, variant: variant, fingerprint: fingerprint))
+            state = .written
         }
         if outcome.written.isEmpty { outcome.size = encoded.size }
         outcome.written.append(path)
         outcome.states.append(state)
-        outcome.fingerprints.append(file.fingerprint)
+        outcome.fingerprints.append(fingerprint)
         outcome.encodings.append(encoded.encoding)
         if outcome.encodings.contains(where: { !$0.isEmpty }) {
             outcome.facts[Self.encodingFact] = .list(outcome.encodings.map { .object($0) })
@@ -86,6 +91,22 @@ extension PipelineRunner {
         outcome.outputSizes.append(encoded.size)
         outcome.outputBytes.append(encoded.data.count)
         if state == .written { outcome.bytesOut += encoded.data.count }
+    }
+
+    /// An encoded output as a value: in memory, or spooled to a temporary file past
+    /// ``RunOptions/spoolThreshold`` (on the I/O threads).
+    func value(_ encoded: EncodedOutput, name: String, variant: RunnableVariant, fingerprint: OutputFingerprint) async throws -> ImageOutput {
+        var body = ImageOutput.Body.data(encoded.data)
+        if encoded.data.count > options.spoolThreshold {
+            let data = encoded.data, directory = options.spoolDirectory ?? NSTemporaryDirectory()
+            do { body = .file(try await WorkerPool.io.run { try SpooledFile.spool(data, in: directory) }) } catch {
+                throw Self.named(classify(error, stage: .output, kind: .writeFailed), variant)
+            }
+        }
+        let ext = encoded.chosenExtension ?? variant.encoder.fileExtension
+        return ImageOutput(variant: variant.name, name: name, body: body, mediaType: OutputFile.contentType("x." + ext),
+                           fileExtension: ext, size: encoded.size, byteCount: encoded.data.count, fingerprint: fingerprint,
+                           encoding: encoded.encoding)
     }
 
     /// Stores one output as `output.existing` says: an output already at its path is kept when

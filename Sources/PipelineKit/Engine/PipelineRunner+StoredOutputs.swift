@@ -47,9 +47,14 @@ extension PipelineRunner {
     ///
     /// For a service, this is a stored result answered at once, outside the job limit.
     public func storedResult(_ source: Source) async -> ItemResult? {
-        guard !fetchOnly, let cache = outputsCache else { return nil }
+        await stored(source, delivery: .store)?.result
+    }
+
+    /// ``storedResult(_:)`` with the outputs going to `delivery`'s sink (values for a service).
+    public func stored(_ source: Source, delivery: OutputDelivery) async -> ProcessedItem? {
+        guard !fetchOnly, delivery != .factsOnly, let cache = outputsCache else { return nil }
         let start = ContinuousClock.now
-        guard let plan = try? makePlan(source) else { return nil }
+        guard let plan = try? makePlan(source, delivery: delivery) else { return nil }
         let entries = await storedEntries(plan, in: cache)
         guard Self.coverEveryVariant(entries, variants.count), entries.values.allSatisfy(\.isFresh) else { return nil }
         let context = StageContext(source: source, cacheKey: plan.key, logger: logger)
@@ -57,10 +62,10 @@ extension PipelineRunner {
         guard let outcome = try? await StageContext.$taskValue.withValue(context, operation: {
             try await self.writeStored(stored, plan, tracker: StageTracker())
         }) else { return nil }
-        recordCompleted(outcome)
-        var result = ItemResult(source: source.text, index: source.index, status: .failed)
-        fill(&result, with: outcome, reused: false)
-        return result
+        if delivery == .store { recordCompleted(outcome) }
+        var item = ProcessedItem(result: ItemResult(source: source.text, index: source.index, status: .failed))
+        fill(&item, with: outcome, reused: false)
+        return item
     }
 
     /// The data cache's entries holding an encoded output for this source, by variant index.
@@ -122,6 +127,7 @@ extension PipelineRunner {
     func writeStored(_ stored: StoredOutputs, _ plan: ItemPlan, tracker: StageTracker) async throws -> ItemOutcome {
         tracker.enter(.output)
         var outcome = ItemOutcome(planned: plan.planned, cacheData: .processedHit)
+        outcome.delivery = plan.delivery
         // The source as the entries recorded it: the validator it had, else the digest of its bytes.
         let first = stored.entries[0]!
         outcome.sourceIdentity = OutputFingerprint.source(first.data, digest: first.output?.sourceDigest ?? stored.digest)

@@ -44,8 +44,13 @@ public struct RunOptions: Sendable {
     public var fetchOnly = false
     /// Where the engine logs (a failure per item at `warning`, each item at `debug`).
     public var logger = Logger(label: "pipelinekit")
-    /// Where outputs go, instead of the destination `output.dir` names (the service's answers).
+    /// Where outputs go, instead of the destination `output.dir` names.
     public var destination: (any OutputDestination)?
+    /// Outputs handed back as values (``OutputDelivery/values``) larger than this many bytes are
+    /// kept in a temporary file instead of memory (``ImageOutput/Body/file(_:)``). Default 32 MiB.
+    public var spoolThreshold: Int = 32 << 20
+    /// Where such files go; `nil`: the system's temporary directory.
+    public var spoolDirectory: String?
 
     public init() {}
 }
@@ -144,7 +149,8 @@ public final class PipelineRunner: Sendable {
     /// `sharingLoaders: false` for another pipeline (its own `loader:`), made on first use.
     public func derived(_ pipeline: Pipeline, registry: PluginRegistry, sharingLoaders: Bool = true) throws -> PipelineRunner {
         var options = self.options
-        options.destination = destination
+        // Another pipeline stores with its own `output:`; a variant of this one with this one's.
+        options.destination = sharingLoaders ? destination : self.options.destination
         return try PipelineRunner(pipeline: pipeline, registry: registry, options: options,
                                   sharing: EngineResources(cpu: cpu, decodeBudget: decodeBudget, loaders: sharingLoaders ? loaders : nil,
                                                            sourceLoads: sharingLoaders ? sourceLoads : nil))

@@ -2,22 +2,14 @@ import Foundation
 
 /// What `pipelinectl serve` changes of a pipeline file before it answers requests with it.
 extension Pipeline {
-    /// This pipeline as the service runs it: each output named by the source's hash (names never
-    /// collide, so nothing is remembered per name), always replaced in the response store, no
-    /// facts sidecar, and the http loader refusing
-    /// private ranges unless the file allows them in so many words (loopback and link-local are
-    /// refused by the loader's own defaults): a request must not reach the service's neighbours.
+    /// This pipeline as the service and app code (``ImagePipelines``) run it: the http loader
+    /// refuses private ranges unless the file allows them in so many words (loopback and
+    /// link-local are refused by the loader's own defaults): a request must not reach the
+    /// service's neighbours. Output names, the facts sidecar and `output.existing` stay as
+    /// written: they apply when outputs are stored, and outputs handed back as values have no
+    /// store to collide in.
     public func forService(registry: PluginRegistry) throws -> Pipeline {
         var copy = self
-        for index in copy.variants.indices {
-            copy.variants[index].template = try NameTemplate(hasVariants ? "{hash}-{variant}.{ext}" : "{hash}.{ext}")
-        }
-        var output = copy.output.options.values
-        output["facts_sidecar"] = .bool(false)
-        // The store holds answers on their way out: an entry made from an older version of the
-        // source must be replaced, never kept (`existing: keep` would send it).
-        output["existing"] = .string(ExistingOutputs.replace.rawValue)
-        copy.output.options = PluginOptions(output)
         if let http = registry.plugin("http", in: .loader) {
             let configured = loader?.plugin.spec.name == "http" ? loader : nil
             if configured?.optionPositions["allow_private"] == nil {
@@ -29,16 +21,6 @@ extension Pipeline {
             } else if loader == nil || configured != nil {
                 copy.loader = configured
             }
-        }
-        return copy
-    }
-
-    /// Every output named under the directory `prefix` (the service keeps the outputs of all its
-    /// presets and parameter sets in one store).
-    public func named(under prefix: String) throws -> Pipeline {
-        var copy = self
-        for index in copy.variants.indices {
-            copy.variants[index].template = try NameTemplate(prefix + "/" + copy.variants[index].template.text)
         }
         return copy
     }

@@ -19,6 +19,9 @@ public struct Source: Sendable, Hashable {
     /// A duplicate is the same source with the same version: one item, its work done once. A
     /// source named again with another version (a re-upload) is a new item, made anew.
     public var version: String?
+    /// Bytes the caller handed in (an upload), loaded from memory instead of by a loader; `text`
+    /// then only names them in reports.
+    public let bytes: InlineBytes?
 
     public init(text: String, index: Int, base: String? = nil, boundary: SourceBoundary? = nil, version: String? = nil) {
         self.text = text
@@ -27,6 +30,22 @@ public struct Source: Sendable, Hashable {
         self.boundary = boundary
         self.version = version
         self.scheme = Source.scheme(of: text)
+        self.bytes = nil
+    }
+
+    /// Bytes in memory as a source (an upload): no loader runs and no boundary applies (the
+    /// caller has the bytes already). Their identity for sharing and caches is their digest.
+    /// - Parameters:
+    ///   - name: names them in reports and logs, and stands for `{stem}` in output names.
+    ///   - contentType: the type the uploader declared, when there was one.
+    public init(bytes: Data, name: String = "upload", contentType: String? = nil, index: Int = 1) {
+        self.text = name
+        self.index = index
+        self.base = nil
+        self.boundary = nil
+        self.version = nil
+        self.scheme = nil
+        self.bytes = InlineBytes(bytes, contentType: contentType)
     }
 
     /// For a plain path or a `file://` URL: the absolute local path; `nil` otherwise.
@@ -77,6 +96,25 @@ public struct Source: Sendable, Hashable {
             return slashes || lower == "data" ? lower : nil
         }
     }
+}
+
+/// Bytes handed to the engine in memory (``Source/init(bytes:name:contentType:index:)``),
+/// identified by their SHA-256.
+public final class InlineBytes: Sendable, Hashable {
+    public let data: Data
+    /// The type the uploader declared, when it did (the decoder sniffs the bytes regardless).
+    public let contentType: String?
+    /// Hex SHA-256 of the bytes.
+    public let digest: String
+
+    public init(_ data: Data, contentType: String? = nil) {
+        self.data = data
+        self.contentType = contentType
+        digest = Hashing.sha256Hex(data)
+    }
+
+    public static func == (a: InlineBytes, b: InlineBytes) -> Bool { a.digest == b.digest }
+    public func hash(into hasher: inout Hasher) { hasher.combine(digest) }
 }
 
 /// What a loader produced: the bytes and, for network loads, facts from the response.

@@ -15,6 +15,8 @@ let package = Package(
         .library(name: "MagickKit", targets: ["MagickKit"]),
         .library(name: "Plugins", targets: ["Plugins"]),
         .library(name: "PipelineCtl", targets: ["PipelineCtl"]),
+        // Served pipelines mounted on a Hummingbird app's own Router (what `pipelinectl serve` runs).
+        .library(name: "PipelineHummingbird", targets: ["PipelineHummingbird"]),
         .executable(name: "pipelinectl", targets: ["pipelinectl"]),
     ],
     dependencies: [
@@ -150,11 +152,26 @@ let package = Package(
             dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPQ", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF", "CGIF", "CLinux", "CResample", "CJPEGMemory", "CJPEGEighth", "CPNGParts", "CPNGImageData",
                            .product(name: "Crypto", package: "swift-crypto")]
         ),
+        // The service on Hummingbird: signed image routes (signatures, params, ETag/304, Accept
+        // negotiation, admission with 429, access log, metrics) and the operations routes, for
+        // `pipelinectl serve` and `work` and for apps that mount pipelines on their own Router.
+        .target(
+            name: "PipelineHummingbird",
+            dependencies: [
+                "PipelineKit",
+                "CBuildInfo",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // The controller: every subcommand, callable by custom builds with their own plugins.
         .target(
             name: "PipelineCtl",
             dependencies: [
                 "PipelineKit",
+                "PipelineHummingbird",
                 "MagickKit",
                 "CBuildInfo",
                 "CLinux",
@@ -185,8 +202,9 @@ let package = Package(
         ),
         .testTarget(
             name: "PipelineKitTests",
-            dependencies: ["PipelineKit", "MagickKit", "Plugins", "TestSupport", "PipelineCtl",
-                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["PipelineKit", "MagickKit", "Plugins", "TestSupport", "PipelineCtl", "PipelineHummingbird",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "HummingbirdTesting", package: "hummingbird")],
             exclude: ["Fixtures"]  // broken pipelines and their expected diagnostics, read as files
         ),
         .testTarget(

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import PipelineHummingbird
 
 /// swift-log lines as JSON objects, one per line on stderr (`--log-format json`), for log
 /// collectors: `{"time", "level", "label", "message", ...metadata}`.

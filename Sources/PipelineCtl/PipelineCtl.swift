@@ -18,7 +18,7 @@ import PipelineKit
 /// validated, described and documented exactly like the built-ins.
 public enum PipelineCtl {
     /// This build's version.
-    public static let version = "0.4.0"
+    public static let version = PipelineKitVersion.current
 
     /// The source revision this binary was built from (`git describe --always --dirty` when the
     /// Makefile built it), or `unknown`.

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import PipelineHummingbird
 import PipelineKit
 import Synchronization
 

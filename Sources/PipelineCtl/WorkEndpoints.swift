@@ -3,12 +3,14 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import PipelineHummingbird
 import PipelineKit
 import Prometheus
 import ServiceLifecycle
 import Synchronization
 
-/// A worker's `/livez`, `/readyz` and `/metrics` (`pipelinectl work --listen`), on Hummingbird.
+/// A worker's `/livez`, `/readyz` and `/metrics` (`pipelinectl work --listen`): the operations
+/// routes `serve` has too (``OperationsRoutes``), on a Hummingbird router of their own.
 /// `/readyz` answers 200 once the queue is open and 503 from a stop signal on; `/metrics` holds
 /// the run's item metrics and the queue's depth, asked of the queue at most every 5 seconds.
 final class WorkEndpoints: Sendable {
@@ -29,11 +31,14 @@ final class WorkEndpoints: Sendable {
     /// or throws when it cannot be.
     func start() async throws {
         let bound = AsyncStream<Result<Int, any Error>>.makeStream()
-        let responder = CallbackResponder<BasicRequestContext> { [self] request, _ in await respond(request) }
+        let router = Router()
+        OperationsRoutes(notReady: "stopping\n", ready: { [self] in !stopping.load(ordering: .relaxed) }) { [self] in
+            metrics.exposition(depth: await currentDepth(), queue: list.name)
+        }.add(to: router)
         var logger = Logger(label: "pipelinectl.http")
         logger.logLevel = .critical
         let app = Application(
-            responder: responder,
+            router: router,
             configuration: ApplicationConfiguration(address: .hostname(address.host, port: address.port),
                                                     serverName: "pipelinectl/\(PipelineCtl.version)"),
             onServerRunning: { [address] channel in
@@ -65,40 +70,11 @@ final class WorkEndpoints: Sendable {
     /// Stops serving.
     func close() { server.withLock { $0?.cancel() } }
 
-    func respond(_ request: Request) async -> Response {
-        let path = String(request.uri.string.prefix { $0 != "?" })
-        guard request.method == .get || request.method == .head else {
-            return Self.text(405, "only GET and HEAD\n")
-        }
-        switch path {
-        case "/livez":
-            return Self.text(200, "ok\n")
-        case "/readyz":
-            return stopping.load(ordering: .relaxed) ? Self.text(503, "stopping\n") : Self.text(200, "ready\n")
-        case "/metrics":
-            let depth = await currentDepth()
-            let body = metrics.exposition(depth: depth, queue: list.name)
-            var fields = HTTPFields()
-            fields[.contentType] = "text/plain; version=0.0.4"
-            fields[.contentLength] = String(body.count)
-            return Response(status: .ok, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
-        default:
-            return Self.text(404, "not found: this address serves /livez, /readyz and /metrics\n")
-        }
-    }
-
     /// The queue's depth, asked again when the last answer is older than 5 seconds.
     private func currentDepth() async -> ListDepth? {
         if let last = lastDepth.withLock({ $0 }), ContinuousClock.now - last.at < .seconds(5) { return last.depth }
         let depth = await list.depth()
         lastDepth.withLock { $0 = (ContinuousClock.now, depth) }
         return depth
-    }
-
-    static func text(_ status: Int, _ body: String) -> Response {
-        var fields = HTTPFields()
-        fields[.contentType] = "text/plain"
-        fields[.contentLength] = String(body.utf8.count)
-        return Response(status: HTTPResponse.Status(code: status), headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(string: body)))
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 @testable import PipelineCtl
+@testable import PipelineHummingbird
 import Testing
 
 /// The service's problem bodies and access-log lines are written without JSONSerialization: they

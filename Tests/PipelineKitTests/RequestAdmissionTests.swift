@@ -1,4 +1,5 @@
 @testable import PipelineCtl
+@testable import PipelineHummingbird
 import Synchronization
 import Testing
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Hummingbird
 import Logging
+import PipelineHummingbird
 import PipelineKit
 import ServiceLifecycle
 
@@ -127,8 +128,8 @@ struct Serve: AsyncParsableCommand {
         if responseMemory != nil { printError("warning: --response-memory is ignored: outputs go straight to their response (see --spool-threshold)") }
         let keys = try loadKeys()
         let settings = ServeSettings(command: self)
-        let service = try await ServiceSetup.make(files: try ServiceSetup.pipelineFiles(pipelines), keys: keys, settings: settings)
-        try await ServiceHTTP(service: service, settings: settings, accessLog: accessLog).run()
+        let library = try await ServiceSetup.make(files: try ServiceSetup.pipelineFiles(pipelines), keys: keys, settings: settings)
+        try await ServiceHTTP(library: library, settings: settings, accessLog: accessLog).run()
     }
 
     /// The signing keys; `nil` with --allow-unsigned (said loudly). Exits 2 without either.
@@ -244,7 +245,7 @@ enum ServiceSetup {
         return files
     }
 
-    static func make(files: [String], keys: SigningKeys?, settings: ServeSettings) async throws -> ImageService {
+    static func make(files: [String], keys: SigningKeys?, settings: ServeSettings) async throws -> ImagePipelines {
         var options = ImagePipelines.Options()
         options.workers = settings.workers
         options.decodeMemory = settings.decodeMemory
@@ -267,8 +268,6 @@ enum ServiceSetup {
             }
         }
         if invalid { throw Exit.invalid }
-        return ImageService(library: library, keys: keys,
-                            admission: RequestAdmission(jobs: settings.jobs, queue: settings.queue, queueWait: settings.queueWait),
-                            timeout: settings.timeout)
+        return library
     }
 }

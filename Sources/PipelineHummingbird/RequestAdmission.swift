@@ -15,23 +15,23 @@ import Synchronization
 /// places, so one client with many connections cannot take every place from the others. The
 /// expected wait is the client's own: its requests waiting, times the clients waiting, not
 /// everything queued ahead.
-final class RequestAdmission: Sendable {
-    let jobs: Int
-    let queue: Int
+package final class RequestAdmission: Sendable {
+    package let jobs: Int
+    package let queue: Int
     /// Longest wait for a place, expected or actual, in seconds; 0 for no such limit.
-    let queueWait: Double
+    package let queueWait: Double
     /// Queue places kept for clients below half of all places.
-    let reserve: Int
+    package let reserve: Int
     private let admitted = Mutex<[String: Int]>([:])
     private let total = Atomic(0)
     private let places: FairJobs
     /// Recent jobs' mean time in seconds (0 until one finished).
     private let recent = Mutex(0.0)
     /// Weight of the newest job in ``jobSeconds``: about the last ten jobs count.
-    static let smoothing = 0.2
+    package static let smoothing = 0.2
 
     /// What ``tryEnter(client:)`` decided.
-    enum Entry: Equatable, Sendable {
+    package enum Entry: Equatable, Sendable {
         /// A place is taken: give it back with ``leave(client:)``.
         case entered
         /// Every job and queue place is taken.
@@ -42,7 +42,7 @@ final class RequestAdmission: Sendable {
         case tooSlow(expectedWait: Double)
     }
 
-    init(jobs: Int, queue: Int, queueWait: Double = 0, reserve: Int? = nil) {
+    package init(jobs: Int, queue: Int, queueWait: Double = 0, reserve: Int? = nil) {
         self.jobs = max(1, jobs)
         self.queue = max(0, queue)
         self.queueWait = max(0, queueWait)
@@ -52,7 +52,7 @@ final class RequestAdmission: Sendable {
 
     /// Takes a place (running or waiting) for `client` unless every place is taken, the rest
     /// are kept for others, or its wait would be too long.
-    func tryEnter(client: String = "") -> Entry {
+    package func tryEnter(client: String = "") -> Entry {
         let limit = jobs + queue
         let waitingClients = places.waitingClients
         let ownRunning = places.running(client)
@@ -77,12 +77,12 @@ final class RequestAdmission: Sendable {
     /// job's time over the jobs, and never more turns than every waiting request's. For a single
     /// client that is the whole queue ahead, plus the running ones counted as one more round (an
     /// overestimate by half a job, on the safe side).
-    func expectedWait(ownWaiting: Int, clientsWaiting: Int, waitingTotal: Int) -> Double {
+    package func expectedWait(ownWaiting: Int, clientsWaiting: Int, waitingTotal: Int) -> Double {
         let turns = min(waitingTotal + 1, (ownWaiting + 1) * max(1, clientsWaiting))
         return Double(turns) * jobSeconds / Double(jobs)
     }
 
-    func leave(client: String = "") {
+    package func leave(client: String = "") {
         admitted.withLock { admitted in
             let left = (admitted[client] ?? 1) - 1
             admitted[client] = left > 0 ? left : nil
@@ -91,14 +91,14 @@ final class RequestAdmission: Sendable {
     }
 
     /// Waits for a job place, at most `queueWait` (without limit when it is 0).
-    func waitForJob(client: String = "") async -> FairJobs.Outcome {
+    package func waitForJob(client: String = "") async -> FairJobs.Outcome {
         await places.acquire(client, within: queueWait > 0 ? queueWait : 365 * 86_400)
     }
 
-    func finishJob(client: String = "") { places.release(client) }
+    package func finishJob(client: String = "") { places.release(client) }
 
     /// Counts a finished job's time (from its place to its answer) into ``jobSeconds``.
-    func recordJob(seconds: Double) {
+    package func recordJob(seconds: Double) {
         guard seconds.isFinite, seconds >= 0 else { return }
         recent.withLock { mean in
             mean = mean == 0 ? seconds : mean + Self.smoothing * (seconds - mean)
@@ -106,8 +106,8 @@ final class RequestAdmission: Sendable {
     }
 
     /// Recent jobs' mean time in seconds; 0 before the first.
-    var jobSeconds: Double { recent.withLock { $0 } }
+    package var jobSeconds: Double { recent.withLock { $0 } }
 
     /// Requests admitted now (running and waiting).
-    var inFlight: Int { total.load(ordering: .relaxed) }
+    package var inFlight: Int { total.load(ordering: .relaxed) }
 }

@@ -1,18 +1,19 @@
+import CBuildInfo
 import Foundation
 import PipelineKit
 import Prometheus
 
 /// The run's figures as Prometheus text exposition, for node_exporter's textfile collector
 /// (`--metrics FILE`): items by status and failure kind, bytes, stage durations, cache outcomes.
-final class RunMetrics: Sendable {
-    let registry: PrometheusCollectorRegistry
+package final class RunMetrics: Sendable {
+    package let registry: PrometheusCollectorRegistry
     private let pipeline: String
     private static let buckets: [Duration] = [.milliseconds(1), .milliseconds(5), .milliseconds(10), .milliseconds(25),
                                               .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500),
                                               .seconds(1), .seconds(2.5), .seconds(5), .seconds(10), .seconds(30), .seconds(60)]
 
     /// `registry`: shared by the service's presets, so that one exposition holds them all.
-    init(pipeline: String, registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+    package init(pipeline: String, registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.pipeline = pipeline
         self.registry = registry
         // Created up front so every series appears, at zero, even when nothing happened.
@@ -25,7 +26,7 @@ final class RunMetrics: Sendable {
                            labels: []).set(Double(RunReport.currentVersion))
         // Which build produced the figures, in the usual form of a gauge at 1 with labels.
         registry.makeGauge(descriptor: name("build_info", nil, "The pipelinectl build: its version and source revision."),
-                           labels: [("version", PipelineCtl.version), ("revision", PipelineCtl.revision)]).set(1.0)
+                           labels: [("version", PipelineKitVersion.current), ("revision", String(cString: pk_build_revision()))]).set(1.0)
     }
 
     private func name(_ metric: String, _ unit: String? = nil, _ help: String) -> MetricNameDescriptor {
@@ -48,7 +49,7 @@ final class RunMetrics: Sendable {
     }
 
     /// Counts one finished line: an item, or a duplicate delivery.
-    func record(_ item: ItemResult) {
+    package func record(_ item: ItemResult) {
         deliveries().increment()
         if item.duplicate {
             duplicates().increment()
@@ -90,7 +91,7 @@ final class RunMetrics: Sendable {
 
     /// The exposition now, with the queue's depth (`pipelinectl work --listen`'s /metrics): a
     /// gauge for each figure the queue tells.
-    func exposition(depth: ListDepth?, queue: String) -> Data {
+    package func exposition(depth: ListDepth?, queue: String) -> Data {
         let labels = [("queue", queue)]
         let figures: [(String, String?, String, Double?)] = [
             ("queue_waiting", nil, "Items waiting in the queue (SQS: ApproximateNumberOfMessages).", depth?.waiting.map(Double.init)),
@@ -106,7 +107,7 @@ final class RunMetrics: Sendable {
     }
 
     /// Writes the exposition atomically (the textfile collector must never read half a file).
-    func write(to path: String, summary: RunSummary) throws {
+    package func write(to path: String, summary: RunSummary) throws {
         registry.makeGauge(descriptor: name("run_duration", "seconds", "Wall time of the last run."),
                            labels: [("pipeline", pipeline)]).set(summary.wallSeconds)
         registry.makeGauge(descriptor: name("last_run_timestamp", "seconds", "When the last run ended (Unix time)."),

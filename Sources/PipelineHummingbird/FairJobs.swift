@@ -9,9 +9,9 @@ import Synchronization
 /// with two while both wait. A wait ends when a place is granted, when its time is up, or when its
 /// task is cancelled (the client went away); a place granted at the moment the wait ended is
 /// kept, never lost.
-final class FairJobs: Sendable {
+package final class FairJobs: Sendable {
     /// How a wait ended.
-    enum Outcome: Equatable, Sendable {
+    package enum Outcome: Equatable, Sendable {
         case granted
         case timedOut
         case cancelled
@@ -39,25 +39,25 @@ final class FairJobs: Sendable {
         var nextID: UInt64 = 0
     }
 
-    let places: Int
+    package let places: Int
     private let state: Mutex<State>
     /// Clients remembered for their turn beyond those running or waiting.
-    static let remembered = 4096
+    package static let remembered = 4096
 
-    init(places: Int) {
+    package init(places: Int) {
         self.places = max(1, places)
         state = Mutex(State(free: max(1, places)))
     }
 
     /// Jobs running now for `client`.
-    func running(_ client: String) -> Int { state.withLock { $0.running[client] ?? 0 } }
+    package func running(_ client: String) -> Int { state.withLock { $0.running[client] ?? 0 } }
 
     /// Requests waiting for a place now.
-    var waiting: Int { state.withLock { $0.waiters.count } }
+    package var waiting: Int { state.withLock { $0.waiters.count } }
 
     /// Waits up to `seconds` for a place for `client`. A granted place is given back with
     /// ``release(_:)``.
-    func acquire(_ client: String, within seconds: Double) async -> Outcome {
+    package func acquire(_ client: String, within seconds: Double) async -> Outcome {
         let id: UInt64? = state.withLock { state in
             if state.free > 0, state.waiters.isEmpty {
                 state.free -= 1
@@ -86,7 +86,7 @@ final class FairJobs: Sendable {
     }
 
     /// Gives back a place of `client`'s, to the waiting client with the fewest jobs running.
-    func release(_ client: String) {
+    package func release(_ client: String) {
         let next: Waiter? = state.withLock { state in
             let left = (state.running[client] ?? 1) - 1
             state.running[client] = left > 0 ? left : nil
@@ -157,5 +157,5 @@ extension FairJobs.State {
 
 extension FairJobs {
     /// Clients with a request waiting now.
-    var waitingClients: Set<String> { state.withLock { Set($0.waiters.map(\.client)) } }
+    package var waitingClients: Set<String> { state.withLock { Set($0.waiters.map(\.client)) } }
 }

@@ -13,16 +13,23 @@ import Synchronization
 /// - past `cap` open connections, the oldest that are not in a request (idle, or still sending
 ///   their first head) are closed to make room; when every one is in a request, the new
 ///   connection is answered `503` with `Connection: close` and closed.
-struct ConnectionLimits: Sendable {
-    var header: Double = 10
-    var body: Double = 30
-    var idle: Double = 60
-    var cap: Int = 4096
+package struct ConnectionLimits: Sendable {
+    package var header: Double = 10
+    package var body: Double = 30
+    package var idle: Double = 60
+    package var cap: Int = 4096
+
+    package init(header: Double = 10, body: Double = 30, idle: Double = 60, cap: Int = 4096) {
+        self.header = header
+        self.body = body
+        self.idle = idle
+        self.cap = cap
+    }
 }
 
 /// The service's open connections: who may be evicted, and counts for `/metrics`.
-final class ConnectionTable: Sendable {
-    struct Entry {
+package final class ConnectionTable: Sendable {
+    package struct Entry {
         let channel: any Channel
         /// Requests read and not yet answered.
         var busy: Int
@@ -31,30 +38,30 @@ final class ConnectionTable: Sendable {
     }
 
     /// Why the service closed a connection.
-    enum CloseReason: String, CaseIterable, Sendable {
+    package enum CloseReason: String, CaseIterable, Sendable {
         case evicted, refused
         case headerTimeout = "header_timeout", bodyTimeout = "body_timeout", idleTimeout = "idle_timeout"
     }
 
-    let limits: ConnectionLimits
+    package let limits: ConnectionLimits
     private let entries = Mutex<[ObjectIdentifier: Entry]>([:])
     private let closes = Mutex<[CloseReason: Int]>([:])
 
-    init(limits: ConnectionLimits) { self.limits = limits }
+    package init(limits: ConnectionLimits) { self.limits = limits }
 
-    var count: Int { entries.withLock { $0.count } }
+    package var count: Int { entries.withLock { $0.count } }
 
     /// Connections closed by the service so far, by reason.
-    var closed: [CloseReason: Int] { closes.withLock { $0 } }
+    package var closed: [CloseReason: Int] { closes.withLock { $0 } }
 
-    func count(_ reason: CloseReason, _ times: Int = 1) {
+    package func count(_ reason: CloseReason, _ times: Int = 1) {
         guard times > 0 else { return }
         closes.withLock { $0[reason, default: 0] += times }
     }
 
     /// Registers a new connection. Returns `false` when it is over the cap with nothing to evict
     /// (every other connection is in a request); otherwise closes the oldest idle ones past it.
-    func opened(_ channel: any Channel) -> Bool {
+    package func opened(_ channel: any Channel) -> Bool {
         let key = ObjectIdentifier(channel)
         let (admitted, victims) = entries.withLock { table -> (Bool, [any Channel]) in
             table[key] = Entry(channel: channel, busy: 0, since: .now)
@@ -78,14 +85,14 @@ final class ConnectionTable: Sendable {
         return admitted
     }
 
-    func closed(_ channel: any Channel) { _ = entries.withLock { $0.removeValue(forKey: ObjectIdentifier(channel)) } }
+    package func closed(_ channel: any Channel) { _ = entries.withLock { $0.removeValue(forKey: ObjectIdentifier(channel)) } }
 
-    func requestStarted(_ channel: any Channel) {
+    package func requestStarted(_ channel: any Channel) {
         entries.withLock { $0[ObjectIdentifier(channel)]?.busy += 1 }
     }
 
     /// Returns whether the connection is now idle (no request left unanswered).
-    func requestAnswered(_ channel: any Channel) -> Bool {
+    package func requestAnswered(_ channel: any Channel) -> Bool {
         entries.withLock { table in
             guard var entry = table[ObjectIdentifier(channel)] else { return true }
             entry.busy = max(0, entry.busy - 1)
@@ -98,11 +105,11 @@ final class ConnectionTable: Sendable {
 
 /// One connection's view of ``ConnectionTable``: it sits after the HTTP codec, sees each
 /// request's head and end and each answer's end, and keeps the connection's one deadline.
-final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPRequestPart
-    typealias InboundOut = HTTPRequestPart
-    typealias OutboundIn = HTTPResponsePart
-    typealias OutboundOut = HTTPResponsePart
+package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
+    package typealias InboundIn = HTTPRequestPart
+    package typealias InboundOut = HTTPRequestPart
+    package typealias OutboundIn = HTTPResponsePart
+    package typealias OutboundOut = HTTPResponsePart
 
     private let table: ConnectionTable
     private var registered = false
@@ -110,24 +117,24 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var closeAfterAnswer = false
     private var requestsOpen = 0
 
-    init(table: ConnectionTable) { self.table = table }
+    package init(table: ConnectionTable) { self.table = table }
 
-    func handlerAdded(context: ChannelHandlerContext) {
+    package func handlerAdded(context: ChannelHandlerContext) {
         if context.channel.isActive { register(context) }
     }
 
-    func channelActive(context: ChannelHandlerContext) {
+    package func channelActive(context: ChannelHandlerContext) {
         register(context)
         context.fireChannelActive()
     }
 
-    func channelInactive(context: ChannelHandlerContext) {
+    package func channelInactive(context: ChannelHandlerContext) {
         deadline?.cancel()
         table.closed(context.channel)
         context.fireChannelInactive()
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
+    package func handlerRemoved(context: ChannelHandlerContext) {
         deadline?.cancel()
         table.closed(context.channel)
     }
@@ -167,7 +174,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
             requestsOpen += 1
@@ -184,7 +191,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         context.fireChannelRead(data)
     }
 
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let part = unwrapOutboundIn(data)
         if case .head(let head) = part, head.headerFields[.connection]?.lowercased() == "close" { closeAfterAnswer = true }
         guard case .end = part, requestsOpen > 0 else {

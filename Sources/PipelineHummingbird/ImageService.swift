@@ -5,44 +5,44 @@ import PipelineKit
 import Synchronization
 
 /// What the service answers, before it is an HTTP response.
-struct ServeAnswer: Sendable {
-    var status: Int
-    var headers: [(String, String)] = []
-    var body = Data()
+package struct ServeAnswer: Sendable {
+    package var status: Int
+    package var headers: [(String, String)] = []
+    package var body = Data()
     /// A body too large to keep in memory (``ImagePipelines/Options/spoolThreshold``), sent from
     /// its file instead of ``body``.
-    var file: SpooledFile?
+    package var file: SpooledFile?
     /// The body's size in bytes.
-    var bodyBytes: Int { file?.byteCount ?? body.count }
+    package var bodyBytes: Int { file?.byteCount ?? body.count }
     /// For the access log and the metrics.
-    var pipeline = "-"
-    var cache = "-"
+    package var pipeline = "-"
+    package var cache = "-"
     /// The request's source, without its query (which may hold an origin's token).
-    var source: String?
+    package var source: String?
     /// The variant asked for, in a pipeline with variants.
-    var variant: String?
+    package var variant: String?
     /// The item, when one ran (for the run's metrics).
-    var item: ItemResult?
+    package var item: ItemResult?
     /// Seconds the request waited for a job place, when it was admitted to one.
-    var queued: Double?
+    package var queued: Double?
 
     /// Names the pipeline and the source (without its query, which may hold an origin's token)
     /// for the access log and the metrics.
-    mutating func label(_ pipeline: String, source: String, variant: String?) {
+    package mutating func label(_ pipeline: String, source: String, variant: String?) {
         self.pipeline = pipeline
         self.variant = variant
         self.source = String(source.prefix { $0 != "?" })
     }
 
     /// 429 `busy` with `Retry-After`: the service is at its limit, not failing.
-    static func busy(_ detail: String) -> ServeAnswer {
+    package static func busy(_ detail: String) -> ServeAnswer {
         var busy = problem(429, kind: "busy", detail)
         busy.headers.append(("Retry-After", "1"))
         return busy
     }
 
     /// An `application/problem+json` answer naming the error's kind.
-    static func problem(_ status: Int, kind: String, _ detail: String, pipeline: String = "-") -> ServeAnswer {
+    package static func problem(_ status: Int, kind: String, _ detail: String, pipeline: String = "-") -> ServeAnswer {
         var body = JSONLine()
         body.add("type", "https://pipelinectl.dev/problems/" + kind)
         body.add("title", kind)
@@ -56,16 +56,16 @@ struct ServeAnswer: Sendable {
 }
 
 /// One pipeline file as the service runs it.
-struct Preset: Sendable {
-    let name: String
-    let pipeline: Pipeline
+package struct Preset: Sendable {
+    package let name: String
+    package let pipeline: Pipeline
     /// The runner of the file as written; requests with parameters or a variant get runners
     /// derived from it (``ImagePipelines/runner(pipeline:variant:params:format:)``).
-    let runner: PipelineRunner
+    package let runner: PipelineRunner
     /// Where its sources may come from (`serve.sources`, local roots resolved at start).
-    let boundary: SourceBoundary
+    package let boundary: SourceBoundary
 
-    init(name: String, pipeline: Pipeline, runner: PipelineRunner) {
+    package init(name: String, pipeline: Pipeline, runner: PipelineRunner) {
         self.name = name
         self.pipeline = pipeline
         self.runner = runner
@@ -73,31 +73,31 @@ struct Preset: Sendable {
     }
 
     /// `text` as a source of this preset: its loads and redirects kept inside ``boundary``.
-    func source(_ text: String) -> Source { Source(text: text, index: 1, boundary: boundary) }
+    package func source(_ text: String) -> Source { Source(text: text, index: 1, boundary: boundary) }
 }
 
 /// The service's logic, apart from HTTP: reads a request, checks its signature, parameters and
 /// source, admits it, runs the item on the preset's engine and answers with the output.
-final class ImageService: Sendable {
+package final class ImageService: Sendable {
     /// The pipelines, loaded once: the same object app code processes images with.
-    let library: ImagePipelines
-    let presets: [String: Preset]
-    let keys: SigningKeys?
-    let admission: RequestAdmission
-    let timeout: Double
+    package let library: ImagePipelines
+    package let presets: [String: Preset]
+    package let keys: SigningKeys?
+    package let admission: RequestAdmission
+    package let timeout: Double
     private let draining = Atomic(false)
     /// Requests running now, by preset and source: a request for a source already being made
     /// joins that work (one fetch, one decode) without taking a place of its own.
     private let sourcesInFlight = Mutex<[String: Int]>([:])
     /// Requests that may join one source's work at once; past it they are admitted as any other
     /// (a client asking for every width of one source cannot bypass admission without bound).
-    static let joinsPerSource = 64
+    package static let joinsPerSource = 64
     private let joinedNow = Atomic(0)
 
     /// Requests in flight: admitted ones (running or waiting) and those that joined running work.
-    var requestsInFlight: Int { admission.inFlight + joinedNow.load(ordering: .relaxed) }
+    package var requestsInFlight: Int { admission.inFlight + joinedNow.load(ordering: .relaxed) }
 
-    init(library: ImagePipelines, keys: SigningKeys?, admission: RequestAdmission, timeout: Double) {
+    package init(library: ImagePipelines, keys: SigningKeys?, admission: RequestAdmission, timeout: Double) {
         self.library = library
         var presets: [String: Preset] = [:]
         for (name, runner) in library.baseRunners { presets[name] = Preset(name: name, pipeline: library.pipelines[name]!, runner: runner) }
@@ -108,12 +108,12 @@ final class ImageService: Sendable {
     }
 
     /// Readiness goes 503 from now on (SIGTERM); requests in flight and new ones are still served.
-    func drain() { draining.store(true, ordering: .relaxed) }
-    var isDraining: Bool { draining.load(ordering: .relaxed) }
+    package func drain() { draining.store(true, ordering: .relaxed) }
+    package var isDraining: Bool { draining.load(ordering: .relaxed) }
 
     /// Answers `GET`/`HEAD` `target` (the raw request target) with the request's `Accept` and
     /// `If-None-Match`: ``prepare(target:accept:ifNoneMatch:)``, then the job if one was admitted.
-    func answer(target: String, accept: String?, ifNoneMatch: String?, client: String = "") async -> ServeAnswer {
+    package func answer(target: String, accept: String?, ifNoneMatch: String?, client: String = "") async -> ServeAnswer {
         switch await prepare(target: target, accept: accept, ifNoneMatch: ifNoneMatch, client: client) {
         case .answered(let answer): return answer
         case .admitted(let job): return await run(job)
@@ -124,7 +124,7 @@ final class ImageService: Sendable {
     /// a stored result, a 304 for one, or 429 when every place is taken), else its admitted job,
     /// which holds a place until ``run(_:)`` returns. Only a job is worth cancelling when the
     /// client leaves; everything else is answered at once.
-    func prepare(target: String, accept: String?, ifNoneMatch: String?, client: String = "") async -> Prepared {
+    package func prepare(target: String, accept: String?, ifNoneMatch: String?, client: String = "") async -> Prepared {
         // No signature where one must be (a path that starts with a pipeline's name, say): 403,
         // as for a wrong one, before the target is read any further.
         if keys != nil, !Self.startsWithSignature(target) {
@@ -152,20 +152,20 @@ final class ImageService: Sendable {
     }
 
     /// Whether the target's first segment has a signature's form (32 bytes of base64url).
-    static func startsWithSignature(_ target: String) -> Bool {
+    package static func startsWithSignature(_ target: String) -> Bool {
         let first = target.dropFirst().prefix { $0 != "/" && $0 != "?" }
         return SigningKeys.base64URLDecode(String(first))?.count == 32
     }
 
     /// A request's answer, or its admitted job (see ``prepare(target:accept:ifNoneMatch:)``).
-    enum Prepared: Sendable {
+    package enum Prepared: Sendable {
         case answered(ServeAnswer)
         case admitted(AdmittedJob)
     }
 
     /// A request admitted to run on its preset's engine: it holds a place (running or waiting)
     /// until ``ImageService/run(_:)`` returns.
-    struct AdmittedJob: Sendable {
+    package struct AdmittedJob: Sendable {
         let preset: Preset
         let runner: PipelineRunner
         let source: String
@@ -181,7 +181,7 @@ final class ImageService: Sendable {
     }
 
     /// A request whose signature holds: its answer, or its admitted job.
-    func prepare(_ request: ServeRequest, preset: Preset, accept: String?, ifNoneMatch: String?, client: String) async -> Prepared {
+    package func prepare(_ request: ServeRequest, preset: Preset, accept: String?, ifNoneMatch: String?, client: String) async -> Prepared {
         var values: [String: String] = [:]
         // `expires` is checked with the signature; `v` only versions the URL (the signature covers it).
         for (name, value) in request.parameters where name != "expires" && name != "v" {
@@ -231,7 +231,7 @@ final class ImageService: Sendable {
 
     /// Runs an admitted job (waiting for a job place first, unless it joined running work) and
     /// gives its place back.
-    func run(_ job: AdmittedJob) async -> ServeAnswer {
+    package func run(_ job: AdmittedJob) async -> ServeAnswer {
         defer {
             if job.joined { joinedNow.subtract(1, ordering: .relaxed) } else { admission.leave(client: job.client) }
             sourcesInFlight.withLock { flights in
@@ -276,7 +276,7 @@ final class ImageService: Sendable {
     }
 
     /// 403 for a missing, wrong or expired signature; `nil` when the request may go on.
-    func checkSignature(_ request: ServeRequest) -> ServeAnswer? {
+    package func checkSignature(_ request: ServeRequest) -> ServeAnswer? {
         if let keys, keys.verify(request.signature, of: request.signed) == nil {
             return .problem(403, kind: "bad_signature", "the signature does not match the path (sign it with `pipelinectl sign`)")
         }
@@ -289,13 +289,13 @@ final class ImageService: Sendable {
 
     /// Sources outside `serve.sources` are refused (``SourceBoundary`` decides, on what the loader
     /// will open); so are local paths unless a directory is listed.
-    func checkSource(_ source: String, preset: Preset) -> ServeAnswer? {
+    package func checkSource(_ source: String, preset: Preset) -> ServeAnswer? {
         guard let refusal = preset.boundary.refusal(for: source) else { return nil }
         return .problem(403, kind: "source_not_allowed", refusal)
     }
 
     /// The result of `work`, or `nil` when it did not finish within the time limit (then cancelled).
-    func withinTimeLimit(_ work: @escaping @Sendable () async -> ProcessedItem) async -> ProcessedItem? {
+    package func withinTimeLimit(_ work: @escaping @Sendable () async -> ProcessedItem) async -> ProcessedItem? {
         await withTaskGroup(of: ProcessedItem?.self) { group in
             group.addTask { await work() }
             group.addTask { [timeout] in
@@ -310,13 +310,13 @@ final class ImageService: Sendable {
 
     /// The runner for a request: the preset's own, or one derived with its variant, parameters and
     /// negotiated format (kept by the library for later requests of the same kind).
-    func runner(_ preset: Preset, variant: String?, values: [String: String], format: NegotiatedFormat?) throws -> PipelineRunner {
+    package func runner(_ preset: Preset, variant: String?, values: [String: String], format: NegotiatedFormat?) throws -> PipelineRunner {
         if variant == nil, values.isEmpty, format == nil, !preset.pipeline.hasVariants { return preset.runner }
         return try library.runner(pipeline: preset.name, variant: variant, params: values, format: format)
     }
 
     /// The HTTP answer for an item's result.
-    func respond(_ made: ProcessedItem, preset: Preset, negotiated: Bool, ifNoneMatch: String?) -> ServeAnswer {
+    package func respond(_ made: ProcessedItem, preset: Preset, negotiated: Bool, ifNoneMatch: String?) -> ServeAnswer {
         let result = made.result
         guard result.status == .ok || result.status == .kept, let output = made.outputs.first else {
             return failure(result.error)
@@ -345,7 +345,7 @@ final class ImageService: Sendable {
     }
 
     /// Whether an `If-None-Match` value names `etag` (or is `*`).
-    static func matches(_ header: String, _ etag: String) -> Bool {
+    package static func matches(_ header: String, _ etag: String) -> Bool {
         header.split(separator: ",").contains { part in
             let tag = part.trimmingCharacters(in: .whitespaces)
             return tag == "*" || tag == etag || tag == "W/" + etag
@@ -353,7 +353,7 @@ final class ImageService: Sendable {
     }
 
     /// The problem answer for a failed item, by the kind of failure.
-    func failure(_ error: ItemError?) -> ServeAnswer {
+    package func failure(_ error: ItemError?) -> ServeAnswer {
         guard let error else { return .problem(500, kind: "failed", "the image could not be made") }
         let detail = "\(error.stage.rawValue): \(error.message)"
         switch error.kind {

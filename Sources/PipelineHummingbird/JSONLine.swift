@@ -4,22 +4,24 @@ import Foundation
 /// service writes them on every request, and through JSONSerialization they cost a 429 more than
 /// the rest of its answer. Keys come out sorted, as JSONSerialization's `.sortedKeys` writes them;
 /// slashes are not escaped.
-struct JSONLine {
+package struct JSONLine {
     private var fields: [(key: String, json: String)] = []
 
-    mutating func add(_ key: String, _ value: String) { fields.append((key, Self.quoted(value))) }
-    mutating func add(_ key: String, _ value: Int) { fields.append((key, String(value))) }
-    mutating func add(_ key: String, _ value: Double) { fields.append((key, value.isFinite ? "\(value)" : "null")) }
+    package init() {}
+
+    package mutating func add(_ key: String, _ value: String) { fields.append((key, Self.quoted(value))) }
+    package mutating func add(_ key: String, _ value: Int) { fields.append((key, String(value))) }
+    package mutating func add(_ key: String, _ value: Double) { fields.append((key, value.isFinite ? "\(value)" : "null")) }
 
     /// The object, e.g. `{"a":1,"b":"x"}`.
-    var text: String {
+    package var text: String {
         "{" + fields.sorted { $0.key < $1.key }.map { Self.quoted($0.key) + ":" + $0.json }.joined(separator: ",") + "}"
     }
 
-    var data: Data { Data(text.utf8) }
+    package var data: Data { Data(text.utf8) }
 
     /// `text` as a JSON string: quotes, backslashes and control characters escaped.
-    static func quoted(_ text: String) -> String {
+    package static func quoted(_ text: String) -> String {
         var out = "\""
         out.reserveCapacity(text.utf8.count + 2)
         for scalar in text.unicodeScalars {

@@ -1,0 +1,273 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import PipelineKit
+
+/// Served pipelines on a Hummingbird app's own `Router`: exactly what `pipelinectl serve`
+/// answers, which is built on it.
+///
+/// ```swift
+/// let images = try ImagePipelines(paths: ["pipelines"], registry: BuiltIns.registry(), options: options)
+/// let routes = ImageRoutes(library: images)
+/// let router = Router(context: ImageRequestContext.self)
+/// routes.add(to: router, atPath: "/img")   // GET /img/SIGNATURE/PIPELINE[/VARIANT]/SOURCE
+/// routes.operations.add(to: router)        // /livez, /readyz, /metrics
+/// ```
+///
+/// What comes with the routes: signatures (``ImagePipelines/keys``; none checked when `nil`),
+/// `expires`, params checked by their specs, the source boundary, `ETag`/`304`, `Accept`
+/// negotiation and `Vary`, admission (jobs, a queue shared fairly by client, `429` with
+/// `Retry-After`), a time limit (`504`), problem+json errors, one JSON access-log line per
+/// request, and Prometheus metrics. A request whose client goes away stops its work (unless
+/// another request shares it) when the router's context is a ``ClientConnectionContext`` and the
+/// server runs a ``ClientCloseWatcher`` on each connection.
+///
+/// What belongs to the app's server: connection timeouts, caps and the open-file limit
+/// (docs/library.md shows how to set them, with `pipelinectl serve`'s defaults).
+public final class ImageRoutes: Sendable {
+    /// How requests are admitted and answered; every default is `pipelinectl serve`'s.
+    public struct Options: Sendable {
+        /// Requests processed at once (default: one per CPU the process may use).
+        public var jobs: Int = UsableCores.count
+        /// Requests that may wait for a job; past jobs + queue, `429` at once (`nil`: 64 per job,
+        /// at least 128).
+        public var queue: Int?
+        /// Longest a request waits for a job place, actual or expected from recent jobs (then
+        /// `429`); 0: no limit. Seconds.
+        public var queueWait: Double = 5
+        /// Longest time a request may take, waiting included (then `504`). Seconds.
+        public var timeout: Double = 30
+        /// Addresses of proxies in front, whose `X-Forwarded-For` names the client that queue
+        /// places are shared by.
+        public var trustedProxies: Set<String> = []
+        /// Where the access log goes: one JSON line per request.
+        public var accessLog: AccessLog = .standardOutput
+
+        public init() {}
+    }
+
+    /// Where the access log's lines go.
+    public enum AccessLog: Sendable {
+        case off
+        /// Standard output, one JSON line per request.
+        case standardOutput
+        /// Handed to the app, one JSON line (without its newline) per request.
+        case custom(@Sendable (String) -> Void)
+    }
+
+    package let service: ImageService
+    package let metrics: ServeMetrics
+    let options: Options
+    /// The server's connection table, when it keeps one (its counts go into the metrics).
+    package let connections: ConnectionTable?
+
+    /// Routes for every pipeline of `library`, signed with its ``ImagePipelines/keys`` (`nil`:
+    /// unsigned, for development only).
+    public convenience init(library: ImagePipelines, options: Options = Options()) {
+        self.init(library: library, options: options, connections: nil)
+    }
+
+    package init(library: ImagePipelines, options: Options, connections: ConnectionTable?) {
+        let jobs = max(1, options.jobs)
+        service = ImageService(library: library, keys: library.keys,
+                               admission: RequestAdmission(jobs: jobs, queue: options.queue ?? max(128, 64 * jobs), queueWait: options.queueWait),
+                               timeout: options.timeout)
+        metrics = ServeMetrics(presets: library.names)
+        self.options = options
+        self.connections = connections
+    }
+
+    /// Adds `GET` and `HEAD` of `PATH/SIGNATURE/PIPELINE[/VARIANT]/SOURCE[?PARAMS]` to `router`
+    /// (other methods there: `405`).
+    /// - Parameter path: where the routes go (`""`: at the root, as `pipelinectl serve` has them).
+    public func add<Context: RequestContext>(to router: Router<Context>, atPath path: String = "") {
+        let prefix = path.hasSuffix("/") ? String(path.dropLast()) : path
+        let group = prefix.isEmpty ? router.group() : router.group(RouterPath(prefix))
+        let handler: @Sendable (Request, Context) async throws -> Response = { [self] request, context in
+            await respond(request, prefix: prefix, channel: (context as? any ClientConnectionContext)?.channel)
+        }
+        group.get(use: handler)  // the bare prefix: refused as unsigned, as anything else
+        group.head(use: handler)
+        group.get("**", use: handler)
+        group.head("**", use: handler)
+        for method in [HTTPRequest.Method.post, .put, .delete, .patch] {
+            group.on("**", method: method) { [self] request, _ in
+                var answer = ServeAnswer.problem(405, kind: "method_not_allowed", "only GET and HEAD")
+                answer.headers.append(("Allow", "GET, HEAD"))
+                metrics.record(answer, seconds: 0)
+                return Self.response(answer, head: false)
+            }
+        }
+    }
+
+    /// `/livez`, `/readyz` (503 once ``drain()`` was called) and `/metrics` for these routes.
+    public var operations: OperationsRoutes {
+        OperationsRoutes(notReady: "draining\n", ready: { [service] in !service.isDraining }) { [self] in
+            metrics.exposition(inFlight: service.requestsInFlight,
+                               loadsWaiting: service.presets.values.reduce(0) { $0 + $1.runner.loadsWaiting }, connections: connections)
+        }
+    }
+
+    /// From now on `/readyz` answers 503 and every answer closes its connection (clients move to
+    /// the instances that stay); requests are still served.
+    public func drain() { service.drain() }
+
+    /// Requests admitted or joined now.
+    public var requestsInFlight: Int { service.requestsInFlight }
+
+    func respond(_ request: Request, prefix: String, channel: (any Channel)?) async -> Response {
+        let start = ContinuousClock.now
+        var target = request.uri.string
+        if !prefix.isEmpty, target.hasPrefix(prefix) { target = String(target.dropFirst(prefix.count)) }
+        let answer = await answerCancellingOnClose(request, target: target, channel: channel)
+        let seconds = (ContinuousClock.now - start).seconds
+        metrics.record(answer, seconds: seconds)
+        switch options.accessLog {
+        case .off: break
+        case .standardOutput: FileHandle.standardOutput.write(Data((Self.logLine(request, answer, seconds: seconds) + "\n").utf8))
+        case .custom(let write): write(Self.logLine(request, answer, seconds: seconds))
+        }
+        return Self.response(answer, head: request.method == .head)
+    }
+
+    /// Middleware that closes each answer's connection once ``drain()`` was called, so that
+    /// kept-alive clients move to the instances that stay. Add it before the routes it covers.
+    public func drainMiddleware<Context: RequestContext>(context: Context.Type = Context.self) -> DrainMiddleware<Context> {
+        DrainMiddleware(isDraining: { [service] in service.isDraining })
+    }
+
+    /// The image answer. A job is cancelled when the client closes the connection first (work
+    /// that another request waits for goes on: the engine shares it).
+    func answerCancellingOnClose(_ request: Request, target: String, channel: (any Channel)?) async -> ServeAnswer {
+        let accept = request.headers[.accept], ifNoneMatch = request.headers[.ifNoneMatch]
+        let job: ImageService.AdmittedJob
+        let client = ClientAddress.of(peer: channel?.remoteAddress?.ipAddress, forwardedFor: request.headers[values: .xForwardedFor],
+                                      trusting: options.trustedProxies)
+        switch await service.prepare(target: target, accept: accept, ifNoneMatch: ifNoneMatch, client: client) {
+        case .answered(let answer): return answer
+        case .admitted(let admitted): job = admitted
+        }
+        guard let channel, let watcher = try? await channel.pipeline.handler(type: ClientCloseWatcher.self).get() else {
+            return await service.run(job)
+        }
+        return await withTaskGroup(of: ServeAnswer?.self) { [service] group in
+            group.addTask { await service.run(job) }
+            group.addTask {
+                await watcher.clientClosed()
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first ?? .problem(499, kind: "cancelled", "the client closed the connection")
+        }
+    }
+
+    package static func response(_ answer: ServeAnswer, head: Bool) -> Response {
+        var fields = HTTPFields()
+        for (name, value) in answer.headers { if let field = HTTPField.Name(name) { fields.append(HTTPField(name: field, value: value)) } }
+        if answer.status != 304 { fields[.contentLength] = String(answer.bodyBytes) }
+        let body: ResponseBody
+        if head || answer.status == 304 {
+            body = ResponseBody()
+        } else if let file = answer.file {
+            body = streaming(file)
+        } else {
+            body = ResponseBody(byteBuffer: ByteBuffer(bytes: answer.body))
+        }
+        return Response(status: HTTPResponse.Status(code: answer.status), headers: fields, body: body)
+    }
+
+    /// A spooled output sent in parts of 256 KiB, read on the engine's I/O threads; the file goes
+    /// when the last part is written (the body holds the last reference).
+    static func streaming(_ file: SpooledFile) -> ResponseBody {
+        ResponseBody(contentLength: file.byteCount) { writer in
+            let handle = try await WorkerPool.io.run { try FileHandle(forReadingFrom: URL(fileURLWithPath: file.path)) }
+            defer { try? handle.close() }
+            while true {
+                let part = try await WorkerPool.io.run { try handle.read(upToCount: 256 << 10) ?? Data() }
+                if part.isEmpty { break }
+                try await writer.write(ByteBuffer(bytes: part))
+            }
+            try await writer.finish(nil)
+        }
+    }
+
+    /// One access-log line: no signature, no query of the source.
+    static func logLine(_ request: Request, _ answer: ServeAnswer, seconds: Double) -> String {
+        var line = JSONLine()
+        line.add("time", Date().formatted(.iso8601))
+        line.add("method", request.method.rawValue)
+        line.add("status", answer.status)
+        line.add("pipeline", answer.pipeline)
+        line.add("bytes", answer.bodyBytes)
+        line.add("ms", (seconds * 10_000).rounded() / 10)
+        line.add("cache", answer.cache)
+        if let source = answer.source { line.add("source", source) }
+        if let variant = answer.variant { line.add("variant", variant) }
+        if let type = answer.headers.first(where: { $0.0 == "Content-Type" })?.1, type.hasPrefix("image/") { line.add("type", type) }
+        if let error = answer.item?.error { line.add("error", error.kind.rawValue) }
+        if let queued = answer.queued { line.add("queue_ms", (queued * 10_000).rounded() / 10) }
+        if let timings = answer.item?.timings {
+            for (name, ms) in [("load_ms", timings.load), ("decode_ms", timings.decode), ("process_ms", timings.process),
+                               ("encode_ms", timings.encode)] where ms > 0 {
+                line.add(name, (ms * 10).rounded() / 10)
+            }
+        }
+        return line.text
+    }
+}
+
+/// `/livez`, `/readyz` and `/metrics`: one operations group for `pipelinectl serve`, `work` and
+/// apps. Readiness means "can serve": 503 only while stopping.
+public struct OperationsRoutes: Sendable {
+    let notReady: String
+    let ready: @Sendable () -> Bool
+    let metrics: @Sendable () async -> Data
+
+    /// - Parameters:
+    ///   - notReady: the body of a 503 from `/readyz` (`draining\n`).
+    ///   - ready: whether `/readyz` answers 200.
+    ///   - metrics: the Prometheus text exposition `/metrics` answers.
+    public init(notReady: String = "stopping\n", ready: @escaping @Sendable () -> Bool,
+                metrics: @escaping @Sendable () async -> Data) {
+        self.notReady = notReady
+        self.ready = ready
+        self.metrics = metrics
+    }
+
+    /// Adds the routes (`GET` and `HEAD`) to `router`; `/metrics` only with `metrics: true`.
+    public func add<Context: RequestContext>(to router: Router<Context>, metrics includeMetrics: Bool = true) {
+        for (path, answer) in [("/livez", { @Sendable () async -> Response in Self.text(200, "ok\n") }),
+                               ("/readyz", { @Sendable [self] () async -> Response in ready() ? Self.text(200, "ready\n") : Self.text(503, notReady) })] {
+            router.get(RouterPath(path)) { _, _ in await answer() }
+            router.head(RouterPath(path)) { _, _ in await answer() }
+        }
+        guard includeMetrics else { return }
+        router.get("/metrics") { [metrics] _, _ in
+            let body = await metrics()
+            var fields = HTTPFields()
+            fields[.contentType] = "text/plain; version=0.0.4"
+            fields[.contentLength] = String(body.count)
+            return Response(status: .ok, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+        }
+    }
+
+    static func text(_ status: Int, _ body: String) -> Response {
+        var fields = HTTPFields()
+        fields[.contentType] = "text/plain"
+        fields[.contentLength] = String(body.utf8.count)
+        return Response(status: HTTPResponse.Status(code: status), headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(string: body)))
+    }
+}
+
+/// Adds `Connection: close` to every answer while the service drains (``ImageRoutes/drainMiddleware(context:)``).
+public struct DrainMiddleware<Context: RequestContext>: RouterMiddleware {
+    let isDraining: @Sendable () -> Bool
+
+    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var response = try await next(request, context)
+        if isDraining() { response.headers[.connection] = "close" }
+        return response
+    }
+}

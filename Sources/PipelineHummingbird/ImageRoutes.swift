@@ -95,7 +95,7 @@ public final class ImageRoutes: Sendable {
             group.on("**", method: method) { [self] request, _ in
                 var answer = ServeAnswer.problem(405, kind: "method_not_allowed", "only GET and HEAD")
                 answer.headers.append(("Allow", "GET, HEAD"))
-                metrics.record(answer, seconds: 0)
+                record(request, answer, seconds: 0)
                 return Self.response(answer, head: false)
             }
         }
@@ -121,14 +121,18 @@ public final class ImageRoutes: Sendable {
         var target = request.uri.string
         if !prefix.isEmpty, target.hasPrefix(prefix) { target = String(target.dropFirst(prefix.count)) }
         let answer = await answerCancellingOnClose(request, target: target, channel: channel)
-        let seconds = (ContinuousClock.now - start).seconds
+        record(request, answer, seconds: (ContinuousClock.now - start).seconds)
+        return Self.response(answer, head: request.method == .head)
+    }
+
+    /// Counts an answer in the metrics and writes its access-log line.
+    func record(_ request: Request, _ answer: ServeAnswer, seconds: Double) {
         metrics.record(answer, seconds: seconds)
         switch options.accessLog {
         case .off: break
         case .standardOutput: FileHandle.standardOutput.write(Data((Self.logLine(request, answer, seconds: seconds) + "\n").utf8))
         case .custom(let write): write(Self.logLine(request, answer, seconds: seconds))
         }
-        return Self.response(answer, head: request.method == .head)
     }
 
     /// Middleware that closes each answer's connection once ``drain()`` was called, so that
@@ -269,5 +273,63 @@ public struct DrainMiddleware<Context: RequestContext>: RouterMiddleware {
         var response = try await next(request, context)
         if isDraining() { response.headers[.connection] = "close" }
         return response
+    }
+}
+
+// MARK: Uploads
+
+extension ImageRoutes {
+    /// An upload turned into the pipeline's outputs: the request's body (the image's bytes, sent
+    /// as `image/*` or `application/octet-stream`) processed by `pipeline`, the outputs going to
+    /// `delivery`'s sink (stored by the pipeline's `output:` by default).
+    ///
+    /// Refused with problem+json before anything is written: a body past `maxBytes` (`413`, read
+    /// no further), another Content-Type (`415`), an empty body (`400`); an image that cannot be
+    /// made gets the status its failure kind has in the service (`415 not_an_image`, `413
+    /// too_large` for a decompression bomb, refused from its header, `422 decode_failed`, ...).
+    /// - Parameter name: names the upload in reports, and `{stem}` in output names.
+    public func upload(_ request: Request, pipeline: String, name: String = "upload", maxBytes: Int = 50 << 20,
+                       delivery: OutputDelivery = .store) async throws -> ProcessedItem {
+        let type = (request.headers[.contentType] ?? "").split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        guard type.hasPrefix("image/") || type == "application/octet-stream" else {
+            throw ProblemError(ServeAnswer.problem(415, kind: "unsupported_media_type",
+                                                   "send the image's bytes as image/* or application/octet-stream, not '\(type.isEmpty ? "(none)" : type)'"))
+        }
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > maxBytes {
+            throw ProblemError(ServeAnswer.problem(413, kind: "too_large", "the upload is \(length) bytes; at most \(maxBytes) are taken"))
+        }
+        let body: ByteBuffer
+        do { body = try await request.body.collect(upTo: maxBytes) } catch {
+            throw ProblemError(ServeAnswer.problem(413, kind: "too_large", "the upload is larger than \(maxBytes) bytes"))
+        }
+        guard body.readableBytes > 0 else { throw ProblemError(ServeAnswer.problem(400, kind: "empty_upload", "the request has no body")) }
+        let made: ProcessedItem
+        do {
+            made = try await service.library.process(bytes: Data(buffer: body), name: name, pipeline: pipeline, delivery: delivery)
+        } catch let failure as PipelineError {
+            let item = ItemError(stage: failure.stage ?? .load, kind: failure.kind, message: failure.message, plugin: failure.plugin)
+            throw ProblemError(failure.kind == .notFound && failure.stage == nil
+                ? ServeAnswer.problem(404, kind: "not_found", failure.message) : service.failure(item))
+        }
+        return made
+    }
+}
+
+/// A problem+json answer thrown from a route (``ImageRoutes/upload(_:pipeline:name:maxBytes:delivery:)``).
+public struct ProblemError: HTTPResponseError {
+    let answer: ServeAnswer
+
+    init(_ answer: ServeAnswer) { self.answer = answer }
+
+    /// The HTTP status.
+    public var status: HTTPResponse.Status { HTTPResponse.Status(code: answer.status) }
+    /// The kind of problem (`too_large`, `not_an_image`, ...).
+    public var kind: String { problemKind }
+    private var problemKind: String {
+        ((try? JSONSerialization.jsonObject(with: answer.body)) as? [String: Any])?["title"] as? String ?? ""
+    }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        ImageRoutes.response(answer, head: request.method == .head)
     }
 }

@@ -159,6 +159,21 @@ import TestSupport
         #expect(await kind { try await images.process(setup.dir.path + "/missing.jpg", pipeline: "thumbs") } == .notFound)
     }
 
+    @Test func aDestinationIsBuiltOnlyWhenSomethingIsStoredInIt() async throws {
+        let setup = try Setup()
+        // An S3 output without credentials: loading and values work; storing fails, typed.
+        try setup.write("bucket", "version: 1\nname: bucket\nencoder: jpeg\noutput:\n  dir: s3://nowhere/thumbs\n")
+        let images = try ImagePipelines(paths: [setup.pipelines.path], registry: BuiltIns.registry())
+        let made = try await images.process(bytes: try Fixtures.jpeg(50, 40), pipeline: "bucket")
+        #expect(made.outputs.count == 1)
+        do {
+            _ = try await images.process(bytes: try Fixtures.jpeg(50, 40), pipeline: "bucket", delivery: .store)
+            Issue.record("an output was stored without credentials")
+        } catch let failure as PipelineError {
+            #expect(failure.stage == .output && failure.message.contains("credentials"), "\(failure.kind): \(failure.message)")
+        }
+    }
+
     @Test func everyProblemOfEveryFileIsThrownAtOnceInValidatesWords() throws {
         let setup = try Setup()
         try setup.write("one", "version: 1\nname: one\nprocessors:\n  - resize: { widht: 10 }\nencoder: jpeg\n")

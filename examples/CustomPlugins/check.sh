@@ -5,9 +5,11 @@ cd "$(dirname "$0")"
 # After source files are added to the repository (this example's path dependency), SwiftPM can
 # keep a stale build plan for it here and fail once with "cannot find 'X' in scope"; a clean build
 # of the example then succeeds. A clean clone (CI) never meets it.
-../../.ci/quiet.sh swift build || { echo "example: retrying with a clean build" >&2; rm -rf .build; ../../.ci/quiet.sh swift build; }
+# Built in the scratch path the repository's examples share, so that PipelineKit is compiled once.
+scratch=../.build-examples
+../../.ci/quiet.sh swift build --scratch-path "$scratch" || { echo "example: retrying with a clean build" >&2; rm -rf "$scratch"; ../../.ci/quiet.sh swift build --scratch-path "$scratch"; }
 ./make-catalog.sh
-bin=.build/debug/custom-pipelinectl
+bin=$scratch/debug/custom-pipelinectl
 fail() { echo "example check failed: $*" >&2; exit 1; }
 
 "$bin" validate catalog.yaml >/dev/null

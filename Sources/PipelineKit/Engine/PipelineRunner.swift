@@ -51,6 +51,10 @@ public struct RunOptions: Sendable {
     public var spoolThreshold: Int = 32 << 20
     /// Where such files go; `nil`: the system's temporary directory.
     public var spoolDirectory: String?
+    /// Build the `output:` destination when an output is first stored, not with the runner
+    /// (``ImagePipelines`` does: outputs taken as values never need it). Default `false`: `run`
+    /// and `work` fail at start for a destination that cannot be made.
+    public var buildsDestinationOnUse = false
 
     public init() {}
 }
@@ -179,7 +183,14 @@ public final class PipelineRunner: Sendable {
         fixedMaxInFlight = options.maxInFlight
         workers = max(1, options.workers)
         outputDirectory = options.outputDirectory ?? pipeline.output.dir
-        destination = try options.destination ?? registry.makeDestination(outputDirectory, options: pipeline.output.options)
+        if let given = options.destination {
+            destination = given
+        } else if options.buildsDestinationOnUse {
+            let directory = outputDirectory, outputOptions = pipeline.output.options
+            destination = LazyDestination(directory: directory) { try registry.makeDestination(directory, options: outputOptions) }
+        } else {
+            destination = try registry.makeDestination(outputDirectory, options: pipeline.output.options)
+        }
         existing = pipeline.output.existing
         factsName = pipeline.output.factsName
         claimsNames = !pipeline.variants.allSatisfy(\.template.isCollisionFree) || factsName.map { !$0.isCollisionFree } == true

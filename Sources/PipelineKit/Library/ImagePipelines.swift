@@ -85,6 +85,7 @@ public final class ImagePipelines: Sendable {
         run.dedupeWindow = 0  // a later request must see a changed source
         run.spoolThreshold = options.spoolThreshold
         run.spoolDirectory = options.spoolDirectory
+        run.buildsDestinationOnUse = true
         run.logger = options.logger
         var runners: [String: PipelineRunner] = [:]
         var first: PipelineRunner?

@@ -1,0 +1,175 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import MagickKit
+import NIOCore
+@testable import PipelineHummingbird
+@testable import PipelineKit
+import Plugins
+import Synchronization
+import Testing
+import TestSupport
+
+/// The service's logic through ``ImageRoutes`` on a Hummingbird `Router`, in this process
+/// (HummingbirdTesting's router client): signatures, params, ETag/304, Accept, HEAD, admission
+/// with 429, the access log and metrics, routes under a prefix. Real ImageMagick; the admission
+/// case holds a scripted load and waits on its events. What needs a process (signals, drain, exit
+/// codes, connections) stays in EndToEndTests.
+@Suite struct ServeInProcessTests {
+    static let key = "main:" + String(repeating: "5a", count: 32)
+
+    struct Setup {
+        let dir: URL
+        var pipelines: URL { dir.appendingPathComponent("pipelines") }
+        var images: URL { dir.appendingPathComponent("images") }
+
+        init() throws {
+            dir = try Fixtures.temporaryDirectory("inprocess")
+            try FileManager.default.createDirectory(at: pipelines, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(at: images, withIntermediateDirectories: true)
+            try Fixtures.jpeg(640, 480).write(to: images.appendingPathComponent("a.jpg"))
+            try """
+                version: 1
+                name: fit
+                params:
+                  w: { sets: processors.0.resize.width, min: 16, max: 1024 }
+                serve:
+                  sources: ["\(images.path)/"]
+                processors:
+                  - resize: { width: 200, height: 200, mode: fit }
+                encoder: auto
+                """.write(to: pipelines.appendingPathComponent("fit.yaml"), atomically: true, encoding: .utf8)
+        }
+
+        func path(_ name: String) -> String { images.appendingPathComponent(name).path }
+    }
+
+    static func sign(_ pipeline: String, _ source: String, params: [String: String] = [:], expires: Int? = nil) throws -> String {
+        let path = ServeRequest.path(pipeline: pipeline, variant: nil, source: source, parameters: params, expires: expires)
+        return "/" + (try SigningKeys(parsing: key, origin: "test")).sign(path) + path
+    }
+
+    static func library(_ paths: [String], registry: PluginRegistry = BuiltIns.registry()) throws -> ImagePipelines {
+        var options = ImagePipelines.Options()
+        options.keys = try SigningKeys(parsing: key, origin: "test")
+        options.workers = 2
+        return try ImagePipelines(paths: paths, registry: registry, options: options)
+    }
+
+    static func problemKind(_ response: TestResponse) -> String {
+        ((try? JSONSerialization.jsonObject(with: Data(buffer: response.body))) as? [String: Any])?["title"] as? String ?? ""
+    }
+
+    @Test func signedAnswersETagsAcceptAndRefusalsInProcess() async throws {
+        let setup = try Setup()
+        let lines = Mutex<[String]>([])
+        var options = ImageRoutes.Options()
+        options.accessLog = .custom { line in lines.withLock { $0.append(line) } }
+        let routes = ImageRoutes(library: try Self.library([setup.pipelines.path]), options: options)
+        let router = Router()
+        routes.operations.add(to: router)
+        routes.add(to: router)
+        let app = Application(router: router)
+        let signed = try Self.sign("fit", setup.path("a.jpg"))
+        try await app.test(.router) { client in
+            let plain = try await client.execute(uri: signed, method: .get)
+            #expect(plain.status == .ok && plain.headers[.contentType] == "image/jpeg")
+            #expect(plain.headers[.vary] == "Accept")
+            let etag = try #require(plain.headers[.eTag])
+            #expect(try await Identified.data(Data(buffer: plain.body)).description == "JPEG 200x150")
+
+            let again = try await client.execute(uri: signed, method: .get, headers: [.ifNoneMatch: etag])
+            #expect(again.status == .notModified && again.body.readableBytes == 0)
+            let avif = try await client.execute(uri: signed, method: .get, headers: [.accept: "image/avif,image/webp,*/*"])
+            #expect(avif.status == .ok && avif.headers[.contentType] == "image/avif")
+            let webp = try await client.execute(uri: signed, method: .get, headers: [.accept: "image/webp,*/*"])
+            #expect(webp.status == .ok && webp.headers[.contentType] == "image/webp")
+            #expect(webp.headers[.eTag] != etag)  // other bytes, another ETag
+            let head = try await client.execute(uri: signed, method: .head)
+            #expect(head.status == .ok && head.body.readableBytes == 0 && head.headers[.contentLength] == plain.headers[.contentLength])
+
+            let narrow = try await client.execute(uri: try Self.sign("fit", setup.path("a.jpg"), params: ["w": "64"]), method: .get)
+            #expect(narrow.status == .ok)
+            #expect(try await Identified.data(Data(buffer: narrow.body)).description == "JPEG 64x48")
+            let wide = try await client.execute(uri: try Self.sign("fit", setup.path("a.jpg"), params: ["w": "5000"]), method: .get)
+            #expect(wide.status == .badRequest && Self.problemKind(wide) == "bad_parameter")
+            let tampered = try await client.execute(uri: signed.replacingOccurrences(of: "a.jpg", with: "b.jpg"), method: .get)
+            #expect(tampered.status == .forbidden && Self.problemKind(tampered) == "bad_signature")
+            let unsigned = try await client.execute(uri: "/fit/" + setup.path("a.jpg"), method: .get)
+            #expect(unsigned.status == .forbidden && Self.problemKind(unsigned) == "bad_signature")
+            let expired = try await client.execute(uri: try Self.sign("fit", setup.path("a.jpg"), expires: 1000), method: .get)
+            #expect(expired.status == .forbidden && Self.problemKind(expired) == "expired")
+            let outside = try await client.execute(uri: try Self.sign("fit", "/etc/passwd"), method: .get)
+            #expect(outside.status == .forbidden && Self.problemKind(outside) == "source_not_allowed")
+            let missing = try await client.execute(uri: try Self.sign("fit", setup.path("none.jpg")), method: .get)
+            #expect(missing.status == .notFound && Self.problemKind(missing) == "not_found")
+            let unknown = try await client.execute(uri: try Self.sign("nosuch", setup.path("a.jpg")), method: .get)
+            #expect(unknown.status == .notFound)
+            let post = try await client.execute(uri: signed, method: .post)
+            #expect(post.status == .methodNotAllowed && post.headers[.allow] == "GET, HEAD")
+
+            let metrics = try await client.execute(uri: "/metrics", method: .get)
+            let text = String(buffer: metrics.body)
+            #expect(text.contains("pipelinectl_requests_total{pipeline=\"fit\",status=\"200\"}"), "\(text.prefix(400))")
+            #expect(text.contains("pipelinectl_items_total{pipeline=\"fit\",status=\"ok\"}"))
+            let ready = try await client.execute(uri: "/readyz", method: .get)
+            #expect(ready.status == .ok)
+        }
+        let logged = lines.withLock { $0 }
+        #expect(logged.count == 14, "\(logged.count) lines")  // every request but the operations routes
+        #expect(logged.first?.contains("\"pipeline\":\"fit\"") == true && logged.first?.contains("\"status\":200") == true)
+        #expect(!logged.contains { $0.contains(signed.split(separator: "/")[0]) })  // no signature in the log
+        routes.drain()
+        try await app.test(.router) { client in
+            let draining = try await client.execute(uri: "/readyz", method: .get)
+            #expect(draining.status == .serviceUnavailable)
+        }
+    }
+
+    @Test func routesUnderAPrefixAnswerThereAndLeaveTheAppsOwnRoutesAlone() async throws {
+        let setup = try Setup()
+        var options = ImageRoutes.Options()
+        options.accessLog = .off
+        let routes = ImageRoutes(library: try Self.library([setup.pipelines.path]), options: options)
+        let router = Router()
+        router.get("/hello") { _, _ in "hello" }
+        routes.add(to: router, atPath: "/img")
+        let app = Application(router: router)
+        try await app.test(.router) { client in
+            let image = try await client.execute(uri: "/img" + (try Self.sign("fit", setup.path("a.jpg"))), method: .get)
+            #expect(image.status == .ok && image.headers[.contentType] == "image/jpeg")
+            let hello = try await client.execute(uri: "/hello", method: .get)
+            #expect(String(buffer: hello.body) == "hello")
+        }
+    }
+
+    @Test func pastEveryPlaceARequestIsRefusedWith429AndRetryAfter() async throws {
+        let loader = ScriptedLoader()
+        loader.script("a", .hold(Data("40x20".utf8)))
+        loader.script("b", .bytes(Data("40x20".utf8)))
+        let dir = try Fixtures.temporaryDirectory("inprocess-429")
+        try ("version: 1\nname: scripted\n" + ScriptedStages.pipeline + "\noutput:\n  dir: \(dir.path)/out\n")
+            .write(to: dir.appendingPathComponent("scripted.yaml"), atomically: true, encoding: .utf8)
+        var options = ImageRoutes.Options()
+        options.jobs = 1
+        options.queue = 0
+        options.accessLog = .off
+        let routes = ImageRoutes(library: try Self.library([dir.path], registry: ScriptedStages.registry(loader)), options: options)
+        let router = Router()
+        routes.add(to: router)
+        let app = Application(router: router)
+        try await app.test(.router) { client in
+            async let held = client.execute(uri: try Self.sign("scripted", "scripted://a"), method: .get)
+            #expect(await loader.log.wait(for: "started a"))
+            let refused = try await client.execute(uri: try Self.sign("scripted", "scripted://b"), method: .get)
+            #expect(refused.status == .tooManyRequests && refused.headers[.retryAfter] == "1" && Self.problemKind(refused) == "busy")
+            loader.release("a")
+            let first = try await held
+            #expect(first.status == .ok && String(buffer: first.body) == "fake 20x10")
+            // The place is free again.
+            let after = try await client.execute(uri: try Self.sign("scripted", "scripted://b"), method: .get)
+            #expect(after.status == .ok)
+        }
+    }
+}

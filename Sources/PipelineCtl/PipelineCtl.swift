@@ -79,7 +79,7 @@ struct RootCommand: AsyncParsableCommand {
               pipelinectl plugins
               pipelinectl --version
             """),
-        subcommands: [Validate.self, Explain.self, Run.self, Fetch.self, Serve.self, Work.self, QueueCommand.self, Sign.self, CacheCommand.self, TestCommand.self, Report.self, PluginsCommand.self, Schema.self]
+        subcommands: [Validate.self, Explain.self, Run.self, Fetch.self, Serve.self, Work.self, QueueCommand.self, Sign.self, CacheCommand.self, TestCommand.self, Report.self, PluginsCommand.self, Schema.self, BenchLibrary.self]
     )
 
     @Flag(help: "Print the version, the source revision and the version of every library it runs with.")

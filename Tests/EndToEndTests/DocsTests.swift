@@ -30,13 +30,38 @@ import TestSupport
                     if option != "--help", !committed.contains("`\(option)`") { missing.append("\(name) \(option)") }
                 }
             }
-            for sub in command["subcommands"] as? [[String: Any]] ?? [] where sub["commandName"] as? String != "help" {
+            // Hidden commands (bench drivers) are not a user's.
+            for sub in command["subcommands"] as? [[String: Any]] ?? [] where sub["commandName"] as? String != "help" && sub["shouldDisplay"] as? Bool != false {
                 walk(sub, path + [sub["commandName"] as? String ?? ""])
             }
         }
         walk(try #require(tree["command"] as? [String: Any]), ["pipelinectl"])
         #expect(count >= 15)
         #expect(missing.isEmpty, "not in docs/cli.md: \(missing)")
+    }
+
+    /// docs/library.md's Swift is examples/HummingbirdApp's code, word for word: each block marked
+    /// `<!-- example: NAME -->` is the app's section `// docs/library.md: NAME` ... `// end`, which
+    /// `make test` builds and exercises (examples/HummingbirdApp/check.sh). No other Swift block.
+    @Test func theLibraryGuidesExamplesAreTheExampleAppsCode() throws {
+        let guide = try String(contentsOf: Self.root.appendingPathComponent("docs/library.md"), encoding: .utf8)
+        let app = try String(contentsOf: Self.root.appendingPathComponent("examples/HummingbirdApp/Sources/HummingbirdApp/main.swift"),
+                             encoding: .utf8)
+        let parts = guide.components(separatedBy: "```swift\n")
+        #expect(parts.count >= 6)
+        var names: [String] = []
+        for (index, part) in parts.enumerated().dropFirst() {
+            let before = parts[index - 1].split(separator: "\n").last.map(String.init) ?? ""
+            let code = part.components(separatedBy: "```")[0]
+            if before.hasPrefix("<!-- the package manifest") { continue }
+            guard before.hasPrefix("<!-- example: "), let name = before.dropFirst(14).split(separator: " ").first else {
+                Issue.record("a Swift block in docs/library.md that is not marked as an example: \(code.prefix(80))")
+                continue
+            }
+            names.append(String(name))
+            #expect(app.contains("// docs/library.md: \(name)\n" + code + "// end\n"), "block '\(name)' differs from the example app's")
+        }
+        #expect(names == ["load", "process", "sign", "mount", "serve"])
     }
 
     /// The built-ins table of the pipeline language guide names every registered plugin in its

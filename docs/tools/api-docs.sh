@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Swift API documentation of PipelineKit and MagickKit (DocC), for plugin authors: symbol graphs
+# The Swift API documentation of PipelineKit, MagickKit and PipelineHummingbird (DocC), for plugin authors: symbol graphs
 # from SwiftPM (public symbols only), converted by the toolchain's docc into static sites.
 #
 #   docs/tools/api-docs.sh OUTDIR     # writes OUTDIR/PipelineKit and OUTDIR/MagickKit
@@ -14,7 +14,7 @@ swift package dump-symbol-graph --minimum-access-level public >/dev/null 2>&1
 graphs=$(swift build --show-bin-path)/../symbolgraph
 work=$(mktemp -d "${TMPDIR:-/tmp}/pipelinekit-api.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-for module in PipelineKit MagickKit; do
+for module in PipelineKit MagickKit PipelineHummingbird; do
     mkdir -p "$work/$module"
     cp "$graphs/$module.symbols.json" "$work/$module/"
     cp "$graphs/$module"@*.symbols.json "$work/$module/" 2>/dev/null || true

@@ -148,7 +148,7 @@ public final class ImagePipelines: Sendable {
     }
 
     /// Processes bytes in memory (an upload) with the pipeline named `pipeline`; see
-    /// ``process(_:pipeline:variant:params:accept:delivery:)-(String,_,_,_,_,_)``.
+    /// the call with a source given as text.
     /// The bytes are sniffed, never trusted by their name or type, and an image whose header
     /// claims more pixels than the decoder allows is refused before any decode memory is taken.
     /// - Parameter name: names the upload in reports, and stands for `{stem}` in output names.

@@ -43,6 +43,29 @@ router.get("/link/:pipeline") { request, context -> String in
 }
 // end
 
+// docs/library.md: process
+func tour(_ images: ImagePipelines, upload: Data) async throws {
+    let made = try await images.process(bytes: upload, name: "cat.jpg", pipeline: "avatars")
+    let avatar = made.outputs[0]       // an ImageOutput: avatar.mediaType is image/png,
+    let bytes = try avatar.data()      // avatar.size 128x128, avatar.fingerprint the ETag
+    print(bytes.count, avatar.mediaType, avatar.size, avatar.fingerprint)
+
+    let small = try await images.process("https://img.example.com/a.jpg", pipeline: "responsive", variant: "small")
+    let stored = try await images.process(bytes: upload, pipeline: "avatars", delivery: .store)  // by its output:
+    let facts = try await images.facts("https://img.example.com/a.jpg", pipeline: "product-images")
+    print(small.outputs.count, stored.result.outputs, facts["blurhash"] ?? "-")
+}
+// end
+
+// docs/library.md: sign
+func links(_ images: ImagePipelines) throws -> (path: String, srcset: String) {
+    let path = try images.signedPath(pipeline: "thumbnails", source: "https://img.example.com/a.jpg")
+    let srcset = try images.srcset(pipeline: "responsive", source: "https://img.example.com/a.jpg",
+                                   base: "https://img.example.com")  // ".../small/... 320w, ... 800w, ... 1600w"
+    return (path, srcset)
+}
+// end
+
 // docs/library.md: serve
 // The server's own limits are the app's: an idle timeout, and a watcher that lets a request's
 // work stop when its client goes away.

@@ -15,7 +15,7 @@ import PipelineKit
 /// routes.operations.add(to: router)        // /livez, /readyz, /metrics
 /// ```
 ///
-/// What comes with the routes: signatures (``ImagePipelines/keys``; none checked when `nil`),
+/// What comes with the routes: signatures (`ImagePipelines.keys`; none checked when `nil`),
 /// `expires`, params checked by their specs, the source boundary, `ETag`/`304`, `Accept`
 /// negotiation and `Vary`, admission (jobs, a queue shared fairly by client, `429` with
 /// `Retry-After`), a time limit (`504`), problem+json errors, one JSON access-log line per
@@ -62,7 +62,7 @@ public final class ImageRoutes: Sendable {
     /// The server's connection table, when it keeps one (its counts go into the metrics).
     package let connections: ConnectionTable?
 
-    /// Routes for every pipeline of `library`, signed with its ``ImagePipelines/keys`` (`nil`:
+    /// Routes for every pipeline of `library`, signed with its `ImagePipelines.keys` (`nil`:
     /// unsigned, for development only).
     public convenience init(library: ImagePipelines, options: Options = Options()) {
         self.init(library: library, options: options, connections: nil)

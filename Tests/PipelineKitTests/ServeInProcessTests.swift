@@ -164,9 +164,17 @@ import TestSupport
             #expect(await loader.log.wait(for: "started a"))
             let refused = try await client.execute(uri: try Self.sign("scripted", "scripted://b"), method: .get)
             #expect(refused.status == .tooManyRequests && refused.headers[.retryAfter] == "1" && Self.problemKind(refused) == "busy")
+            // The same source joins the running work without a place of its own: never refused.
+            async let joined = client.execute(uri: try Self.sign("scripted", "scripted://a"), method: .get)
+            let runner = try #require(routes.service.presets["scripted"]?.runner)
+            let deadline = ContinuousClock.now + .seconds(60)
+            while routes.service.requestsInFlight < 2, ContinuousClock.now < deadline { await Task.yield() }
             loader.release("a")
             let first = try await held
             #expect(first.status == .ok && String(buffer: first.body) == "fake 20x10")
+            let second = try await joined
+            #expect(second.status == .ok && String(buffer: second.body) == "fake 20x10")
+            #expect(loader.calls("a") == 1 && !runner.isSharingWork(for: Source(text: "scripted://a", index: 1)))
             // The place is free again.
             let after = try await client.execute(uri: try Self.sign("scripted", "scripted://b"), method: .get)
             #expect(after.status == .ok)

@@ -28,4 +28,4 @@ for module in PipelineKit MagickKit PipelineHummingbird; do
     fi
     rm -rf "$out/$module" && mkdir -p "$out" && mv "$work/out-$module" "$out/$module"
 done
-echo "api-docs: $out/PipelineKit and $out/MagickKit"
+echo "api-docs: $out/PipelineKit, $out/MagickKit and $out/PipelineHummingbird"

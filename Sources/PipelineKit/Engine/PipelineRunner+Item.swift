@@ -92,9 +92,17 @@ extension PipelineRunner {
     /// repeat: its load (shared by every runner derived from this one), or this runner's whole
     /// item. The service lets a request that would share it in without a job place of its own.
     public func isSharingWork(for source: Source) -> Bool {
-        guard let slot = try? loader(for: source) else { return false }
-        let key = slot.loader.cacheKey(for: source)
-        return itemWork.subscribers(key) > 0 || sourceLoads.subscribers(key) > 0
+        // The keys the work is under: with the source's version (a local file's size and time).
+        guard let plan = try? makePlan(source, delivery: .values) else { return false }
+        // Whole items are shared per sink (``outcome(_:tracker:)``): the service's are values.
+        return OutputDelivery.allCases.contains { itemWork.subscribers(Self.sharingKey(plan.workKey, $0)) > 0 }
+            || sourceLoads.subscribers(plan.workKey) > 0
+    }
+
+    /// The key an item's whole work is shared under: a caller that stores and one that takes
+    /// values share the load and the decode (``load(_:)``), not the outcome.
+    static func sharingKey(_ workKey: String, _ delivery: OutputDelivery) -> String {
+        delivery == .store ? workKey : workKey + "\u{1}" + delivery.rawValue
     }
 
     /// The loader, key and planned outputs of `source`; claims the outputs for it.
@@ -159,9 +167,7 @@ extension PipelineRunner {
     /// (``RunOptions/dedupeUnversioned``, a list's lines): a queue's later message for it may
     /// name new content under the same name, so only work in flight is shared then.
     func outcome(_ plan: ItemPlan, tracker: StageTracker) async throws -> (ItemOutcome, reused: Bool) {
-        // Work is shared between callers that want the same sink: a caller that stores and one that
-        // takes values share the load and the decode (``load(_:)``), not the outcome.
-        let key = plan.delivery == .store ? plan.workKey : plan.workKey + "\u{1}" + plan.delivery.rawValue
+        let key = Self.sharingKey(plan.workKey, plan.delivery)
         // Outcomes are remembered only when they are names of stored outputs, not bytes.
         let remembers = plan.delivery == .store && (plan.source.version != nil || dedupeUnversioned)
         if remembers {

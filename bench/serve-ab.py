@@ -5,7 +5,8 @@ and more, through a loopback nginx): the default decoder, no data cache, 2 conne
 warm-up and wrk rotation as bench/serve.py. Each build runs ROUNDS times per group, alternating
 (A B A B ...), each time as a fresh process, so that drift of the machine falls on both alike.
 Reported per group: each build's median rate, p99 latency and p99 over each source's median
-(bench/serve.py's "own"), and the peak RSS; and B's rate over A's.
+(bench/serve.py's "own"), and the peak RSS; and B's rate over A's. Each run also prints the
+service's CPU time and minor page faults per answer during the measured seconds.
 
 Usage: BIN_A=old/pipelinectl BIN_B=.build/release/pipelinectl bench/serve-ab.py
        (env: BENCH_AB_ROUNDS=3, BENCH_SERVE_SECONDS=15, BENCH_SERVE_GROUPS=...)
@@ -23,6 +24,12 @@ import serve as s  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_AB_ROUNDS", "3"))
 BINS = {"A": os.environ.get("BIN_A"), "B": os.environ.get("BIN_B") or os.path.join(ROOT, ".build/release/pipelinectl")}
+
+
+def counts(pid):
+    """The service process's minor page faults and CPU seconds so far (/proc/PID/stat)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return int(fields[7]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main():
@@ -55,12 +62,18 @@ def main():
                     process, port = s.start_ours(work, f"{build}-{slug}-{round_}", "{}")
                     s.fetch_all(port, paths, os.path.join(work, "out", build, slug, str(round_)))
                     sampler = s.Sampler(process.pid)
+                    before = counts(process.pid)
                     result = s.wrk(port, paths, work, 2, s.SECONDS, per_source=True)
+                    after = counts(process.pid)
                     result["peak"] = sampler.stop()
+                    answered = max(1, result["rate"] * s.SECONDS)
+                    result["cpu_ms"] = (after[1] - before[1]) * 1000 / answered
+                    result["faults"] = (after[0] - before[0]) / answered
                     s.stop(process)
                     results[build].append(result)
                     print(f"{label} {build} round {round_ + 1}: {result['rate']:.2f}/s p99 {result['p99']:.0f} ms, "
-                          f"peak {result['peak']:.0f} MiB, non-2xx {result['non2xx']}", flush=True)
+                          f"peak {result['peak']:.0f} MiB, non-2xx {result['non2xx']}, "
+                          f"CPU {result['cpu_ms']:.1f} ms and {result['faults']:.0f} page faults per answer", flush=True)
             row = [label, len(files)]
             for build in ("A", "B"):
                 r = results[build]

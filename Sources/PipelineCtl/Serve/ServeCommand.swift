@@ -225,24 +225,16 @@ struct ListenAddress: Sendable {
     }
 }
 
-/// Loads the pipeline files and makes one runner per preset, all sharing one set of workers,
-/// one decode memory budget and one response store.
+/// Loads the pipeline files into the library the service runs (one set of workers and one
+/// decode memory budget for every preset).
 enum ServiceSetup {
-    /// Files named, and the `*.yaml`/`*.yml` files of directories named (sorted).
+    /// Files named, and the `*.yaml`/`*.yml` files of directories named (sorted), as
+    /// ``ImagePipelines`` reads them; a directory without any is an error (exit 2).
     static func pipelineFiles(_ arguments: [String]) throws -> [String] {
-        var files: [String] = []
-        for argument in arguments {
-            var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: argument, isDirectory: &isDirectory), isDirectory.boolValue {
-                let names = (try? FileManager.default.contentsOfDirectory(atPath: argument)) ?? []
-                let yaml = names.filter { $0.hasSuffix(".yaml") || $0.hasSuffix(".yml") }.sorted()
-                if yaml.isEmpty { printError("error: \(argument): no pipeline files (*.yaml) in this directory"); throw Exit.invalid }
-                files += yaml.map { (argument as NSString).appendingPathComponent($0) }
-            } else {
-                files.append(argument)
-            }
+        do { return try ImagePipelines.files(arguments) } catch let empty as PipelineLoadError {
+            printError("error: " + empty.diagnostics.map { "\($0.file): \($0.message)" }.joined(separator: "\n"))
+            throw Exit.invalid
         }
-        return files
     }
 
     static func make(files: [String], keys: SigningKeys?, settings: ServeSettings) async throws -> ImagePipelines {

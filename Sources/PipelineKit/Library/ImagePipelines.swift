@@ -102,8 +102,10 @@ public final class ImagePipelines: Sendable {
         boundaries = pipelines.mapValues { SourceBoundary($0.servedSources) }
     }
 
-    /// Files named, and the `*.yaml`/`*.yml` files of directories named (sorted).
-    static func files(_ paths: [String]) throws -> [String] {
+    /// Files named, and the `*.yaml`/`*.yml` files of directories named (sorted): what
+    /// ``init(paths:registry:options:)`` loads. Throws ``PipelineLoadError`` for a directory
+    /// without any.
+    public static func files(_ paths: [String]) throws -> [String] {
         var files: [String] = []
         for path in paths {
             var isDirectory: ObjCBool = false

@@ -62,15 +62,9 @@ package struct Preset: Sendable {
     /// The runner of the file as written; requests with parameters or a variant get runners
     /// derived from it (``ImagePipelines/runner(pipeline:variant:params:format:)``).
     package let runner: PipelineRunner
-    /// Where its sources may come from (`serve.sources`, local roots resolved at start).
+    /// Where its sources may come from (`serve.sources`, local roots resolved at start): the
+    /// library's, made once.
     package let boundary: SourceBoundary
-
-    package init(name: String, pipeline: Pipeline, runner: PipelineRunner) {
-        self.name = name
-        self.pipeline = pipeline
-        self.runner = runner
-        boundary = SourceBoundary(pipeline.servedSources)
-    }
 
     /// `text` as a source of this preset: its loads and redirects kept inside ``boundary``.
     package func source(_ text: String) -> Source { Source(text: text, index: 1, boundary: boundary) }
@@ -100,7 +94,9 @@ package final class ImageService: Sendable {
     package init(library: ImagePipelines, keys: SigningKeys?, admission: RequestAdmission, timeout: Double) {
         self.library = library
         var presets: [String: Preset] = [:]
-        for (name, runner) in library.baseRunners { presets[name] = Preset(name: name, pipeline: library.pipelines[name]!, runner: runner) }
+        for (name, runner) in library.baseRunners {
+            presets[name] = Preset(name: name, pipeline: library.pipelines[name]!, runner: runner, boundary: library.boundaries[name]!)
+        }
         self.presets = presets
         self.keys = keys
         self.admission = admission
@@ -311,8 +307,7 @@ package final class ImageService: Sendable {
     /// The runner for a request: the preset's own, or one derived with its variant, parameters and
     /// negotiated format (kept by the library for later requests of the same kind).
     package func runner(_ preset: Preset, variant: String?, values: [String: String], format: NegotiatedFormat?) throws -> PipelineRunner {
-        if variant == nil, values.isEmpty, format == nil, !preset.pipeline.hasVariants { return preset.runner }
-        return try library.runner(pipeline: preset.name, variant: variant, params: values, format: format)
+        try library.runner(pipeline: preset.name, variant: variant, params: values, format: format)
     }
 
     /// The HTTP answer for an item's result.

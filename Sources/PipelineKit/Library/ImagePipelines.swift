@@ -50,7 +50,8 @@ public final class ImagePipelines: Sendable {
     public let keys: SigningKeys?
     let registry: PluginRegistry
     let runners: [String: PipelineRunner]
-    let boundaries: [String: SourceBoundary]
+    /// Each pipeline's `serve.sources` (else `sources:`), local roots resolved once.
+    package let boundaries: [String: SourceBoundary]
     private let derived = Mutex(DerivedRunners())
 
     /// Loads and validates every pipeline file named, and every `*.yaml`/`*.yml` file of every

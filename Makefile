@@ -118,6 +118,7 @@ test: test-deps
 	.build/debug/pipelinectl test pipelines/*.yaml
 	examples/CustomPlugins/check.sh
 	examples/HummingbirdApp/check.sh
+	examples/VaporApp/check.sh
 
 # The release binary, its man page and its shell completions under PREFIX (default /usr/local),
 # staged under DESTDIR if set: deploy/install-files.sh, which the .deb uses too. `make deps` installs

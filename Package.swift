@@ -17,7 +17,14 @@ let package = Package(
         .library(name: "PipelineCtl", targets: ["PipelineCtl"]),
         // Served pipelines mounted on a Hummingbird app's own Router (what `pipelinectl serve` runs).
         .library(name: "PipelineHummingbird", targets: ["PipelineHummingbird"]),
+        // The same on a Vapor 4 app (a RouteCollection and a multipart upload helper); with the
+        // `Vapor` trait: `.package(url: ..., from: "0.4.0", traits: ["Vapor"])`.
+        .library(name: "PipelineVapor", targets: ["PipelineVapor"]),
         .executable(name: "pipelinectl", targets: ["pipelinectl"]),
+    ],
+    // Off by default: a build without it neither resolves nor compiles Vapor.
+    traits: [
+        .trait(name: "Vapor", description: "The PipelineVapor product: served pipelines and uploads on a Vapor 4 app."),
     ],
     dependencies: [
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
@@ -33,6 +40,9 @@ let package = Package(
         // Its graceful shutdown: `serve` drains on SIGTERM.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.0.0"),
+        // PipelineVapor's framework and its multipart parser, with the `Vapor` trait only.
+        .package(url: "https://github.com/vapor/vapor.git", from: "4.122.3"),
+        .package(url: "https://github.com/vapor/multipart-kit.git", from: "4.7.1"),
     ],
     targets: [
         // C libraries, found through pkg-config. `make` installs the Debian packages named here.
@@ -152,6 +162,18 @@ let package = Package(
             dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPQ", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF", "CGIF", "CLinux", "CResample", "CJPEGMemory", "CJPEGEighth", "CPNGParts", "CPNGImageData",
                            .product(name: "Crypto", package: "swift-crypto")]
         ),
+        // The service apart from any HTTP framework: signatures, params, the source boundary,
+        // admission, ETag/304, negotiation, problem answers, the access log and the metrics.
+        .target(
+            name: "PipelineService",
+            dependencies: [
+                "PipelineKit",
+                "CBuildInfo",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // The service on Hummingbird: signed image routes (signatures, params, ETag/304, Accept
         // negotiation, admission with 429, access log, metrics) and the operations routes, for
         // `pipelinectl serve` and `work` and for apps that mount pipelines on their own Router.
@@ -159,11 +181,21 @@ let package = Package(
             name: "PipelineHummingbird",
             dependencies: [
                 "PipelineKit",
-                "CBuildInfo",
+                "PipelineService",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The service on Vapor 4 (the `Vapor` trait; without it the module is empty).
+        .target(
+            name: "PipelineVapor",
+            dependencies: [
+                "PipelineKit",
+                "PipelineService",
+                .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"])),
+                .product(name: "MultipartKit", package: "multipart-kit", condition: .when(traits: ["Vapor"])),
             ]
         ),
         // The controller: every subcommand, callable by custom builds with their own plugins.
@@ -172,6 +204,7 @@ let package = Package(
             dependencies: [
                 "PipelineKit",
                 "PipelineHummingbird",
+                "PipelineService",
                 "MagickKit",
                 "CBuildInfo",
                 "CLinux",
@@ -202,7 +235,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PipelineKitTests",
-            dependencies: ["PipelineKit", "MagickKit", "Plugins", "TestSupport", "PipelineCtl", "PipelineHummingbird",
+            dependencies: ["PipelineKit", "MagickKit", "Plugins", "TestSupport", "PipelineCtl", "PipelineHummingbird", "PipelineService",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "HummingbirdTesting", package: "hummingbird")],
             exclude: ["Fixtures"]  // broken pipelines and their expected diagnostics, read as files

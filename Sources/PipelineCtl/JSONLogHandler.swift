@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PipelineHummingbird
+import PipelineService
 
 /// swift-log lines as JSON objects, one per line on stderr (`--log-format json`), for log
 /// collectors: `{"time", "level", "label", "message", ...metadata}`.

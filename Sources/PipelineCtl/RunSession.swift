@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import PipelineHummingbird
+import PipelineService
 import PipelineKit
 import Synchronization
 

@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import PipelineHummingbird
+import PipelineService
 import PipelineKit
 import Prometheus
 import ServiceLifecycle

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import NIOCore
 import NIOHTTPTypes
+import PipelineService
 import Synchronization
 
 /// Deadlines and a cap for the service's connections, so that one client cannot take it down
@@ -53,6 +54,11 @@ package final class ConnectionTable: Sendable {
 
     /// Connections closed by the service so far, by reason.
     package var closed: [CloseReason: Int] { closes.withLock { $0 } }
+    /// For the metrics: open now, and closed by reason (every reason).
+    package var counts: ConnectionCounts {
+        let closed = closed
+        return ConnectionCounts(open: count, closed: CloseReason.allCases.map { ($0.rawValue, closed[$0] ?? 0) })
+    }
 
     package func count(_ reason: CloseReason, _ times: Int = 1) {
         guard times > 0 else { return }

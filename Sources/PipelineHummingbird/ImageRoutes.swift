@@ -3,6 +3,9 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 import PipelineKit
+@_exported import struct PipelineService.ImageServiceOptions
+@_exported import enum PipelineService.AccessLogDestination
+import PipelineService
 
 /// Served pipelines on a Hummingbird app's own `Router`: exactly what `pipelinectl serve`
 /// answers, which is built on it.
@@ -27,38 +30,13 @@ import PipelineKit
 /// (docs/library.md shows how to set them, with `pipelinectl serve`'s defaults).
 public final class ImageRoutes: Sendable {
     /// How requests are admitted and answered; every default is `pipelinectl serve`'s.
-    public struct Options: Sendable {
-        /// Requests processed at once (default: one per CPU the process may use).
-        public var jobs: Int = UsableCores.count
-        /// Requests that may wait for a job; past jobs + queue, `429` at once (`nil`: 64 per job,
-        /// at least 128).
-        public var queue: Int?
-        /// Longest a request waits for a job place, actual or expected from recent jobs (then
-        /// `429`); 0: no limit. Seconds.
-        public var queueWait: Double = 5
-        /// Longest time a request may take, waiting included (then `504`). Seconds.
-        public var timeout: Double = 30
-        /// Addresses of proxies in front, whose `X-Forwarded-For` names the client that queue
-        /// places are shared by.
-        public var trustedProxies: Set<String> = []
-        /// Where the access log goes: one JSON line per request.
-        public var accessLog: AccessLog = .standardOutput
-
-        public init() {}
-    }
-
+    public typealias Options = ImageServiceOptions
     /// Where the access log's lines go.
-    public enum AccessLog: Sendable {
-        case off
-        /// Standard output, one JSON line per request.
-        case standardOutput
-        /// Handed to the app, one JSON line (without its newline) per request.
-        case custom(@Sendable (String) -> Void)
-    }
+    public typealias AccessLog = AccessLogDestination
 
-    package let service: ImageService
-    package let metrics: ServeMetrics
-    let options: Options
+    package let front: ServiceFront
+    package var service: ImageService { front.service }
+    package var metrics: ServeMetrics { front.metrics }
     /// The server's connection table, when it keeps one (its counts go into the metrics).
     package let connections: ConnectionTable?
 
@@ -69,12 +47,7 @@ public final class ImageRoutes: Sendable {
     }
 
     package init(library: ImagePipelines, options: Options, connections: ConnectionTable?) {
-        let jobs = max(1, options.jobs)
-        service = ImageService(library: library, keys: library.keys,
-                               admission: RequestAdmission(jobs: jobs, queue: options.queue ?? max(128, 64 * jobs), queueWait: options.queueWait),
-                               timeout: options.timeout)
-        metrics = ServeMetrics(presets: library.names)
-        self.options = options
+        front = ServiceFront(library: library, options: options)
         self.connections = connections
     }
 
@@ -82,7 +55,7 @@ public final class ImageRoutes: Sendable {
     /// (other methods there: `405`).
     /// - Parameter path: where the routes go (`""`: at the root, as `pipelinectl serve` has them).
     public func add<Context: RequestContext>(to router: Router<Context>, atPath path: String = "") {
-        let prefix = path.hasSuffix("/") ? String(path.dropLast()) : path
+        let prefix = ServiceFront.prefix(path)
         let group = prefix.isEmpty ? router.group() : router.group(RouterPath(prefix))
         let handler: @Sendable (Request, Context) async throws -> Response = { [self] request, context in
             await respond(request, prefix: prefix, channel: (context as? any ClientConnectionContext)?.channel)
@@ -92,20 +65,17 @@ public final class ImageRoutes: Sendable {
         group.get("**", use: handler)
         group.head("**", use: handler)
         for method in [HTTPRequest.Method.post, .put, .delete, .patch] {
-            group.on("**", method: method) { [self] request, _ in
-                var answer = ServeAnswer.problem(405, kind: "method_not_allowed", "only GET and HEAD")
-                answer.headers.append(("Allow", "GET, HEAD"))
-                record(request, answer, seconds: 0)
-                return Self.response(answer, head: false)
+            group.on("**", method: method) { [front] request, _ in
+                front.record(method: request.method.rawValue, ServiceFront.methodNotAllowed, seconds: 0)
+                return Self.response(ServiceFront.methodNotAllowed, head: false)
             }
         }
     }
 
     /// `/livez`, `/readyz` (503 once ``drain()`` was called) and `/metrics` for these routes.
     public var operations: OperationsRoutes {
-        OperationsRoutes(notReady: "draining\n", ready: { [service] in !service.isDraining }) { [self] in
-            metrics.exposition(inFlight: service.requestsInFlight,
-                               loadsWaiting: service.presets.values.reduce(0) { $0 + $1.runner.loadsWaiting }, connections: connections)
+        OperationsRoutes(notReady: "draining\n", ready: { [service] in !service.isDraining }) { [front, connections] in
+            front.exposition(connections: connections?.counts)
         }
     }
 
@@ -118,21 +88,10 @@ public final class ImageRoutes: Sendable {
 
     func respond(_ request: Request, prefix: String, channel: (any Channel)?) async -> Response {
         let start = ContinuousClock.now
-        var target = request.uri.string
-        if !prefix.isEmpty, target.hasPrefix(prefix) { target = String(target.dropFirst(prefix.count)) }
+        let target = ServiceFront.target(request.uri.string, under: prefix)
         let answer = await answerCancellingOnClose(request, target: target, channel: channel)
-        record(request, answer, seconds: (ContinuousClock.now - start).seconds)
+        front.record(method: request.method.rawValue, answer, seconds: (ContinuousClock.now - start).seconds)
         return Self.response(answer, head: request.method == .head)
-    }
-
-    /// Counts an answer in the metrics and writes its access-log line.
-    func record(_ request: Request, _ answer: ServeAnswer, seconds: Double) {
-        metrics.record(answer, seconds: seconds)
-        switch options.accessLog {
-        case .off: break
-        case .standardOutput: FileHandle.standardOutput.write(Data((Self.logLine(request, answer, seconds: seconds) + "\n").utf8))
-        case .custom(let write): write(Self.logLine(request, answer, seconds: seconds))
-        }
     }
 
     /// Middleware that closes each answer's connection once ``drain()`` was called, so that
@@ -147,7 +106,7 @@ public final class ImageRoutes: Sendable {
         let accept = request.headers[.accept], ifNoneMatch = request.headers[.ifNoneMatch]
         let job: ImageService.AdmittedJob
         let client = ClientAddress.of(peer: channel?.remoteAddress?.ipAddress, forwardedFor: request.headers[values: .xForwardedFor],
-                                      trusting: options.trustedProxies)
+                                      trusting: front.options.trustedProxies)
         switch await service.prepare(target: target, accept: accept, ifNoneMatch: ifNoneMatch, client: client) {
         case .answered(let answer): return answer
         case .admitted(let admitted): job = admitted
@@ -163,7 +122,7 @@ public final class ImageRoutes: Sendable {
             }
             let first = await group.next() ?? nil
             group.cancelAll()
-            return first ?? .problem(499, kind: "cancelled", "the client closed the connection")
+            return first ?? service.cancelled(job)
         }
     }
 
@@ -195,30 +154,6 @@ public final class ImageRoutes: Sendable {
             }
             try await writer.finish(nil)
         }
-    }
-
-    /// One access-log line: no signature, no query of the source.
-    static func logLine(_ request: Request, _ answer: ServeAnswer, seconds: Double) -> String {
-        var line = JSONLine()
-        line.add("time", Date().formatted(.iso8601))
-        line.add("method", request.method.rawValue)
-        line.add("status", answer.status)
-        line.add("pipeline", answer.pipeline)
-        line.add("bytes", answer.bodyBytes)
-        line.add("ms", (seconds * 10_000).rounded() / 10)
-        line.add("cache", answer.cache)
-        if let source = answer.source { line.add("source", source) }
-        if let variant = answer.variant { line.add("variant", variant) }
-        if let type = answer.headers.first(where: { $0.0 == "Content-Type" })?.1, type.hasPrefix("image/") { line.add("type", type) }
-        if let error = answer.item?.error { line.add("error", error.kind.rawValue) }
-        if let queued = answer.queued { line.add("queue_ms", (queued * 10_000).rounded() / 10) }
-        if let timings = answer.item?.timings {
-            for (name, ms) in [("load_ms", timings.load), ("decode_ms", timings.decode), ("process_ms", timings.process),
-                               ("encode_ms", timings.encode)] where ms > 0 {
-                line.add(name, (ms * 10).rounded() / 10)
-            }
-        }
-        return line.text
     }
 }
 
@@ -290,28 +225,15 @@ extension ImageRoutes {
     /// - Parameter name: names the upload in reports, and `{stem}` in output names.
     public func upload(_ request: Request, pipeline: String, name: String = "upload", maxBytes: Int = 50 << 20,
                        delivery: OutputDelivery = .store) async throws -> ProcessedItem {
-        let type = (request.headers[.contentType] ?? "").split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
-        guard type.hasPrefix("image/") || type == "application/octet-stream" else {
-            throw ProblemError(ServeAnswer.problem(415, kind: "unsupported_media_type",
-                                                   "send the image's bytes as image/* or application/octet-stream, not '\(type.isEmpty ? "(none)" : type)'"))
-        }
-        if let length = request.headers[.contentLength].flatMap(Int.init), length > maxBytes {
-            throw ProblemError(ServeAnswer.problem(413, kind: "too_large", "the upload is \(length) bytes; at most \(maxBytes) are taken"))
+        if let refused = ServiceFront.uploadRefusal(contentType: request.headers[.contentType], contentLength: request.headers[.contentLength],
+                                                    maxBytes: maxBytes) {
+            throw ProblemError(refused)
         }
         let body: ByteBuffer
-        do { body = try await request.body.collect(upTo: maxBytes) } catch {
-            throw ProblemError(ServeAnswer.problem(413, kind: "too_large", "the upload is larger than \(maxBytes) bytes"))
-        }
-        guard body.readableBytes > 0 else { throw ProblemError(ServeAnswer.problem(400, kind: "empty_upload", "the request has no body")) }
-        let made: ProcessedItem
+        do { body = try await request.body.collect(upTo: maxBytes) } catch { throw ProblemError(ServiceFront.uploadTooLarge(maxBytes)) }
         do {
-            made = try await service.library.process(bytes: Data(buffer: body), name: name, pipeline: pipeline, delivery: delivery)
-        } catch let failure as PipelineError {
-            let item = ItemError(stage: failure.stage ?? .load, kind: failure.kind, message: failure.message, plugin: failure.plugin)
-            throw ProblemError(failure.kind == .notFound && failure.stage == nil
-                ? ServeAnswer.problem(404, kind: "not_found", failure.message) : service.failure(item))
-        }
-        return made
+            return try await front.processUpload(Data(buffer: body), name: name, pipeline: pipeline, delivery: delivery)
+        } catch { throw ProblemError(error.answer) }
     }
 }
 
@@ -324,10 +246,7 @@ public struct ProblemError: HTTPResponseError {
     /// The HTTP status.
     public var status: HTTPResponse.Status { HTTPResponse.Status(code: answer.status) }
     /// The kind of problem (`too_large`, `not_an_image`, ...).
-    public var kind: String { problemKind }
-    private var problemKind: String {
-        ((try? JSONSerialization.jsonObject(with: answer.body)) as? [String: Any])?["title"] as? String ?? ""
-    }
+    public var kind: String { answer.problemKind ?? "" }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
         ImageRoutes.response(answer, head: request.method == .head)

@@ -41,13 +41,14 @@ import TestSupport
         #expect(missing.isEmpty, "not in docs/cli.md: \(missing)")
     }
 
-    /// docs/library.md's Swift is examples/HummingbirdApp's code, word for word: each block marked
-    /// `<!-- example: NAME -->` is the app's section `// docs/library.md: NAME` ... `// end`, which
-    /// `make test` builds and exercises (examples/HummingbirdApp/check.sh). No other Swift block.
+    /// docs/library.md's Swift is the example apps' code, word for word: each block marked
+    /// `<!-- example: NAME -->` is a section `// docs/library.md: NAME` ... `// end` of
+    /// examples/HummingbirdApp or examples/VaporApp, which `make test` builds and exercises
+    /// (their check.sh). No other Swift block.
     @Test func theLibraryGuidesExamplesAreTheExampleAppsCode() throws {
         let guide = try String(contentsOf: Self.root.appendingPathComponent("docs/library.md"), encoding: .utf8)
-        let app = try String(contentsOf: Self.root.appendingPathComponent("examples/HummingbirdApp/Sources/HummingbirdApp/main.swift"),
-                             encoding: .utf8)
+        let app = try ["examples/HummingbirdApp/Sources/HummingbirdApp/main.swift", "examples/VaporApp/Sources/VaporApp/main.swift"]
+            .map { try String(contentsOf: Self.root.appendingPathComponent($0), encoding: .utf8) }.joined(separator: "\n")
         let parts = guide.components(separatedBy: "```swift\n")
         #expect(parts.count >= 6)
         var names: [String] = []
@@ -62,7 +63,7 @@ import TestSupport
             names.append(String(name))
             #expect(app.contains("// docs/library.md: \(name)\n" + code + "// end\n"), "block '\(name)' differs from the example app's")
         }
-        #expect(names == ["load", "process", "sign", "mount", "serve"])
+        #expect(names == ["load", "process", "sign", "mount", "serve", "vapor"])
     }
 
     /// The built-ins table of the pipeline language guide names every registered plugin in its

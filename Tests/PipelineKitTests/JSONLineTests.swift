@@ -1,6 +1,7 @@
 import Foundation
 @testable import PipelineCtl
 @testable import PipelineHummingbird
+@testable import PipelineService
 import Testing
 
 /// The service's problem bodies and access-log lines are written without JSONSerialization: they

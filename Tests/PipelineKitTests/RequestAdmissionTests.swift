@@ -1,5 +1,6 @@
 @testable import PipelineCtl
 @testable import PipelineHummingbird
+@testable import PipelineService
 import Synchronization
 import Testing
 

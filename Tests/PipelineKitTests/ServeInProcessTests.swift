@@ -5,6 +5,7 @@ import HummingbirdTesting
 import MagickKit
 import NIOCore
 @testable import PipelineHummingbird
+@testable import PipelineService
 @testable import PipelineKit
 import Plugins
 import Synchronization
@@ -178,6 +179,50 @@ import TestSupport
             // The place is free again.
             let after = try await client.execute(uri: try Self.sign("scripted", "scripted://b"), method: .get)
             #expect(after.status == .ok)
+        }
+    }
+
+    /// A request whose client closes its connection stops its work (the held load is cancelled,
+    /// 499 in the access log); when another request shares that work, it goes on and that one
+    /// gets its image. On a real server on loopback, with the watcher in each connection.
+    @Test func aRequestWhoseClientGoesAwayStopsItsWorkUnlessAnotherSharesIt() async throws {
+        let loader = ScriptedLoader()
+        loader.script("alone", .hold(Data("40x20".utf8)))
+        loader.script("shared", .hold(Data("40x20".utf8)))
+        let dir = try Fixtures.temporaryDirectory("inprocess-gone")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try ("version: 1\nname: scripted\n" + ScriptedStages.pipeline + "\noutput:\n  dir: \(dir.path)/out\n")
+            .write(to: dir.appendingPathComponent("scripted.yaml"), atomically: true, encoding: .utf8)
+        let answered = EventLog()
+        var options = ImageRoutes.Options()
+        options.accessLog = .custom { line in
+            let fields = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] ?? [:]
+            answered.record("\(fields["status"] ?? "-") \(fields["source"] ?? "-")")
+        }
+        let routes = ImageRoutes(library: try Self.library([dir.path], registry: ScriptedStages.registry(loader)), options: options)
+        let router = Router(context: ImageRequestContext.self)
+        routes.add(to: router)
+        let app = Application(router: router, server: .http1(configuration: .init(additionalChannelHandlers: [ClientCloseWatcher()])),
+                              configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+        try await app.test(.live) { client in
+            let port = UInt16(try #require(client.port))
+            let alone = try RawHTTP.send(port: port, target: try Self.sign("scripted", "scripted://alone"), keepAlive: true)
+            #expect(await loader.log.wait(for: "started alone"))
+            close(alone)
+            #expect(await loader.log.wait(for: "cancelled alone"))
+            #expect(await answered.wait(for: "499 scripted://alone"))
+
+            let leaving = try RawHTTP.send(port: port, target: try Self.sign("scripted", "scripted://shared"), keepAlive: true)
+            #expect(await loader.log.wait(for: "started shared"))
+            async let staying = client.execute(uri: try Self.sign("scripted", "scripted://shared"), method: .get)
+            let deadline = ContinuousClock.now + .seconds(60)
+            while routes.requestsInFlight < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            close(leaving)
+            #expect(await answered.wait(for: "499 scripted://shared"))
+            loader.release("shared")
+            let kept = try await staying
+            #expect(kept.status == .ok && String(buffer: kept.body) == "fake 20x10")
+            #expect(loader.log.count("cancelled shared") == 0 && loader.calls("shared") == 1)
         }
     }
 }

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import Logging
 import PipelineHummingbird
+import PipelineService
 import PipelineKit
 import ServiceLifecycle
 

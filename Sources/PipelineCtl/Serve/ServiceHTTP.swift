@@ -6,6 +6,7 @@ import Logging
 import NIOCore
 import NIOHTTPTypes
 import PipelineHummingbird
+import PipelineService
 import PipelineKit
 import Prometheus
 import ServiceLifecycle

@@ -92,12 +92,14 @@ public struct ServeRequest: Sendable {
     }
 
     /// The path (without the signature) that asks `pipeline` for `source`: the source
-    /// percent-encoded, the parameters sorted by name, then `v` (a version of the source, which
+    /// percent-encoded (but for `/`, `:` and `;`, which a path may hold as they are, and which
+    /// Vapor's request URL turns back from `%3B` into `;`, so that a signature over `%3B` would
+    /// not match there), the parameters sorted by name, then `v` (a version of the source, which
     /// only makes the URL new) and `expires` (Unix seconds) when given.
     public static func path(pipeline: String, variant: String?, source: String, parameters: [String: String],
                             expires: Int? = nil, version: String? = nil) -> String {
         var path = "/" + encode(pipeline, allowing: "") + (variant.map { "/" + encode($0, allowing: "") } ?? "")
-        path += "/" + encode(source, allowing: "/:")
+        path += "/" + encode(source, allowing: "/:;")
         var pairs = parameters.sorted { $0.key < $1.key }.map { encode($0.key, allowing: "") + "=" + encode($0.value, allowing: ",") }
         if let version { pairs.append("v=" + encode(version, allowing: "")) }
         if let expires { pairs.append("expires=\(expires)") }

@@ -32,7 +32,7 @@ package final class ServeMetrics: Sendable {
 
     /// The exposition; `connections`: the server's connection table, when it has one (its open
     /// connections and the closes by reason).
-    package func exposition(inFlight: Int, loadsWaiting: Int, connections: ConnectionTable?) -> Data {
+    package func exposition(inFlight: Int, loadsWaiting: Int, connections: ConnectionCounts?) -> Data {
         if let connections { exposeConnections(connections) }
         registry.makeGauge(descriptor: MetricNameDescriptor(namespace: "pipelinectl", metricName: "source_loads_waiting", unitName: "",
                                                             helpText: "Requests waiting for a source load in progress (one load serves them all)."))
@@ -43,14 +43,12 @@ package final class ServeMetrics: Sendable {
         return Data(registry.emitToBuffer())
     }
 
-    private func exposeConnections(_ connections: ConnectionTable) {
+    private func exposeConnections(_ connections: ConnectionCounts) {
         registry.makeGauge(descriptor: MetricNameDescriptor(namespace: "pipelinectl", metricName: "connections_open", unitName: "",
                                                             helpText: "HTTP connections open now."))
-            .set(Double(connections.count))
-        let closed = connections.closed
-        for reason in ConnectionTable.CloseReason.allCases.map(\.rawValue) {
+            .set(Double(connections.open))
+        for (reason, now) in connections.closed {
             // The table counts; the counter catches up with it at each scrape.
-            let now = closed[ConnectionTable.CloseReason(rawValue: reason)!] ?? 0
             let delta = exportedClosures.withLock { seen in
                 defer { seen[reason] = now }
                 return now - (seen[reason] ?? 0)
@@ -60,5 +58,17 @@ package final class ServeMetrics: Sendable {
                                  labels: [("reason", reason)])
                 .increment(by: Int64(delta))
         }
+    }
+}
+
+/// A server's connections at a scrape: open now, and closed by the service so far by reason
+/// (every reason listed, so that each series appears at zero).
+package struct ConnectionCounts: Sendable {
+    package var open: Int
+    package var closed: [(reason: String, count: Int)]
+
+    package init(open: Int, closed: [(reason: String, count: Int)]) {
+        self.open = open
+        self.closed = closed
     }
 }

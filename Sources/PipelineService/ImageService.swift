@@ -25,6 +25,8 @@ package struct ServeAnswer: Sendable {
     package var item: ItemResult?
     /// Seconds the request waited for a job place, when it was admitted to one.
     package var queued: Double?
+    /// The problem's kind (its body's `title`), for an answer made by ``problem(_:kind:_:pipeline:)``.
+    package var problemKind: String?
 
     /// Names the pipeline and the source (without its query, which may hold an origin's token)
     /// for the access log and the metrics.
@@ -51,6 +53,7 @@ package struct ServeAnswer: Sendable {
         let data = body.data
         var answer = ServeAnswer(status: status, headers: [("Content-Type", "application/problem+json"), ("Cache-Control", "no-store")], body: data)
         answer.pipeline = pipeline
+        answer.problemKind = kind
         return answer
     }
 }
@@ -223,6 +226,13 @@ package final class ImageService: Sendable {
         sourcesInFlight.withLock { $0[flightKey, default: 0] += 1 }
         return .admitted(AdmittedJob(preset: preset, runner: runner, source: request.source, ifNoneMatch: ifNoneMatch,
                                      variant: request.variant, client: client, flightKey: flightKey))
+    }
+
+    /// The answer for a job whose client went away before it was done: 499, labelled as the job.
+    package func cancelled(_ job: AdmittedJob) -> ServeAnswer {
+        var answer = ServeAnswer.problem(499, kind: "cancelled", "the client closed the connection")
+        answer.label(job.preset.name, source: job.source, variant: job.variant)
+        return answer
     }
 
     /// Runs an admitted job (waiting for a job place first, unless it joined running work) and

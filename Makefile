@@ -24,7 +24,7 @@ export PIPELINECTL_REVISION ?= $(shell git describe --always --dirty 2>/dev/null
 DIST_PACKAGES = mmdebstrap umoci skopeo dpkg-dev lintian binutils
 DIST = dist
 
-.PHONY: deps test-deps dist-deps apt-install install uninstall install-services build release run test test-dist image deb stress samples docs bench bench-loader bench-reports bench-serve fuzz clean
+.PHONY: deps test-deps dist-deps apt-install install uninstall install-services build release run test api-check test-dist image deb stress samples docs bench bench-loader bench-reports bench-serve fuzz clean
 
 deps:
 	@$(MAKE) -s apt-install PACKAGES="$(APT_PACKAGES)"
@@ -119,6 +119,12 @@ test: test-deps
 	examples/CustomPlugins/check.sh
 	examples/HummingbirdApp/check.sh
 	examples/VaporApp/check.sh
+	.ci/api-check.sh
+
+# The library products' public API against the last release's (.ci/api-baseline): no break
+# within a major version. Part of `make test`.
+api-check:
+	.ci/api-check.sh
 
 # The release binary, its man page and its shell completions under PREFIX (default /usr/local),
 # staged under DESTDIR if set: deploy/install-files.sh, which the .deb uses too. `make deps` installs

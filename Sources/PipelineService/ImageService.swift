@@ -266,7 +266,15 @@ package final class ImageService: Sendable {
         defer { if holdsPlace { admission.finishJob(client: job.client) } }
         let runner = job.runner
         let started = ContinuousClock.now
-        let made = await withinTimeLimit { await runner.process(job.preset.source(job.source), delivery: .values) }
+        let source = job.preset.source(job.source)
+        // The engine's own limit on each caller's item, when it is as strict, is the only clock:
+        // it answers `timeout` (504) the same way, without a second timer per request.
+        let made: ProcessedItem?
+        if let limit = runner.itemTimeout, limit <= timeout {
+            made = await runner.process(source, delivery: .values)
+        } else {
+            made = await withinTimeLimit { await runner.process(source, delivery: .values) }
+        }
         // A job cut short by its client's leaving says nothing about how long jobs take.
         // A joined request shares another's work: its time says nothing about a job's either.
         if holdsPlace, made?.result.error?.kind != .cancelled { admission.recordJob(seconds: (ContinuousClock.now - started).seconds) }

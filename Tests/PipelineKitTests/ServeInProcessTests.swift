@@ -215,14 +215,47 @@ import TestSupport
             let leaving = try RawHTTP.send(port: port, target: try Self.sign("scripted", "scripted://shared"), keepAlive: true)
             #expect(await loader.log.wait(for: "started shared"))
             async let staying = client.execute(uri: try Self.sign("scripted", "scripted://shared"), method: .get)
+            // Both wait on the one item's work (admitted is not yet waiting: were the first to leave
+            // before the second subscribed, the second would rightly start the work afresh).
+            let runner = try #require(routes.service.presets["scripted"]?.runner)
             let deadline = ContinuousClock.now + .seconds(60)
-            while routes.requestsInFlight < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            while runner.itemWork.waiting < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(runner.itemWork.waiting == 2)
             close(leaving)
             #expect(await answered.wait(for: "499 scripted://shared"))
             loader.release("shared")
             let kept = try await staying
             #expect(kept.status == .ok && String(buffer: kept.body) == "fake 20x10")
             #expect(loader.log.count("cancelled shared") == 0 && loader.calls("shared") == 1)
+        }
+    }
+
+    /// A request past its time limit is answered 504 `timeout` and its held load cancelled,
+    /// whichever clock is the stricter: the engine's limit on the item (the library's
+    /// `itemTimeout`, then the only timer) or the routes' own `timeout`.
+    @Test func aRequestPastItsTimeLimitIs504AndItsLoadStops() async throws {
+        let dir = try Fixtures.temporaryDirectory("inprocess-504")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try ("version: 1\nname: scripted\n" + ScriptedStages.pipeline + "\noutput:\n  dir: \(dir.path)/out\n")
+            .write(to: dir.appendingPathComponent("scripted.yaml"), atomically: true, encoding: .utf8)
+        for (itemLimit, routeLimit) in [(1.0, 30.0), (300.0, 1.0)] {
+            let loader = ScriptedLoader()
+            loader.script("held", .hold(Data("40x20".utf8)))
+            var libraryOptions = ImagePipelines.Options()
+            libraryOptions.keys = try SigningKeys(parsing: Self.key, origin: "test")
+            libraryOptions.itemTimeout = itemLimit
+            let library = try ImagePipelines(paths: [dir.path], registry: ScriptedStages.registry(loader), options: libraryOptions)
+            var options = ImageRoutes.Options()
+            options.timeout = routeLimit
+            options.accessLog = .off
+            let routes = ImageRoutes(library: library, options: options)
+            let router = Router()
+            routes.add(to: router)
+            try await Application(router: router).test(.router) { client in
+                let late = try await client.execute(uri: try Self.sign("scripted", "scripted://held"), method: .get)
+                #expect(late.status == .gatewayTimeout && Self.problemKind(late) == "timeout", "item \(itemLimit) s, route \(routeLimit) s: \(late.status)")
+            }
+            #expect(await loader.log.wait(for: "cancelled held"), "item \(itemLimit) s, route \(routeLimit) s")
         }
     }
 }

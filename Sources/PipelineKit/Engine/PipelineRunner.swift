@@ -114,7 +114,8 @@ public final class PipelineRunner: Sendable {
     let workers: Int
     let logger: Logger
     let fetchOnly: Bool
-    let itemTimeout: Double?
+    /// Each item's time limit (``RunOptions/itemTimeout``), for each caller waiting on it.
+    package let itemTimeout: Double?
     let resume: Bool
     let shard: Shard?
     /// Identifies what outputs depend on: decoder, every chain, encoders and name templates.

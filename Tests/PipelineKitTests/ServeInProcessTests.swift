@@ -238,7 +238,7 @@ import TestSupport
         defer { try? FileManager.default.removeItem(at: dir) }
         try ("version: 1\nname: scripted\n" + ScriptedStages.pipeline + "\noutput:\n  dir: \(dir.path)/out\n")
             .write(to: dir.appendingPathComponent("scripted.yaml"), atomically: true, encoding: .utf8)
-        for (itemLimit, routeLimit) in [(1.0, 30.0), (300.0, 1.0)] {
+        for (itemLimit, routeLimit) in [(2.0, 30.0), (300.0, 2.0)] {
             let loader = ScriptedLoader()
             loader.script("held", .hold(Data("40x20".utf8)))
             var libraryOptions = ImagePipelines.Options()
@@ -255,7 +255,11 @@ import TestSupport
                 let late = try await client.execute(uri: try Self.sign("scripted", "scripted://held"), method: .get)
                 #expect(late.status == .gatewayTimeout && Self.problemKind(late) == "timeout", "item \(itemLimit) s, route \(routeLimit) s: \(late.status)")
             }
-            #expect(await loader.log.wait(for: "cancelled held"), "item \(itemLimit) s, route \(routeLimit) s")
+            // On a loaded machine the limit can pass before the load has even started; a load that
+            // started is cancelled.
+            if loader.calls("held") > 0 {
+                #expect(await loader.log.wait(for: "cancelled held"), "item \(itemLimit) s, route \(routeLimit) s")
+            }
         }
     }
 }

@@ -14,73 +14,17 @@ import TestSupport
 /// exactly as EndToEndTests' ServeTests ask the binary; those keep what needs a process
 /// (options, signals, drain, exit codes, thread placement, connection limits).
 @Suite struct ServeLogicTests {
-    static let key = "k1:" + String(repeating: "ab", count: 32)
-    static let oldKey = "k0:" + String(repeating: "cd", count: 32)
+    static let key = ServeSetup.key
+    static let oldKey = ServeSetup.oldKey
 
-    /// A directory with images, pipeline files and a keys file.
-    struct Setup {
-        let dir: URL
-        let images: URL
-        var pipelines: URL { dir.appendingPathComponent("pipelines") }
-
-        init(originPort: UInt16? = nil) throws {
-            dir = try Fixtures.temporaryDirectory("serve")
-            images = dir.appendingPathComponent("img")
-            try FileManager.default.createDirectory(at: images, withIntermediateDirectories: true)
-            try FileManager.default.createDirectory(at: dir.appendingPathComponent("pipelines"), withIntermediateDirectories: true)
-            try Fixtures.jpeg(800, 600).write(to: images.appendingPathComponent("a.jpg"))
-            try Fixtures.alphaPNG(400, 400).write(to: images.appendingPathComponent("b.png"))
-            try Data("not an image at all\n".utf8).write(to: images.appendingPathComponent("c.jpg"))
-            // A transfer is never cut by its own time limit within a test: a closed origin
-            // connection can only be a cancellation.
-            try write("resize", """
-                loader:
-                  http: { allow_loopback: true, retry_attempts: 1, timeout: 10m }
-                processors:
-                  - resize: { width: 256, height: 256, mode: fit }
-                encoder: auto
-                output: { dir: \(dir.path)/out }
-                params:
-                  w: { sets: processors.0.resize.width, min: 16, max: 1024 }
-                  mode: { sets: processors.0.resize.mode, values: [fit, fill] }
-                serve:
-                  sources: ["\(images.path)/", "http://127.0.0.1:"]
-                """)
-            try write("strict", """
-                processors:
-                  - resize: { width: 64, height: 64 }
-                encoder: jpeg
-                output: { dir: \(dir.path)/out }
-                """)
-            try write("responsive", """
-                processors:
-                  - auto_orient: {}
-                variants:
-                  small:
-                    processors: [ { resize: { width: 100, height: 100 } } ]
-                    encoder: jpeg
-                  large:
-                    processors: [ { resize: { width: 300, height: 300 } } ]
-                    encoder: png
-                output: { dir: \(dir.path)/out }
-                serve:
-                  sources: ["\(images.path)/"]
-                  cache_control: "public, max-age=60"
-                """)
-        }
-
-        func write(_ name: String, _ text: String) throws {
-            try ("version: 1\nname: \(name)\n" + text).write(to: pipelines.appendingPathComponent(name + ".yaml"), atomically: true, encoding: .utf8)
-        }
-
-        func path(_ name: String) -> String { images.appendingPathComponent(name).path }
-    }
+    typealias Setup = ServeSetup
 
     static func sign(_ pipeline: String, _ source: String, variant: String? = nil, params: [String: String] = [:],
                      expires: Int? = nil, key: String = key) throws -> String {
-        let path = ServeRequest.path(pipeline: pipeline, variant: variant, source: source, parameters: params, expires: expires)
-        return "/" + (try SigningKeys(parsing: key, origin: "test")).sign(path) + path
+        try ServeSetup.sign(pipeline, source, variant: variant, params: params, expires: expires, key: key)
     }
+
+    static func problem(_ response: RawHTTP.Response) -> (kind: String, detail: String) { ServeSetup.problem(response) }
 
     /// `serve`'s admission flags (`--jobs`, `--queue`, `--queue-wait`, `--timeout`) as route options.
     static func start(_ setup: Setup, _ flags: [String] = [], keys: String = key) async throws -> InProcessServe {
@@ -97,10 +41,6 @@ import TestSupport
         return try await InProcessServe.start(pipelines: setup.pipelines.path, keys: keys, options: options)
     }
 
-    static func problem(_ response: RawHTTP.Response) -> (kind: String, detail: String) {
-        let body = (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any] ?? [:]
-        return (body["title"] as? String ?? "", body["detail"] as? String ?? "")
-    }
 
     @Test func signedRequestsAreServedAndEveryOtherSignatureIsRefusedBeforeAnyWork() async throws {
         let setup = try Setup()
@@ -344,40 +284,15 @@ import TestSupport
         #expect(metrics.contains("pipelinectl_decodes_shared_total{pipeline=\"resize\"} 2\n"), "\(metrics)")
     }
 
-    static func gatedOrigin(_ jpeg: Data) throws -> (ScriptedServer, DispatchSemaphore, EventLog) {
-        let gate = DispatchSemaphore(value: 0)
-        let fetched = EventLog()
-        let origin = try ScriptedServer { request, connection in
-            fetched.record(request.path)
-            gate.wait()
-            connection.write("HTTP/1.1 200 OK\r\nContent-Type: image/jpeg\r\nContent-Length: \(jpeg.count)\r\nConnection: close\r\n\r\n")
-            connection.write(jpeg)
-        }
-        return (origin, gate, fetched)
-    }
-
-    /// Polls `/metrics` (an event the test waits on, not a time) until `count` requests are admitted.
-    static func waitForInFlight(_ service: InProcessServe, _ count: Int) async -> Bool {
-        await waitForMetric(service, "pipelinectl_requests_in_flight", count)
-    }
-
-    /// Polls `/metrics` until the gauge `name` reads `count`.
-    static func waitForMetric(_ service: InProcessServe, _ name: String, _ count: Int) async -> Bool {
-        for _ in 0..<3000 {
-            if let metrics = try? await service.get("/metrics"),
-               metrics.text.split(separator: "\n").contains(where: { $0.hasPrefix(name + " ") && $0.hasSuffix(" \(count).0") }) {
-                return true
-            }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return false
-    }
+    static func gatedOrigin(_ jpeg: Data) throws -> (ScriptedServer, DispatchSemaphore, EventLog) { try ServeSetup.gatedOrigin(jpeg) }
+    static func waitForInFlight(_ service: InProcessServe, _ count: Int) async -> Bool { await ServeSetup.waitForInFlight(service, count) }
+    static func waitForMetric(_ service: InProcessServe, _ name: String, _ count: Int) async -> Bool { await ServeSetup.waitForMetric(service, name, count) }
 
 }
 
 /// The routes of `pipelinectl serve` on a Hummingbird server on a loopback port of this process
 /// (the close watcher in each connection), with its access log kept.
-final class InProcessServe: Sendable {
+final class InProcessServe: ServeClient {
     /// Values set from any thread.
     final class Shared<Value: Sendable>: Sendable {
         let value: Mutex<Value>
@@ -397,8 +312,8 @@ final class InProcessServe: Sendable {
     /// The access log's lines so far.
     var accessLog: [String] { lines.all }
 
-    func get(_ target: String, headers: [String: String] = [:]) async throws -> RawHTTP.Response {
-        try await RawHTTP.get(port: port, target: target, headers: headers)
+    func get(_ target: String, headers: [String: String] = [:], method: String = "GET") async throws -> RawHTTP.Response {
+        try await RawHTTP.get(port: port, target: target, headers: headers, method: method)
     }
 
     func stop() { task.cancel() }

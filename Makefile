@@ -107,10 +107,16 @@ ALONE_SUITES = ProcessCountTests
 # last, in a process of their own.
 LOAD_SUITES = ServeConnectionTests|ServePageTests|DocsRecipeTests
 
+# The service's routes in this process, on real images with real ImageMagick: beside the
+# time-limited engine suites they took the CPU those need (an item's 20 s limit struck before it
+# left its load stage), so they run after them, in a process of their own.
+SERVICE_SUITES = ServeLogicTests|ServeInProcessTests
+
 test: test-deps
 	$(QUIET) $(SWIFT) build --build-tests
 	docs/tools/api-docs.sh .build/api-docs
-	$(QUIET) $(SWIFT) test --skip-build --filter '$(ENGINE_SUITES)' --skip '$(LOAD_SUITES)'
+	$(QUIET) $(SWIFT) test --skip-build --filter '$(ENGINE_SUITES)' --skip '$(LOAD_SUITES)|$(SERVICE_SUITES)'
+	$(QUIET) $(SWIFT) test --skip-build --filter '$(SERVICE_SUITES)'
 	$(QUIET) $(SWIFT) test --skip-build --filter PluginsTests --skip '$(CODEC_SUITES)|$(ALONE_SUITES)'
 	$(QUIET) $(SWIFT) test --skip-build --filter '$(CODEC_SUITES)'
 	$(QUIET) $(SWIFT) test --skip-build --filter '$(ALONE_SUITES)'

@@ -1,20 +1,5 @@
 #!/usr/bin/env bash
 # Builds this example and exercises it over real HTTP; `make test` in the repository runs it.
-# The app mounts the repository's pipelines/; ../check-app.py says what is checked.
-set -euo pipefail
-cd "$(dirname "$0")"
-# Built in the scratch path the repository's examples share, so that PipelineKit is compiled once.
-scratch=../.build-examples
-../../.ci/quiet.sh swift build --scratch-path "$scratch" --product hummingbird-app \
-  || { echo "example: retrying with a clean build" >&2; rm -rf "$scratch"; ../../.ci/quiet.sh swift build --scratch-path "$scratch" --product hummingbird-app; }
-bin="$scratch/debug/hummingbird-app"
-work=$(mktemp -d)
-trap 'kill $pid 2>/dev/null || true; rm -rf "$work" out .cache' EXIT
-export PIPELINECTL_KEYS="main:$(python3 -c "import secrets; print(secrets.token_hex(32))")"
-cd "$work"
-"$OLDPWD/$bin" --pipelines "$OLDPWD/../../pipelines" --port 0 --jobs 1 --queue 0 > app.log 2> app.err &
-pid=$!
-for _ in $(seq 600); do grep -q "listening on" app.log 2>/dev/null && break; kill -0 $pid || { cat app.err; exit 1; }; sleep 0.1; done
-port=$(sed -n 's/^listening on \([0-9]*\).*/\1/p' app.log)
-[ -n "$port" ] || { cat app.log app.err; echo "example: the app did not start" >&2; exit 1; }
-python3 "$OLDPWD/../check-app.py" "$port" app.log --upload raw --disconnect cancels
+# Built in the scratch path the repository's examples share, so that PipelineKit is compiled
+# once; ../check-app.py says what is checked.
+exec "$(dirname "$0")/../run-app-check.sh" "$(dirname "$0")" hummingbird-app ../.build-examples --upload raw --disconnect cancels

@@ -35,6 +35,25 @@ public enum Magick {
         </policymap>
         """
 
+    /// Guards two process-wide ImageMagick tables that its own locks leave open.
+    ///
+    /// - The random key generators read (``Wand/readBuiltIn(_:size:)`` sets and resets it).
+    /// - The colour-name list's one shared iterator. A name lookup (`PixelSetColor`, the `xc:`,
+    ///   `gradient:` and `plasma:` generators) walks it under ImageMagick's lock, but the reverse
+    ///   lookup the XPM, PICON and TXT writers make (`QueryColorname`) walks it without, so a
+    ///   lookup beside such a write can miss a name it knows ("unrecognized color `fractal'").
+    ///
+    /// Every colour-name lookup MagickKit makes, and every write in a ``namingCoders`` format,
+    /// runs under this lock.
+    static func withColourTable<T>(_ body: () throws -> T) rethrows -> T {
+        try colourTable.withLock { _ in try body() }
+    }
+
+    private static let colourTable = Mutex(())
+
+    /// Writers that look colours up by value in ImageMagick's colour-name list (see ``withColourTable(_:)``).
+    static let namingCoders: Set<String> = ["XPM", "PICON", "TXT", "SPARSE-COLOR"]
+
     /// Starts MagickWand (once per process), sets ImageMagick's thread limit to 1 and forbids the
     /// ``blockedCoders``.
     public static func initialize() { _ = setUp }

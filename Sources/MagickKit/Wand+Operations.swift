@@ -10,7 +10,7 @@ func withColor<T>(_ color: String, _ body: (OpaquePointer) throws -> T) throws -
     Magick.initialize()
     let pixel = NewPixelWand()!
     defer { _ = DestroyPixelWand(pixel) }
-    guard PixelSetColor(pixel, color) != MagickFalse else {
+    guard Magick.withColourTable({ PixelSetColor(pixel, color) }) != MagickFalse else {
         _ = PixelClearException(pixel)
         throw PipelineError(.processFailed, "not a colour: '\(color)'")
     }

@@ -122,7 +122,7 @@ public final class Wand {
     /// line, so a test on them cannot pass or fail by chance.
     public func readBuiltIn(_ spec: String, size: (Int, Int)? = nil) throws {
         if let size { _ = MagickSetSize(pointer, size.0, size.1) }
-        let status = Wand.seeded.withLock { _ in
+        let status = Magick.withColourTable {
             // The key is process-wide and read when a generator acquires its random state; it is
             // put back (~0 is ImageMagick's "no key": seed from entropy) before anyone else reads.
             SetRandomSecretKey(1)
@@ -131,8 +131,6 @@ public final class Wand {
         }
         try check(status, .decodeFailed, "reading \(spec)")
     }
-
-    private static let seeded = Mutex(())
 
     /// Number of frames (images) in the wand.
     public var frameCount: Int { MagickGetNumberImages(pointer) }
@@ -237,7 +235,7 @@ public final class Wand {
         guard hasAlpha else { return }
         let pixel = NewPixelWand()
         defer { _ = DestroyPixelWand(pixel) }
-        _ = PixelSetColor(pixel, color)
+        _ = Magick.withColourTable { PixelSetColor(pixel, color) }
         _ = MagickSetImageBackgroundColor(pointer, pixel)
         try check(MagickSetImageAlphaChannel(pointer, RemoveAlphaChannel), .encodeFailed, "flatten")
         // Remove blends onto the background but leaves the (now opaque) channel on: turn it off.
@@ -260,7 +258,10 @@ public final class Wand {
     public func levelColors(dark: String, light: String) throws {
         let black = NewPixelWand(), white = NewPixelWand()
         defer { _ = DestroyPixelWand(black); _ = DestroyPixelWand(white) }
-        guard PixelSetColor(black, dark) != MagickFalse, PixelSetColor(white, light) != MagickFalse else {
+        let known = Magick.withColourTable {
+            PixelSetColor(black, dark) != MagickFalse && PixelSetColor(white, light) != MagickFalse
+        }
+        guard known else {
             throw PipelineError(.processFailed, "not a colour: '\(dark)' or '\(light)'")
         }
         // invert = true is +level-colors: black and white become the two colours (false would do the reverse).
@@ -324,7 +325,10 @@ public final class Wand {
         if let depth { _ = MagickSetImageDepth(pointer, depth) }
         for (key, value) in options { setOption(key, value) }
         var length = 0
-        let written = allFrames && frameCount > 1 ? MagickGetImagesBlob(pointer, &length) : MagickGetImageBlob(pointer, &length)
+        let blob = { [pointer, frameCount] in
+            allFrames && frameCount > 1 ? MagickGetImagesBlob(pointer, &length) : MagickGetImageBlob(pointer, &length)
+        }
+        let written = Magick.namingCoders.contains(format.uppercased()) ? Magick.withColourTable(blob) : blob()
         guard let blob = written else {
             throw PipelineError(.encodeFailed, lastError("encoding \(format) produced no data"))
         }

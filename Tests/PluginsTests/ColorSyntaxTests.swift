@@ -1,4 +1,6 @@
 import Foundation
+import MagickKit
+import Synchronization
 @testable import PipelineKit
 import Testing
 import TestSupport
@@ -57,5 +59,31 @@ import TestSupport
     @Test func aNearNameIsSuggested() {
         #expect(ColorSyntax.problem("whte")?.contains("did you mean 'white'?") == true)
         #expect(ColorSyntax.problem("#ff")?.contains("got 2") == true)
+    }
+
+    /// ImageMagick's XPM writer walks its colour-name list without the lock its name lookups take,
+    /// and the two share one iterator: a lookup beside such a write once missed `fractal` (CI,
+    /// "unrecognized color `fractal'"). MagickKit holds one lock for both; with it, no lookup of a
+    /// known name made beside XPM writes fails (without it, a run here missed dozens).
+    @Test func namesAreFoundBesideWritesThatNameColours() throws {
+        let misses = Mutex<[String]>([]), rose = try Fixtures.image("rose:", format: "PNG")
+        // Every name in turn, so that each is looked for deep in the list (a hit moves it first).
+        let names = ColorSyntax.names.sorted(), writing = Atomic(true)
+        DispatchQueue.concurrentPerform(iterations: 2) { lane in
+            let wand = Wand()
+            if lane == 0 { _ = try? wand.read(rose, format: "PNG") }
+            if lane == 0 {
+                for _ in 0..<40 { _ = try? wand.clone().encode(format: "XPM") }
+                writing.store(false, ordering: .releasing)
+            } else {
+                var looked = 0
+                while writing.load(ordering: .acquiring) || looked < names.count {
+                    let name = names[looked % names.count]
+                    if !Wand.isColor(name) { misses.withLock { $0.append(name) } }
+                    looked += 1
+                }
+            }
+        }
+        #expect(misses.withLock { $0 } == [])
     }
 }

@@ -24,7 +24,7 @@ export PIPELINECTL_REVISION ?= $(shell git describe --always --dirty 2>/dev/null
 DIST_PACKAGES = mmdebstrap umoci skopeo dpkg-dev lintian binutils
 DIST = dist
 
-.PHONY: deps test-deps dist-deps apt-install install uninstall install-services build release run test api-check test-dist image deb stress samples docs bench bench-loader bench-reports bench-serve fuzz clean
+.PHONY: deps test-deps dist-deps apt-install install uninstall install-services build release run test api-check test-dist image deb stress samples docs docs-diagrams bench bench-loader bench-reports bench-serve fuzz clean
 
 deps:
 	@$(MAKE) -s apt-install PACKAGES="$(APT_PACKAGES)"
@@ -73,7 +73,7 @@ build: deps
 
 # The Swift runtime and Foundation are linked statically, as in deploy/Dockerfile: every run
 # starts about 19 ms sooner (a one-image run 63 -> 44 ms), which is a fifth of the time of a run
-# over a few small images (docs/PERFORMANCE.md). The binary is about 100 MB.
+# over a few small images (bench/NOTEBOOK.md). The binary is about 100 MB.
 release: deps
 	$(QUIET) $(SWIFT) build -c release --static-swift-stdlib --product pipelinectl
 
@@ -168,10 +168,11 @@ test-dist: image deb test-deps
 	$(SWIFT) build --build-tests
 	PIPELINECTL_DIST=$(DIST) $(SWIFT) test --skip-build --filter DistributionTests
 
-# Loader throughput against a loopback server with 50 ms latency (docs/PERFORMANCE.md).
+# `pipelinectl run` against vipsthumbnail and convert on every format group and long lists (bench/run.sh; docs/PERFORMANCE.md).
 bench: release
 	bench/run.sh
 
+# Loader throughput against a loopback server with 50 ms latency (docs/PERFORMANCE.md).
 bench-loader: release
 	bench/loader.sh
 
@@ -190,6 +191,11 @@ fuzz: deps
 # Regenerates the reference pages from the code (the plugins' specs, the pipeline file's schema,
 # every command and option), then builds the site into site/ with --strict: a broken link or anchor
 # fails. Open site/index.html.
+# Redraws the architecture page's diagrams from their Graphviz sources (docs/diagrams/*.dot).
+docs-diagrams:
+	@command -v dot >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq graphviz >/dev/null; }
+	for f in docs/diagrams/*.dot; do dot -Tsvg "$$f" -o "$${f%.dot}.svg"; done
+
 docs: build
 	@python3 -c 'import mkdocs, material' 2>/dev/null || { echo "installing: $(PIP_DOCS_PACKAGES)"; \
 	  python3 -m pip install --quiet $(PIP_DOCS_PACKAGES) 2>/dev/null || python3 -m pip install --quiet --break-system-packages $(PIP_DOCS_PACKAGES); }

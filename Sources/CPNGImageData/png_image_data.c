@@ -3,7 +3,7 @@
 //
 // A PNG answer's time after its decode was mostly zlib's deflate. At the same level libdeflate
 // writes the 512 px thumbnails of the bench corpora's PNGs in half the time, 0.8% larger (medians,
-// filtering included; bench/png-deflate.sh, docs/PERFORMANCE.md#png-libdeflate). libdeflate takes
+// filtering included; bench/png-deflate.sh, bench/NOTEBOOK.md#png-libdeflate). libdeflate takes
 // the whole input at once, so the caller uses this for images whose rows fit in memory twice and
 // leaves larger ones to libpng.
 //

@@ -171,12 +171,19 @@ import TestSupport
             let dom = try await Command.run("/usr/bin/chromium", browser + ["--virtual-time-budget=10000", "--dump-dom", page])
             #expect(dom.stdout.contains(symbol), "the \(module) API page does not list \(symbol); unanswered: \(server.unmatched.suffix(5))")
         }
-        for (page, heading) in [("index.html", "The guides"), ("failures.html", "Stopping and resuming")] {
+        for (page, heading) in [("index.html", "The guides"), ("failures.html", "Stopping and resuming"),
+                                ("architecture.html", "Three paths, one engine")] {
             let url = try #require(URL(string: server.url("/" + page)))
             let dom = try await Command.run("/usr/bin/chromium", browser + ["--dump-dom", url.absoluteString])
             #expect(dom.stdout.contains(heading), "\(page) lacks \(heading)")
             #expect(dom.stdout.contains("Running at scale") && dom.stdout.contains("Commands and options"), "\(page): no navigation")
             #expect(!dom.stderr.contains("Uncaught"), "\(dom.stderr.suffix(2000))")
+            if page == "architecture.html" {
+                // The diagram is an SVG the browser draws itself (no script, no network): it was
+                // asked for and served.
+                #expect(dom.stdout.contains("diagrams/paths.svg"))
+                #expect(server.requests("/diagrams/paths.svg") > 0 && !server.unmatched.contains("/diagrams/paths.svg"))
+            }
             let shot = site.appendingPathComponent(page + ".png")
             _ = try await Command.run("/usr/bin/chromium", browser + ["--hide-scrollbars", "--window-size=1280,900",
                                                                       "--screenshot=\(shot.path)", url.absoluteString])

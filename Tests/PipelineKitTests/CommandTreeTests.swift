@@ -6,7 +6,7 @@ import Testing
 /// (`String(describing:)` of the metatype) for every subcommand each time it matches the command
 /// line, and each derivation asks the Swift runtime three protocol-conformance questions that
 /// scan every conformance in the binary the first time: about 6 ms of a lone huge image's serial
-/// start (docs/PERFORMANCE.md#serial-start).
+/// start (bench/NOTEBOOK.md#serial-start).
 @Suite struct CommandTreeTests {
     @Test func everyCommandHasAnExplicitName() {
         var unnamed: [String] = []

@@ -108,7 +108,7 @@ public final class WorkerPool: Sendable {
     /// only briefly, so the second worker waited for the next tick, 4 ms at 250 Hz. `perf sched`
     /// under `serve` at 2 connections: 48 such waits in 5 s, 31 of them over 3.5 ms; pinned,
     /// none, and each source's p99 over its own median fell from 1.57-1.84 to 1.41-1.63
-    /// (docs/PERFORMANCE.md#pinned). Fewer or more threads than CPUs (`--workers`, a CPU quota
+    /// (bench/NOTEBOOK.md#pinned). Fewer or more threads than CPUs (`--workers`, a CPU quota
     /// the kernel's mask does not show) are left to the kernel.
     public static func cpu(threads: Int) -> WorkerPool {
         cpuPools.withLock { pools in

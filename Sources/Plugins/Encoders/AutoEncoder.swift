@@ -46,7 +46,7 @@ public struct AutoEncoder: ImageEncoding {
 
     /// WebP's quality and the AVIF quality whose mean SSIM (scikit-image, RGB, at a 512 px box)
     /// was at least WebP's on the 72 bench corpus photos (bench/avif-quality.py; the report on the
-    /// formats corpus is in docs/PERFORMANCE.md#avif-quality). Between two points, linear.
+    /// formats corpus is in bench/NOTEBOOK.md#avif-quality). Between two points, linear.
     static let avifForWebP: [(webp: Int, avif: Int)] = [(1, 1), (60, 50), (70, 55), (80, 65), (82, 70), (90, 90), (100, 100)]
 
     /// The AVIF quality that looks like WebP's (and JPEG's) `quality`.

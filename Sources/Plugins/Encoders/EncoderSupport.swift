@@ -133,7 +133,7 @@ struct MagickEncoding: Sendable {
     /// Pillow, libvips) and costs no measurable time at thumbnail sizes (500 encodes of a 512x288
     /// picture by cjpeg: 1.48 s against 1.52 s). At quality 80 it gave 512 px answers of the bench
     /// corpora 0.005-0.035 dB more PSNR, enough to put `shrink_on_load: fast` above Pillow's draft
-    /// decode on every photo (docs/PERFORMANCE.md#islow).
+    /// decode on every photo (bench/NOTEBOOK.md#islow).
     static let jpegDCT = ["jpeg:dct-method": "islow"]
 
     /// Throws at validation time when this ImageMagick cannot write `format`.

@@ -9,7 +9,7 @@ import PipelineKit
 /// ``wholeLimit``). Neither keeps process-wide state while writing. (ImageMagick's PNG coder was
 /// noted to serialise writes; measured in a batch at 256 px, both writers ran at the same speed
 /// with both cores busy, and this one's files were 4.6% smaller at the same zlib level:
-/// docs/PERFORMANCE.md.)
+/// bench/NOTEBOOK.md.)
 ///
 /// ImageMagick still writes what this does not cover: palette PNGs, EXIF, XMP or IPTC to keep,
 /// `max_bytes`, images that are not sRGB or whose pixels are all grey (written as grey PNGs
@@ -65,7 +65,7 @@ enum PNGWriter {
     /// Images whose pixels take at most this many bytes have their image data compressed whole by
     /// libdeflate (Sources/CPNGImageData): on the 39 PNG sources' 512 px thumbnails of both bench
     /// corpora, half zlib's time at the same level and 0.8% larger (medians;
-    /// docs/PERFORMANCE.md#png-libdeflate). libdeflate needs the filtered rows and the result in
+    /// bench/NOTEBOOK.md#png-libdeflate). libdeflate needs the filtered rows and the result in
     /// memory at once (about twice the pixels), so larger images are streamed through zlib by
     /// libpng, at the same level.
     static let wholeLimit = 32 << 20

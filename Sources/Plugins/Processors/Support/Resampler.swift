@@ -7,7 +7,7 @@ import PipelineKit
 /// Lanczos-3 resampling of an ImageMagick image or of 8-bit pixels in single precision, two
 /// separable passes over rows as they arrive: the same weights as ImageMagick's `ResizeImage` (window,
 /// support widened by the shrink factor, clipped at the edges and renormalised), 2.7 ms of CPU
-/// less than it per 512x320 image fitted to 256 (docs/PERFORMANCE.md).
+/// less than it per 512x320 image fitted to 256 (bench/NOTEBOOK.md).
 ///
 /// ImageMagick 6 resizes in double precision on 16-bit pixels, one channel at a time, and a
 /// profile of the per-format benchmark had its resize at a fifth to a quarter of all CPU time

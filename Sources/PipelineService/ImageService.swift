@@ -94,7 +94,12 @@ package final class ImageService: Sendable {
     /// Requests in flight: admitted ones (running or waiting) and those that joined running work.
     package var requestsInFlight: Int { admission.inFlight + joinedNow.load(ordering: .relaxed) }
 
-    package init(library: ImagePipelines, keys: SigningKeys?, admission: RequestAdmission, timeout: Double) {
+    /// The clock jobs are timed by.
+    private let timers: any TimerSource
+
+    package init(library: ImagePipelines, keys: SigningKeys?, admission: RequestAdmission, timeout: Double,
+                 timers: any TimerSource = DispatchTimers.shared) {
+        self.timers = timers
         self.library = library
         var presets: [String: Preset] = [:]
         for (name, runner) in library.baseRunners {
@@ -251,7 +256,7 @@ package final class ImageService: Sendable {
     }
 
     private func running(_ job: AdmittedJob) async -> ServeAnswer {
-        let arrived = ContinuousClock.now
+        let arrived = timers.now
         // A joined request whose shared work ended meanwhile would make the image alone: it
         // takes a job place for that, as any other (so joins never add work beyond the places).
         let holdsPlace = !job.joined || !job.runner.isSharingWork(for: job.preset.source(job.source))
@@ -265,7 +270,7 @@ package final class ImageService: Sendable {
         }
         defer { if holdsPlace { admission.finishJob(client: job.client) } }
         let runner = job.runner
-        let started = ContinuousClock.now
+        let started = timers.now
         let source = job.preset.source(job.source)
         // The engine's own limit on each caller's item, when it is as strict, is the only clock:
         // it answers `timeout` (504) the same way, without a second timer per request.
@@ -277,7 +282,7 @@ package final class ImageService: Sendable {
         }
         // A job cut short by its client's leaving says nothing about how long jobs take.
         // A joined request shares another's work: its time says nothing about a job's either.
-        if holdsPlace, made?.result.error?.kind != .cancelled { admission.recordJob(seconds: (ContinuousClock.now - started).seconds) }
+        if holdsPlace, made?.result.error?.kind != .cancelled { admission.recordJob(seconds: (timers.now - started).seconds) }
         var answer: ServeAnswer
         if let made {
             answer = respond(made, preset: job.preset, negotiated: job.preset.pipeline.negotiatesFormat, ifNoneMatch: job.ifNoneMatch)

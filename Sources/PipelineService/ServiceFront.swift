@@ -19,6 +19,9 @@ public struct ImageServiceOptions: Sendable {
     public var trustedProxies: Set<String> = []
     /// Where the access log goes: one JSON line per request.
     public var accessLog: AccessLogDestination = .standardOutput
+    /// The clock jobs are timed by (the expected wait of a request comes from their times): the
+    /// machine's, unless a test moves one by hand.
+    package var timers: any TimerSource = DispatchTimers.shared
 
     public init() {}
 }
@@ -43,7 +46,7 @@ package final class ServiceFront: Sendable {
         let jobs = max(1, options.jobs)
         service = ImageService(library: library, keys: library.keys,
                                admission: RequestAdmission(jobs: jobs, queue: options.queue ?? max(128, 64 * jobs), queueWait: options.queueWait),
-                               timeout: options.timeout)
+                               timeout: options.timeout, timers: options.timers)
         metrics = ServeMetrics(presets: library.names)
         self.options = options
     }

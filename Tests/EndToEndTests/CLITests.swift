@@ -1,6 +1,7 @@
 import FlyingFox
 import Foundation
 import PipelineKit
+import Synchronization
 import Testing
 import TestSupport
 
@@ -664,24 +665,19 @@ import TestSupport
         #expect(schema.stdout == committed, "docs/pipeline.schema.json is stale: run `make docs`")
     }
 
-    /// A run slow enough for the progress line to be drawn a few times.
+    /// A list of a 404, a comment, a blank line and eight images, on a loopback server.
     ///
-    /// The images take 1.5 s, the 404 none: several redraws happen in between even when this
-    /// process's own threads are busy. With `afterMissing` each image is answered 1.5 s after the
-    /// 404 was: on a loaded machine the 404's request itself may come last. (Only for a pipeline
-    /// with a load slot for every line: with fewer, the images could hold every slot waiting.)
-    func slowList(afterMissing: Bool = false) async throws -> (dir: URL, list: URL, server: TestServer) {
+    /// With `holdImages`, each image is answered only once the condition holds (the test's
+    /// event: the progress line drawn on the terminal after the 404, say), and the 404 first. (Only
+    /// for a pipeline with a load slot for every line: with fewer, the images could hold every slot
+    /// waiting.)
+    func slowList(holdImages: (@Sendable () async -> Void)? = nil) async throws -> (dir: URL, list: URL, server: TestServer) {
         let server = try await TestServer.start()
         let body = try Fixtures.jpeg(300, 200)
-        let missing = EventLog()
-        server.route("/missing.jpg") { _ in
-            missing.record("answered")
-            return HTTPResponse(statusCode: .notFound)
-        }
+        server.route("/missing.jpg") { _ in HTTPResponse(statusCode: .notFound) }
         for i in 0..<8 {
             server.route("/\(i).jpg") { _ in
-                if afterMissing { _ = await missing.wait(for: "answered", atMost: 600) }
-                try await Task.sleep(for: .milliseconds(1500))
+                await holdImages?()
                 return HTTPResponse(statusCode: .ok, headers: [.contentType: "image/jpeg"], body: body)
             }
         }
@@ -693,7 +689,17 @@ import TestSupport
     }
 
     @Test func progressLineIsDrawnOnATerminal() async throws {
-        let (dir, list, server) = try await slowList(afterMissing: true)
+        let screenFile = Mutex<URL?>(nil)
+        // The images wait until the terminal shows the line redrawn after the 404: so the line is
+        // drawn while items are in flight, however loaded the machine (bounded only against a hang).
+        let (dir, list, server) = try await slowList {
+            for _ in 0..<1200 {
+                if let file = screenFile.withLock({ $0 }), let screen = try? String(contentsOf: file, encoding: .utf8),
+                   screen.contains("failed 1") { return }
+                try? await Task.sleep(for: .milliseconds(50))
+            }
+        }
+        screenFile.withLock { $0 = dir.appendingPathComponent("typescript") }
         let pipeline = try thumbnailsPipeline(in: dir, named: "slots.yaml") { $0.replacingOccurrences(of: "max_concurrent: 8", with: "max_concurrent: 16") }.path
         let command = "\(Self.binary) run \(pipeline) \(list.path) --item-timeout 30s"
         // `script` runs the command on a pseudo-terminal, as an interactive shell would.

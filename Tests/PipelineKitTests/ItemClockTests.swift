@@ -72,34 +72,56 @@ import TestSupport
 
     /// The timer is set once per item and not moved by each wait: when it goes off during a wait,
     /// or after a wait before the time left has run out, it is set again. A wait longer than the
-    /// whole limit must not strike. (The clock is driven directly: between `start` and
-    /// `beginWait` only two statements are counted, however busy the machine.)
-    @Test func aWaitLongerThanTheLimitIsNotCounted() async throws {
-        let clock = ItemClock(limit: .seconds(2))
-        let (expiries, expire) = AsyncStream<Void>.makeStream()
-        clock.start { expire.yield() }
-        let wait = clock.beginWait()  // the timer set by start goes off during this wait
-        try await Task.sleep(for: .milliseconds(2500))
+    /// whole limit must not strike. (The clock is one the test moves: no real time passes.)
+    @Test func aWaitLongerThanTheLimitIsNotCounted() {
+        let timers = ManualTimers()
+        let clock = ItemClock(limit: .seconds(2), timers: timers)
+        let struck = LiveFlag()
+        clock.start { struck.set() }
+        let wait = clock.beginWait()
+        timers.advance(by: .milliseconds(2500))  // the timer set by start goes off during the wait
+        #expect(!struck.isSet)
+        #expect(clock.remaining == .seconds(2))
         wait.end()
+        timers.advance(by: .milliseconds(1999))
+        #expect(!struck.isSet)
         #expect(clock.settle())  // the item ends first: the wait was not counted
-        expire.finish()
-        var iterator = expiries.makeAsyncIterator()
-        #expect(await iterator.next() == nil)
+        #expect(timers.pending == 0, "the settled item's timer is cancelled")
     }
 
-    @Test func theLimitStrikesAfterAWaitForTheTimeLeft() async throws {
-        let clock = ItemClock(limit: .seconds(1))
-        let (expiries, expire) = AsyncStream<ContinuousClock.Instant>.makeStream()
-        let start = ContinuousClock.now
-        clock.start { expire.yield(ContinuousClock.now) }
+    @Test func theLimitStrikesAfterAWaitForTheTimeLeft() {
+        let timers = ManualTimers()
+        let clock = ItemClock(limit: .seconds(1), timers: timers)
+        let struckAt = Mutex<Duration?>(nil)
+        let start = timers.now
+        clock.start { struckAt.withLock { $0 = timers.now } }
+        timers.advance(by: .milliseconds(300))  // 0.3 s of the item's own time
         let wait = clock.beginWait()
-        try await Task.sleep(for: .milliseconds(1500))
+        timers.advance(by: .milliseconds(1500))  // the timer goes off during the wait: not counted
+        #expect(struckAt.withLock { $0 } == nil)
         wait.end()
-        var iterator = expiries.makeAsyncIterator()
-        let struck = try #require(await iterator.next())
-        // Not before the limit plus the wait (a lower bound: a busy machine only adds to it).
-        #expect(struck - start >= .milliseconds(2500))
+        timers.advance(by: .milliseconds(699))
+        #expect(struckAt.withLock { $0 } == nil, "0.999 s of its own time: not yet")
+        timers.advance(by: .milliseconds(1))
+        // The limit plus the wait, to the millisecond: no more, no less.
+        #expect(struckAt.withLock { $0 }.map { $0 - start } == .milliseconds(2500))
         #expect(!clock.settle())  // the limit won the race
+    }
+
+    /// The same race on the machine's own clock, as items run: the timer goes off while the item
+    /// still has time (it waited meanwhile) and is set again for what is left.
+    @Test func aTimerThatGoesOffEarlyIsSetAgainForTheTimeLeft() {
+        let timers = ManualTimers()
+        let clock = ItemClock(limit: .seconds(1), timers: timers)
+        let struck = LiveFlag()
+        clock.start { struck.set() }
+        let wait = clock.beginWait()
+        timers.advance(by: .milliseconds(400))
+        wait.end()  // the timer was left as it was: due at 1 s, with 0.4 s of waiting since
+        timers.advance(by: .milliseconds(600))  // it goes off, finds 0.4 s left, and is set again
+        #expect(!struck.isSet && timers.pending == 1)
+        timers.advance(by: .milliseconds(400))
+        #expect(struck.isSet)
     }
 
     @Test func cancellingTheCallerCancelsTheWork() async throws {

@@ -27,8 +27,10 @@ import TestSupport
     static func problem(_ response: RawHTTP.Response) -> (kind: String, detail: String) { ServeSetup.problem(response) }
 
     /// `serve`'s admission flags (`--jobs`, `--queue`, `--queue-wait`, `--timeout`) as route options.
-    static func start(_ setup: Setup, _ flags: [String] = [], keys: String = key) async throws -> InProcessServe {
+    static func start(_ setup: Setup, _ flags: [String] = [], keys: String = key,
+                      timers: ManualTimers? = nil) async throws -> InProcessServe {
         var options = ImageRoutes.Options()
+        if let timers { options.timers = timers }
         for (flag, value) in zip(flags, flags.dropFirst()) {
             switch flag {
             case "--jobs": options.jobs = Int(value)!
@@ -222,8 +224,8 @@ import TestSupport
     }
 
     /// Once jobs are seen to be slow, a request that would wait longer than `--queue-wait` is
-    /// refused at once, though queue places are free. The first job is held at the origin for at
-    /// least 2.5 s (a lower bound, whatever the load), so the next one waiting expects 2.5 s.
+    /// refused at once, though queue places are free. The first job is held at the origin while
+    /// the service's clock (moved by the test) passes 2.5 s, so the next one waiting expects 2.5 s.
     @Test func aQueueOfSlowJobsIsKeptToTheExpectedWait() async throws {
         let jpeg = try Fixtures.jpeg(64, 48)
         let (origin, gate, fetched) = try Self.gatedOrigin(jpeg)
@@ -232,11 +234,13 @@ import TestSupport
         // --timeout: were the third admitted, it would fail as 504 rather than hang the test.
         // (60 s: 20 s was exceeded by the first request on a machine kept busy, make test beside
         // two busy loops.)
-        let service = try await Self.start(setup, ["--jobs", "1", "--queue", "8", "--queue-wait", "1s", "--timeout", "60s"])
+        let timers = ManualTimers()
+        let service = try await Self.start(setup, ["--jobs", "1", "--queue", "8", "--queue-wait", "1s", "--timeout", "60s"],
+                                           timers: timers)
         defer { service.stop() }
         let first = Task { try await service.get(try Self.sign("resize", origin.url("/first.jpg"))) }
         #expect(await fetched.wait(for: "/first.jpg"))
-        try await Task.sleep(for: .seconds(2.5))
+        timers.advance(by: .milliseconds(2500))
         gate.signal()
         let answered = try await first.value
         #expect(answered.status == 200, "\(answered.status) \(answered.text)")

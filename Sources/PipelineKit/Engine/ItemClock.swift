@@ -20,24 +20,26 @@ final class StageTracker: Sendable {
 /// sleeping in `Task.sleep` stays scheduled until its deadline even when cancelled: with the
 /// default 5-minute limit every item of a long list kept one alive, and memory grew with the list.)
 public final class ItemClock: Sendable {
-    /// One serial queue for every timer's handler: the handlers only resume a continuation.
-    static let queue = DispatchQueue(label: "pipelinectl.item-clocks")
-
-    private struct State: @unchecked Sendable {  // the timer is only touched under the lock
+    private struct State: Sendable {
         var used: Duration = .zero
-        var runningSince: ContinuousClock.Instant?
+        var runningSince: Duration?
         var pauses = 0
         var settled = false
-        var timer: (any DispatchSourceTimer)?
+        var timer: (any ClockTimer)?
         /// Which arming the current timer belongs to (an older timer's event is ignored).
         var generation = 0
         var onExpire: (@Sendable () -> Void)?
     }
     private let state = Mutex(State())
+    private let timers: any TimerSource
     /// The whole limit.
     public let limit: Duration
 
-    init(limit: Duration) { self.limit = limit }
+    /// A limit of `limit`, counted by `timers` (the machine's monotonic clock unless a test drives one).
+    init(limit: Duration, timers: any TimerSource = DispatchTimers.shared) {
+        self.limit = limit
+        self.timers = timers
+    }
 
     /// Time left before the limit strikes, not counting waits to come.
     public var remaining: Duration { state.withLock { left($0) } }
@@ -47,7 +49,7 @@ public final class ItemClock: Sendable {
         state.withLock { state in
             state.onExpire = onExpire
             if state.pauses == 0 {
-                state.runningSince = ContinuousClock.now
+                state.runningSince = timers.now
                 arm(&state)
             }
         }
@@ -71,7 +73,7 @@ public final class ItemClock: Sendable {
         state.withLock { state in
             state.pauses += 1
             guard state.pauses == 1, let since = state.runningSince else { return }
-            state.used += ContinuousClock.now - since
+            state.used += timers.now - since
             state.runningSince = nil
         }
         return Wait(self)
@@ -81,7 +83,7 @@ public final class ItemClock: Sendable {
         state.withLock { state in
             state.pauses -= 1
             guard state.pauses == 0, !state.settled, state.onExpire != nil else { return }
-            state.runningSince = ContinuousClock.now
+            state.runningSince = timers.now
             // A timer still set goes off no later than the deadline, which the wait moved later.
             if state.timer == nil { arm(&state) }
         }
@@ -89,26 +91,20 @@ public final class ItemClock: Sendable {
 
     /// Time left of the limit, counting the running stretch if one is under way.
     private func left(_ state: State) -> Duration {
-        let running = state.runningSince.map { ContinuousClock.now - $0 } ?? .zero
+        let running = state.runningSince.map { timers.now - $0 } ?? .zero
         return max(.zero, limit - state.used - running)
     }
 
     /// Sets the timer (made once per item) to go off when the time left runs out.
     private func arm(_ state: inout State) {
         let left = left(state)
-        let deadline = DispatchTime.now() + .nanoseconds(Int(left.components.seconds) * 1_000_000_000
-            + Int(left.components.attoseconds / 1_000_000_000))
         if let timer = state.timer {
-            timer.schedule(deadline: deadline)
+            timer.schedule(after: left)
             return
         }
         state.generation += 1
         let generation = state.generation
-        let timer = DispatchSource.makeTimerSource(queue: ItemClock.queue)
-        timer.setEventHandler { [weak self] in self?.fire(generation) }
-        timer.schedule(deadline: deadline)
-        state.timer = timer
-        timer.resume()
+        state.timer = timers.timer(after: left) { [weak self] in self?.fire(generation) }
     }
 
     private func fire(_ generation: Int) {
@@ -149,10 +145,11 @@ public final class ItemClock: Sendable {
 /// the operation: it is cancelled, which ends its waits and gives back what it held. (A plugin
 /// blocked inside a C call keeps its worker thread until it returns; the run goes on without it.)
 /// Cancelling the calling task cancels the operation too.
-func withItemClock<T: Sendable>(_ seconds: Double?, timeout: @escaping @Sendable () -> any Error,
+func withItemClock<T: Sendable>(_ seconds: Double?, timers: any TimerSource = DispatchTimers.shared,
+                                timeout: @escaping @Sendable () -> any Error,
                                 _ operation: @escaping @Sendable (ItemClock?) async throws -> T) async throws -> T {
     guard let seconds else { return try await operation(nil) }
-    let clock = ItemClock(limit: .milliseconds(Int64((seconds * 1000).rounded())))
+    let clock = ItemClock(limit: .milliseconds(Int64((seconds * 1000).rounded())), timers: timers)
     let work = Mutex<Task<Void, Never>?>(nil)
     return try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { continuation in
@@ -168,5 +165,51 @@ func withItemClock<T: Sendable>(_ seconds: Double?, timeout: @escaping @Sendable
         }
     } onCancel: {
         work.withLock { $0 }?.cancel()
+    }
+}
+
+/// Where item clocks read the time and set their timers: the machine's monotonic clock with
+/// dispatch timers (``DispatchTimers``), or, in tests, a clock the test moves by hand, so that a
+/// test of time limits waits on no real time.
+package protocol TimerSource: Sendable {
+    /// The time now, from an origin of the source's choosing (only differences mean anything).
+    var now: Duration { get }
+    /// A timer that calls `handler` once, `delay` from now, unless cancelled or moved first.
+    func timer(after delay: Duration, _ handler: @escaping @Sendable () -> Void) -> any ClockTimer
+}
+
+/// A timer of a ``TimerSource``.
+package protocol ClockTimer: Sendable {
+    /// Moves the timer to go off `delay` from now (again, if it went off already).
+    func schedule(after delay: Duration)
+    /// Stops the timer for good: its handler is not called after this returns.
+    func cancel()
+}
+
+/// The machine's monotonic clock and one dispatch timer source per timer, their handlers on one
+/// serial queue (they only resume a continuation).
+package struct DispatchTimers: TimerSource {
+    package static let shared = DispatchTimers()
+    static let queue = DispatchQueue(label: "pipelinectl.item-clocks")
+    private static let origin = ContinuousClock.now
+
+    package var now: Duration { ContinuousClock.now - Self.origin }
+
+    package func timer(after delay: Duration, _ handler: @escaping @Sendable () -> Void) -> any ClockTimer {
+        let source = DispatchSource.makeTimerSource(queue: Self.queue)
+        source.setEventHandler(handler: handler)
+        let timer = Timer(source: source)
+        timer.schedule(after: delay)
+        source.resume()
+        return timer
+    }
+
+    private struct Timer: ClockTimer, @unchecked Sendable {  // a dispatch source is thread-safe
+        let source: any DispatchSourceTimer
+        func schedule(after delay: Duration) {
+            let (seconds, attoseconds) = delay.components
+            source.schedule(deadline: .now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
+        }
+        func cancel() { source.cancel() }
     }
 }

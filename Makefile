@@ -96,7 +96,7 @@ CODEC_SUITES = (WebP|HEIF|TIFF|GIF|JPEG)DecodeTests|MetadataTests|QualityTargetT
 # (an item's limit, a loader's timeout), and in one process with suites doing synchronous
 # ImageMagick work, those held Swift's cooperative threads (two on two cores) and a good item
 # waiting for one ran out of time. The plugin suites follow, then the codec suites.
-ENGINE_SUITES = PipelineKitTests|EndToEndTests
+ENGINE_SUITES = PipelineKitTests|ServiceTests|EndToEndTests
 
 # ProcessCountTests counts the whole process (format sniffs, header reads, heap bytes): it runs alone.
 ALONE_SUITES = ProcessCountTests

@@ -222,36 +222,51 @@ let package = Package(
             name: "pipelinectl",
             dependencies: ["PipelineCtl", "Plugins"]
         ),
-        // Shared by the test targets: a real HTTP server on loopback, fixture images, helpers.
+        // Shared by the test targets: the scripted stages and fakes the engine's tests run on, a
+        // real HTTP server on loopback, the servers the backends' tests start, helpers. No codec.
         .target(
             name: "TestSupport",
             dependencies: [
                 "PipelineKit",
-                "MagickKit",
                 .product(name: "FlyingFox", package: "FlyingFox"),
             ],
             path: "Tests/TestSupport",
             exclude: ["moto-server.py", "moto-setup.py", "slurm-cluster.sh"]  // run by MotoServer and SlurmCluster
         ),
+        // Images made by ImageMagick for the tests of codecs, plugins, the service and the binary
+        // (re-exports TestSupport).
+        .target(
+            name: "TestImages",
+            dependencies: ["PipelineKit", "MagickKit", "TestSupport"],
+            path: "Tests/TestImages"
+        ),
         .testTarget(
             name: "PipelineKitTests",
-            dependencies: ["PipelineKit", "MagickKit", "Plugins", "TestSupport", "PipelineCtl", "PipelineHummingbird", "PipelineService",
+            // The engine, the pipeline file and the registry on scripted stages and fakes: neither
+            // Plugins nor MagickKit (no codec, no HTTP client), so a change to a plugin never
+            // rebuilds these, and they say what the engine does apart from any plugin.
+            dependencies: ["PipelineKit", "TestSupport"]
+        ),
+        // The service's logic and routes, the library API and the controller, on the built-in
+        // plugins and real ImageMagick.
+        .testTarget(
+            name: "ServiceTests",
+            dependencies: ["PipelineKit", "MagickKit", "Plugins", "TestImages", "PipelineCtl", "PipelineHummingbird", "PipelineService",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                           .product(name: "HummingbirdTesting", package: "hummingbird")],
-            exclude: ["Fixtures"]  // broken pipelines and their expected diagnostics, read as files
+                           .product(name: "HummingbirdTesting", package: "hummingbird")]
         ),
         .testTarget(
             name: "PluginsTests",
             dependencies: [
-                "PipelineKit", "MagickKit", "Plugins", "TestSupport", "CLinux", "CJPEGMemory", "CPNG",
+                "PipelineKit", "MagickKit", "Plugins", "TestImages", "CLinux", "CJPEGMemory", "CPNG",
                 .product(name: "FlyingFox", package: "FlyingFox"),
             ],
-            exclude: ["Fixtures"]  // SigV4 golden vectors and fuzz findings, read as files
+            exclude: ["Fixtures"]  // SigV4 golden vectors, fuzz findings and broken pipelines, read as files
         ),
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "PipelineKit", "TestSupport",
+                "PipelineKit", "TestImages",
                 .product(name: "FlyingFox", package: "FlyingFox"),
             ],
             exclude: ["Fixtures"]  // KEDA's CRD schemas, read as files

@@ -3,7 +3,7 @@ import Foundation
 import PipelineKit
 import Synchronization
 import Testing
-import TestSupport
+import TestImages
 
 /// The built `pipelinectl` binary, run as a user would, against real files and a real HTTP server
 /// on loopback; outputs are checked with ImageMagick's `identify`.

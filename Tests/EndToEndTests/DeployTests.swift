@@ -1,7 +1,7 @@
 import Foundation
 import PipelineKit
 import Testing
-import TestSupport
+import TestImages
 
 /// The files in deploy/: the Slurm script run as a real array job on a one-node Slurm cluster on
 /// loopback against moto, the Kubernetes manifest validated offline (kubernetes-validate), the

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import TestSupport
+import TestImages
 
 /// Where `make image` and `make deb` put what they built (PIPELINECTL_DIST), made absolute.
 private let distDirectory = ProcessInfo.processInfo.environment["PIPELINECTL_DIST"].map {

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import TestSupport
+import TestImages
 
 /// The sessions docs/work.md offers to paste into a shell ("Try it on one machine") run here as
 /// written, but for the lines marked `# once` (installs that `make test-deps` has done): moto's S3

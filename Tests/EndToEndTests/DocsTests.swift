@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import TestSupport
+import TestImages
 
 /// The documentation: the generated command reference is current and names every command and
 /// option, the site builds with mkdocs --strict (a broken link or anchor fails), and a real

@@ -2,7 +2,7 @@ import Foundation
 import PipelineKit
 import Synchronization
 import Testing
-import TestSupport
+import TestImages
 
 /// The exit-code table of the docs (docs/operating.md) against the binary: every code it lists is the one a real case
 /// ends with, and it lists every code the binary uses.

@@ -1,7 +1,7 @@
 import Foundation
 import PipelineKit
 import Testing
-import TestSupport
+import TestImages
 
 /// Hostile files through the real binary: each fails alone with its kind, the good ones are made,
 /// and nothing is read, written or deleted outside the output directory (ImageMagick's temporary

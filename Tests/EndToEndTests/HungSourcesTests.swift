@@ -2,7 +2,7 @@ import Foundation
 import PipelineKit
 import Synchronization
 import Testing
-import TestSupport
+import TestImages
 
 /// Sources behind a server that never answers, then good ones, through the real binary: each hung
 /// item is cut off by the item time limit, its transfer cancelled and its connection closed, so

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import TestSupport
+import TestImages
 
 /// The worker manifests (deploy/kubernetes/worker-sqs.yaml, worker-postgres.yaml), checked offline
 /// as they are shipped: the built-in kinds by kubernetes-validate, KEDA's ScaledObject and

@@ -1,7 +1,7 @@
 import Foundation
 import PipelineKit
 import Testing
-import TestSupport
+import TestImages
 
 /// Sources, outputs and resume against a real S3-compatible server (moto) that checks every
 /// signature, through the pipelinectl binary, with the AWS environment variables users set.

@@ -1,7 +1,7 @@
 import Foundation
 import PipelineKit
 import Testing
-import TestSupport
+import TestImages
 
 /// Reports that tell the truth when read later: a run's header, retries and shards merged with
 /// each source counted once, warnings for what does not add up, and retry lists that work from

@@ -1,7 +1,7 @@
 import Foundation
 import PipelineKit
 import Testing
-import TestSupport
+import TestImages
 
 /// A pipeline's `sources:` hold for `run` as for `serve`: every line of a list outside them
 /// (dot segments, encoded dots, links that lead out, other origins, redirects) fails alone as

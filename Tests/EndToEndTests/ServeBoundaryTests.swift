@@ -1,7 +1,7 @@
 import Foundation
 import PipelineKit
 import Testing
-import TestSupport
+import TestImages
 
 /// The source boundary of `pipelinectl serve`, attacked as a hostile client would: through every
 /// encoding of `..`, links inside a served directory, prefixes escaped by dot segments, and

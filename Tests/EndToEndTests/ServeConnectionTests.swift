@@ -1,7 +1,7 @@
 import Foundation
 import PipelineKit
 import Testing
-import TestSupport
+import TestImages
 
 /// One client with thousands of idle and slow sockets against `pipelinectl serve` started under a
 /// low open-file limit: the service keeps answering others, evicts idle connections at its cap,

@@ -1,7 +1,7 @@
 import Foundation
 import PipelineKit
 import Testing
-import TestSupport
+import TestImages
 
 /// `auto` in `pipelinectl serve` never sends a format the request did not accept: from WebP, AVIF,
 /// GIF, JPEG and PNG sources, with `Accept: image/jpeg`, `*/*`, `image/*`, or no `Accept` at all.

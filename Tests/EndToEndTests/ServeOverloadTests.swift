@@ -1,7 +1,7 @@
 import Foundation
 import PipelineKit
 import Testing
-import TestSupport
+import TestImages
 
 /// What the service does when more is asked of it than it has places for: requests wait their
 /// turn for a bounded time, and clients take turns.

@@ -1,7 +1,7 @@
 import Foundation
 import PipelineKit
 import Testing
-import TestSupport
+import TestImages
 
 /// A page as a browser loads it: 24 images the service has never made, asked for at once by
 /// headless Chromium (a fresh profile each time, so every load reaches the service), three

@@ -3,7 +3,7 @@ import PipelineKit
 import Synchronization
 import FlyingFox
 import Testing
-import TestSupport
+import TestImages
 
 /// `pipelinectl serve` as users run it: the real binary on a loopback port, real images, a real
 /// origin server, requests over real sockets; what needs the process (its options and start-up

@@ -2,7 +2,7 @@ import FlyingFox
 import Foundation
 import PipelineKit
 import Testing
-import TestSupport
+import TestImages
 
 /// `--shard` across real processes: the list split once, outputs identical to one process, and
 /// the shards' reports merged by `pipelinectl report`.

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import TestSupport
+import TestImages
 
 /// `pipelinectl queue` and `pipelinectl work --queue postgres://...`, the real binary, against a
 /// real PostgreSQL 15 on loopback: a queue with a poison file and 100 duplicates drains to one set

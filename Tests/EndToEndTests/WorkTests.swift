@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import TestSupport
+import TestImages
 
 /// `pipelinectl work`, the real binary, against moto's S3 and SQS on loopback: uploads to a bucket
 /// notify a queue, the worker makes their outputs into the same bucket (which notifies the queue

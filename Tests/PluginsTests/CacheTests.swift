@@ -4,7 +4,7 @@ import PipelineKit
 @testable import Plugins
 import Synchronization
 import Testing
-import TestSupport
+import TestImages
 
 @Suite struct DiskDataCacheTests {
     @Test func storesAndReads() async throws {

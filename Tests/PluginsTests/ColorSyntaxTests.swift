@@ -3,7 +3,7 @@ import MagickKit
 import Synchronization
 @testable import PipelineKit
 import Testing
-import TestSupport
+import TestImages
 
 /// Colour options are checked at `validate` by ``ColorSyntax``, which must agree with ImageMagick:
 /// each string here goes through both, and the verdicts must match.

@@ -3,7 +3,7 @@ import MagickKit
 import PipelineKit
 @testable import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 @Suite struct DecoderTests {
     let decoder = ImageMagickDecoder(options: ImageMagickDecoder.plugin.defaultOptions)

@@ -3,7 +3,7 @@ import MagickKit
 import PipelineKit
 @testable import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 /// `fail_on` on truncated and corrupt JPEGs and PNGs, through the reduce-on-load paths (a 32x24
 /// hint) and through ImageMagick's (no hint): what each level decodes, and how it is marked.

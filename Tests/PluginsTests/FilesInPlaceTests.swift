@@ -4,7 +4,7 @@ import MagickKit
 import PipelineKit
 @testable import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 /// Large local files are left open by the `file` loader and read in place: a TIFF decodes from the
 /// descriptor to exactly what the whole file in memory decodes to, a file cut short after it was

@@ -3,7 +3,7 @@ import MagickKit
 import PipelineKit
 @testable import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 /// The decoder's `formats` allowlist: each opt-in format recognised from its content, refused by
 /// default as `unsupported_format` naming the entry that allows it, decoded once allowed; and

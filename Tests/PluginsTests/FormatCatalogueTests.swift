@@ -3,7 +3,7 @@ import MagickKit
 import PipelineKit
 @testable import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 /// Every encoder written and every accepted format decoded, checked by ImageMagick's own
 /// `identify` (not our wrappers); encoder options; animations; hostile inputs with their exact kinds.

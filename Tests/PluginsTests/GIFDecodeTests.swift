@@ -3,7 +3,7 @@ import MagickKit
 import PipelineKit
 @testable import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 /// The GIF reduce-on-load path (giflib's first image, averaged before ImageMagick), checked against
 /// ImageMagick's full decode of the same file, and fed hostile input.

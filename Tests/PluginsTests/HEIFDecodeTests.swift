@@ -3,7 +3,7 @@ import MagickKit
 import PipelineKit
 @testable import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 /// The AVIF and HEIC reduce-on-load path (libheif to 8 bits, averaged before ImageMagick), checked
 /// against ImageMagick's full decode of the same file, and fed hostile input.

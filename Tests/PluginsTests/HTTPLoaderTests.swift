@@ -3,7 +3,7 @@ import Foundation
 import PipelineKit
 @testable import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 @Suite struct HTTPLoaderTests {
     func loader(_ overrides: [String: OptionValue] = [:], loopback: Bool = true) throws -> HTTPLoader {

@@ -4,7 +4,7 @@ import PipelineKit
 @testable import Plugins
 import Synchronization
 import Testing
-import TestSupport
+import TestImages
 
 /// The loader against servers that misbehave, each case with its exact outcome.
 @Suite struct HTTPRobustnessTests {

@@ -5,7 +5,7 @@ import MagickKit
 import PipelineKit
 @testable import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 /// The JPEG reduce-on-load path (libjpeg-turbo's DCT scaling and block averaging, without
 /// ImageMagick's coder), checked against ImageMagick's full decode of the same file, and fed

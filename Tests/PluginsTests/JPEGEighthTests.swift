@@ -3,7 +3,7 @@ import MagickKit
 import PipelineKit
 @testable import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 /// A baseline JPEG at 1/8 decoded in parts side by side (``JPEGEighth``) against libjpeg's own
 /// read of the same file: the same pixels byte for byte in every sampling and colour space it

@@ -3,7 +3,7 @@ import MagickKit
 import PipelineKit
 @testable import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 /// The `metadata:` policy, end to end through the real decoder and encoders: a photo tagged by
 /// exiftool (camera, dates, copyright, orientation, GPS, a thumbnail, XMP with GPS, IPTC) is

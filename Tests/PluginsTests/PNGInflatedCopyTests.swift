@@ -4,7 +4,7 @@ import MagickKit
 import PipelineKit
 @testable import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 /// A PNG's image data inflated by libdeflate and stored again for libpng to read
 /// (``PNGReducer/inflatedCopy(_:sharedParts:)``): every kind of PNG gives libpng's own pixels,

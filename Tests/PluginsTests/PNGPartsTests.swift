@@ -4,7 +4,7 @@ import MagickKit
 import PipelineKit
 @testable import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 /// A PNG's zlib stream inflated in parts side by side (``PNGParts``) against libpng's own read of
 /// the same file: the same rows byte for byte for every zlib level, strategy, memory level and IDAT

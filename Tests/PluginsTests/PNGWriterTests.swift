@@ -3,7 +3,7 @@ import MagickKit
 import PipelineKit
 @testable import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 /// PNG outputs written by libpng: exactly the image's 8-bit pixels, only the chunks the pipeline
 /// keeps, and ImageMagick's writer for what this path does not cover.

@@ -3,7 +3,7 @@ import MagickKit
 import PipelineKit
 @testable import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 /// BlurHash and ThumbHash against the reference implementations on PyPI (`blurhash` 1.1.5,
 /// `thumbhash` 0.1.2, installed by `make test`): the same pixels must give the same hash.

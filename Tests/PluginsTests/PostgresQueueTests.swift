@@ -3,7 +3,7 @@ import Synchronization
 @testable import PipelineKit
 @testable import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 /// The PostgreSQL queue against a real PostgreSQL 15 started on loopback: COPY keeps every source
 /// as given, claims never overlap, a lease that runs out brings the row back (and fails it as

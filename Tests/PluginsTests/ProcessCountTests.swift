@@ -3,7 +3,7 @@ import MagickKit
 import PipelineKit
 @testable import Plugins
 import Testing
-import TestSupport
+import TestImages
 import CLinux
 
 /// What the process counts: each decoded item's bytes are sniffed once and its header read once,

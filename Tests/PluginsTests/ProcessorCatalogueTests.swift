@@ -3,7 +3,7 @@ import MagickKit
 import PipelineKit
 @testable import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 /// Golden checks for every processor: the output's size, a sampled pixel, and alpha where a shape cuts.
 @Suite struct ProcessorCatalogueTests {

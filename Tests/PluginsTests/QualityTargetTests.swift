@@ -3,7 +3,7 @@ import MagickKit
 import PipelineKit
 @testable import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 /// Quality by a visual target: our SSIM against scikit-image's (`structural_similarity`, installed
 /// by `make test`), the search's result against encodes at every quality, and the options' checks.

@@ -5,7 +5,7 @@ import MagickKit
 import PipelineKit
 @testable import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 /// Our Lanczos-3 resampler (``Resampler``) against ImageMagick's own `LanczosFilter` resize, on
 /// colour, grey, 16-bit and alpha images, shrinking and enlarging; what it leaves to ImageMagick;

@@ -2,7 +2,7 @@ import Foundation
 import PipelineKit
 @testable import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 /// A URL list in a bucket, read in ranged GETs against a real S3-compatible server (moto).
 @Suite(.serialized) struct S3ListTests {

@@ -4,7 +4,7 @@ import PipelineKit
 @testable import Plugins
 import Synchronization
 import Testing
-import TestSupport
+import TestImages
 
 /// How the S3 client answers a store under load or refusing: `SlowDown` and 5xx are retried with
 /// backoff, refused credentials are not retried at all. The store is the loopback test server

@@ -2,7 +2,7 @@ import Foundation
 @testable import PipelineKit
 @testable import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 /// The SQS client `pipelinectl work` builds on, against moto's server on loopback (which checks
 /// every signature), and the reading of queue message bodies: S3 event notifications, S3's test

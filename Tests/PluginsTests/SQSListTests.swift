@@ -3,7 +3,7 @@ import Synchronization
 @testable import PipelineKit
 @testable import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 /// An SQS queue as the list a worker runs over, with the real engine and moto on loopback: uploads
 /// to a bucket become outputs and their messages are deleted only then; a poison file goes to the

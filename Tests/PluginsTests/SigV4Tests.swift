@@ -1,7 +1,7 @@
 import Foundation
 @testable import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 /// Our SigV4 signer against botocore's, byte for byte (vectors made by Fixtures/sigv4/make-vectors.py).
 @Suite struct SigV4Tests {

@@ -3,7 +3,7 @@ import MagickKit
 import PipelineKit
 @testable import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 /// The source's facts the decoder adds for `analyze`: EXIF fields written by exiftool, ICC
 /// descriptions compared with exiftool's reading of the same profiles (version 2 and 4).

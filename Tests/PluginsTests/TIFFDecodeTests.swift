@@ -4,7 +4,7 @@ import MagickKit
 import PipelineKit
 @testable import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 /// The TIFF reduce-on-load path (libtiff's RGBA interface, averaged before ImageMagick), checked
 /// against ImageMagick's full decode of the same file, and fed hostile input.

@@ -3,7 +3,7 @@ import MagickKit
 import PipelineKit
 @testable import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 /// The WebP reduce-on-load path (libwebp decoding straight to a reduced size), checked against
 /// ImageMagick's full decode of the same file, and fed the hostile cases the PNG path gets.

@@ -165,8 +165,10 @@ public final class FakePixels: PixelStorage {
 /// `decode_failed`), the `fake_half` processor (halves the size) and the `fake` encoder (writes
 /// `"fake WxH"`). Each logs to the loader's log: `decoded NAME`, `encoded WxH`.
 public enum ScriptedStages {
-    public static func registry(_ loader: ScriptedLoader) -> PluginRegistry {
+    /// With `fakes`, its data cache, image cache and report too (``Fakes/plugins``).
+    public static func registry(_ loader: ScriptedLoader, fakes: Fakes? = nil) -> PluginRegistry {
         var registry = PluginRegistry()
+        for plugin in fakes?.plugins ?? [] { try! registry.register(plugin) }
         let log = loader.log
         try! registry.register(.loader(PluginSpec(name: "scripted", summary: "Scripted loads for engine tests."),
                                        schemes: ["scripted"]) { _ in loader })
@@ -207,8 +209,9 @@ public struct FakeHalf: ImageProcessing {
     public init() {}
     public var identifier: String { "fake_half" }
     public func process(_ image: PipelineImage) throws -> PipelineImage {
-        PipelineImage(width: max(1, image.width / 2), height: max(1, image.height / 2), hasAlpha: false,
-                      sourceFormat: image.sourceFormat, storage: FakePixels(width: image.width / 2, height: image.height / 2))
+        // Derived, as every processor's image must be: it keeps its source's identity and facts.
+        image.derived(width: max(1, image.width / 2), height: max(1, image.height / 2), hasAlpha: false, frameCount: 1,
+                      storage: FakePixels(width: image.width / 2, height: image.height / 2))
     }
 }
 

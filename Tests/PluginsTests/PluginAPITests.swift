@@ -3,7 +3,7 @@ import PipelineKit
 import Plugins
 import Synchronization
 import Testing
-import TestSupport
+import TestImages
 
 /// Custom plugins, registered through the public API, and what the engine does when they misbehave.
 @Suite struct PluginAPITests {

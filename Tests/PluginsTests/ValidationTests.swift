@@ -2,7 +2,7 @@ import Foundation
 @testable import PipelineKit
 import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 /// Each broken pipeline gives its exact message at its exact line and column.
 @Suite struct ValidationTests {

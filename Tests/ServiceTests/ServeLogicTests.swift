@@ -5,7 +5,7 @@ import PipelineKit
 import Plugins
 import Synchronization
 import Testing
-import TestSupport
+import TestImages
 
 /// What `pipelinectl serve` answers, decided by the service's logic alone: signatures and key
 /// rotation, params and variants, ETag/304 and Accept, the source boundary and bad images, with

@@ -3,7 +3,7 @@ import MagickKit
 @testable import PipelineKit
 import Plugins
 import Testing
-import TestSupport
+import TestImages
 
 /// ``ImagePipelines``, the object app code keeps: pipeline files loaded once, sources and uploads
 /// processed into outputs handed back as values (or stored, or facts only), typed errors, signed

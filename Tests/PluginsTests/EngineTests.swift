@@ -4,7 +4,7 @@ import Foundation
 import Plugins
 import Synchronization
 import Testing
-import TestSupport
+import TestImages
 
 /// The run engine with the real built-in plugins, real files and a real server on loopback.
 @Suite struct EngineTests {

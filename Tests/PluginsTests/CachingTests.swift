@@ -4,7 +4,7 @@ import Foundation
 import Plugins
 import Synchronization
 import Testing
-import TestSupport
+import TestImages
 
 /// A clock tests move by hand.
 final class TestClock: Sendable {

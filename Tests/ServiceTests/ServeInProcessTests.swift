@@ -10,7 +10,7 @@ import NIOCore
 import Plugins
 import Synchronization
 import Testing
-import TestSupport
+import TestImages
 
 /// The service's logic through ``ImageRoutes`` on a Hummingbird `Router`, in this process
 /// (HummingbirdTesting's router client): signatures, params, ETag/304, Accept, HEAD, admission

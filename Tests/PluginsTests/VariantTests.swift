@@ -4,7 +4,7 @@ import Foundation
 import Plugins
 import Synchronization
 import Testing
-import TestSupport
+import TestImages
 
 /// A processor that counts its runs: registered like any plugin, to see what the engine runs.
 struct CountingProcessor: ImageProcessing {

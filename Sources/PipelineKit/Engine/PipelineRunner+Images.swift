@@ -36,9 +36,9 @@ extension PipelineRunner {
                 }
             }
             tracker.enter(.output)
-            try await write(encoded, plan, variant: index, into: &outcome)
+            try await output.write(encoded, plan, variant: variants[index], index: index, into: &outcome)
         }
-        try await writeFactsSidecar(plan, into: &outcome)
+        try await output.writeFactsSidecar(plan, into: &outcome)
         return outcome
     }
 
@@ -72,9 +72,9 @@ extension PipelineRunner {
             let encoded = try await encode(job.finished[index]!, variant: index)
             outcome.timings.encode += encoded.milliseconds
             tracker.enter(.output)
-            try await write(encoded, plan, variant: index, into: &outcome)
+            try await output.write(encoded, plan, variant: variants[index], index: index, into: &outcome)
         }
-        try await writeFactsSidecar(plan, into: &outcome)
+        try await output.writeFactsSidecar(plan, into: &outcome)
         return outcome
     }
 
@@ -137,7 +137,7 @@ extension PipelineRunner {
         if data.file != nil, !decoder.readsLocalFiles {
             // A file the loader left open, for a decoder that takes bytes: read it whole.
             do { data = try await data.readWhole() } catch {
-                throw Self.classify(error, stage: .load, kind: .io, plugin: nil)
+                throw StepFailure.classify(error, stage: .load, kind: .io, plugin: nil)
             }
         }
         guard let decodes else { return try await decodeOwn(data, hint: decodeHint, identity: identity, pending: pending, tracker: tracker) }
@@ -177,7 +177,7 @@ extension PipelineRunner {
         let prepared: PreparedDecode
         do { prepared = try decoder.prepare(data, hint: hint) } catch {
             tracker.enter(.decode)
-            let failure = Self.classify(error, stage: .decode, kind: .decodeFailed, plugin: decoderName)
+            let failure = StepFailure.classify(error, stage: .decode, kind: .decodeFailed, plugin: decoderName)
             publish(.failure(failure))
             throw failure
         }
@@ -191,7 +191,7 @@ extension PipelineRunner {
             let start = ContinuousClock.now
             var decoded: PipelineImage
             do { decoded = try prepared.decode() } catch {
-                let failure = Self.classify(error, stage: .decode, kind: .decodeFailed, plugin: decoderName)
+                let failure = StepFailure.classify(error, stage: .decode, kind: .decodeFailed, plugin: decoderName)
                 publish(.failure(failure))
                 throw failure
             }
@@ -223,7 +223,7 @@ extension PipelineRunner {
         var image = prefixes[variant.prefixIDs[step]]!
         while step < variant.processors.count {
             do { image = try variant.processors[step].process(image) } catch {
-                throw Self.named(Self.classify(error, stage: .process, kind: .processFailed,
+                throw Self.named(StepFailure.classify(error, stage: .process, kind: .processFailed,
                                                plugin: variant.processorNames[step]), variant)
             }
             step += 1

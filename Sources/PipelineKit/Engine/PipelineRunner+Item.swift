@@ -20,13 +20,13 @@ extension PipelineRunner {
         do {
             let plan = try makePlan(source, delivery: delivery)
             planned = plan
-            if resume, delivery == .store, let done = try await alreadyWritten(plan) {
+            if resume, !fetchOnly, delivery == .store, let done = try await output.alreadyWritten(plan, recipes: variants.map(\.recipe)) {
                 item.result.status = .skipped
-                item.result.outputs = done.map(destination.location)
+                item.result.outputs = done.map(output.destination.location)
                 return item
             }
             let (outcome, reused) = try await withinTimeLimit(plan)
-            if !fetchOnly, delivery == .store { recordCompleted(outcome) }
+            if !fetchOnly, delivery == .store { output.recordCompleted(outcome) }
             fill(&item, with: outcome, reused: reused)
             logger.debug("ok", metadata: ["source": "\(source.text)", "outputs": "\(item.result.outputs)"])
         } catch {
@@ -63,7 +63,7 @@ extension PipelineRunner {
                                    delivery: plan.delivery)
             do {
                 let (outcome, reused) = try await withinTimeLimit(altPlan)
-                if plan.delivery == .store { recordCompleted(outcome) }
+                if plan.delivery == .store { output.recordCompleted(outcome) }
                 fill(&item, with: outcome, reused: reused)
                 item.result.alternative = text
                 logger.info("alternative", metadata: ["source": "\(plan.source.text)", "alternative": "\(text)"])
@@ -129,13 +129,13 @@ extension PipelineRunner {
                                     + loaders.schemesServed.joined(separator: ", "), stage: .load)
         }
         let key = slot.loader.cacheKey(for: source)
-        let planned = fetchOnly ? [] : variants.map { relativeOutputPath($0, source: source, key: key, fileExtension: nil) }
+        let planned = fetchOnly ? [] : variants.map { $0.relativeOutputPath(source: source, key: key, fileExtension: nil) }
         // Names matter only where outputs are stored under them.
-        if delivery == .store { for path in planned { try claim(path, key: key, source: source) } }
+        if delivery == .store { for path in planned { try output.claim(path, key: key, source: source) } }
         var plan = ItemPlan(source: source, slot: slot, key: key, planned: planned, delivery: delivery)
-        if !fetchOnly, delivery == .store, let factsName {
+        if !fetchOnly, delivery == .store, let factsName = output.factsName {
             let sidecar = factsName.render(source: source, cacheKey: key, fileExtension: "json")
-            try claim(sidecar, key: key, source: source)
+            try output.claim(sidecar, key: key, source: source)
             plan.sidecar = sidecar
         }
         return plan
@@ -209,61 +209,20 @@ extension PipelineRunner {
         var own = made
         for index in made.written.indices {
             let variant = variants[index]
-            let target = outputPath(plan.planned[index], variant, source: plan.source, key: plan.key,
-                                    fileExtension: made.chosenExtensions[index])
-            do { own.states[index] = try await copy(made.written[index], to: target, fingerprint: made.fingerprints[index]) } catch {
-                throw Self.named(classify(error, stage: .output, kind: .writeFailed), variant)
+            let target = variant.outputPath(plan.planned[index], source: plan.source, key: plan.key,
+                                            fileExtension: made.chosenExtensions[index])
+            do { own.states[index] = try await output.copy(made.written[index], to: target, fingerprint: made.fingerprints[index]) } catch {
+                throw StepFailure.classify(error, stage: .output, kind: .writeFailed, variant: variant)
             }
             own.written[index] = target
         }
         if let sidecar = made.sidecar, let target = plan.sidecar, target != sidecar.path {
-            do { own.sidecar = (target, try await copy(sidecar.path, to: target, fingerprint: sidecar.fingerprint), sidecar.fingerprint) } catch {
+            do { own.sidecar = (target, try await output.copy(sidecar.path, to: target, fingerprint: sidecar.fingerprint), sidecar.fingerprint) } catch {
                 throw classify(error, stage: .output, kind: .writeFailed)
             }
         }
         own.planned = plan.planned
         return own
-    }
-
-    /// Stores a copy of the output at `from` (made for the same source earlier in this run) as `to`.
-    func copy(_ from: String, to: String, fingerprint: OutputFingerprint) async throws -> OutputState {
-        guard let data = try await destination.read(from) else {
-            throw PipelineError(.notFound, "the output '\(destination.location(from))' made for the same source earlier in this run is gone")
-        }
-        return try await store(OutputFile(relative: to, data: data, fingerprint: fingerprint))
-    }
-
-    /// For `--resume`: the item's outputs when every one is already there, made by the same recipe
-    /// (what the pipeline would make; the source is not loaded again), `nil` otherwise. In a local
-    /// directory the run record says which outputs a run completed (and under which names); an
-    /// output whose recorded fingerprint has another recipe is made again.
-    func alreadyWritten(_ plan: ItemPlan) async throws -> [String]? {
-        if fetchOnly { return nil }
-        let paths: [String]
-        if let directory = destination.localDirectory {
-            guard let done = manifest.completed(plan.planned, in: directory) else { return nil }
-            paths = done
-        } else {
-            paths = plan.planned
-        }
-        for (index, path) in paths.enumerated() {
-            guard let there = try await destination.stored(path) else { return nil }
-            // Without a recorded fingerprint only the local record vouches for the output.
-            if let fingerprint = there.fingerprint {
-                guard fingerprint.recipe == variants[index].recipe else { return nil }
-            } else if destination.localDirectory == nil {
-                return nil
-            }
-        }
-        if let sidecar = plan.sidecar, try await destination.stored(sidecar) != nil { return paths + [sidecar] }
-        return paths
-    }
-
-    /// Records the item's outputs as complete, for `--resume`.
-    func recordCompleted(_ outcome: ItemOutcome) {
-        do { try manifest.record(outcome.planned, as: outcome.written) } catch {
-            logger.warning("cannot record completed outputs", metadata: ["manifest": "\(manifest.path)", "error": "\(error)"])
-        }
     }
 
     /// An item's result from its outcome. A reused outcome loaded nothing and spent no time: its
@@ -273,14 +232,8 @@ extension PipelineRunner {
         fill(&item.result, with: outcome, reused: reused)
     }
 
-    /// Where reports show the output at `path`: the destination's location when stored, the name
-    /// alone when handed back as a value.
-    func location(_ path: String, _ delivery: OutputDelivery) -> String {
-        delivery == .store ? destination.location(path) : path
-    }
-
     func fill(_ result: inout ItemResult, with outcome: ItemOutcome, reused: Bool) {
-        let location = { (path: String) in self.location(path, outcome.delivery) }
+        let location = { (path: String) in self.output.location(path, outcome.delivery) }
         var paths = outcome.written, states = outcome.states
         if let sidecar = outcome.sidecar {
             paths.append(sidecar.path)
@@ -327,34 +280,6 @@ extension PipelineRunner {
         return outcome
     }
 
-    /// A variant's output path relative to the output directory; `fileExtension` for `{ext}`
-    /// (default: the encoder's declared extension).
-    func relativeOutputPath(_ variant: RunnableVariant, source: Source, key: String, fileExtension: String?) -> String {
-        variant.template.render(source: source, cacheKey: key, fileExtension: fileExtension ?? variant.encoder.fileExtension,
-                                variant: variant.name)
-    }
-
-    /// The path an output is written to: the planned one, or the same name with the extension the
-    /// encoder chose from the image.
-    func outputPath(_ planned: String, _ variant: RunnableVariant, source: Source, key: String, fileExtension: String?) -> String {
-        guard let fileExtension else { return planned }
-        return relativeOutputPath(variant, source: source, key: key, fileExtension: fileExtension)
-    }
-
-    /// Records that `path` is the output of `key`; two different sources may not share an output.
-    private func claim(_ path: String, key: String, source: Source) throws {
-        guard claimsNames else { return }
-        let other = outputClaims.withLock { claims -> Int? in
-            if let existing = claims[path.hashValue] { return existing.key == key.hashValue ? nil : existing.line }
-            claims[path.hashValue] = (key.hashValue, source.index)
-            return nil
-        }
-        if let other {
-            throw PipelineError(.outputCollision,
-                                "output '\(destination.location(path))' is already the output of line \(other) of the list; use {hash} or {index} in output.name",
-                                stage: .output)
-        }
-    }
 }
 
 /// The failure of a source met by an earlier line of the run (or one in flight): the line is a

@@ -62,7 +62,7 @@ extension PipelineRunner {
         guard let outcome = try? await StageContext.$taskValue.withValue(context, operation: {
             try await self.writeStored(stored, plan, tracker: StageTracker())
         }) else { return nil }
-        if delivery == .store { recordCompleted(outcome) }
+        if delivery == .store { output.recordCompleted(outcome) }
         var item = ProcessedItem(result: ItemResult(source: source.text, index: source.index, status: .failed))
         fill(&item, with: outcome, reused: false)
         return item
@@ -134,9 +134,9 @@ extension PipelineRunner {
         for index in variants.indices {
             let entry = stored.entries[index]!
             outcome.facts.merge(Self.storedEncoding(entry.output?.facts).facts) { first, _ in first }
-            try await write(Self.storedOutput(entry), plan, variant: index, into: &outcome)
+            try await output.write(Self.storedOutput(entry), plan, variant: variants[index], index: index, into: &outcome)
         }
-        try await writeFactsSidecar(plan, into: &outcome)
+        try await output.writeFactsSidecar(plan, into: &outcome)
         outcome.timings.load = stored.milliseconds
         return outcome
     }

@@ -86,13 +86,8 @@ public final class PipelineRunner: Sendable {
     public var loadsWaiting: Int { sourceLoads.waiting }
     /// Where outputs are written: a directory, or a destination's URL (`s3://bucket/prefix`).
     public let outputDirectory: String
-    let destination: any OutputDestination
-    /// What happens to an output already at its path (`output.existing`).
-    let existing: ExistingOutputs
-    /// The facts sidecar's name (`output.facts_sidecar`, `output.facts_name`), when there is one.
-    let factsName: NameTemplate?
-    /// The recipe part of the facts sidecar's fingerprint: the recipes of every variant.
-    let factsRecipe: String
+    /// Step "store": the destination, the names outputs are claimed and stored under, `--resume`.
+    let output: OutputStore
     /// `on_failure:`, when the pipeline has it.
     let failurePolicy: FailurePolicy?
     /// What outputs keep of the sources' metadata (`metadata:`).
@@ -109,18 +104,8 @@ public final class PipelineRunner: Sendable {
     let decoderIdentifier: String
     let cpu: WorkerPool
     let decodeBudget: MemoryBudget
-    /// `--max-in-flight`, when set; else enough for every load slot and two jobs per worker.
-    let fixedMaxInFlight: Int?
-    let workers: Int
-    let logger: Logger
-    let fetchOnly: Bool
-    /// Each item's time limit (``RunOptions/itemTimeout``), for each caller waiting on it.
-    package let itemTimeout: Double?
-    let resume: Bool
-    let shard: Shard?
     /// Identifies what outputs depend on: decoder, every chain, encoders and name templates.
     public let fingerprint: String
-    let manifest: CompletionManifest
     private let stopRequested = Mutex(false)
     /// Fired by ``abort()``.
     private let aborted = OneTimeSignal()
@@ -131,16 +116,6 @@ public final class PipelineRunner: Sendable {
     let sourceLoads: SharedWork<LoadedSource>
     /// What this run already made, by source key.
     let finished: FinishedSources
-    /// ``RunOptions/dedupeUnversioned``.
-    let dedupeUnversioned: Bool
-    /// Output path hash -> (cache key hash, line number): small per item, so a list of millions
-    /// of lines is checked for collisions without holding its text. Only names that two sources
-    /// could share are recorded (``claimsNames``).
-    let outputClaims = Mutex<[Int: (key: Int, line: Int)]>([:])
-    /// Whether output names are recorded to find two sources writing one name: not when every name
-    /// template has `{hash}` or `{index}`, which give distinct sources distinct names (the default
-    /// does), so that memory does not grow with the list.
-    let claimsNames: Bool
 
     /// Instantiates every stage of `pipeline`. Loaders the pipeline does not configure are made with
     /// their defaults, so a list may mix URLs and paths.
@@ -155,7 +130,7 @@ public final class PipelineRunner: Sendable {
     public func derived(_ pipeline: Pipeline, registry: PluginRegistry, sharingLoaders: Bool = true) throws -> PipelineRunner {
         var options = self.options
         // Another pipeline stores with its own `output:`; a variant of this one with this one's.
-        options.destination = sharingLoaders ? destination : self.options.destination
+        options.destination = sharingLoaders ? output.destination : self.options.destination
         return try PipelineRunner(pipeline: pipeline, registry: registry, options: options,
                                   sharing: EngineResources(cpu: cpu, decodeBudget: decodeBudget, loaders: sharingLoaders ? loaders : nil,
                                                            sourceLoads: sharingLoaders ? sourceLoads : nil))
@@ -181,9 +156,8 @@ public final class PipelineRunner: Sendable {
         decodeHint = hint
         cpu = sharing?.cpu ?? WorkerPool.cpu(threads: max(1, options.workers))
         decodeBudget = sharing?.decodeBudget ?? MemoryBudget(bytes: options.decodeMemory)
-        fixedMaxInFlight = options.maxInFlight
-        workers = max(1, options.workers)
         outputDirectory = options.outputDirectory ?? pipeline.output.dir
+        let destination: any OutputDestination
         if let given = options.destination {
             destination = given
         } else if options.buildsDestinationOnUse {
@@ -192,35 +166,33 @@ public final class PipelineRunner: Sendable {
         } else {
             destination = try registry.makeDestination(outputDirectory, options: pipeline.output.options)
         }
-        existing = pipeline.output.existing
-        factsName = pipeline.output.factsName
-        claimsNames = !pipeline.variants.allSatisfy(\.template.isCollisionFree) || factsName.map { !$0.isCollisionFree } == true
-        factsRecipe = OutputFingerprint.recipe("facts:" + variants.map(\.recipe).joined(separator: ","))
+        let factsName = pipeline.output.factsName
         failurePolicy = try pipeline.onFailure.map { try FailurePolicy(options: $0) }
-        logger = options.logger
-        fetchOnly = options.fetchOnly
-        itemTimeout = options.itemTimeout
-        resume = options.resume
-        shard = options.shard
         finished = FinishedSources(capacity: options.dedupeWindow)
-        dedupeUnversioned = options.dedupeUnversioned
         let chains = decoderIdentifier + variants.map { $0.prefixIDs.last! + ">" + $0.encoder.identifier }.joined(separator: ";")
         fingerprint = Hashing.sha256Hex(chains + "\n" + variants.map(\.template.text).joined(separator: "\n"))
         let localOutput = destination.localDirectory ?? outputDirectory
         let absoluteOutput = URL(fileURLWithPath: localOutput).standardizedFileURL.path
-        manifest = CompletionManifest(outputDirectory: localOutput, fingerprint: fingerprint,
-                                      recordDirectory: options.stateDirectory,
-                                      suffix: (options.stateDirectory == nil ? "" : "-" + Hashing.sha256Hex(absoluteOutput).prefix(8))
-                                          + (options.shard?.fileSuffix ?? ""),
-                                      load: options.resume,
-                                      enabled: destination.localDirectory != nil && !options.fetchOnly)
+        let manifest = CompletionManifest(outputDirectory: localOutput, fingerprint: fingerprint,
+                                          recordDirectory: options.stateDirectory,
+                                          suffix: (options.stateDirectory == nil ? "" : "-" + Hashing.sha256Hex(absoluteOutput).prefix(8))
+                                              + (options.shard?.fileSuffix ?? ""),
+                                          load: options.resume,
+                                          enabled: destination.localDirectory != nil && !options.fetchOnly)
+        // Names are recorded to find two sources writing one name only where two could: not when
+        // every template has `{hash}` or `{index}` (the default does).
+        let claimsNames = !pipeline.variants.allSatisfy(\.template.isCollisionFree) || factsName.map { !$0.isCollisionFree } == true
+        output = OutputStore(destination: destination, existing: pipeline.output.existing, factsName: factsName,
+                             factsRecipe: OutputFingerprint.recipe("facts:" + variants.map(\.recipe).joined(separator: ",")),
+                             manifest: manifest, claims: OutputClaims(enabled: claimsNames),
+                             spoolThreshold: options.spoolThreshold, spoolDirectory: options.spoolDirectory, logger: options.logger)
     }
 
     /// Checks that outputs can be written and the data cache used before the run starts (a
     /// store's credentials and bucket); a message naming which when not. Nothing to check for a
     /// local directory (validation did).
     public func preflight() async -> PipelineError? {
-        if !fetchOnly, let problem = await destination.preflight() {
+        if !fetchOnly, let problem = await output.destination.preflight() {
             return PipelineError(problem.kind, "cannot write outputs to \(outputDirectory): \(problem.message)")
         }
         return await dataCache?.preflight()
@@ -264,7 +236,7 @@ public final class PipelineRunner: Sendable {
     public var outputLocation: String { outputDirectory }
 
     /// The HTTP address of the output directory, when outputs are objects a browser may open.
-    public var outputBrowserURL: String? { destination.browserURL("") }
+    public var outputBrowserURL: String? { output.destination.browserURL("") }
 
     /// Whether the run only loads (`pipelinectl fetch`).
     public var isFetchOnly: Bool { fetchOnly }
@@ -405,9 +377,19 @@ public final class PipelineRunner: Sendable {
     /// The loader serving `source`, built now if needed; `nil` when none serves its scheme.
     func loader(for source: Source) throws -> LoaderSlot? { try loaders.slot(for: source) }
 
-    /// Items in flight: enough to keep every load slot and every worker busy, no more. A decoded
-    /// image exists only inside a worker's job, so this bounds compressed bytes, not pixels.
-    var maxInFlight: Int { fixedMaxInFlight ?? (loaders.largestLimit + 2 * workers) }
+    /// Items in flight: `--max-in-flight` when set, else enough to keep every load slot and two
+    /// jobs per worker busy, no more. A decoded image exists only inside a worker's job, so this
+    /// bounds compressed bytes, not pixels.
+    var maxInFlight: Int { options.maxInFlight ?? (loaders.largestLimit + 2 * max(1, options.workers)) }
+
+    // What the command asked for, as the steps read it (``RunOptions``).
+    var logger: Logger { options.logger }
+    var fetchOnly: Bool { options.fetchOnly }
+    var resume: Bool { options.resume }
+    var shard: Shard? { options.shard }
+    var dedupeUnversioned: Bool { options.dedupeUnversioned }
+    /// Each item's time limit (``RunOptions/itemTimeout``), for each caller waiting on it.
+    package var itemTimeout: Double? { options.itemTimeout }
 
     /// The sources a shard owns. With `readAhead`, in batches: while one batch is hashed on another
     /// thread, the next is read, so that skipping other shards' lines uses both cores. Without a
@@ -472,37 +454,12 @@ public final class PipelineRunner: Sendable {
         return shard.owns(key: (try? loader(for: source))??.loader.cacheKey(for: source) ?? source.text)
     }
 
-    /// A ``PipelineError`` with its stage set; other errors get `kind`.
+    /// A ``PipelineError`` with its stage set; other errors get `kind` (``StepFailure``).
     func classify(_ error: any Error, stage: StageName, kind: ErrorKind, plugin: String? = nil) -> PipelineError {
-        Self.classify(error, stage: stage, kind: kind, plugin: plugin)
+        StepFailure.classify(error, stage: stage, kind: kind, plugin: plugin)
     }
 
-    static func classify(_ error: any Error, stage: StageName, kind: ErrorKind, plugin: String? = nil) -> PipelineError {
-        if var failure = error as? PipelineError {
-            if failure.stage == nil { failure.stage = stage }
-            if failure.plugin == nil { failure.plugin = plugin }
-            return failure
-        }
-        if error is CancellationError { return PipelineError(.cancelled, "cancelled", stage: stage, plugin: plugin) }
-        // Any other error a plugin throws: its own description, kind by stage.
-        return PipelineError(kind, String(describing: error), stage: stage, plugin: plugin)
-    }
-
-    /// Prefixes a failure's message with the variant it happened in.
-    static func named(_ error: PipelineError, _ variant: RunnableVariant) -> PipelineError {
-        guard let name = variant.name else { return error }
-        var copy = error
-        copy.message = "variant '\(name)': " + error.message
-        return copy
-    }
-
-    /// Runs `body`, a wait for a shared resource (a load slot, decode memory), with the item's
-    /// clock paused: an item's time limit counts its own work, not its turn.
-    func waitingTurn<T>(_ body: () async throws -> T) async throws -> T {
-        let wait = StageContext.current?.clock?.beginWait()
-        defer { wait?.end() }
-        return try await body()
-    }
+    static func named(_ error: PipelineError, _ variant: RunnableVariant) -> PipelineError { StepFailure.named(error, variant) }
 
     /// Runs `body` on a CPU worker with the item's stage context; the item's clock is paused while
     /// the job waits in the queue. A job still queued when the item is cancelled never runs.

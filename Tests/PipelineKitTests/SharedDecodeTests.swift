@@ -135,7 +135,7 @@ import TestSupport
         #expect(results.filter(\.decodeShared).count == widths.count - 1)
         #expect(setup.loader.log.events.filter { $0.hasPrefix("decoding") } == ["decoding 1000x1000 at 600"])
         #expect(setup.loader.calls("a") == 1)
-        #expect(runners[0].decodeBudget.available == runners[0].decodeBudget.total)
+        #expect(runners[0].making.budget.available == runners[0].making.budget.total)
     }
 
     @Test func aSourceLoadedOnItsOwnIsDecodedForItsOwnSize() async throws {
@@ -148,7 +148,7 @@ import TestSupport
         let large = await runners[1].runItem(Source(text: "scripted://a", index: 1))
         #expect(small.status == .ok && large.status == .ok && !small.decodeShared && !large.decodeShared)
         #expect(setup.loader.log.events.filter { $0.hasPrefix("decoding") } == ["decoding 1000x1000 at 200", "decoding 1000x1000 at 600"])
-        #expect(runners[0].decodeBudget.available == runners[0].decodeBudget.total)
+        #expect(runners[0].making.budget.available == runners[0].making.budget.total)
     }
 
     @Test func theDecodesFailureIsEveryItemsFailure() async throws {
@@ -164,7 +164,7 @@ import TestSupport
             #expect(result.error?.message.contains("scripted failure") == true)
         }
         #expect(setup.loader.log.events.filter { $0.hasPrefix("decoding") }.count == 1)
-        #expect(runners[0].decodeBudget.available == runners[0].decodeBudget.total)
+        #expect(runners[0].making.budget.available == runners[0].making.budget.total)
     }
 
     /// An owner that leaves before its decode ran (cancelled while waiting for memory or a worker)

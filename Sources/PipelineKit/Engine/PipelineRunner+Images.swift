@@ -7,10 +7,12 @@ extension PipelineRunner {
     /// once, then encode and write each variant.
     func produce(_ plan: ItemPlan, tracker: StageTracker) async throws -> ItemOutcome {
         if plan.delivery == .factsOnly { return try await facts(plan, tracker: tracker) }
-        let stored = try await storedOutputs(plan)
+        let stored = try await storedOutputs?.lookUp(plan) ?? StoredOutputs()
         if stored.entries.count == variants.count { return try await writeStored(stored, plan, tracker: tracker) }
         let needed = variants.indices.filter { stored.entries[$0] == nil }
-        let made = try await images(plan, needed: needed, preloaded: stored.loaded, digest: stored.digest, tracker: tracker)
+        let made = try await making.images(plan, needed: needed, preloaded: stored.loaded, digest: stored.digest, tracker: tracker) {
+            try await self.loading.load(plan)
+        }
         tracker.enter(.encode)
         var outcome = ItemOutcome(planned: plan.planned, bytesIn: made.loaded?.data.byteCount ?? 0,
                                   cacheData: made.loaded?.cache ?? .off, cacheImage: made.cacheImage, timings: made.timings,
@@ -20,19 +22,19 @@ extension PipelineRunner {
         outcome.delivery = plan.delivery
         // Facts of the variants made now, and of those whose stored outputs recorded them.
         for index in variants.indices {
-            let facts = made.images[index]?.facts ?? Self.storedEncoding(stored.entries[index]?.output?.facts).facts
+            let facts = made.images[index]?.facts ?? StoredOutputsStep.storedEncoding(stored.entries[index]?.output?.facts).facts
             outcome.facts.merge(facts) { first, _ in first }
         }
         for index in variants.indices {
             let encoded: EncodedOutput
             if let entry = stored.entries[index] {
-                encoded = Self.storedOutput(entry)
+                encoded = StoredOutputsStep.storedOutput(entry)
             } else {
-                encoded = try await encode(made.images[index]!, variant: index)
+                encoded = try await encoding.encode(made.images[index]!, variants[index])
                 outcome.timings.encode += encoded.milliseconds
                 // Damaged pixels are never stored: a later run decodes the source again (and says so).
                 if made.degraded == nil {
-                    await storeOutput(encoded, plan, variant: index, stored: stored, facts: made.images[index]!.facts)
+                    await storedOutputs?.keep(encoded, plan, index: index, stored: stored, facts: made.images[index]!.facts)
                 }
             }
             tracker.enter(.output)
@@ -45,7 +47,9 @@ extension PipelineRunner {
     /// Facts only: load, decode and run every variant's chain (analysing stages record what they
     /// find), then stop: nothing is encoded or stored.
     func facts(_ plan: ItemPlan, tracker: StageTracker) async throws -> ItemOutcome {
-        let made = try await images(plan, needed: Array(variants.indices), preloaded: nil, digest: nil, tracker: tracker)
+        let made = try await making.images(plan, needed: Array(variants.indices), preloaded: nil, digest: nil, tracker: tracker) {
+            try await self.loading.load(plan)
+        }
         var outcome = ItemOutcome(planned: plan.planned, bytesIn: made.loaded?.data.byteCount ?? 0,
                                   cacheData: made.loaded?.cache ?? .off, cacheImage: made.cacheImage, timings: made.timings,
                                   degraded: made.degraded)
@@ -61,7 +65,7 @@ extension PipelineRunner {
     /// under `plan`'s names. Never stored in a cache: the next run tries the source again.
     func produceFallback(_ fallback: LoadedData, _ plan: ItemPlan, tracker: StageTracker) async throws -> ItemOutcome {
         let identity = OutputFingerprint.fallback(fallback.data)
-        let job = try await decodeAndProcess(fallback, identity: identity, pending: Array(variants.indices), tracker: tracker)
+        let job = try await making.decodeAndProcess(fallback, identity: identity, pending: Array(variants.indices), tracker: tracker)
         tracker.enter(.encode)
         var outcome = ItemOutcome(planned: plan.planned, timings: StageTimings(decode: job.decode, process: job.process))
         outcome.sourceIdentity = identity
@@ -69,166 +73,12 @@ extension PipelineRunner {
         // The fallback's own facts (analyze ran on it): what the page shows is the fallback.
         for index in variants.indices { outcome.facts.merge(job.finished[index]!.facts) { first, _ in first } }
         for index in variants.indices {
-            let encoded = try await encode(job.finished[index]!, variant: index)
+            let encoded = try await encoding.encode(job.finished[index]!, variants[index])
             outcome.timings.encode += encoded.milliseconds
             tracker.enter(.output)
             try await output.write(encoded, plan, variant: variants[index], index: index, into: &outcome)
         }
         try await output.writeFactsSidecar(plan, into: &outcome)
         return outcome
-    }
-
-    /// The images of the `needed` variants: from the image cache, or decoded and processed.
-    func images(_ plan: ItemPlan, needed: [Int], preloaded: LoadedSource?, digest: String?,
-                tracker: StageTracker) async throws -> ProcessedImages {
-        // With the source's version: a replaced file is never answered with the old one's image.
-        let base = plan.workKey + "#" + decoderIdentifier
-        var images: [Int: PipelineImage] = [:]
-        for index in needed { images[index] = imageCache?.image(for: base + variants[index].prefixIDs.last!) }
-        if images.count == needed.count, let identity = preloaded.map({ OutputFingerprint.source($0.data, digest: digest) })
-            ?? images.values.first?.sourceIdentity {
-            return ProcessedImages(images: images, loaded: preloaded, cacheImage: imageCache == nil ? .off : .hit,
-                                   timings: StageTimings(load: preloaded?.milliseconds ?? 0), sourceIdentity: identity)
-        }
-        let loaded = if let preloaded { preloaded } else { try await load(plan) }
-        let identity = OutputFingerprint.source(loaded.data, digest: digest)
-        let pending = needed.filter { images[$0] == nil }
-        let job = try await decodeAndProcess(loaded.data, identity: identity, pending: pending, decodes: loaded.decodes, tracker: tracker)
-        for (index, image) in job.finished {
-            images[index] = image
-            if job.degraded == nil { imageCache?.store(image, for: base + variants[index].prefixIDs.last!) }
-        }
-        // Prefixes that more than one variant starts from are worth keeping for the next duplicate.
-        var uses: [String: Int] = [:]
-        for variant in variants { for id in Set(variant.prefixIDs) { uses[id, default: 0] += 1 } }
-        for (id, image) in job.prefixes where uses[id, default: 0] > 1 && !id.isEmpty && job.degraded == nil {
-            imageCache?.store(image, for: base + id)
-        }
-        var kept = loaded
-        kept.decodes = nil  // not held while encoding: the decoded image goes once every item of the load has it
-        return ProcessedImages(images: images, loaded: kept, cacheImage: imageCache == nil ? .off : .miss,
-                               timings: StageTimings(load: loaded.milliseconds, decode: job.decode, process: job.process),
-                               degraded: job.degraded, decodeShared: job.decodeShared, sourceIdentity: identity)
-    }
-
-    /// What one decode-and-process job made.
-    struct ChainsJob: Sendable {
-        var finished: [Int: PipelineImage] = [:]
-        /// Every intermediate image, by chain prefix identifier.
-        var prefixes: [String: PipelineImage] = [:]
-        var decode: Double = 0
-        var process: Double = 0
-        /// Why the decode was degraded, when it was.
-        var degraded: String?
-        /// Whether the decoded image was another item's (``SharedDecodes``).
-        var decodeShared = false
-    }
-
-    /// Decodes `data` and runs the `pending` variants' chains in one job on one worker, holding the
-    /// decode's share of the memory budget: a full-size decoded image never waits in a queue, so
-    /// pixel memory is bounded by the number of workers, not of items in flight.
-    /// `identity` (``OutputFingerprint/source``) is set on the decoded image, and so on every image made from it.
-    ///
-    /// Items that received one shared load (`decodes`) decode once, with the hint that covers them
-    /// all; those that did not decode wait for that image and run only their chains on it.
-    func decodeAndProcess(_ data: LoadedData, identity: String, pending: [Int], decodes: SharedDecodes? = nil,
-                          tracker: StageTracker) async throws -> ChainsJob {
-        var data = data
-        if data.file != nil, !decoder.readsLocalFiles {
-            // A file the loader left open, for a decoder that takes bytes: read it whole.
-            do { data = try await data.readWhole() } catch {
-                throw StepFailure.classify(error, stage: .load, kind: .io, plugin: nil)
-            }
-        }
-        guard let decodes else { return try await decodeOwn(data, hint: decodeHint, identity: identity, pending: pending, tracker: tracker) }
-        let need = decodeNeed
-        let hint = decodes.hint(for: need)
-        let start = ContinuousClock.now
-        var arriving = true
-        while true {
-            let shared: DecodedImage
-            defer { arriving = false }
-            switch decodes.turn(need.group, arriving: arriving) {
-            case .decode(let decode):
-                defer { decodes.close(decode) }
-                return try await decodeOwn(data, hint: hint, identity: identity, pending: pending, tracker: tracker) {
-                    decodes.publish(decode, $0)
-                }
-            case .done(let result):
-                tracker.enter(.decode)
-                shared = try result.get()
-            case .join(let decode):
-                tracker.enter(.decode)
-                do { shared = try await decodes.image(of: decode) } catch is SharedDecodes.OwnerLeft { continue }
-            }
-            let waited = (ContinuousClock.now - start).milliseconds
-            var job = try await onWorker { [self] in try chains(shared.image, pending: pending, tracker: tracker) }
-            job.decode = waited
-            job.decodeShared = true
-            return job
-        }
-    }
-
-    /// Decodes under `hint`: the memory it needs, then one job that decodes, hands the image (or
-    /// the failure) to `publish` for the items waiting for it, and runs this item's chains.
-    func decodeOwn(_ data: LoadedData, hint: DecodeHint, identity: String, pending: [Int], tracker: StageTracker,
-                   publish: @escaping @Sendable (Result<DecodedImage, any Error>) -> Void = { _ in }) async throws -> ChainsJob {
-        // The format and header are read once; the memory asked for and the decode both follow.
-        let prepared: PreparedDecode
-        do { prepared = try decoder.prepare(data, hint: hint) } catch {
-            tracker.enter(.decode)
-            let failure = StepFailure.classify(error, stage: .decode, kind: .decodeFailed, plugin: decoderName)
-            publish(.failure(failure))
-            throw failure
-        }
-        let budget = prepared.estimatedMemory ?? 0
-        try await waitingTurn { try await decodeBudget.acquire(budget) }
-        let reservation = DecodeReservation(decodeBudget, bytes: budget)
-        defer { reservation.releaseUnlessHeld() }  // the image, when made, holds it instead
-        let decoderName = self.decoderName
-        return try await onWorker(priority: JobPriority.decode(data)) { [self] in
-            tracker.enter(.decode)  // here, not when queued: waiting for a worker is not decoding
-            let start = ContinuousClock.now
-            var decoded: PipelineImage
-            do { decoded = try prepared.decode() } catch {
-                let failure = StepFailure.classify(error, stage: .decode, kind: .decodeFailed, plugin: decoderName)
-                publish(.failure(failure))
-                throw failure
-            }
-            decoded.sourceIdentity = identity
-            let shared = DecodedImage(decoded, milliseconds: (ContinuousClock.now - start).milliseconds, holding: reservation)
-            publish(.success(shared))
-            var job = try chains(shared.image, pending: pending, tracker: tracker)
-            job.decode = shared.milliseconds
-            return job
-        }
-    }
-
-    /// The `pending` variants' chains from `decoded` (on a worker).
-    func chains(_ decoded: PipelineImage, pending: [Int], tracker: StageTracker) throws -> ChainsJob {
-        var job = ChainsJob(degraded: decoded.degraded)
-        tracker.enter(.process)
-        let processStart = ContinuousClock.now
-        job.prefixes = ["": decoded]
-        for index in pending { job.finished[index] = try runChain(variants[index], prefixes: &job.prefixes) }
-        job.prefixes[""] = nil  // the full-size decode is not kept
-        job.process = variants.contains { !$0.processors.isEmpty } ? (ContinuousClock.now - processStart).milliseconds : 0
-        return job
-    }
-
-    /// Runs `variant`'s processors from the longest prefix already computed, recording each new one.
-    func runChain(_ variant: RunnableVariant, prefixes: inout [String: PipelineImage]) throws -> PipelineImage {
-        var step = variant.processors.count
-        while prefixes[variant.prefixIDs[step]] == nil { step -= 1 }
-        var image = prefixes[variant.prefixIDs[step]]!
-        while step < variant.processors.count {
-            do { image = try variant.processors[step].process(image) } catch {
-                throw Self.named(StepFailure.classify(error, stage: .process, kind: .processFailed,
-                                               plugin: variant.processorNames[step]), variant)
-            }
-            step += 1
-            prefixes[variant.prefixIDs[step]] = image
-        }
-        return image
     }
 }

@@ -96,7 +96,7 @@ extension PipelineRunner {
         guard let plan = try? makePlan(source, delivery: .values) else { return false }
         // Whole items are shared per sink (``outcome(_:tracker:)``): the service's are values.
         return OutputDelivery.allCases.contains { itemWork.subscribers(Self.sharingKey(plan.workKey, $0)) > 0 }
-            || sourceLoads.subscribers(plan.workKey) > 0
+            || loading.sourceLoads.subscribers(plan.workKey) > 0
     }
 
     /// The key an item's whole work is shared under: a caller that stores and one that takes
@@ -272,7 +272,7 @@ extension PipelineRunner {
 
     /// `pipelinectl fetch`: the loader and the data cache only.
     func fetch(_ plan: ItemPlan) async throws -> ItemOutcome {
-        let loaded = try await load(plan)
+        let loaded = try await loading.load(plan)
         var outcome = ItemOutcome()
         outcome.bytesIn = loaded.data.byteCount
         outcome.cacheData = loaded.cache

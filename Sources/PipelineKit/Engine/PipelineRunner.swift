@@ -74,48 +74,43 @@ struct EngineResources: Sendable {
 /// flight, sharing of identical work, cache lookups, time limits, timing and error
 /// classification. Stages only do their one thing. One failing item never stops the others.
 ///
-/// One item goes through named steps, each a function in the file named after it:
-/// `PipelineRunner+Item` (plan, reuse of what this run already made, shared work, result),
-/// `+StoredOutputs` (encoded outputs kept by the data cache), `+Load`, `+Images` (decode and
-/// process), `+Outputs` (encode and write).
+/// One item goes through named steps, each a type with its own values in and out
+/// (`Engine/Steps`): ``LoadStep``, ``StoredOutputsStep``, ``DecodeStep``, ``EncodeStep`` and
+/// ``OutputStore``. The runner plans an item, shares identical work, runs the steps in order under
+/// the item's time limit (`PipelineRunner+Item`, `+Images`), and runs the list (`run`).
 public final class PipelineRunner: Sendable {
     public let pipeline: Pipeline
     /// The options it was made with.
     public let options: RunOptions
     /// Callers waiting for a source load in progress, this runner's and those derived from it.
-    public var loadsWaiting: Int { sourceLoads.waiting }
+    public var loadsWaiting: Int { loading.sourceLoads.waiting }
     /// Where outputs are written: a directory, or a destination's URL (`s3://bucket/prefix`).
     public let outputDirectory: String
-    /// Step "store": the destination, the names outputs are claimed and stored under, `--resume`.
-    let output: OutputStore
-    /// `on_failure:`, when the pipeline has it.
-    let failurePolicy: FailurePolicy?
-    /// What outputs keep of the sources' metadata (`metadata:`).
-    let metadataPolicy: MetadataPolicy
-    /// Loaders by scheme, built when first needed.
-    let loaders: LoaderSlots
-    let dataCache: (any DataCaching)?
-    let decoder: any ImageDecoding
-    let decoderName: String
-    let variants: [RunnableVariant]
-    let imageCache: (any ImageCaching)?
-    let decodeHint: DecodeHint
-    /// Identifies the decoder and its options in image cache keys.
-    let decoderIdentifier: String
-    let cpu: WorkerPool
-    let decodeBudget: MemoryBudget
     /// Identifies what outputs depend on: decoder, every chain, encoders and name templates.
     public let fingerprint: String
+    let variants: [RunnableVariant]
+    /// `on_failure:`, when the pipeline has it.
+    let failurePolicy: FailurePolicy?
+    /// The steps of an item.
+    let loading: LoadStep
+    /// `nil` without a data cache that keeps outputs.
+    let storedOutputs: StoredOutputsStep?
+    let making: DecodeStep
+    let encoding: EncodeStep
+    /// Step "store": the destination, the names outputs are claimed and stored under, `--resume`.
+    let output: OutputStore
     private let stopRequested = Mutex(false)
     /// Fired by ``abort()``.
     private let aborted = OneTimeSignal()
     /// One piece of work per source key in flight, shared by every line with that key.
     let itemWork = SharedWork<ItemOutcome>()
-    /// Loads in progress by source key, shared with the runners derived from this one (the
-    /// service's parameter sets): two sizes of one source asked for at once are fetched once.
-    let sourceLoads: SharedWork<LoadedSource>
     /// What this run already made, by source key.
     let finished: FinishedSources
+
+    var loaders: LoaderSlots { loading.loaders }
+    var dataCache: (any DataCaching)? { loading.dataCache }
+    var decodeHint: DecodeHint { making.hint }
+    var decoderIdentifier: String { making.decoderIdentifier }
 
     /// Instantiates every stage of `pipeline`. Loaders the pipeline does not configure are made with
     /// their defaults, so a list may mix URLs and paths.
@@ -132,46 +127,57 @@ public final class PipelineRunner: Sendable {
         // Another pipeline stores with its own `output:`; a variant of this one with this one's.
         options.destination = sharingLoaders ? output.destination : self.options.destination
         return try PipelineRunner(pipeline: pipeline, registry: registry, options: options,
-                                  sharing: EngineResources(cpu: cpu, decodeBudget: decodeBudget, loaders: sharingLoaders ? loaders : nil,
-                                                           sourceLoads: sharingLoaders ? sourceLoads : nil))
+                                  sharing: EngineResources(cpu: making.cpu, decodeBudget: making.budget, loaders: sharingLoaders ? loaders : nil,
+                                                           sourceLoads: sharingLoaders ? loading.sourceLoads : nil))
     }
 
     init(pipeline: Pipeline, registry: PluginRegistry, options: RunOptions, sharing: EngineResources?) throws {
         self.pipeline = pipeline
         self.options = options
-        loaders = sharing?.loaders ?? LoaderSlots(pipeline, registry)
-        sourceLoads = sharing?.sourceLoads ?? SharedWork()
-        dataCache = try pipeline.dataCache?.makeDataCache()
-        decoder = try pipeline.decoder.makeDecoder()
-        decoderName = pipeline.decoder.plugin.spec.name
-        imageCache = try pipeline.imageCache?.makeImageCache()
-        metadataPolicy = pipeline.metadataPolicy
+        let metadataPolicy = pipeline.metadataPolicy
         // What the decoder reads of the source's metadata and what outputs keep of it are part of
         // what a cached image or output is.
+        let decoderName = pipeline.decoder.plugin.spec.name
         let decoderIdentifier = decoderName + "(" + pipeline.decoder.options.canonical + ")" + metadataPolicy.keySuffix
-        self.decoderIdentifier = decoderIdentifier
-        variants = try pipeline.variants.map { try Self.runnable($0, decoderIdentifier: decoderIdentifier) }
+        let variants = try pipeline.variants.map { try Self.runnable($0, decoderIdentifier: decoderIdentifier) }
+        self.variants = variants
         var hint = Self.decodeHint(variants)
         hint.wantsMetadata = metadataPolicy.needsSource
-        decodeHint = hint
-        cpu = sharing?.cpu ?? WorkerPool.cpu(threads: max(1, options.workers))
-        decodeBudget = sharing?.decodeBudget ?? MemoryBudget(bytes: options.decodeMemory)
-        outputDirectory = options.outputDirectory ?? pipeline.output.dir
-        let destination: any OutputDestination
-        if let given = options.destination {
-            destination = given
-        } else if options.buildsDestinationOnUse {
-            let directory = outputDirectory, outputOptions = pipeline.output.options
-            destination = LazyDestination(directory: directory) { try registry.makeDestination(directory, options: outputOptions) }
-        } else {
-            destination = try registry.makeDestination(outputDirectory, options: pipeline.output.options)
+        let cpu = sharing?.cpu ?? WorkerPool.cpu(threads: max(1, options.workers))
+        making = DecodeStep(decoder: try pipeline.decoder.makeDecoder(), decoderName: decoderName, decoderIdentifier: decoderIdentifier,
+                            hint: hint, variants: variants, imageCache: try pipeline.imageCache?.makeImageCache(), cpu: cpu,
+                            budget: sharing?.decodeBudget ?? MemoryBudget(bytes: options.decodeMemory))
+        encoding = EncodeStep(metadataPolicy: metadataPolicy, cpu: cpu)
+        let dataCache = try pipeline.dataCache?.makeDataCache()
+        let loading = LoadStep(loaders: sharing?.loaders ?? LoaderSlots(pipeline, registry), dataCache: dataCache,
+                               sourceLoads: sharing?.sourceLoads ?? SharedWork(), need: making.need, logger: options.logger)
+        self.loading = loading
+        storedOutputs = dataCache.flatMap { cache in
+            cache.storesOutputs ? StoredOutputsStep(cache: QuietCache(cache: cache, logger: options.logger), variants: variants,
+                                                    decoderIdentifier: decoderIdentifier, loading: loading) : nil
         }
-        let factsName = pipeline.output.factsName
         failurePolicy = try pipeline.onFailure.map { try FailurePolicy(options: $0) }
         finished = FinishedSources(capacity: options.dedupeWindow)
         let chains = decoderIdentifier + variants.map { $0.prefixIDs.last! + ">" + $0.encoder.identifier }.joined(separator: ";")
         fingerprint = Hashing.sha256Hex(chains + "\n" + variants.map(\.template.text).joined(separator: "\n"))
-        let localOutput = destination.localDirectory ?? outputDirectory
+        outputDirectory = options.outputDirectory ?? pipeline.output.dir
+        output = try Self.outputStore(pipeline, registry, options, directory: outputDirectory, variants: variants, fingerprint: fingerprint)
+    }
+
+    /// Step "store" for `pipeline`'s `output:` (or the destination `options` give), with the
+    /// run record `--resume` reads.
+    private static func outputStore(_ pipeline: Pipeline, _ registry: PluginRegistry, _ options: RunOptions, directory: String,
+                                    variants: [RunnableVariant], fingerprint: String) throws -> OutputStore {
+        let destination: any OutputDestination
+        if let given = options.destination {
+            destination = given
+        } else if options.buildsDestinationOnUse {
+            let outputOptions = pipeline.output.options
+            destination = LazyDestination(directory: directory) { try registry.makeDestination(directory, options: outputOptions) }
+        } else {
+            destination = try registry.makeDestination(directory, options: pipeline.output.options)
+        }
+        let localOutput = destination.localDirectory ?? directory
         let absoluteOutput = URL(fileURLWithPath: localOutput).standardizedFileURL.path
         let manifest = CompletionManifest(outputDirectory: localOutput, fingerprint: fingerprint,
                                           recordDirectory: options.stateDirectory,
@@ -181,11 +187,12 @@ public final class PipelineRunner: Sendable {
                                           enabled: destination.localDirectory != nil && !options.fetchOnly)
         // Names are recorded to find two sources writing one name only where two could: not when
         // every template has `{hash}` or `{index}` (the default does).
+        let factsName = pipeline.output.factsName
         let claimsNames = !pipeline.variants.allSatisfy(\.template.isCollisionFree) || factsName.map { !$0.isCollisionFree } == true
-        output = OutputStore(destination: destination, existing: pipeline.output.existing, factsName: factsName,
-                             factsRecipe: OutputFingerprint.recipe("facts:" + variants.map(\.recipe).joined(separator: ",")),
-                             manifest: manifest, claims: OutputClaims(enabled: claimsNames),
-                             spoolThreshold: options.spoolThreshold, spoolDirectory: options.spoolDirectory, logger: options.logger)
+        return OutputStore(destination: destination, existing: pipeline.output.existing, factsName: factsName,
+                           factsRecipe: OutputFingerprint.recipe("facts:" + variants.map(\.recipe).joined(separator: ",")),
+                           manifest: manifest, claims: OutputClaims(enabled: claimsNames),
+                           spoolThreshold: options.spoolThreshold, spoolDirectory: options.spoolDirectory, logger: options.logger)
     }
 
     /// Checks that outputs can be written and the data cache used before the run starts (a
@@ -250,7 +257,7 @@ public final class PipelineRunner: Sendable {
         let source = Source(text: line, index: 1)
         guard let slot = try? loader(for: source) else { return [] }
         let key = slot.loader.cacheKey(for: source)
-        return [key] + variants.map { outputKey(key, $0) }
+        return [key] + variants.map { StoredOutputsStep.outputKey(key, $0, decoderIdentifier: decoderIdentifier) }
     }
 
     /// Whether a data cache key belongs to the source of the list line `line`: its loaded bytes, or
@@ -342,7 +349,7 @@ public final class PipelineRunner: Sendable {
         }
         summary.notStarted = notStarted
         summary.wallSeconds = (ContinuousClock.now - start).seconds
-        summary.imageCacheEvictions = imageCache?.evictionCount
+        summary.imageCacheEvictions = making.imageCache?.evictionCount
         await dataCache?.recordRun(CacheUsage(counts: tally.dataCache))
         return summary
     }
@@ -460,15 +467,6 @@ public final class PipelineRunner: Sendable {
     }
 
     static func named(_ error: PipelineError, _ variant: RunnableVariant) -> PipelineError { StepFailure.named(error, variant) }
-
-    /// Runs `body` on a CPU worker with the item's stage context; the item's clock is paused while
-    /// the job waits in the queue. A job still queued when the item is cancelled never runs.
-    /// Waiting jobs of higher `priority` go first (see ``JobPriority``).
-    func onWorker<T: Sendable>(priority: Int = JobPriority.finishing, _ body: @escaping @Sendable () throws -> T) async throws -> T {
-        let context = StageContext.current
-        // The pool stops the item's clock while the job waits for a worker.
-        return try await cpu.run(priority: priority) { try StageContext.withThreadValue(context, body) }
-    }
 }
 
 extension Duration {

@@ -198,7 +198,7 @@ extension ItemOutcome {
         fingerprints.append(fingerprint)
         encodings.append(encoded.encoding)
         if encodings.contains(where: { !$0.isEmpty }) {
-            facts[PipelineRunner.encodingFact] = .list(encodings.map { .object($0) })
+            facts[StoredOutputsStep.encodingFact] = .list(encodings.map { .object($0) })
         }
         chosenExtensions.append(encoded.chosenExtension)
         outputSizes.append(encoded.size)

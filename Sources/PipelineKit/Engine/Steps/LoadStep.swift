@@ -1,17 +1,26 @@
 import Foundation
+import Logging
 
 /// Step "load": the source's bytes, from the data cache when fresh, revalidated through the loader
-/// when stale, or from the loader, within the loader's concurrency limit.
-extension PipelineRunner {
-    /// The data cache for this loader's originals, when there is one and it keeps them.
-    func originalsCache(_ slot: LoaderSlot) -> (any DataCaching)? {
-        slot.loader.usesDataCache ? dataCache.flatMap { $0.storesOriginals ? $0 : nil } : nil
-    }
+/// when stale, or from the loader, within the loader's concurrency limit. Loads of one source in
+/// flight at once are shared, with the runners derived from this one too (the service's sizes of
+/// one source), and the items a load reaches decode once (each notes what it needs).
+///
+/// Takes the ``ItemPlan``; returns a ``LoadedSource``. A failure is the loader's, at the `load`
+/// stage, naming the loader.
+struct LoadStep: Sendable {
+    /// Loaders by scheme, built when first needed.
+    let loaders: LoaderSlots
+    /// The pipeline's data cache (originals are read and stored here when it keeps them).
+    let dataCache: (any DataCaching)?
+    /// Loads in progress by source key, shared with derived runners.
+    let sourceLoads: SharedWork<LoadedSource>
+    /// What this runner's items decode, noted with their loads.
+    let need: SharedDecodes.Need
+    let logger: Logger
 
     func load(_ plan: ItemPlan) async throws -> LoadedSource {
-        // Runners derived for other parameters of the same pipeline share one load per source,
-        // and the items it reaches decode once (each notes what it needs).
-        let (shared, _) = try await sourceLoads.run(plan.workKey, note: decodeNeed) {
+        let (shared, _) = try await sourceLoads.run(plan.workKey, note: need) {
             var loaded = try await self.loadOnce(plan)
             loaded.decodes = SharedDecodes()
             return loaded
@@ -22,17 +31,17 @@ extension PipelineRunner {
         return loaded
     }
 
-    /// What this runner's items decode, noted with their loads: items of runners with the same
-    /// decoder and options decode together.
-    var decodeNeed: SharedDecodes.Need {
-        SharedDecodes.Need(group: decoderIdentifier + (decodeHint.wantsSourceFacts ? "+facts" : ""), hint: decodeHint)
+    /// The data cache for this loader's originals, when there is one and it keeps them.
+    func originalsCache(_ slot: LoaderSlot) -> QuietCache? {
+        guard slot.loader.usesDataCache, let cache = dataCache, cache.storesOriginals else { return nil }
+        return QuietCache(cache: cache, logger: logger)
     }
 
     private func loadOnce(_ plan: ItemPlan) async throws -> LoadedSource {
         let start = ContinuousClock.now
         let cache = originalsCache(plan.slot)
         var stale: CachedEntry?
-        if let cache, let entry = await cachedEntry(plan.key, in: cache) {
+        if let cache, let entry = await cache.entry(plan.key) {
             if entry.isFresh { return LoadedSource(data: entry.data, cache: .hit, milliseconds: (ContinuousClock.now - start).milliseconds) }
             stale = entry
         }
@@ -43,16 +52,16 @@ extension PipelineRunner {
             }
             switch answer {
             case .notModified(let directives):
-                await cache?.refresh(plan.key, directives: directives)
+                await cache?.cache.refresh(plan.key, directives: directives)
                 var data = stale!.data
                 data.directives = directives
                 return LoadedSource(data: data, cache: .revalidated, milliseconds: milliseconds)
             case .modified(let data):
-                if let cache { await storeQuietly(data, for: plan.key, in: cache) }
+                await cache?.store(data, for: plan.key)
                 return LoadedSource(data: data, cache: cache == nil ? .off : .miss, milliseconds: milliseconds)
             }
         } catch {
-            throw classify(error, stage: .load, kind: .io, plugin: plan.slot.name)
+            throw StepFailure.classify(error, stage: .load, kind: .io, plugin: plan.slot.name)
         }
     }
 
@@ -65,17 +74,22 @@ extension PipelineRunner {
         let value = try await body()
         return (value, (ContinuousClock.now - begin).milliseconds)
     }
+}
 
-    /// The entry for `key` in `cache`; a cache that cannot be read is logged and counts as a miss.
-    func cachedEntry(_ key: String, in cache: any DataCaching) async -> CachedEntry? {
+/// A data cache whose failures are logged, never an item's: an entry that cannot be read is a
+/// miss, a store that fails is skipped.
+struct QuietCache: Sendable {
+    let cache: any DataCaching
+    let logger: Logger
+
+    func entry(_ key: String) async -> CachedEntry? {
         do { return try await cache.entry(for: key) } catch {
             logger.warning("data cache read failed", metadata: ["key": "\(key)", "error": "\(error)"])
             return nil
         }
     }
 
-    /// Stores `data` in `cache`; a failure to store is logged, never the item's failure.
-    func storeQuietly(_ data: LoadedData, for key: String, output: OutputStamp? = nil, in cache: any DataCaching) async {
+    func store(_ data: LoadedData, for key: String, output: OutputStamp? = nil) async {
         do { try await cache.store(data, for: key, output: output) } catch {
             logger.warning("data cache store failed", metadata: ["key": "\(key)", "error": "\(error)"])
         }

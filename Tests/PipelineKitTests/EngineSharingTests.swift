@@ -95,18 +95,26 @@ import TestSupport
         #expect(Set(run.items.map(\.outputs)).count == 1)  // same name, written once
     }
 
+    /// The limits are counted by a clock the test moves: they strike when it says, however busy
+    /// the machine, and the test waits on no real time.
     @Test func theTimeLimitCancelsTheLoadEvenWhenShared() async throws {
         let loader = ScriptedLoader()
         loader.script("hung", .hold(Data()))
         loader.script("ok", .bytes(Data("4x4".utf8)))
-        // The limit only has to strike: it is wide so that a busy machine never cuts the good item
-        // short (its encode waits for a CPU worker behind other suites' large images: 5 s was
-        // exceeded once in a full `make test`). The suite runs alongside others that take longer.
-        // 60 s: with both cores kept busy and the recipe and end-to-end suites beside it, 20 s
-        // was exceeded by the good item before it ran its load (make test with two busy loops).
-        let run = try await run(loader, ["hung", "hung", "ok"]) { $0.itemTimeout = 60 }
-        #expect(run[1].error?.kind == .timeout && run[2].error?.kind == .timeout)
-        #expect(run[3].status == .ok, "\(String(describing: run[3].error))")
+        let timers = ManualTimers()
+        let running = Task { try await self.run(loader, ["hung", "hung", "ok"]) { $0.itemTimeout = 60; $0.timers = timers } }
+        // The good item is done and the shared load is under way before the limit strikes.
+        #expect(await loader.log.wait(for: "encoded 2x2"))
+        #expect(await loader.log.wait(for: "started hung"))
+        // The good item has settled when its clock's timer is gone (bounded against a hang).
+        for _ in 0..<6000 where timers.pending != 2 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(timers.pending == 2)
+        timers.advance(by: .seconds(59))
+        #expect(loader.log.count("cancelled hung") == 0, "not yet")
+        timers.advance(by: .seconds(1))
+        let result = try await running.value
+        #expect(result[1].error?.kind == .timeout && result[2].error?.kind == .timeout)
+        #expect(result[3].status == .ok, "\(String(describing: result[3].error))")
         #expect(loader.calls("hung") == 1)
         // The last line waiting for it left, so the load itself was cancelled.
         #expect(await loader.log.wait(for: "cancelled hung"))
@@ -116,13 +124,22 @@ import TestSupport
         let loader = ScriptedLoader(maxConcurrentLoads: 1)
         loader.script("hung", .hold(Data()))
         loader.script("queued", .bytes(Data("4x4".utf8)))
-        // 'queued' waits for the only slot for as long as 'hung' holds it: its whole time limit.
-        // The limit also covers the time before either item reaches its load, which on a loaded
-        // CPU, with the rest of the engine suites in the same process, once took more than 5 s
-        // (neither load had started): 15 s leaves room.
-        let run = try await run(loader, ["hung", "queued"]) { $0.itemTimeout = 15 }
-        #expect(run[1].error?.kind == .timeout)
-        #expect(run[2].status == .ok, "\(String(describing: run[2].error))")
+        let timers = ManualTimers()
+        let slot = Mutex<LoaderSlot?>(nil)
+        // 'queued' waits for the only slot for as long as 'hung' holds it: more than its whole limit.
+        let running = Task {
+            try await self.run(loader, ["hung", "queued"], configure: { $0.itemTimeout = 15; $0.timers = timers }) { runner in
+                slot.withLock { $0 = try? runner.loader(for: Source(text: "scripted://queued", index: 2)) }
+            }
+        }
+        #expect(await loader.log.wait(for: "started hung"))
+        // Until 'queued' is seen waiting for the slot (an event, bounded against a hang).
+        for _ in 0..<6000 where slot.withLock({ $0?.limit.waiting ?? 0 }) == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(slot.withLock { $0?.limit.waiting } == 1)
+        timers.advance(by: .seconds(15))  // 'hung' runs out; 'queued' has waited all of it
+        let result = try await running.value
+        #expect(result[1].error?.kind == .timeout)
+        #expect(result[2].status == .ok, "\(String(describing: result[2].error))")
         let events = loader.log.events
         let cancelled = events.firstIndex(of: "cancelled hung"), started = events.firstIndex(of: "started queued")
         #expect(cancelled != nil && started != nil && cancelled! < started!, "\(events)")

@@ -215,13 +215,14 @@ public struct FakeHalf: ImageProcessing {
     }
 }
 
-/// Writes a fake image's size as text.
+/// Writes a fake image's size as text; fails on an empty image.
 public struct FakeEncoder: ImageEncoding {
     let log: EventLog
     public init(log: EventLog) { self.log = log }
     public var fileExtension: String { "fake" }
     public var identifier: String { "fake" }
     public func encode(_ image: PipelineImage) throws -> Data {
+        guard image.width > 0, image.height > 0 else { throw PipelineError(.encodeFailed, "nothing to encode: an empty image") }
         log.record("encoded \(image.width)x\(image.height)")
         return Data("fake \(image.width)x\(image.height)".utf8)
     }

@@ -148,7 +148,7 @@ extension PipelineRunner {
         async throws -> (ItemOutcome, reused: Bool) {
         let tracker = StageTracker()
         let limit = itemTimeout
-        return try await withItemClock(limit, timeout: {
+        return try await withItemClock(limit, timers: options.timers, timeout: {
             PipelineError(.timeout, "the item did not finish within the item time limit (\(Units.formatDuration(limit ?? 0)))",
                           stage: tracker.stage)
         }) { clock in

@@ -56,6 +56,9 @@ public struct RunOptions: Sendable {
     /// and `work` fail at start for a destination that cannot be made.
     public var buildsDestinationOnUse = false
 
+    /// The clock items' time limits are counted by: the machine's, unless a test moves one by hand.
+    package var timers: any TimerSource = DispatchTimers.shared
+
     public init() {}
 }
 

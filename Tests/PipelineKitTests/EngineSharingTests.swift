@@ -7,33 +7,13 @@ import TestSupport
 /// The engine driven by scripted stages: sharing, run-wide de-duplication, cancellation and time
 /// limits, checked by what the stages saw (events), never by sleeping.
 @Suite struct EngineSharingTests {
-    struct Run {
-        let summary: RunSummary
-        let items: [ItemResult]
-        let output: URL
-        subscript(_ index: Int) -> ItemResult { items.first { $0.index == index }! }
-    }
-
     func run(_ loader: ScriptedLoader, _ lines: [String], name: String = "{stem}.{ext}",
              configure: (inout RunOptions) -> Void = { _ in },
-             onRunner: (PipelineRunner) -> Void = { _ in }) async throws -> Run {
-        let registry = ScriptedStages.registry(loader)
-        let yaml = ScriptedStages.pipeline + "\noutput:\n  name: \"\(name)\"\n"
-        let (pipeline, diagnostics) = PipelineFile.parse(text: yaml, file: "scripted.yaml", registry: registry)
-        guard let pipeline else { throw PipelineValidationError(diagnostics: diagnostics, source: yaml) }
-        let output = try Fixtures.temporaryDirectory("sharing")
-        var options = RunOptions()
-        options.outputDirectory = output.path
-        configure(&options)
-        let runner = try PipelineRunner(pipeline: pipeline, registry: registry, options: options)
+             onRunner: (PipelineRunner) -> Void = { _ in }) async throws -> ScriptedRun {
+        let runner = try ScriptedStages.runner(loader, yaml: ScriptedStages.pipeline + "\noutput:\n  name: \"\(name)\"\n",
+                                               configure: configure)
         onRunner(runner)
-        let items = Mutex<[ItemResult]>([])
-        let sources = lines.enumerated().map { Source(text: "scripted://" + $0.element, index: $0.offset + 1) }
-        let summary = try await runner.run(AsyncStream { continuation in
-            for source in sources { continuation.yield(source) }
-            continuation.finish()
-        }) { item in items.withLock { $0.append(item) } }
-        return Run(summary: summary, items: items.withLock { $0 }.sorted { $0.index < $1.index }, output: output)
+        return try await ScriptedStages.run(runner, lines)
     }
 
     @Test func aSourceRepeatedAfterItFinishedIsNotLoadedAgain() async throws {

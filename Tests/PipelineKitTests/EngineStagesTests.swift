@@ -8,32 +8,12 @@ import TestSupport
 /// of the data cache, the image cache, the list and the report, and in what order, checked by what
 /// the fakes saw. No disk cache, no network, no codec.
 @Suite struct EngineStagesTests {
-    struct Run {
-        let summary: RunSummary
-        let items: [ItemResult]
-        subscript(_ index: Int) -> ItemResult { items.first { $0.index == index }! }
+    func runner(_ loader: ScriptedLoader, _ fakes: Fakes, stages: String = "") throws -> PipelineRunner {
+        try ScriptedStages.runner(loader, fakes: fakes, yaml: ScriptedStages.pipeline + "\n" + stages)
     }
 
-    func runner(_ loader: ScriptedLoader, _ fakes: Fakes, stages: String = "",
-                configure: (inout RunOptions) -> Void = { _ in }) throws -> PipelineRunner {
-        let registry = ScriptedStages.registry(loader, fakes: fakes)
-        let yaml = ScriptedStages.pipeline + "\n" + stages
-        let (pipeline, diagnostics) = PipelineFile.parse(text: yaml, file: "fakes.yaml", registry: registry)
-        guard let pipeline else { throw PipelineValidationError(diagnostics: diagnostics, source: yaml) }
-        var options = RunOptions()
-        options.outputDirectory = try Fixtures.temporaryDirectory("fakes").path
-        configure(&options)
-        return try PipelineRunner(pipeline: pipeline, registry: registry, options: options)
-    }
-
-    func run(_ runner: PipelineRunner, _ names: [String]) async throws -> Run {
-        let items = Mutex<[ItemResult]>([])
-        let sources = names.enumerated().map { Source(text: "scripted://" + $0.element, index: $0.offset + 1) }
-        let summary = try await runner.run(AsyncStream { continuation in
-            for source in sources { continuation.yield(source) }
-            continuation.finish()
-        }) { item in items.withLock { $0.append(item) } }
-        return Run(summary: summary, items: items.withLock { $0 }.sorted { $0.index < $1.index })
+    func run(_ runner: PipelineRunner, _ names: [String]) async throws -> ScriptedRun {
+        try await ScriptedStages.run(runner, names)
     }
 
     static func scripted(_ sources: [String: String]) -> ScriptedLoader {

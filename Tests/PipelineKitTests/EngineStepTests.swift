@@ -10,14 +10,8 @@ import TestSupport
     /// A runner of the scripted stages (whose steps the tests call one at a time).
     func runner(_ loader: ScriptedLoader, _ fakes: Fakes? = nil, stages: String = "", processors: String = "[fake_half]",
                 configure: (inout RunOptions) -> Void = { _ in }) throws -> PipelineRunner {
-        let registry = ScriptedStages.registry(loader, fakes: fakes)
-        let yaml = "loader: scripted\ndecoder: fake\nprocessors: \(processors)\nencoder: fake\n" + stages
-        let (pipeline, diagnostics) = PipelineFile.parse(text: yaml, file: "steps.yaml", registry: registry)
-        guard let pipeline else { throw PipelineValidationError(diagnostics: diagnostics, source: yaml) }
-        var options = RunOptions()
-        options.outputDirectory = try Fixtures.temporaryDirectory("steps").path
-        configure(&options)
-        return try PipelineRunner(pipeline: pipeline, registry: registry, options: options)
+        try ScriptedStages.runner(loader, fakes: fakes, yaml: "loader: scripted\ndecoder: fake\nprocessors: \(processors)\nencoder: fake\n" + stages,
+                                  configure: configure)
     }
 
     static func loader(_ sources: [String: String]) -> ScriptedLoader {

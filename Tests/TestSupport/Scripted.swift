@@ -260,3 +260,40 @@ public final class ScriptedDirectory: OutputDestination, Sendable {
 
     public func read(_ relative: String) async throws -> Data? { FileManager.default.contents(atPath: location(relative)) }
 }
+
+/// A run of scripted sources: the summary and each item, by line.
+public struct ScriptedRun: Sendable {
+    public let summary: RunSummary
+    public let items: [ItemResult]
+    /// The output directory.
+    public let output: URL
+    /// The item of line `index`.
+    public subscript(_ index: Int) -> ItemResult { items.first { $0.index == index }! }
+}
+
+extension ScriptedStages {
+    /// A runner of `yaml` (by default ``pipeline``) on the scripted stages (and `fakes`), writing
+    /// into a fresh temporary directory.
+    public static func runner(_ loader: ScriptedLoader, fakes: Fakes? = nil, yaml: String = pipeline,
+                              configure: (inout RunOptions) -> Void = { _ in }) throws -> PipelineRunner {
+        let registry = registry(loader, fakes: fakes)
+        let (parsed, diagnostics) = PipelineFile.parse(text: yaml, file: "scripted.yaml", registry: registry)
+        guard let parsed else { throw PipelineError(.invalidOption, diagnostics.map(\.description).joined(separator: "\n")) }
+        var options = RunOptions()
+        options.outputDirectory = try Fixtures.temporaryDirectory("scripted").path
+        configure(&options)
+        return try PipelineRunner(pipeline: parsed, registry: registry, options: options)
+    }
+
+    /// Runs `names` through `runner` as the lines of a list (`scripted://NAME`, lines 1...).
+    public static func run(_ runner: PipelineRunner, _ names: [String]) async throws -> ScriptedRun {
+        let items = Mutex<[ItemResult]>([])
+        let sources = names.enumerated().map { Source(text: "scripted://" + $0.element, index: $0.offset + 1) }
+        let summary = try await runner.run(AsyncStream { continuation in
+            for source in sources { continuation.yield(source) }
+            continuation.finish()
+        }) { item in items.withLock { $0.append(item) } }
+        return ScriptedRun(summary: summary, items: items.withLock { $0 }.sorted { $0.index < $1.index },
+                           output: URL(fileURLWithPath: runner.outputDirectory))
+    }
+}

@@ -78,8 +78,8 @@ struct EngineResources: Sendable {
 /// classification. Stages only do their one thing. One failing item never stops the others.
 ///
 /// One item goes through named steps, each a type with its own values in and out
-/// (`Engine/Steps`): ``LoadStep``, ``StoredOutputsStep``, ``DecodeStep``, ``EncodeStep`` and
-/// ``OutputStore``. The runner plans an item, shares identical work, runs the steps in order under
+/// (`Engine/Steps`): `LoadStep`, `StoredOutputsStep`, `DecodeStep`, `EncodeStep` and
+/// `OutputStore`. The runner plans an item, shares identical work, runs the steps in order under
 /// the item's time limit (`PipelineRunner+Item`, `+Images`), and runs the list (`run`).
 public final class PipelineRunner: Sendable {
     public let pipeline: Pipeline

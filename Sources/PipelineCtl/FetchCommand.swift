@@ -30,7 +30,7 @@ struct Fetch: AsyncParsableCommand {
         var options = RunOptions()
         options.fetchOnly = true
         options.shard = try sharding.resolvedShard()
-        try await runPipeline(pipeline, urls: urls, options: options, output: output,
-                              stopGrace: sharding.graceSeconds)
+        try await runPipeline(RunRequest(pipeline: pipeline, list: urls, options: options, output: output,
+                                         stopGrace: sharding.graceSeconds))
     }
 }

@@ -59,8 +59,8 @@ struct Run: AsyncParsableCommand {
         engine.apply(to: &options)
         options.dedupeWindow = dedupeWindow
         options.shard = try sharding.resolvedShard()
-        try await runPipeline(pipeline, urls: urls, options: options, output: output,
-                              stopGrace: sharding.graceSeconds)
+        try await runPipeline(RunRequest(pipeline: pipeline, list: urls, options: options, output: output,
+                                         stopGrace: sharding.graceSeconds))
     }
 }
 

@@ -6,90 +6,65 @@ import PipelineService
 import PipelineKit
 import Synchronization
 
-/// What `run` and `fetch` share: validate, open the list, run, print the summary, write the
-/// report and metrics. Exits 128+N after a stop by signal N, 3 when outputs could not be
-/// written, 1 when items failed (or an output kept by `existing: keep` is stale), 2 when the
-/// pipeline or the list cannot be used.
-///
-/// `listPlugin` and `listOptions` choose the list plugin by name and set its options (`work` reads
-/// a queue so); `ignoreOwnOutputs` tells the list the output location's prefix, whose sources it
-/// does not process; with `stopExitsZero`, a stop by signal is the normal end (a worker's) and exits 0.
-/// With `listen`, `/livez`, `/readyz` and `/metrics` are served there while the run goes; with
-/// `rotate`, the report is written in parts of that size or age (``RotatingReport``).
-func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunOutputOptions, stopGrace: Double,
-                 listPlugin: String? = nil, listOptions: [String: OptionValue] = [:], ignoreOwnOutputs: Bool = false,
-                 stopExitsZero: Bool = false, listen: ListenAddress? = nil,
-                 rotate: (bytes: Int?, seconds: Double?)? = nil) async throws {
-    var output = output
-    if let shard = options.shard {
+/// What a command asks of a run: the pipeline, the list, the engine's options and where reports
+/// and metrics go, and how the run behaves as a worker.
+struct RunRequest {
+    /// The pipeline's name or file.
+    var pipeline: String
+    /// The list: a file, `-`, an object in a bucket, a queue's URL.
+    var list: String
+    var options: RunOptions
+    var output: RunOutputOptions
+    /// Seconds items in flight get to finish after a stop signal.
+    var stopGrace: Double
+    /// The list plugin by name, and its options (`work` reads a queue so); by the list's scheme when `nil`.
+    var listPlugin: String?
+    var listOptions: [String: OptionValue] = [:]
+    /// The list is told the output location's prefix, whose sources it does not process.
+    var ignoreOwnOutputs = false
+    /// A stop by signal is the normal end (a worker's) and exits 0.
+    var stopExitsZero = false
+    /// `/livez`, `/readyz` and `/metrics` are served there while the run goes.
+    var listen: ListenAddress?
+    /// The report is written in parts of that size or age (``RotatingReport``).
+    var rotate: (bytes: Int?, seconds: Double?)?
+
+    init(pipeline: String, list: String, options: RunOptions, output: RunOutputOptions, stopGrace: Double) {
+        self.pipeline = pipeline
+        self.list = list
+        self.options = options
+        self.output = output
+        self.stopGrace = stopGrace
+    }
+}
+
+/// What `run`, `fetch` and `work` share: validate, open the list, run, print the summary, write
+/// the report and metrics. Exits 128+N after a stop by signal N (0 for a worker), 3 when outputs
+/// could not be written, 1 when items failed (or an output kept by `existing: keep` is stale), 2
+/// when the pipeline or the list cannot be used.
+func runPipeline(_ request: RunRequest) async throws {
+    var output = request.output
+    if let shard = request.options.shard {
         output.report = output.report.map(shard.name)
         output.metrics = output.metrics.map(shard.name)
     }
     bootstrapLogging(output)
-    guard let pipeline = loadPipeline(name) else { throw Exit.invalid }
-    var listOptions = listOptions
-    if ignoreOwnOutputs {
-        let dir = options.outputDirectory ?? pipeline.output.dir
-        if Source.urlScheme(of: dir) != nil { listOptions["ignore"] = .list([.string(dir.hasSuffix("/") ? dir : dir + "/")]) }
-    }
-    let (runner, list) = try makeRunner(pipeline, urls: urls, options: options, listPlugin: listPlugin, listOptions: listOptions)
-    var problem = await runner.preflight()
-    if problem == nil {
-        do { try await list.check() } catch {
-            problem = error as? PipelineError ?? PipelineError(.io, "\(error)")
-        }
-    }
-    // A report for a store is written to a local file first and uploaded when the run ends; its
-    // bucket is checked now, with the outputs', not found missing after the work is done.
-    let remoteReport = try output.report.flatMap { try RemoteReport(url: $0, pipeline: pipeline) }
+    guard let pipeline = loadPipeline(request.pipeline) else { throw Exit.invalid }
+    let (runner, list, remoteReport) = try await prepare(request, pipeline, output: output)
     defer { remoteReport?.removeLocal() }
-    if problem == nil, let remoteReport, let refused = await remoteReport.destination.preflight() {
-        problem = PipelineError(refused.kind, "cannot write the report to \(remoteReport.url): \(refused.message)")
-    }
-    if let problem {
-        // Refused credentials or a missing bucket or list will not fix themselves; an unreachable store may.
-        printError("error: \(problem.message)")
-        throw [ErrorKind.auth, .notFound, .invalidOption, .invalidSource].contains(problem.kind) ? Exit.invalid : Exit.infrastructure
-    }
     // The list is opened once, here: one that cannot be read is said before anything runs.
     let cursor: any SourceCursor
     do { cursor = try await list.open() } catch {
         printError("error: \((error as? PipelineError)?.message ?? "\(error)")")
         throw Exit.invalid
     }
-    let header = runHeader(pipeline, runner: runner, list: list, shard: options.shard)
-    let rotating = rotate.map { rotate in
-        RotatingReport(path: remoteReport?.localPath ?? output.report ?? "report.jsonl", format: output.reportFormat,
-                       maxBytes: rotate.bytes, maxSeconds: rotate.seconds, closed: remoteReport.map { remote in
-            { @Sendable path, name in
-                do { try await remote.upload(localPath: path, as: name) } catch {
-                    printError("warning: cannot write the report part \(name) to \(remote.directoryURL): \((error as? PipelineError)?.message ?? "\(error)"); kept in \(path)")
-                    return
-                }
-                try? FileManager.default.removeItem(atPath: path)
-            }
-        })
-    }
-    let report: (any ReportWriting)?
-    if let rotating {
-        do { try rotating.begin(header) } catch {
-            printError("error: cannot write the report to \(output.report ?? "?"): \((error as? PipelineError)?.message ?? "\(error)")")
-            throw Exit.invalid
-        }
-        report = rotating
-    } else {
-        report = try openReport(output, localPath: remoteReport?.localPath, header: header)
-    }
-    let metrics = output.metrics != nil || listen != nil ? RunMetrics(pipeline: pipeline.name) : nil
-    let endpoints = listen.map { WorkEndpoints(list: list, metrics: metrics!, address: $0) }
-    if let endpoints {
-        do { try await endpoints.start() } catch {
-            printError("error: \((error as? PipelineError)?.message ?? "\(error)")")
-            throw Exit.invalid
-        }
-    }
+    let header = runHeader(pipeline, runner: runner, list: list, shard: request.options.shard)
+    let rotating = request.rotate.map { rotatingReport($0, output: output, remote: remoteReport) }
+    let report = try openReport(output, rotating: rotating, localPath: remoteReport?.localPath, header: header)
+    let metrics = output.metrics != nil || request.listen != nil ? RunMetrics(pipeline: pipeline.name) : nil
+    let endpoints = try await request.listen.asyncMap { try await startEndpoints(list: list, metrics: metrics!, address: $0) }
     defer { endpoints?.close() }
-    let signals = StopSignals(runner: runner, grace: stopGrace, onStop: {
+    let signals = StopSignals(runner: runner, grace: request.stopGrace, onStop: {
         endpoints?.stop()
         list.stopReading()
     })
@@ -97,7 +72,7 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
     let outcome = try await execute(runner, list: list, cursor: cursor, output: output, report: report, metrics: metrics)
     await list.runEnded()
     await rotating?.handedOff()
-    try finish(outcome, pipeline: pipeline, runner: runner, output: output, fetchOnly: options.fetchOnly,
+    try finish(outcome, pipeline: pipeline, runner: runner, output: output, fetchOnly: request.options.fetchOnly,
                shownReport: rotating != nil ? (remoteReport?.directoryURL ?? rotating?.directory).map { "\($0)/ (in parts)" } : remoteReport?.url)
     if let remoteReport, rotating == nil {
         do { try await remoteReport.upload() } catch {
@@ -107,10 +82,74 @@ func runPipeline(_ name: String, urls: String, options: RunOptions, output: RunO
     }
     if let signal = signals.received {
         remoteReport?.removeLocal()  // exit() runs no defer
-        Foundation.exit(stopExitsZero ? 0 : 128 + signal)
+        Foundation.exit(request.stopExitsZero ? 0 : 128 + signal)
     }
     if outcome.failures.anyOnOurSide { throw Exit.infrastructure }
     if outcome.summary.failed > 0 || outcome.summary.outputsStale > 0 { throw Exit.itemsFailed }
+}
+
+/// The runner, the list and the remote report of `request`, each checked before anything runs:
+/// the outputs' and the report's store, the list. A problem that will not fix itself (refused
+/// credentials, a missing bucket or list) exits 2; one that may (an unreachable store) exits 3.
+func prepare(_ request: RunRequest, _ pipeline: Pipeline, output: RunOutputOptions) async throws
+    -> (PipelineRunner, any SourceListing, RemoteReport?) {
+    var listOptions = request.listOptions
+    if request.ignoreOwnOutputs {
+        let dir = request.options.outputDirectory ?? pipeline.output.dir
+        if Source.urlScheme(of: dir) != nil { listOptions["ignore"] = .list([.string(dir.hasSuffix("/") ? dir : dir + "/")]) }
+    }
+    let (runner, list) = try makeRunner(pipeline, urls: request.list, options: request.options, listPlugin: request.listPlugin,
+                                        listOptions: listOptions)
+    var problem = await runner.preflight()
+    if problem == nil {
+        do { try await list.check() } catch {
+            problem = error as? PipelineError ?? PipelineError(.io, "\(error)")
+        }
+    }
+    // A report for a store is written to a local file first and uploaded when the run ends; its
+    // bucket is checked now, with the outputs', not found missing after the work is done.
+    let remoteReport = try output.report.flatMap { try RemoteReport(url: $0, pipeline: pipeline) }
+    if problem == nil, let remoteReport, let refused = await remoteReport.destination.preflight() {
+        problem = PipelineError(refused.kind, "cannot write the report to \(remoteReport.url): \(refused.message)")
+    }
+    if let problem {
+        remoteReport?.removeLocal()
+        printError("error: \(problem.message)")
+        throw [ErrorKind.auth, .notFound, .invalidOption, .invalidSource].contains(problem.kind) ? Exit.invalid : Exit.infrastructure
+    }
+    return (runner, list, remoteReport)
+}
+
+/// `--report-rotate`: the report in parts, each uploaded beside a remote report's and removed.
+func rotatingReport(_ rotate: (bytes: Int?, seconds: Double?), output: RunOutputOptions, remote: RemoteReport?) -> RotatingReport {
+    RotatingReport(path: remote?.localPath ?? output.report ?? "report.jsonl", format: output.reportFormat,
+                   maxBytes: rotate.bytes, maxSeconds: rotate.seconds, closed: remote.map { remote in
+        { @Sendable path, name in
+            do { try await remote.upload(localPath: path, as: name) } catch {
+                printError("warning: cannot write the report part \(name) to \(remote.directoryURL): \((error as? PipelineError)?.message ?? "\(error)"); kept in \(path)")
+                return
+            }
+            try? FileManager.default.removeItem(atPath: path)
+        }
+    })
+}
+
+/// A worker's `/livez`, `/readyz` and `/metrics`, started; a port that cannot be had exits 2.
+func startEndpoints(list: any SourceListing, metrics: RunMetrics, address: ListenAddress) async throws -> WorkEndpoints {
+    let endpoints = WorkEndpoints(list: list, metrics: metrics, address: address)
+    do { try await endpoints.start() } catch {
+        printError("error: \((error as? PipelineError)?.message ?? "\(error)")")
+        throw Exit.invalid
+    }
+    return endpoints
+}
+
+extension Optional {
+    /// `map` with an `async` transform.
+    func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
+        guard let self else { return nil }
+        return try await transform(self)
+    }
 }
 
 /// What identifies this run in its report.
@@ -215,8 +254,17 @@ struct RemoteReport {
     }
 }
 
-/// The report writer of `--report-format`, begun with the run's header; `nil` without `--report`.
-func openReport(_ output: RunOutputOptions, localPath: String?, header: RunHeader) throws -> (any ReportWriting)? {
+/// The report writer of `--report-format` (or `rotating`, in parts), begun with the run's header;
+/// `nil` without `--report`.
+func openReport(_ output: RunOutputOptions, rotating: RotatingReport? = nil, localPath: String?,
+                header: RunHeader) throws -> (any ReportWriting)? {
+    if let rotating {
+        do { try rotating.begin(header) } catch {
+            printError("error: cannot write the report to \(output.report ?? "?"): \((error as? PipelineError)?.message ?? "\(error)")")
+            throw Exit.invalid
+        }
+        return rotating
+    }
     guard let path = localPath ?? output.report else { return nil }
     do {
         let writer = try PipelineCtl.registry.makeReport(output.reportFormat, path: path)

@@ -119,11 +119,15 @@ struct Work: AsyncParsableCommand {
         ]
         if let deadLetter { listOptions["dead_letter"] = .string(deadLetter) }
         if isPostgres { listOptions["max_attempts"] = .number(Double(maxAttempts)) }
-        try await runPipeline(pipeline, urls: queue, options: options, output: output,
-                              stopGrace: Units.parseDuration(stopGrace) ?? 25,
-                              listPlugin: isPostgres ? "postgres" : "sqs", listOptions: listOptions, ignoreOwnOutputs: true,
-                              stopExitsZero: true, listen: try listen.map { try ListenAddress($0) },
-                              rotate: reportRotate.flatMap(RotatingReport.parse))
+        var request = RunRequest(pipeline: pipeline, list: queue, options: options, output: output,
+                                 stopGrace: Units.parseDuration(stopGrace) ?? 25)
+        request.listPlugin = isPostgres ? "postgres" : "sqs"
+        request.listOptions = listOptions
+        request.ignoreOwnOutputs = true
+        request.stopExitsZero = true
+        request.listen = try listen.map { try ListenAddress($0) }
+        request.rotate = reportRotate.flatMap(RotatingReport.parse)
+        try await runPipeline(request)
     }
 
     var isPostgres: Bool { queue.hasPrefix("postgres://") || queue.hasPrefix("postgresql://") }

@@ -105,21 +105,26 @@ import TestSupport
         loader.script("hung", .hold(Data()))
         loader.script("queued", .bytes(Data("4x4".utf8)))
         let timers = ManualTimers()
-        let slot = Mutex<LoaderSlot?>(nil)
-        // 'queued' waits for the only slot for as long as 'hung' holds it: more than its whole limit.
+        let runner = try ScriptedStages.runner(loader) { $0.itemTimeout = 15; $0.timers = timers }
+        let slot = try #require(try runner.loader(for: Source(text: "scripted://queued", index: 2)))
+        // 'hung' takes the only slot first; 'queued', listed once it has, waits for the slot for
+        // as long as 'hung' holds it: more than its whole limit.
+        let list = FakeList(log: loader.log)
+        let items = EventLog()
         let running = Task {
-            try await self.run(loader, ["hung", "queued"], configure: { $0.itemTimeout = 15; $0.timers = timers }) { runner in
-                slot.withLock { $0 = try? runner.loader(for: Source(text: "scripted://queued", index: 2)) }
-            }
+            try await runner.run(SourceCursorSequence(try await list.open(), readsAhead: false)) { items.record("\($0.index) \($0.status.rawValue)") }
         }
+        list.add("hung")
         #expect(await loader.log.wait(for: "started hung"))
+        list.add("queued")
+        list.close()
         // Until 'queued' is seen waiting for the slot (an event, bounded against a hang).
-        for _ in 0..<6000 where slot.withLock({ $0?.limit.waiting ?? 0 }) == 0 { try await Task.sleep(for: .milliseconds(10)) }
-        #expect(slot.withLock { $0?.limit.waiting } == 1)
+        for _ in 0..<6000 where slot.limit.waiting == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(slot.limit.waiting == 1)
         timers.advance(by: .seconds(15))  // 'hung' runs out; 'queued' has waited all of it
-        let result = try await running.value
-        #expect(result[1].error?.kind == .timeout)
-        #expect(result[2].status == .ok, "\(String(describing: result[2].error))")
+        let summary = try await running.value
+        #expect(summary.failed == 1 && summary.ok == 1)
+        #expect(items.events.sorted() == ["1 failed", "2 ok"])
         let events = loader.log.events
         let cancelled = events.firstIndex(of: "cancelled hung"), started = events.firstIndex(of: "started queued")
         #expect(cancelled != nil && started != nil && cancelled! < started!, "\(events)")

@@ -22,78 +22,96 @@ enum OptionParsing {
     /// The value, or the message that explains what was expected.
     static func parse(_ node: Node, kind: OptionSpec.Kind, name: String) -> Result<OptionValue, OptionProblem> {
         switch kind {
-        case .list(let element):
-            guard case .sequence(let sequence) = node else {
-                return .failure(OptionProblem("expected a \(kind.name) for '\(name)', got \(describe(node))"))
-            }
-            var values: [OptionValue] = []
-            for item in sequence {
-                switch parse(item, kind: element, name: name) {
-                case .success(let value): values.append(value)
-                case .failure(let problem): return .failure(problem)
-                }
-            }
-            return .success(.list(values))
-        case .map:
-            guard case .mapping(let mapping) = node else {
-                return .failure(OptionProblem("expected a map for '\(name)', got \(describe(node))"))
-            }
-            var values: [String: OptionValue] = [:]
-            for (key, value) in mapping {
-                guard let k = key.scalar?.string, let v = value.scalar?.string else {
-                    return .failure(OptionProblem("expected a map of strings for '\(name)'"))
-                }
-                values[k] = .string(v)
-            }
-            return .success(.map(values))
-        case .record(let fields):
-            guard case .mapping(let mapping) = node else {
-                return .failure(OptionProblem("expected a map of \(fields.map(\.name).joined(separator: ", ")) for '\(name)', got \(describe(node))"))
-            }
-            var values: [String: OptionValue] = [:]
-            for (key, value) in mapping {
-                guard let fieldName = key.scalar?.string, let field = fields.first(where: { $0.name == fieldName }) else {
-                    let text = key.scalar?.string ?? describe(key)
-                    return .failure(OptionProblem("unknown field '\(text)' in '\(name)'" + Suggest.hint(for: text, in: fields.map(\.name))))
-                }
-                switch parse(value, kind: field.kind, name: "\(name).\(fieldName)") {
-                case .success(let parsed):
-                    if let problem = checkRange(parsed, spec: field) { return .failure(OptionProblem("\(name): " + problem)) }
-                    values[fieldName] = parsed
-                case .failure(let problem):
-                    return .failure(problem)
-                }
-            }
-            for field in fields where values[field.name] == nil {
-                if let value = field.defaultValue {
-                    values[field.name] = value
-                } else if field.required {
-                    return .failure(OptionProblem("'\(name)' needs '\(field.name)'"))
-                }
-            }
-            return .success(.map(values))
+        case .list(let element): return parseList(node, element: element, kind: kind, name: name)
+        case .map: return parseMap(node, name: name)
+        case .record(let fields): return parseRecord(node, fields: fields, name: name)
         case .either(let single, let mapped):
             if case .mapping = node { return parse(node, kind: mapped, name: name) }
             return parse(node, kind: single, name: name)
         default:
-            break
+            guard case .scalar(let scalar) = node else {
+                return .failure(OptionProblem("expected \(expectation(kind)) for '\(name)', got \(describe(node))"))
+            }
+            return parseScalar(scalar.string, kind: kind, name: name)
         }
-        guard case .scalar(let scalar) = node else {
-            return .failure(OptionProblem("expected \(expectation(kind)) for '\(name)', got \(describe(node))"))
+    }
+
+    /// A list: each item parsed as `element`; the first problem stops it.
+    static func parseList(_ node: Node, element: OptionSpec.Kind, kind: OptionSpec.Kind, name: String) -> Result<OptionValue, OptionProblem> {
+        guard case .sequence(let sequence) = node else {
+            return .failure(OptionProblem("expected a \(kind.name) for '\(name)', got \(describe(node))"))
         }
-        let text = scalar.string
+        var values: [OptionValue] = []
+        for item in sequence {
+            switch parse(item, kind: element, name: name) {
+            case .success(let value): values.append(value)
+            case .failure(let problem): return .failure(problem)
+            }
+        }
+        return .success(.list(values))
+    }
+
+    /// A map of strings to strings.
+    static func parseMap(_ node: Node, name: String) -> Result<OptionValue, OptionProblem> {
+        guard case .mapping(let mapping) = node else {
+            return .failure(OptionProblem("expected a map for '\(name)', got \(describe(node))"))
+        }
+        var values: [String: OptionValue] = [:]
+        for (key, value) in mapping {
+            guard let k = key.scalar?.string, let v = value.scalar?.string else {
+                return .failure(OptionProblem("expected a map of strings for '\(name)'"))
+            }
+            values[k] = .string(v)
+        }
+        return .success(.map(values))
+    }
+
+    /// A record: its declared fields, each parsed and range-checked by its own spec, with defaults
+    /// filled in and required ones asked for.
+    static func parseRecord(_ node: Node, fields: [OptionSpec], name: String) -> Result<OptionValue, OptionProblem> {
+        guard case .mapping(let mapping) = node else {
+            return .failure(OptionProblem("expected a map of \(fields.map(\.name).joined(separator: ", ")) for '\(name)', got \(describe(node))"))
+        }
+        var values: [String: OptionValue] = [:]
+        for (key, value) in mapping {
+            guard let fieldName = key.scalar?.string, let field = fields.first(where: { $0.name == fieldName }) else {
+                let text = key.scalar?.string ?? describe(key)
+                return .failure(OptionProblem("unknown field '\(text)' in '\(name)'" + Suggest.hint(for: text, in: fields.map(\.name))))
+            }
+            switch parse(value, kind: field.kind, name: "\(name).\(fieldName)") {
+            case .success(let parsed):
+                if let problem = checkRange(parsed, spec: field) { return .failure(OptionProblem("\(name): " + problem)) }
+                values[fieldName] = parsed
+            case .failure(let problem):
+                return .failure(problem)
+            }
+        }
+        for field in fields where values[field.name] == nil {
+            if let value = field.defaultValue {
+                values[field.name] = value
+            } else if field.required {
+                return .failure(OptionProblem("'\(name)' needs '\(field.name)'"))
+            }
+        }
+        return .success(.map(values))
+    }
+
+    /// A scalar of a scalar kind (a number, a size, a colour, one of a list...).
+    static func parseScalar(_ text: String, kind: OptionSpec.Kind, name: String) -> Result<OptionValue, OptionProblem> {
+        func expected(_ what: String) -> Result<OptionValue, OptionProblem> {
+            .failure(OptionProblem("expected \(what) for '\(name)', got '\(text)'"))
+        }
         switch kind {
         case .int:
-            if let value = Int(text) { return .success(.int(value)) }
-            return .failure(OptionProblem("expected an integer for '\(name)', got '\(text)'"))
+            return Int(text).map { .success(.int($0)) } ?? expected("an integer")
         case .number:
             if let value = Double(text), value.isFinite { return .success(.number(value)) }
-            return .failure(OptionProblem("expected a number for '\(name)', got '\(text)'"))
+            return expected("a number")
         case .bool:
             switch text.lowercased() {
             case "true", "yes", "on": return .success(.bool(true))
             case "false", "no", "off": return .success(.bool(false))
-            default: return .failure(OptionProblem("expected true or false for '\(name)', got '\(text)'"))
+            default: return expected("true or false")
             }
         case .string, .path:
             return .success(.string(text))
@@ -104,16 +122,13 @@ enum OptionParsing {
             if allowed.contains(text) { return .success(.string(text)) }
             return .failure(OptionProblem("unknown value '\(text)' for '\(name)'" + Suggest.hint(for: text, in: allowed)))
         case .size:
-            if let bytes = Units.parseSize(text) { return .success(.int(bytes)) }
-            return .failure(OptionProblem("expected a size such as 50MB for '\(name)', got '\(text)'"))
+            return Units.parseSize(text).map { .success(.int($0)) } ?? expected("a size such as 50MB")
         case .duration:
-            if let seconds = Units.parseDuration(text) { return .success(.number(seconds)) }
-            return .failure(OptionProblem("expected a duration such as 30s for '\(name)', got '\(text)'"))
+            return Units.parseDuration(text).map { .success(.number($0)) } ?? expected("a duration such as 30s")
         case .pixels:
-            if let pixels = Units.parsePixels(text) { return .success(.int(pixels)) }
-            return .failure(OptionProblem("expected a pixel count such as 50MP or 8000x6000 for '\(name)', got '\(text)'"))
+            return Units.parsePixels(text).map { .success(.int($0)) } ?? expected("a pixel count such as 50MP or 8000x6000")
         case .list, .map, .record, .either:
-            fatalError("handled above")
+            return .failure(OptionProblem("expected \(expectation(kind)) for '\(name)', got '\(text)'"))
         }
     }
 

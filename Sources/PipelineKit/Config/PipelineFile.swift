@@ -110,6 +110,40 @@ struct PipelineParser {
     }
 
     mutating func run() -> Pipeline? {
+        guard let (root, top) = composed() else { return nil }
+        let fields = topLevelFields(top)
+        let values = topLevelValues(fields)
+        let name = values.string("name") ?? URL(fileURLWithPath: file).deletingPathExtension().lastPathComponent
+        let stages = stages(fields, root: root)
+        let hasVariants = fields["variants"] != nil
+        let output = outputConfig(fields["output"]?.value, pipelineName: name, hasVariants: hasVariants)
+        var variants: [Variant] = []
+        if let (_, node) = fields["variants"], let output {
+            variants = parseVariants(node, shared: stages.processors, encoder: stages.encoder, encoderMissing: fields["encoder"] == nil,
+                                     output: output)
+        } else if let encoder = stages.encoder, let output {
+            variants = [Variant(name: nil, processors: stages.processors, sharedCount: stages.processors.count, encoder: encoder,
+                                template: output.name, position: nil)]
+        }
+        let onFailure = fields["on_failure"].flatMap { failurePolicy($0.value) }
+        let metadata = fields["metadata"].flatMap { metadataPolicy($0.value, decoder: stages.decoder) }
+
+        guard let decoder = stages.decoder, let output, !variants.isEmpty else { return nil }
+        var pipeline = Pipeline(file: file, version: values.int("version") ?? 1, name: name, description: values.string("description") ?? "",
+                                loader: stages.loader, dataCache: stages.dataCache, decoder: decoder, processors: stages.processors,
+                                imageCache: stages.imageCache, variants: variants, output: output, hasVariants: hasVariants)
+        pipeline.onFailure = onFailure
+        pipeline.sources = (values.list("sources") ?? []).map(\.description)
+        pipeline.topEncoder = stages.encoder
+        if let field = fields["serve"] { pipeline.serve = serveConfig(field.value) }
+        if let field = fields["params"] { pipeline.params = paramSpecs(field.value, pipeline: pipeline) }
+        pipeline.metadata = metadata
+        return pipeline
+    }
+
+    /// The file's YAML, `${VAR}`s resolved, as the map at its top; `nil` (and a diagnostic) when
+    /// it is not YAML, is empty, or is not a map.
+    mutating func composed() -> (root: Node, top: Node.Mapping)? {
         let composed: Node
         do {
             guard let node = try Yams.compose(yaml: text) else {
@@ -134,6 +168,12 @@ struct PipelineParser {
             error(root, "expected a map of pipeline settings at the top level, got \(OptionParsing.describe(root))")
             return nil
         }
+        return (root, top)
+    }
+
+    /// The top-level keys the spec declares, by name; an unknown one is a diagnostic with the
+    /// nearest known name.
+    mutating func topLevelFields(_ top: Node.Mapping) -> [String: (key: Node, value: Node)] {
         var fields: [String: (key: Node, value: Node)] = [:]
         for (key, value) in top {
             guard let name = key.scalar?.string else {
@@ -146,55 +186,35 @@ struct PipelineParser {
             }
             fields[name] = (key, value)
         }
-        let values = topLevelValues(fields)
-        let version = values.int("version") ?? 1
-        let name = values.string("name") ?? URL(fileURLWithPath: file).deletingPathExtension().lastPathComponent
-        let description = values.string("description") ?? ""
+        return fields
+    }
 
-        let loader = optionalStage(fields["loader"], slot: .loader, path: "loader")
-        let dataCache = optionalStage(fields["data_cache"], slot: .dataCache, path: "data_cache")
-        let imageCache = optionalStage(fields["image_cache"], slot: .imageCache, path: "image_cache")
-        var decoder: StageConfig?
+    /// The stages the file names at its top level (`nil` where absent or wrong, with a diagnostic).
+    struct TopStages {
+        var loader, dataCache, imageCache, decoder, encoder: StageConfig?
+        var processors: [StageConfig] = []
+    }
+
+    mutating func stages(_ fields: [String: (key: Node, value: Node)], root: Node) -> TopStages {
+        var stages = TopStages()
+        stages.loader = optionalStage(fields["loader"], slot: .loader, path: "loader")
+        stages.dataCache = optionalStage(fields["data_cache"], slot: .dataCache, path: "data_cache")
+        stages.imageCache = optionalStage(fields["image_cache"], slot: .imageCache, path: "image_cache")
         if let field = fields["decoder"] {
-            decoder = stage(field.value, slot: .decoder, path: "decoder")
-        } else if let plugin = registry.plugin("imagemagick", in: .decoder) {
-            decoder = StageConfig(plugin: plugin, options: plugin.defaultOptions, position: SourcePosition(line: 1, column: 1))
+            stages.decoder = stage(field.value, slot: .decoder, path: "decoder")
+        } else if let plugin = registry.firstRegistered(in: .decoder) {
+            stages.decoder = StageConfig(plugin: plugin, options: plugin.defaultOptions, position: SourcePosition(line: 1, column: 1))
         } else {
             error(root, "missing 'decoder'")
         }
-        let processors = processorList(fields["processors"]?.value, path: "processors") ?? []
-        var encoder: StageConfig?
-        let encoderMissing = fields["encoder"] == nil
+        stages.processors = processorList(fields["processors"]?.value, path: "processors") ?? []
         if let field = fields["encoder"] {
-            encoder = stage(field.value, slot: .encoder, path: "encoder")
+            stages.encoder = stage(field.value, slot: .encoder, path: "encoder")
         } else if fields["variants"] == nil {
             error(root, "missing 'encoder'; expected one of: "
                 + registry.plugins(in: .encoder).map(\.spec.name).joined(separator: ", "))
         }
-        let hasVariants = fields["variants"] != nil
-        let output = outputConfig(fields["output"]?.value, pipelineName: name, hasVariants: hasVariants)
-        var variants: [Variant] = []
-        if let (_, node) = fields["variants"], let output {
-            variants = parseVariants(node, shared: processors, encoder: encoder, encoderMissing: encoderMissing, output: output)
-        } else if let encoder, let output {
-            variants = [Variant(name: nil, processors: processors, sharedCount: processors.count, encoder: encoder,
-                                template: output.name, position: nil)]
-        }
-
-        let onFailure = fields["on_failure"].flatMap { failurePolicy($0.value) }
-        let metadata = fields["metadata"].flatMap { metadataPolicy($0.value, decoder: decoder) }
-
-        guard let decoder, let output, !variants.isEmpty else { return nil }
-        var pipeline = Pipeline(file: file, version: version, name: name, description: description, loader: loader,
-                                dataCache: dataCache, decoder: decoder, processors: processors, imageCache: imageCache,
-                                variants: variants, output: output, hasVariants: hasVariants)
-        pipeline.onFailure = onFailure
-        pipeline.sources = (values.list("sources") ?? []).map(\.description)
-        pipeline.topEncoder = encoder
-        if let field = fields["serve"] { pipeline.serve = serveConfig(field.value) }
-        if let field = fields["params"] { pipeline.params = paramSpecs(field.value, pipeline: pipeline) }
-        pipeline.metadata = metadata
-        return pipeline
+        return stages
     }
 
     /// The top-level keys declared as single values (`version`, `name`, ...), parsed and checked.
@@ -366,7 +386,6 @@ struct PipelineParser {
     mutating func parseOptions(_ node: Node?, options specs: [OptionSpec], exclusive: [[String]], label: String,
                                        at position: SourcePosition, retired: [String: String] = [:],
                                        elsewhere: [String: String] = [:], path: String) -> PluginOptions? {
-        func full(_ option: String) -> String { "\(path).\(option)" }
         var values: [String: OptionValue] = [:]
         lastOptionPositions = [:]
         var ok = true
@@ -374,38 +393,9 @@ struct PipelineParser {
             switch node {
             case .mapping(let mapping):
                 for (key, value) in mapping {
-                    guard let optionName = key.scalar?.string else {
-                        error(key, "expected an option name")
-                        ok = false
-                        continue
-                    }
-                    if let replacement = retired[optionName] {
-                        error(key, "option '\(full(optionName))' was removed: \(replacement)")
-                        ok = false
-                        continue
-                    }
-                    guard let option = specs.first(where: { $0.name == optionName }) else {
-                        let names = specs.map(\.name)
-                        let hint = elsewhere[optionName].map { "; \($0)" } ?? (names.isEmpty ? "; it takes no options"
-                            : Suggest.hint(for: optionName, in: names))
-                        error(key, "unknown option '\(full(optionName))'\(hint)")
-                        ok = false
-                        continue
-                    }
-                    if let mark = value.mark { lastOptionPositions[optionName] = SourcePosition(line: mark.line, column: mark.column) }
-                    switch OptionParsing.parse(value, kind: option.kind, name: full(optionName)) {
-                    case .success(let parsed):
-                        if let problem = OptionParsing.checkRange(parsed, spec: option, name: full(optionName)) {
-                            error(value, problem)
-                            ok = false
-                        } else {
-                            values[optionName] = resolved(parsed, option)
-                        }
-                    case .failure(let problem):
-                        error(value, problem.message)
-                        ok = false
-                    }
+                    ok = parseOption(key, value, specs: specs, retired: retired, elsewhere: elsewhere, path: path, into: &values) && ok
                 }
+                ok = checkExclusive(mapping, exclusive, path: path) && ok
             case .scalar(let s) where s.isNull:
                 break
             default:
@@ -413,26 +403,64 @@ struct PipelineParser {
                 return nil
             }
         }
-        if let node, case .mapping(let mapping) = node {
-            for group in exclusive {
-                let set = mapping.filter { group.contains($0.key.scalar?.string ?? "") }
-                if set.count > 1 {
-                    let names = set.map { "'\(full($0.key.scalar?.string ?? ""))'" }
-                    error(set[set.index(after: set.startIndex)].key,
-                          "\(names.joined(separator: " and ")) exclude each other; set only one")
-                    ok = false
-                }
-            }
-        }
         for option in specs where values[option.name] == nil {
             if let value = option.defaultValue {
                 values[option.name] = value
             } else if option.required {
-                error(at: position, "missing required option '\(full(option.name))'")
+                error(at: position, "missing required option '\(path).\(option.name)'")
                 ok = false
             }
         }
         return ok ? PluginOptions(values) : nil
+    }
+
+    /// One `key: value` of an options map, parsed by its spec and range-checked into `values`;
+    /// whether it was good (a removed, unknown or bad option is reported).
+    private mutating func parseOption(_ key: Node, _ value: Node, specs: [OptionSpec], retired: [String: String],
+                                      elsewhere: [String: String], path: String, into values: inout [String: OptionValue]) -> Bool {
+        func full(_ option: String) -> String { "\(path).\(option)" }
+        guard let optionName = key.scalar?.string else {
+            error(key, "expected an option name")
+            return false
+        }
+        if let replacement = retired[optionName] {
+            error(key, "option '\(full(optionName))' was removed: \(replacement)")
+            return false
+        }
+        guard let option = specs.first(where: { $0.name == optionName }) else {
+            let names = specs.map(\.name)
+            let hint = elsewhere[optionName].map { "; \($0)" } ?? (names.isEmpty ? "; it takes no options"
+                : Suggest.hint(for: optionName, in: names))
+            error(key, "unknown option '\(full(optionName))'\(hint)")
+            return false
+        }
+        if let mark = value.mark { lastOptionPositions[optionName] = SourcePosition(line: mark.line, column: mark.column) }
+        switch OptionParsing.parse(value, kind: option.kind, name: full(optionName)) {
+        case .success(let parsed):
+            if let problem = OptionParsing.checkRange(parsed, spec: option, name: full(optionName)) {
+                error(value, problem)
+                return false
+            }
+            values[optionName] = resolved(parsed, option)
+            return true
+        case .failure(let problem):
+            error(value, problem.message)
+            return false
+        }
+    }
+
+    /// Options of one `exclusive` group set together: each group is reported once.
+    private mutating func checkExclusive(_ mapping: Node.Mapping, _ exclusive: [[String]], path: String) -> Bool {
+        var ok = true
+        for group in exclusive {
+            let set = mapping.filter { group.contains($0.key.scalar?.string ?? "") }
+            if set.count > 1 {
+                let names = set.map { "'\(path).\($0.key.scalar?.string ?? "")'" }
+                error(set[set.index(after: set.startIndex)].key, "\(names.joined(separator: " and ")) exclude each other; set only one")
+                ok = false
+            }
+        }
+        return ok
     }
 
     /// `on_failure:`, its options declared by ``PipelineFileSpec/onFailure`` and checked as

@@ -33,10 +33,27 @@ public enum FormatSniffer {
     ///   ``Sniffed/unknown``.
     public static func sniff(_ data: Data, tga: Bool = false) -> Sniffed {
         count.add(1, ordering: .relaxed)
-        let b = [UInt8](data.prefix(64))
+        let head = Head(data)
+        if let image = image(head, data) { return image }
+        if let other = other(head) { return other }
+        if let text = textual(data) { return text }
+        if tga, isTGAHeader(head.b) { return .image(.tga) }
+        return .unknown
+    }
+
+    /// A file's first 64 bytes, and tests on them.
+    struct Head {
+        let b: [UInt8]
+        init(_ data: Data) { b = [UInt8](data.prefix(64)) }
         func starts(_ bytes: [UInt8], at offset: Int = 0) -> Bool {
             b.count >= offset + bytes.count && Array(b[offset..<offset + bytes.count]) == bytes
         }
+    }
+
+    /// The image formats recognised by a signature in their first bytes (or a TGA 2.0 footer).
+    static func image(_ head: Head, _ data: Data) -> Sniffed? {
+        let b = head.b
+        func starts(_ bytes: [UInt8], at offset: Int = 0) -> Bool { head.starts(bytes, at: offset) }
         func isSpace(_ byte: UInt8) -> Bool { [0x20, 0x09, 0x0A, 0x0D, 0x0B, 0x0C].contains(byte) }
         if starts([0xFF, 0xD8, 0xFF]) { return .image(.jpeg) }
         if starts([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) { return .image(.png) }
@@ -83,8 +100,15 @@ public enum FormatSniffer {
         if data.count >= 44, data.suffix(18).elementsEqual(Array("TRUEVISION-XFILE.".utf8) + [0]), isTGAHeader(b) {
             return .image(.tga)
         }
+        return nil
+    }
+
+    /// Formats recognised and read by nothing here (documents, other images), so that they are
+    /// named as such.
+    static func other(_ head: Head) -> Sniffed? {
+        let b = head.b
+        func starts(_ bytes: [UInt8], at offset: Int = 0) -> Bool { head.starts(bytes, at: offset) }
         if starts(Array("%PDF".utf8)) { return .other("PDF") }
-        // Image formats recognised but read by nothing here, so that they are named as such.
         if starts(Array("qoif".utf8)) { return .other("QOI") }
         if starts(Array("icns".utf8)) { return .other("ICNS") }
         if starts(Array("BLP1".utf8)) || starts(Array("BLP2".utf8)) { return .other("BLP") }
@@ -96,7 +120,12 @@ public enum FormatSniffer {
         if starts([0xD7, 0xCD, 0xC6, 0x9A]) { return .other("WMF") }
         if starts(Array("DanM".utf8)) || starts(Array("LinS".utf8)) { return .other("MSP") }
         if starts(Array("%!".utf8)) || starts([0xC5, 0xD0, 0xD3, 0xC6]) { return .other("PostScript") }
-        // Text-based formats: look past whitespace and a UTF-8 BOM.
+        return nil
+    }
+
+    /// Formats written as text (SVG, XPM, XBM; HTML, XML, JSON, scripts): looked for past
+    /// whitespace and a UTF-8 BOM.
+    static func textual(_ data: Data) -> Sniffed? {
         var text = String(decoding: data.prefix(512), as: UTF8.self)
         if text.hasPrefix("\u{FEFF}") { text.removeFirst() }
         let lower = text.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
@@ -115,8 +144,7 @@ public enum FormatSniffer {
         if lower.hasPrefix("{") || lower.hasPrefix("[") { return .other("JSON") }
         // Printable text (ImageMagick's TXT/TEXT coders, or a `text:`/`label:` pseudo-file name).
         if isText(data.prefix(512)) { return .other("text") }
-        if tga, isTGAHeader(b) { return .image(.tga) }
-        return .unknown
+        return nil
     }
 
     /// Whether the first bytes follow TGA's header rules: colour-mapped (types 1 and 9) with a

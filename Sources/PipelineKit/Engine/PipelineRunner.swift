@@ -303,10 +303,32 @@ public final class PipelineRunner: Sendable {
             return tally
         }
         defer { sink.finish() }  // the list broke off: the counting task ends too
-        var notStarted: Int?
-        var otherShards: Int?
         var ownership: (@Sendable (Source) -> Bool)?
         if shard != nil { ownership = { [self] source in owns(source) } }
+        var iterator = OwnedSources<S.AsyncIterator>(sources.makeAsyncIterator(), owns: ownership, readAhead: Self.readsAhead(sources))
+        let notStarted = try await runItems(&iterator, settle: settle, sink: sink)
+        let otherShards = shard == nil ? nil : iterator.skipped
+        sink.finish()
+        let tally = await counting.value
+        var summary = tally.summary
+        if let shard {
+            summary.shard = shard.description
+            summary.otherShards = otherShards ?? 0
+        }
+        summary.notStarted = notStarted
+        summary.wallSeconds = (ContinuousClock.now - start).seconds
+        summary.imageCacheEvictions = making.imageCache?.evictionCount
+        await dataCache?.recordRun(CacheUsage(counts: tally.dataCache))
+        return summary
+    }
+
+    /// Starts an item for each source `iterator` gives, at most ``maxInFlight`` at once, each
+    /// yielded to `sink` as it ends, until the list ends; after ``stop()`` reads the rest without
+    /// starting it and returns how many lines that was. ``abort()`` cancels the items in flight.
+    private func runItems<I: AsyncIteratorProtocol>(_ iterator: inout OwnedSources<I>,
+                                                    settle: (@Sendable (Source, ItemResult) async -> Void)?,
+                                                    sink: AsyncStream<ItemResult>.Continuation) async throws -> Int? where I.Element == Source {
+        var notStarted: Int?
         try await withThrowingTaskGroup(of: ItemResult?.self) { group in
             // The one child that is not an item: it returns when the run is aborted (``abort()``),
             // and is cancelled when the items are done.
@@ -324,7 +346,6 @@ public final class PipelineRunner: Sendable {
                     group.cancelAll()
                 }
             }
-            var iterator = OwnedSources<S.AsyncIterator>(sources.makeAsyncIterator(), owns: ownership, readAhead: Self.readsAhead(sources))
             while let source = try await iterator.next() {
                 if stopRequested.withLock({ $0 }) {
                     notStarted = 1
@@ -339,22 +360,10 @@ public final class PipelineRunner: Sendable {
                 }
                 inFlight += 1
             }
-            if shard != nil { otherShards = iterator.skipped }
             while inFlight > 0 { await take(try await group.next()) }
             group.cancelAll()
         }
-        sink.finish()
-        let tally = await counting.value
-        var summary = tally.summary
-        if let shard {
-            summary.shard = shard.description
-            summary.otherShards = otherShards ?? 0
-        }
-        summary.notStarted = notStarted
-        summary.wallSeconds = (ContinuousClock.now - start).seconds
-        summary.imageCacheEvictions = making.imageCache?.evictionCount
-        await dataCache?.recordRun(CacheUsage(counts: tally.dataCache))
-        return summary
+        return notStarted
     }
 
     /// Reading ahead is for a list in a file; lines on standard input or from a queue may come

@@ -188,6 +188,8 @@ public struct LibraryVersion: Sendable, Equatable {
 /// a value, so a finished registry can be shared freely.
 public struct PluginRegistry: Sendable {
     private var bySlot: [Slot: [String: (plugin: Plugin, origin: String)]] = [:]
+    /// The first plugin registered in each slot, by name.
+    private var firstBySlot: [Slot: String] = [:]
 
     public init() {}
 
@@ -263,7 +265,12 @@ public struct PluginRegistry: Sendable {
                                     + "one from \(existing.origin), one from \(origin)")
         }
         bySlot[plugin.slot, default: [:]][plugin.spec.name] = (plugin, origin)
+        if firstBySlot[plugin.slot] == nil { firstBySlot[plugin.slot] = plugin.spec.name }
     }
+
+    /// The first plugin registered in `slot`: the decoder a pipeline without `decoder:` gets
+    /// (the built-ins register theirs first).
+    public func firstRegistered(in slot: Slot) -> Plugin? { firstBySlot[slot].flatMap { plugin($0, in: slot) } }
 
     /// The plugin named `name` in `slot`.
     public func plugin(_ name: String, in slot: Slot) -> Plugin? { bySlot[slot]?[name]?.plugin }

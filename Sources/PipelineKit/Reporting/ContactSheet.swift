@@ -9,57 +9,43 @@ public enum ContactSheet {
     ///   - links: the address of each item's first output, by position in `report.items`
     ///     (`nil`: no picture to show).
     public static func html(_ report: RunReport, links: [String?]) -> String {
-        let summary = report.summary
-        let rate = summary.wallSeconds > 0 ? Double(summary.total) / summary.wallSeconds : 0
         let kinds = Set(report.items.compactMap { $0.error?.kind.rawValue }).sorted()
         var tiles = ""
         for (index, item) in report.items.enumerated() {
             tiles += tile(item, link: index < links.count ? links[index] : nil)
         }
-        let kindOptions = kinds.map { "<option value=\"\(escape($0))\">\(escape($0))</option>" }.joined()
-        return """
+        let head = """
             <!doctype html>
             <html lang="en">
             <head>
             <meta charset="utf-8">
             <meta name="viewport" content="width=device-width, initial-scale=1">
             <title>\(escape(report.pipeline)) — contact sheet</title>
-            <style>
-            :root { --bg: #f4f5f7; --card: #fff; --ink: #1f2328; --muted: #656d76; --line: #d8dee4; --bad: #cf222e; --ok: #1a7f37; }
-            * { box-sizing: border-box; }
-            body { margin: 0; font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; background: var(--bg); color: var(--ink); }
-            header { background: #24292f; color: #fff; padding: 20px 28px; }
-            header h1 { margin: 0 0 12px; font-size: 20px; font-weight: 600; }
-            .stats { display: flex; flex-wrap: wrap; gap: 10px; }
-            .stat { background: rgba(255,255,255,.08); border-radius: 8px; padding: 8px 14px; min-width: 110px; }
-            .stat b { display: block; font-size: 18px; }
-            .stat span { color: #afb8c1; font-size: 12px; text-transform: uppercase; letter-spacing: .04em; }
-            .stat.bad b { color: #ff8182; }
-            nav { position: sticky; top: 0; z-index: 1; display: flex; flex-wrap: wrap; gap: 8px; align-items: center;
-                  padding: 12px 28px; background: var(--bg); border-bottom: 1px solid var(--line); }
-            nav button, nav select, nav input { font: inherit; padding: 6px 12px; border: 1px solid var(--line); border-radius: 6px; background: var(--card); }
-            nav button.on { background: #24292f; color: #fff; border-color: #24292f; }
-            nav input { flex: 1; min-width: 180px; }
-            #count { color: var(--muted); }
-            main { display: grid; grid-template-columns: repeat(auto-fill, minmax(210px, 1fr)); gap: 16px; padding: 20px 28px 40px; }
-            .tile { background: var(--card); border: 1px solid var(--line); border-radius: 10px; overflow: hidden; display: flex; flex-direction: column; }
-            .tile .pic { height: 190px; display: flex; align-items: center; justify-content: center;
-                         background: repeating-conic-gradient(#eef0f2 0% 25%, #fff 0% 50%) 50% / 16px 16px; }
-            .tile img { max-width: 100%; max-height: 190px; display: block; }
-            .tile .meta { padding: 10px 12px; border-top: 1px solid var(--line); }
-            .tile .src { font-weight: 600; white-space: nowrap; display: flex; min-width: 0; }
-            .tile .src .dir { overflow: hidden; text-overflow: ellipsis; flex-shrink: 1; min-width: 1ch; color: var(--muted, #57606a); }
-            .tile .src .name { overflow: hidden; text-overflow: ellipsis; flex-shrink: 0; max-width: 100%; }
-            .tile .facts, .tile .times { color: var(--muted); font-size: 12px; }
-            .tile.failed { border-color: var(--bad); }
-            .tile.failed .pic { background: #fff1f0; flex-direction: column; gap: 8px; padding: 14px; text-align: center; }
-            .badge { display: inline-block; background: var(--bad); color: #fff; border-radius: 999px; padding: 2px 10px; font-size: 12px; font-weight: 600; }
-            .tile.failed .msg { color: #82071e; font-size: 12px; overflow-wrap: anywhere; max-height: 110px; overflow: hidden; }
-            .tile.skipped { opacity: .7; }
-            .hidden { display: none; }
-            </style>
+
+            """
+        let body = """
             </head>
             <body>
+
+            """
+        let main = """
+            <main id="tiles">
+            \(tiles)</main>
+
+            """
+        let end = """
+            </body>
+            </html>
+
+            """
+        return head + style + body + header(report) + nav(kinds) + main + script + end
+    }
+
+    /// The run's figures at the top: counts, wall time, rate, bytes.
+    static func header(_ report: RunReport) -> String {
+        let summary = report.summary
+        let rate = summary.wallSeconds > 0 ? Double(summary.total) / summary.wallSeconds : 0
+        return """
             <header>
             <h1>\(escape(report.pipeline)) — \(summary.total) items</h1>
             <div class="stats">
@@ -73,6 +59,14 @@ public enum ContactSheet {
             <div class="stat"><b>\(escape(SummaryText.bytes(summary.bytesOut)))</b><span>bytes out</span></div>
             </div>
             </header>
+
+            """
+    }
+
+    /// The filters: by status, by failure kind (`kinds`), by source text.
+    static func nav(_ kinds: [String]) -> String {
+        let kindOptions = kinds.map { "<option value=\"\(escape($0))\">\(escape($0))</option>" }.joined()
+        return """
             <nav>
             <button data-status="all" class="on">All</button>
             <button data-status="ok">ok</button>
@@ -83,41 +77,81 @@ public enum ContactSheet {
             <input id="search" type="search" placeholder="filter by source">
             <span id="count"></span>
             </nav>
-            <main id="tiles">
-            \(tiles)</main>
-            <script>
-            (function () {
-              var status = "all", kind = "", text = "";
-              var tiles = Array.prototype.slice.call(document.querySelectorAll(".tile"));
-              function apply() {
-                var shown = 0;
-                tiles.forEach(function (t) {
-                  var show = (status === "all" || t.dataset.status === status)
-                    && (kind === "" || t.dataset.kind === kind)
-                    && (text === "" || t.dataset.source.toLowerCase().indexOf(text) >= 0);
-                  t.classList.toggle("hidden", !show);
-                  if (show) { shown++; }
-                });
-                document.getElementById("count").textContent = shown + " of " + tiles.length + " shown";
-              }
-              document.querySelectorAll("nav button").forEach(function (b) {
-                b.addEventListener("click", function () {
-                  status = b.dataset.status;
-                  document.querySelectorAll("nav button").forEach(function (o) { o.classList.toggle("on", o === b); });
-                  apply();
-                });
-              });
-              document.getElementById("kind").addEventListener("change", function (e) { kind = e.target.value; apply(); });
-              document.getElementById("search").addEventListener("input", function (e) { text = e.target.value.toLowerCase(); apply(); });
-              apply();
-              document.body.dataset.ready = "yes";
-            })();
-            </script>
-            </body>
-            </html>
 
             """
     }
+
+    /// The sheet's styles (no resources of its own).
+    static let style = """
+        <style>
+        :root { --bg: #f4f5f7; --card: #fff; --ink: #1f2328; --muted: #656d76; --line: #d8dee4; --bad: #cf222e; --ok: #1a7f37; }
+        * { box-sizing: border-box; }
+        body { margin: 0; font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; background: var(--bg); color: var(--ink); }
+        header { background: #24292f; color: #fff; padding: 20px 28px; }
+        header h1 { margin: 0 0 12px; font-size: 20px; font-weight: 600; }
+        .stats { display: flex; flex-wrap: wrap; gap: 10px; }
+        .stat { background: rgba(255,255,255,.08); border-radius: 8px; padding: 8px 14px; min-width: 110px; }
+        .stat b { display: block; font-size: 18px; }
+        .stat span { color: #afb8c1; font-size: 12px; text-transform: uppercase; letter-spacing: .04em; }
+        .stat.bad b { color: #ff8182; }
+        nav { position: sticky; top: 0; z-index: 1; display: flex; flex-wrap: wrap; gap: 8px; align-items: center;
+              padding: 12px 28px; background: var(--bg); border-bottom: 1px solid var(--line); }
+        nav button, nav select, nav input { font: inherit; padding: 6px 12px; border: 1px solid var(--line); border-radius: 6px; background: var(--card); }
+        nav button.on { background: #24292f; color: #fff; border-color: #24292f; }
+        nav input { flex: 1; min-width: 180px; }
+        #count { color: var(--muted); }
+        main { display: grid; grid-template-columns: repeat(auto-fill, minmax(210px, 1fr)); gap: 16px; padding: 20px 28px 40px; }
+        .tile { background: var(--card); border: 1px solid var(--line); border-radius: 10px; overflow: hidden; display: flex; flex-direction: column; }
+        .tile .pic { height: 190px; display: flex; align-items: center; justify-content: center;
+                     background: repeating-conic-gradient(#eef0f2 0% 25%, #fff 0% 50%) 50% / 16px 16px; }
+        .tile img { max-width: 100%; max-height: 190px; display: block; }
+        .tile .meta { padding: 10px 12px; border-top: 1px solid var(--line); }
+        .tile .src { font-weight: 600; white-space: nowrap; display: flex; min-width: 0; }
+        .tile .src .dir { overflow: hidden; text-overflow: ellipsis; flex-shrink: 1; min-width: 1ch; color: var(--muted, #57606a); }
+        .tile .src .name { overflow: hidden; text-overflow: ellipsis; flex-shrink: 0; max-width: 100%; }
+        .tile .facts, .tile .times { color: var(--muted); font-size: 12px; }
+        .tile.failed { border-color: var(--bad); }
+        .tile.failed .pic { background: #fff1f0; flex-direction: column; gap: 8px; padding: 14px; text-align: center; }
+        .badge { display: inline-block; background: var(--bad); color: #fff; border-radius: 999px; padding: 2px 10px; font-size: 12px; font-weight: 600; }
+        .tile.failed .msg { color: #82071e; font-size: 12px; overflow-wrap: anywhere; max-height: 110px; overflow: hidden; }
+        .tile.skipped { opacity: .7; }
+        .hidden { display: none; }
+        </style>
+
+        """
+
+    /// The filters' script.
+    static let script = """
+        <script>
+        (function () {
+          var status = "all", kind = "", text = "";
+          var tiles = Array.prototype.slice.call(document.querySelectorAll(".tile"));
+          function apply() {
+            var shown = 0;
+            tiles.forEach(function (t) {
+              var show = (status === "all" || t.dataset.status === status)
+                && (kind === "" || t.dataset.kind === kind)
+                && (text === "" || t.dataset.source.toLowerCase().indexOf(text) >= 0);
+              t.classList.toggle("hidden", !show);
+              if (show) { shown++; }
+            });
+            document.getElementById("count").textContent = shown + " of " + tiles.length + " shown";
+          }
+          document.querySelectorAll("nav button").forEach(function (b) {
+            b.addEventListener("click", function () {
+              status = b.dataset.status;
+              document.querySelectorAll("nav button").forEach(function (o) { o.classList.toggle("on", o === b); });
+              apply();
+            });
+          });
+          document.getElementById("kind").addEventListener("change", function (e) { kind = e.target.value; apply(); });
+          document.getElementById("search").addEventListener("input", function (e) { text = e.target.value.toLowerCase(); apply(); });
+          apply();
+          document.body.dataset.ready = "yes";
+        })();
+        </script>
+
+        """
 
     static func tile(_ item: ItemResult, link: String?) -> String {
         let t = item.timings

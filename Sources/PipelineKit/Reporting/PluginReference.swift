@@ -83,7 +83,7 @@ public enum PluginReference {
             lines += optionLines(PipelineFileSpec.output)
             let destinations = registry.plugins(in: .destination).map(\.spec.name)
             lines += ["", "  and the options of the destination its dir names: \(destinations.joined(separator: ", "))",
-                      "  (pipelinectl plugins describe \(destinations.last ?? "s3"))"]
+                      "  (pipelinectl plugins describe \(destinations.last ?? "NAME"))"]
         case "variants":
             lines.append("each variant, under its name, takes:")
             for key in PipelineFileSpec.variant {

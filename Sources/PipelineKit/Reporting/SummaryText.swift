@@ -17,7 +17,18 @@ public enum SummaryText {
     /// the failures, so a long run need not keep any item.
     public static func render(pipeline: String, summary: RunSummary, statistics stats: RunStatistics, failures: FailureDigest,
                               outputDirectory: String?) -> String {
-        var lines: [String] = []
+        var lines = [headline(pipeline, summary)] + notes(summary)
+        lines.append("bytes in \(bytes(summary.bytesIn)), out \(bytes(summary.bytesOut))")
+        if let outputDirectory, summary.ok + summary.kept > 0 { lines.append("outputs in \(outputDirectory)") }
+        lines += stageTimes(stats)
+        if let cache = cacheLine(stats, evictions: summary.imageCacheEvictions) { lines.append(cache) }
+        lines += failureLines(failures)
+        return lines.joined(separator: "\n")
+    }
+
+    /// `thumbnails: 9 items: 8 ok, 1 failed, 0 skipped in 1.20s (7.5 items/s)`, with what was
+    /// degraded or recovered.
+    static func headline(_ pipeline: String, _ summary: RunSummary) -> String {
         let rate = summary.wallSeconds > 0 ? Double(summary.total) / summary.wallSeconds : 0
         let notes = [
             summary.degraded > 0 ? "\(summary.degraded) degraded: decoded despite damage, as fail_on allows" : nil,
@@ -26,9 +37,15 @@ public enum SummaryText {
         ].compactMap { $0 }
         let degraded = notes.isEmpty ? "" : " (" + notes.joined(separator: "; ") + ")"
         let kept = summary.kept > 0 ? ", \(summary.kept) kept" : ""
-        lines.append("\(pipeline): \(summary.total) items: \(summary.ok) ok\(kept), \(summary.failed) failed, "
+        return "\(pipeline): \(summary.total) items: \(summary.ok) ok\(kept), \(summary.failed) failed, "
             + "\(summary.skipped) skipped\(degraded) in \(String(format: "%.2f", summary.wallSeconds))s "
-            + "(\(String(format: "%.1f", rate)) items/s)")
+            + "(\(String(format: "%.1f", rate)) items/s)"
+    }
+
+    /// A line for each thing the counts alone would hide: duplicates, shared work, kept and stale
+    /// outputs, the shard, an early stop.
+    static func notes(_ summary: RunSummary) -> [String] {
+        var lines: [String] = []
         if summary.duplicateDeliveries > 0 {
             let n = summary.duplicateDeliveries
             lines.append("duplicates: \(n) line\(n == 1 ? "" : "s") or message\(n == 1 ? "" : "s") named a source already worked in this run "
@@ -53,17 +70,20 @@ public enum SummaryText {
         if let notStarted = summary.notStarted {
             lines.append("stopped early: \(notStarted) line\(notStarted == 1 ? "" : "s") of the list not started (run again with --resume)")
         }
-        lines.append("bytes in \(bytes(summary.bytesIn)), out \(bytes(summary.bytesOut))")
-        if let outputDirectory, summary.ok + summary.kept > 0 { lines.append("outputs in \(outputDirectory)") }
+        return lines
+    }
 
+    /// The per-stage p50, p95 and max in milliseconds, when any stage ran.
+    static func stageTimes(_ stats: RunStatistics) -> [String] {
         let rows = ["load", "decode", "process", "encode"].compactMap { name -> String? in
             guard let t = stats.stagesMs[name] else { return nil }
             return "  " + name.padding(toLength: 8, withPad: " ", startingAt: 0) + [t.p50, t.p95, t.max].map { pad(ms($0)) }.joined()
         }
-        if !rows.isEmpty {
-            lines.append("stage ms     p50     p95     max")
-            lines += rows
-        }
+        return rows.isEmpty ? [] : ["stage ms     p50     p95     max"] + rows
+    }
+
+    /// `cache: data 3 hit, 1 miss (75% hit); image ...` for the caches the pipeline has; `nil` without one.
+    static func cacheLine(_ stats: RunStatistics, evictions: Int?) -> String? {
         var cache: [String] = []
         if let data = stats.cache["data"], data.used > 0 {
             var parts = ["\(data.hit) hit"]
@@ -73,21 +93,22 @@ public enum SummaryText {
             cache.append("data " + parts.joined(separator: ", ") + " (\(hitRate(data)))")
         }
         if let image = stats.cache["image"], image.used > 0 {
-            cache.append("image \(image.hit) hit, \(image.miss) miss (\(hitRate(image)))"
-                + (summary.imageCacheEvictions.map { ", \($0) evicted" } ?? ""))
+            cache.append("image \(image.hit) hit, \(image.miss) miss (\(hitRate(image)))" + (evictions.map { ", \($0) evicted" } ?? ""))
         }
-        if !cache.isEmpty { lines.append("cache: " + cache.joined(separator: "; ")) }
+        return cache.isEmpty ? nil : "cache: " + cache.joined(separator: "; ")
+    }
 
-        if failures.total > 0 {
-            let ordered = failures.counts.sorted { $0.value > $1.value || ($0.value == $1.value && $0.key < $1.key) }
-            lines.append("failures by kind: " + ordered.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
-            for (kind, count) in ordered {
-                let shown = failures.examples[kind] ?? []
-                for item in shown { lines.append("  " + failureLine(item)) }
-                if count > shown.count { lines.append("    ... \(count - shown.count) more of this kind") }
-            }
+    /// Failures by kind, most first, each with its example sources.
+    static func failureLines(_ failures: FailureDigest) -> [String] {
+        guard failures.total > 0 else { return [] }
+        let ordered = failures.counts.sorted { $0.value > $1.value || ($0.value == $1.value && $0.key < $1.key) }
+        var lines = ["failures by kind: " + ordered.map { "\($0.key) \($0.value)" }.joined(separator: ", ")]
+        for (kind, count) in ordered {
+            let shown = failures.examples[kind] ?? []
+            for item in shown { lines.append("  " + failureLine(item)) }
+            if count > shown.count { lines.append("    ... \(count - shown.count) more of this kind") }
         }
-        return lines.joined(separator: "\n")
+        return lines
     }
 
     /// `SOURCE: stage (plugin) kind: message`

@@ -10,8 +10,9 @@ extension Pipeline {
     /// store to collide in.
     public func forService(registry: PluginRegistry) throws -> Pipeline {
         var copy = self
-        if let http = registry.plugin("http", in: .loader) {
-            let configured = loader?.plugin.spec.name == "http" ? loader : nil
+        // The loader of web URLs (a URL scheme, where sources are parsed).
+        if let http = registry.loader(forScheme: "https") {
+            let configured = loader?.plugin.spec.name == http.spec.name ? loader : nil
             if configured?.optionPositions["allow_private"] == nil {
                 var values = configured?.options.values ?? http.defaultOptions.values
                 values["allow_private"] = .bool(false)
@@ -25,8 +26,9 @@ extension Pipeline {
         return copy
     }
 
-    /// Whether a variant lets the request's `Accept` header choose its format (its encoder is `auto`).
-    public var negotiatesFormat: Bool { variants.contains { $0.encoder.plugin.spec.name == "auto" } }
+    /// Whether a variant lets the request's `Accept` header choose its format (its encoder takes
+    /// `allow_formats`, as `auto` does).
+    public var negotiatesFormat: Bool { variants.contains { $0.encoder.plugin.negotiatesFormat } }
 
     /// What a request's `Accept` lets an `auto` encoder write: AVIF and WebP when the client
     /// names them (`image/*` does not count: browsers that decode these formats name them), and
@@ -51,7 +53,7 @@ extension Pipeline {
     public func encoding(_ format: NegotiatedFormat?, registry: PluginRegistry) -> Pipeline {
         guard let format else { return self }
         var copy = self
-        for index in copy.variants.indices where copy.variants[index].encoder.plugin.spec.name == "auto" {
+        for index in copy.variants.indices where copy.variants[index].encoder.plugin.negotiatesFormat {
             let auto = copy.variants[index].encoder
             var values = auto.options.values
             values["allow_formats"] = .list(format.allowed.map { .string($0) })
@@ -61,6 +63,12 @@ extension Pipeline {
         }
         return copy
     }
+}
+
+extension Plugin {
+    /// An encoder that writes whichever of several formats a request allows: its spec declares
+    /// `allow_formats` (the list of formats it may write), which the service sets per request.
+    public var negotiatesFormat: Bool { slot == .encoder && spec.options.contains { $0.name == "allow_formats" } }
 }
 
 /// What a request's `Accept` lets an `auto` encoder write (``Pipeline/negotiatedFormat(accept:)``).

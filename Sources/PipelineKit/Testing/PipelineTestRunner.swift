@@ -37,7 +37,7 @@ public enum PipelineTestRunner {
             if PipelineTest.builtIns.contains(where: { test.input.hasPrefix($0) }) {
                 do {
                     let data = try imaging.makeInput(test.input, size: test.size)
-                    path = work.appendingPathComponent("input-\(index).png").path
+                    path = work.appendingPathComponent("input-\(index)").path  // read by its content
                     try data.write(to: URL(fileURLWithPath: path))
                 } catch {
                     results.append(PipelineTestResult(name: test.name, problems: ["cannot make input '\(test.input)': \(error)"]))

@@ -103,73 +103,23 @@ public enum ThumbHash {
     public static func encode(_ pixels: RGBAPixels) -> [UInt8] {
         let w = pixels.width, h = pixels.height
         precondition(w <= 100 && h <= 100, "ThumbHash takes at most 100x100, got \(w)x\(h)")
-        let rgba = pixels.bytes
-        var avgR = 0.0, avgG = 0.0, avgB = 0.0, avgA = 0.0
-        for i in 0..<(w * h) {
-            let alpha = Double(rgba[i * 4 + 3]) / 255
-            avgR += alpha / 255 * Double(rgba[i * 4])
-            avgG += alpha / 255 * Double(rgba[i * 4 + 1])
-            avgB += alpha / 255 * Double(rgba[i * 4 + 2])
-            avgA += alpha
-        }
-        if avgA > 0 { avgR /= avgA; avgG /= avgA; avgB /= avgA }
-        let hasAlpha = avgA < Double(w * h)
-        let lLimit = hasAlpha ? 5.0 : 7.0
+        let channels = Channels(pixels)
+        let lLimit = channels.hasAlpha ? 5.0 : 7.0
         let lx = max(1, Int(round(lLimit * Double(w) / Double(max(w, h)))))
         let ly = max(1, Int(round(lLimit * Double(h) / Double(max(w, h)))))
-        var l = [Double](), p = [Double](), q = [Double](), a = [Double]()
-        for i in 0..<(w * h) {
-            let alpha = Double(rgba[i * 4 + 3]) / 255
-            let r = avgR * (1 - alpha) + alpha / 255 * Double(rgba[i * 4])
-            let g = avgG * (1 - alpha) + alpha / 255 * Double(rgba[i * 4 + 1])
-            let b = avgB * (1 - alpha) + alpha / 255 * Double(rgba[i * 4 + 2])
-            l.append((r + g + b) / 3)
-            p.append((r + g) / 2 - b)
-            q.append(r - g)
-            a.append(alpha)
-        }
-        func encodeChannel(_ channel: [Double], _ nx: Int, _ ny: Int) -> (dc: Double, ac: [Double], scale: Double) {
-            var dc = 0.0, scale = 0.0
-            var ac: [Double] = []
-            var fx = [Double](repeating: 0, count: w)
-            for cy in 0..<ny {
-                var cx = 0
-                while cx * ny < nx * (ny - cy) {
-                    var f = 0.0
-                    for x in 0..<w { fx[x] = cos(Double.pi / Double(w) * Double(cx) * (Double(x) + 0.5)) }
-                    for y in 0..<h {
-                        let fy = cos(Double.pi / Double(h) * Double(cy) * (Double(y) + 0.5))
-                        for x in 0..<w { f += channel[x + y * w] * fx[x] * fy }
-                    }
-                    f /= Double(w * h)
-                    if cx > 0 || cy > 0 {
-                        ac.append(f)
-                        scale = max(scale, abs(f))
-                    } else {
-                        dc = f
-                    }
-                    cx += 1
-                }
-            }
-            if scale > 0 { ac = ac.map { 0.5 + 0.5 / scale * $0 } }
-            return (dc, ac, scale)
-        }
-        let lChannel = encodeChannel(l, max(3, lx), max(3, ly))
-        let pChannel = encodeChannel(p, 3, 3)
-        let qChannel = encodeChannel(q, 3, 3)
-        let aChannel = hasAlpha ? encodeChannel(a, 5, 5) : (dc: 1.0, ac: [], scale: 1.0)
+        let l = encodeChannel(channels.l, w, h, max(3, lx), max(3, ly))
+        let p = encodeChannel(channels.p, w, h, 3, 3)
+        let q = encodeChannel(channels.q, w, h, 3, 3)
+        let a = channels.hasAlpha ? encodeChannel(channels.a, w, h, 5, 5) : Encoded(dc: 1.0, ac: [], scale: 1.0)
         let isLandscape = w > h
-        // Halves to even, as the reference on PyPI rounds (Python's round); the JavaScript original
-        // rounds halves up. They differ only on exact halves, which small flat pictures reach.
-        func r(_ value: Double) -> Int { Int(value.rounded(.toNearestOrEven)) }
-        let header24 = r(63 * lChannel.dc) | (r(31.5 + 31.5 * pChannel.dc) << 6) | (r(31.5 + 31.5 * qChannel.dc) << 12)
-            | (r(31 * lChannel.scale) << 18) | ((hasAlpha ? 1 : 0) << 23)
-        let header16 = (isLandscape ? ly : lx) | (r(63 * pChannel.scale) << 3) | (r(63 * qChannel.scale) << 9) | ((isLandscape ? 1 : 0) << 15)
+        let header24 = r(63 * l.dc) | (r(31.5 + 31.5 * p.dc) << 6) | (r(31.5 + 31.5 * q.dc) << 12)
+            | (r(31 * l.scale) << 18) | ((channels.hasAlpha ? 1 : 0) << 23)
+        let header16 = (isLandscape ? ly : lx) | (r(63 * p.scale) << 3) | (r(63 * q.scale) << 9) | ((isLandscape ? 1 : 0) << 15)
         var hash: [UInt8] = [UInt8(header24 & 255), UInt8((header24 >> 8) & 255), UInt8(header24 >> 16),
                              UInt8(header16 & 255), UInt8(header16 >> 8)]
-        if hasAlpha { hash.append(UInt8(r(15 * aChannel.dc) | (r(15 * aChannel.scale) << 4))) }
+        if channels.hasAlpha { hash.append(UInt8(r(15 * a.dc) | (r(15 * a.scale) << 4))) }
         var isOdd = false
-        for ac in [lChannel.ac, pChannel.ac, qChannel.ac] + (hasAlpha ? [aChannel.ac] : []) {
+        for ac in [l.ac, p.ac, q.ac] + (channels.hasAlpha ? [a.ac] : []) {
             for f in ac {
                 let u = UInt8(r(15 * f))
                 if isOdd { hash[hash.count - 1] |= u << 4 } else { hash.append(u) }
@@ -177,6 +127,75 @@ public enum ThumbHash {
             }
         }
         return hash
+    }
+
+    /// Halves to even, as the reference on PyPI rounds (Python's round); the JavaScript original
+    /// rounds halves up. They differ only on exact halves, which small flat pictures reach.
+    static func r(_ value: Double) -> Int { Int(value.rounded(.toNearestOrEven)) }
+
+    /// The picture as ThumbHash's four channels (luminance, two colour differences, alpha), each
+    /// pixel laid over the average colour by its alpha.
+    struct Channels {
+        var l: [Double] = [], p: [Double] = [], q: [Double] = [], a: [Double] = []
+        let hasAlpha: Bool
+
+        init(_ pixels: RGBAPixels) {
+            let rgba = pixels.bytes, count = pixels.width * pixels.height
+            var avgR = 0.0, avgG = 0.0, avgB = 0.0, avgA = 0.0
+            for i in 0..<count {
+                let alpha = Double(rgba[i * 4 + 3]) / 255
+                avgR += alpha / 255 * Double(rgba[i * 4])
+                avgG += alpha / 255 * Double(rgba[i * 4 + 1])
+                avgB += alpha / 255 * Double(rgba[i * 4 + 2])
+                avgA += alpha
+            }
+            if avgA > 0 { avgR /= avgA; avgG /= avgA; avgB /= avgA }
+            hasAlpha = avgA < Double(count)
+            for i in 0..<count {
+                let alpha = Double(rgba[i * 4 + 3]) / 255
+                let r = avgR * (1 - alpha) + alpha / 255 * Double(rgba[i * 4])
+                let g = avgG * (1 - alpha) + alpha / 255 * Double(rgba[i * 4 + 1])
+                let b = avgB * (1 - alpha) + alpha / 255 * Double(rgba[i * 4 + 2])
+                l.append((r + g + b) / 3)
+                p.append((r + g) / 2 - b)
+                q.append(r - g)
+                a.append(alpha)
+            }
+        }
+    }
+
+    /// One channel's DCT: its DC, its AC coefficients scaled to 0...1, and their scale.
+    struct Encoded {
+        var dc: Double
+        var ac: [Double]
+        var scale: Double
+    }
+
+    static func encodeChannel(_ channel: [Double], _ w: Int, _ h: Int, _ nx: Int, _ ny: Int) -> Encoded {
+        var dc = 0.0, scale = 0.0
+        var ac: [Double] = []
+        var fx = [Double](repeating: 0, count: w)
+        for cy in 0..<ny {
+            var cx = 0
+            while cx * ny < nx * (ny - cy) {
+                var f = 0.0
+                for x in 0..<w { fx[x] = cos(Double.pi / Double(w) * Double(cx) * (Double(x) + 0.5)) }
+                for y in 0..<h {
+                    let fy = cos(Double.pi / Double(h) * Double(cy) * (Double(y) + 0.5))
+                    for x in 0..<w { f += channel[x + y * w] * fx[x] * fy }
+                }
+                f /= Double(w * h)
+                if cx > 0 || cy > 0 {
+                    ac.append(f)
+                    scale = max(scale, abs(f))
+                } else {
+                    dc = f
+                }
+                cx += 1
+            }
+        }
+        if scale > 0 { ac = ac.map { 0.5 + 0.5 / scale * $0 } }
+        return Encoded(dc: dc, ac: ac, scale: scale)
     }
 }
 

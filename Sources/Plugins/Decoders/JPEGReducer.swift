@@ -92,81 +92,59 @@ enum JPEGReducer {
             guard let reader = pk_jpeg_open(raw.baseAddress, raw.count, failOn.failLevel, &ok) else { return nil }
             defer { pk_jpeg_close(reader) }
             guard ok != 0 else { throw failure(reader) }
-            var width: Int32 = 0, height: Int32 = 0, components: Int32 = 0, space: Int32 = 0, progressive: Int32 = 0
+            guard let header = try Header(reader, toSRGB: toSRGB, autoOrient: autoOrient) else { return nil }
+            if !smoothing { pk_jpeg_no_smoothing(reader) }
+            let (pixels, width, height) = try readPixels(reader, header: header, plan: plan, sharedEighth: sharedEighth)
+            var level: Int32 = 0
+            let message = String(cString: pk_jpeg_damage(reader, &level))
+            let damage = Damage.Level(rawValue: Int(level)).map { Damage(level: $0, message: "JPEG: " + message) }
+            return (try header.decoded(pixels, width: width, height: height, autoOrient: autoOrient), damage)
+        }
+    }
+
+    /// What the header says of the file, and whether its pixels stay in 8 bits: `nil` for a JPEG
+    /// this path leaves to ImageMagick (CMYK, a grey one that must stay grey).
+    struct Header {
+        let width: Int32, height: Int32, progressive: Bool
+        let profile: Data?
+        let exif: Data?
+        let orientation: Int
+        /// Upright (or to be turned upright) sRGB stays in 8 bits; a profile to convert through
+        /// or to keep, and an orientation to keep, need a wand.
+        let stays8: Bool
+
+        init?(_ reader: UnsafeMutablePointer<pk_jpeg_reader>, toSRGB: Bool, autoOrient: Bool) throws {
+            var width: Int32 = 0, height: Int32 = 0, components: Int32 = 0, space: Int32 = 0, progressive: Int32 = 0, ok: Int32 = 0
             pk_jpeg_header(reader, &width, &height, &components, &space, &progressive)
             let colour = components == 3 && (space == Int32(JCS_YCbCr.rawValue) || space == Int32(JCS_RGB.rawValue))
             let grey = components == 1 && space == Int32(JCS_GRAYSCALE.rawValue)
             guard colour || grey else { return nil }
-
-            var profile: Data?
             var profileLength: UInt32 = 0
             let icc = pk_jpeg_icc(reader, &profileLength, &ok)
-            guard ok != 0 else { throw failure(reader) }
+            guard ok != 0 else { throw JPEGReducer.failure(reader) }
             if let icc {
                 profile = Data(bytes: icc, count: Int(profileLength))
                 free(icc)
+            } else {
+                profile = nil
             }
-            let exif = Self.exif(reader)
-            let orientation = exif.map { $0.dropFirst(6).withUnsafeBytes { ExifOrientation.read($0) } } ?? 1
-            // Upright (or to be turned upright) sRGB stays in 8 bits; a profile to convert through
-            // or to keep, and an orientation to keep, need a wand. A greyscale JPEG is read as RGB
-            // (libjpeg repeats the grey) in 8 bits only; otherwise ImageMagick keeps it grey.
-            let stays8 = (profile.map { toSRGB && Wand.isSRGB($0) } ?? true) && (autoOrient || orientation <= 1)
+            exif = JPEGReducer.exif(reader)
+            orientation = exif.map { $0.dropFirst(6).withUnsafeBytes { ExifOrientation.read($0) } } ?? 1
+            // A greyscale JPEG is read as RGB (libjpeg repeats the grey) in 8 bits only; otherwise
+            // ImageMagick keeps it grey.
+            stays8 = (profile.map { toSRGB && Wand.isSRGB($0) } ?? true) && (autoOrient || orientation <= 1)
             guard colour || stays8 else { return nil }
+            (self.width, self.height, self.progressive) = (width, height, progressive != 0)
+        }
 
-            var outW: Int32 = 0, outH: Int32 = 0
-            if !smoothing { pk_jpeg_no_smoothing(reader) }
-            // A large baseline file at 1/8 with threads idle: decoded in parts side by side, into
-            // the same pixels libjpeg gives.
-            let useShared = plan.denominator == 8 && progressive == 0 &&
-                (sharedEighth ?? JPEGEighth.worthSharing(PixelSize(width: Int(width), height: Int(height))))
-            let shared = useShared ? JPEGEighth.decode(reader) : nil
-            if let shared {
-                JPEGEighth.count.add(1, ordering: .relaxed)
-                (outW, outH) = (Int32(shared.width), Int32(shared.height))
-            } else {
-                guard pk_jpeg_start(reader, Int32(plan.denominator), &outW, &outH) != 0 else { throw failure(reader) }
-            }
-            let rowBytes = Int(outW) * 3
-            var sharedRow = 0
-            func read(_ row: UnsafeMutablePointer<UInt8>) throws {
-                if let shared {
-                    shared.pixels.withUnsafeBufferPointer { row.update(from: $0.baseAddress! + sharedRow * rowBytes, count: rowBytes) }
-                    sharedRow += 1
-                    return
-                }
-                let got = pk_jpeg_read_rows(reader, row, rowBytes, 1)
-                guard got == 1 else { throw got < 0 ? failure(reader) : PipelineError(.decodeFailed, "JPEG: the file ends before the image does") }
-            }
-            let pixels: [UInt8], reducedWidth: Int, reducedHeight: Int
-            if plan.block > 1 {
-                let box = BoxReducer(width: Int(outW), height: Int(outH), factor: plan.block, alpha: false)
-                // The parts' pixels are all in memory: their blocks are averaged by the same threads.
-                pixels = try shared.map { box.reduceInParts($0.pixels) }
-                    ?? box.reduce { row in try row.withUnsafeMutableBufferPointer { try read($0.baseAddress!) } }
-                (reducedWidth, reducedHeight) = (box.outWidth, box.outHeight)
-            } else if let shared {
-                (reducedWidth, reducedHeight) = (shared.width, shared.height)
-                pixels = shared.pixels
-            } else {
-                // Nothing to average: libjpeg writes its rows where they stay.
-                (reducedWidth, reducedHeight) = (Int(outW), Int(outH))
-                var rows = [UInt8](repeating: 0, count: rowBytes * reducedHeight)
-                try rows.withUnsafeMutableBufferPointer { rows in
-                    for y in 0..<reducedHeight { try read(rows.baseAddress! + y * rowBytes) }
-                }
-                pixels = rows
-            }
-            if shared == nil { guard pk_jpeg_finish(reader) != 0 else { throw failure(reader) } }
-            var level: Int32 = 0
-            let message = String(cString: pk_jpeg_damage(reader, &level))
-            let damage = Damage.Level(rawValue: Int(level)).map { Damage(level: $0, message: "JPEG: " + message) }
-
+        /// The reduced pixels as what the decoder hands on: 8-bit pixels, or a wand with the
+        /// profile and orientation to convert or keep.
+        func decoded(_ pixels: [UInt8], width: Int, height: Int, autoOrient: Bool) throws -> Decoded {
             if stays8 {
-                let upright = RGB8Pixels(width: reducedWidth, height: reducedHeight, hasAlpha: false, bytes: pixels)
-                return (.pixels(autoOrient ? upright.oriented(orientation) : upright), damage)
+                let upright = RGB8Pixels(width: width, height: height, hasAlpha: false, bytes: pixels)
+                return .pixels(autoOrient ? upright.oriented(orientation) : upright)
             }
-            let wand = try Wand.fromPixels(pixels, width: reducedWidth, height: reducedHeight, hasAlpha: false)
+            let wand = try Wand.fromPixels(pixels, width: width, height: height, hasAlpha: false)
             if exif != nil { wand.orientation = orientation }
             if let profile {
                 // As the ImageMagick path: sRGB is dropped, another profile converted through lcms
@@ -174,8 +152,49 @@ enum JPEGReducer {
                 try wand.setICCProfile(profile)
             }
             if autoOrient { try wand.autoOrient() }
-            return (.wand(wand), damage)
+            return .wand(wand)
         }
+    }
+
+    /// The pixels at the plan's scale (libjpeg's 1/1 to 1/8), block-averaged when the plan asks,
+    /// and their size. A large baseline file at 1/8 with threads idle is decoded in parts side by
+    /// side, into the same pixels libjpeg gives.
+    private static func readPixels(_ reader: UnsafeMutablePointer<pk_jpeg_reader>, header: Header, plan: Plan,
+                                   sharedEighth: Bool?) throws -> ([UInt8], Int, Int) {
+        var outW: Int32 = 0, outH: Int32 = 0
+        let useShared = plan.denominator == 8 && !header.progressive &&
+            (sharedEighth ?? JPEGEighth.worthSharing(PixelSize(width: Int(header.width), height: Int(header.height))))
+        let shared = useShared ? JPEGEighth.decode(reader) : nil
+        if let shared {
+            JPEGEighth.count.add(1, ordering: .relaxed)
+            (outW, outH) = (Int32(shared.width), Int32(shared.height))
+        } else {
+            guard pk_jpeg_start(reader, Int32(plan.denominator), &outW, &outH) != 0 else { throw failure(reader) }
+        }
+        let rowBytes = Int(outW) * 3
+        func read(_ row: UnsafeMutablePointer<UInt8>) throws {
+            let got = pk_jpeg_read_rows(reader, row, rowBytes, 1)
+            guard got == 1 else { throw got < 0 ? failure(reader) : PipelineError(.decodeFailed, "JPEG: the file ends before the image does") }
+        }
+        let result: ([UInt8], Int, Int)
+        if plan.block > 1 {
+            let box = BoxReducer(width: Int(outW), height: Int(outH), factor: plan.block, alpha: false)
+            // The parts' pixels are all in memory: their blocks are averaged by the same threads.
+            let pixels = try shared.map { box.reduceInParts($0.pixels) }
+                ?? box.reduce { row in try row.withUnsafeMutableBufferPointer { try read($0.baseAddress!) } }
+            result = (pixels, box.outWidth, box.outHeight)
+        } else if let shared {
+            result = (shared.pixels, shared.width, shared.height)
+        } else {
+            // Nothing to average: libjpeg writes its rows where they stay.
+            var rows = [UInt8](repeating: 0, count: rowBytes * Int(outH))
+            try rows.withUnsafeMutableBufferPointer { rows in
+                for y in 0..<Int(outH) { try read(rows.baseAddress! + y * rowBytes) }
+            }
+            result = (rows, Int(outW), Int(outH))
+        }
+        if shared == nil { guard pk_jpeg_finish(reader) != 0 else { throw failure(reader) } }
+        return result
     }
 
     /// The EXIF block (APP1, "Exif\0\0" included), for the orientation. The rest of the file's

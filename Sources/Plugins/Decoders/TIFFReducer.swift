@@ -130,22 +130,7 @@ enum TIFFReducer {
                     rgba = try reduceRows(reader, size: size, band: band, factor: factor, rows: 0..<size.height)
                 }
             } else {
-                var buffer = [UInt32](repeating: 0, count: size.width * size.height)
-                let read = buffer.withUnsafeMutableBufferPointer { pixels in
-                    pk_tiff_read_rgba(reader, pixels.baseAddress, UInt32(size.width), UInt32(size.height))
-                }
-                guard read != 0 else { throw failure(reader) }
-                var box = BoxReducer(width: size.width, height: size.height, factor: factor, alpha: true)
-                box.premultiplied = true
-                var y = 0
-                rgba = try box.reduce { row in
-                    buffer.withUnsafeBytes { pixels in
-                        row.withUnsafeMutableBytes {
-                            $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: pixels[(y * size.width * 4)..<((y + 1) * size.width * 4)]))
-                        }
-                    }
-                    y += 1
-                }
+                rgba = try reduceWhole(reader, size: size, factor: factor)
             }
             let outWidth = (size.width + factor - 1) / factor, outHeight = (size.height + factor - 1) / factor
             let pixels: [UInt8], hasAlpha = !layout.raw && alpha
@@ -168,6 +153,28 @@ enum TIFFReducer {
             let wand = try Wand.fromPixels(pixels, width: outWidth, height: outHeight, hasAlpha: hasAlpha)
             if let profile { try wand.setICCProfile(profile) }
             return .wand(wand)
+        }
+    }
+
+    /// A page with a flipped orientation (2-4), read whole (libtiff turns the page as a whole, and
+    /// bands come in the file's row order), then box-reduced by `factor`: RGBA, premultiplied in,
+    /// straight out.
+    static func reduceWhole(_ reader: UnsafeMutablePointer<pk_tiff_reader>, size: PixelSize, factor: Int) throws -> [UInt8] {
+        var buffer = [UInt32](repeating: 0, count: size.width * size.height)
+        let read = buffer.withUnsafeMutableBufferPointer { pixels in
+            pk_tiff_read_rgba(reader, pixels.baseAddress, UInt32(size.width), UInt32(size.height))
+        }
+        guard read != 0 else { throw failure(reader) }
+        var box = BoxReducer(width: size.width, height: size.height, factor: factor, alpha: true)
+        box.premultiplied = true
+        var y = 0
+        return try box.reduce { row in
+            buffer.withUnsafeBytes { pixels in
+                row.withUnsafeMutableBytes {
+                    $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: pixels[(y * size.width * 4)..<((y + 1) * size.width * 4)]))
+                }
+            }
+            y += 1
         }
     }
 

@@ -113,6 +113,8 @@ LOAD_SUITES = ServeConnectionTests|ServePageTests|DocsRecipeTests
 SERVICE_SUITES = ServeLogicTests|ServeInProcessTests
 
 test: test-deps
+	.ci/function-length.py
+	.ci/names-check.sh
 	$(QUIET) $(SWIFT) build --build-tests
 	docs/tools/api-docs.sh .build/api-docs
 	$(QUIET) $(SWIFT) test --skip-build --filter '$(ENGINE_SUITES)' --skip '$(LOAD_SUITES)|$(SERVICE_SUITES)'

@@ -13,14 +13,14 @@ struct Work: AsyncParsableCommand {
             source it names are stored; while its items run, it stays invisible to other workers.
             A failure that may pass (a timeout, a 5xx, a store that could not be written) makes the
             message come back later, after a backoff; any other (not an image, too large, not found)
-            sends it to --dead-letter, with the error kind as the attribute pipelinectl-error-kind,
+            sends it to the dead_letter queue, with the error kind as the attribute pipelinectl-error-kind,
             and deletes it. Sources under the pipeline's own s3:// output directory are not
             processed, so a worker may write into the bucket it watches. Credentials, region and
             endpoint come from the AWS environment, as for S3.
 
             PostgreSQL (--queue postgres://...): a table set up and filled by `pipelinectl queue`;
             rows are claimed in batches (FOR UPDATE SKIP LOCKED) with a lease, deleted once done,
-            queued again with a backoff after a failure that may pass (up to --max-attempts), kept
+            queued again with a backoff after a failure that may pass (up to max_attempts), kept
             as failed with their error kind otherwise. Idle workers wake on LISTEN/NOTIFY.
 
             With --listen, /livez, /readyz (503 while stopping) and /metrics (items, failures by
@@ -37,7 +37,7 @@ struct Work: AsyncParsableCommand {
               pipelinectl work thumbnails \\
                 --queue https://sqs.eu-west-1.amazonaws.com/123456789012/uploads
               pipelinectl work thumbnails --queue sqs://123456789012/uploads \\
-                --dead-letter sqs://123456789012/uploads-failed --report work.jsonl
+                --queue-option dead_letter=sqs://123456789012/uploads-failed --report work.jsonl
               pipelinectl work thumbnails --queue sqs://000000000000/uploads --until-empty
               pipelinectl work thumbnails --queue postgres://app@db/images --listen :9090
               pipelinectl work thumbnails --queue sqs://123456789012/uploads \\
@@ -51,14 +51,17 @@ struct Work: AsyncParsableCommand {
     @Option(help: "The queue: SQS as https://sqs.REGION.amazonaws.com/ACCOUNT/NAME or sqs://ACCOUNT/NAME (endpoint from AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL or the region); PostgreSQL as postgres://USER@HOST/DATABASE[?table=NAME].")
     var queue: String
 
-    @Option(help: "SQS: a queue for messages that failed for good (URL or sqs://ACCOUNT/NAME); without it they are deleted and only reported.")
+    @Option(help: ArgumentHelp("An option of the queue's plugin, NAME=VALUE, as `pipelinectl plugins describe` lists it for the queue's kind: visibility=90s, dead_letter=URL (SQS), max_attempts=5, batch=20, poll=2s (PostgreSQL). Repeat for several.", valueName: "name=value"))
+    var queueOption: [String] = []
+
+    @Option(help: ArgumentHelp("Deprecated: --queue-option dead_letter=URL.", visibility: .hidden))
     var deadLetter: String?
 
-    @Option(help: "How long a received message (SQS) or a claimed row's lease (PostgreSQL) lasts, e.g. 60s; extended while its items run.")
-    var visibility: String = "60s"
+    @Option(help: ArgumentHelp("Deprecated: --queue-option visibility=DURATION.", visibility: .hidden))
+    var visibility: String?
 
-    @Option(help: "PostgreSQL: claims of a row before a failure that may pass, or a worker lost holding it, fails it for good.")
-    var maxAttempts: Int = 5
+    @Option(help: ArgumentHelp("Deprecated: --queue-option max_attempts=N.", visibility: .hidden))
+    var maxAttempts: Int?
 
     @Option(help: "Serve /livez, /readyz and /metrics on this address (e.g. :9090 or 127.0.0.1:9090).")
     var listen: String?
@@ -83,13 +86,7 @@ struct Work: AsyncParsableCommand {
         if Units.parseDuration(stopGrace) == nil {
             throw ValidationError("--stop-grace expects a duration such as 25s, got '\(stopGrace)'")
         }
-        guard let seconds = Units.parseDuration(visibility), seconds >= 10, seconds <= 43_200 else {
-            throw ValidationError("--visibility expects a duration from 10s to 12h, got '\(visibility)'")
-        }
-        guard (1...100).contains(maxAttempts) else { throw ValidationError("--max-attempts must be from 1 to 100") }
-        if isPostgres, deadLetter != nil {
-            throw ValidationError("--dead-letter is for SQS; a PostgreSQL queue keeps failed items in its table (pipelinectl queue status)")
-        }
+        _ = try queueOptions()
         if let reportRotate {
             guard RotatingReport.parse(reportRotate) != nil else {
                 throw ValidationError("--report-rotate expects a size (100MB) or a duration (1h), got '\(reportRotate)'")
@@ -113,15 +110,11 @@ struct Work: AsyncParsableCommand {
         engine.apply(to: &options)
         // A later message naming a source without a version (a plain line) may be new content.
         options.dedupeUnversioned = false
-        var listOptions: [String: OptionValue] = [
-            "visibility": .number(Units.parseDuration(visibility) ?? 60),
-            "until_empty": .bool(untilEmpty),
-        ]
-        if let deadLetter { listOptions["dead_letter"] = .string(deadLetter) }
-        if isPostgres { listOptions["max_attempts"] = .number(Double(maxAttempts)) }
+        for (old, new) in renamedFlags { printError("warning: \(old) is deprecated; use --queue-option \(new)") }
+        var listOptions = try queueOptions().values
+        listOptions["until_empty"] = .bool(untilEmpty)
         var request = RunRequest(pipeline: pipeline, list: queue, options: options, output: output,
                                  stopGrace: Units.parseDuration(stopGrace) ?? 25)
-        request.listPlugin = isPostgres ? "postgres" : "sqs"
         request.listOptions = listOptions
         request.ignoreOwnOutputs = true
         request.stopExitsZero = true
@@ -130,5 +123,30 @@ struct Work: AsyncParsableCommand {
         try await runPipeline(request)
     }
 
-    var isPostgres: Bool { queue.hasPrefix("postgres://") || queue.hasPrefix("postgresql://") }
+    /// The deprecated flags given, each with its `--queue-option` spelling.
+    var renamedFlags: [(old: String, new: String)] {
+        [deadLetter.map { ("--dead-letter", "dead_letter=\($0)") }, visibility.map { ("--visibility", "visibility=\($0)") },
+         maxAttempts.map { ("--max-attempts", "max_attempts=\($0)") }].compactMap { $0 }
+    }
+
+    /// The queue's plugin (the list plugin of the URL's scheme, which must be a queue: one that
+    /// waits for new items) and the options given for it, each checked by the plugin's spec.
+    func queueOptions() throws -> (plugin: Plugin, values: [String: OptionValue]) {
+        guard let plugin = PipelineCtl.registry.listPlugin(for: queue) else {
+            throw ValidationError("--queue '\(queue)': no queue plugin reads \(Source.urlScheme(of: queue) ?? "local") URLs")
+        }
+        guard plugin.spec.options.contains(where: { $0.name == "until_empty" }) else {
+            throw ValidationError("--queue '\(queue)': '\(plugin.spec.name)' lists are not queues; give a queue's URL")
+        }
+        var values: [String: OptionValue] = [:]
+        for assignment in renamedFlags.map(\.new) + queueOption {
+            do {
+                let (name, value) = try plugin.spec.option(assignment: assignment)
+                values[name] = value
+            } catch let error as PipelineError {
+                throw ValidationError("--queue-option: \(error.message) (pipelinectl plugins describe \(plugin.spec.name))")
+            }
+        }
+        return (plugin, values)
+    }
 }

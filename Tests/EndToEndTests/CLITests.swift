@@ -665,6 +665,28 @@ import TestImages
         #expect(schema.stdout == committed, "docs/pipeline.schema.json is stale: run `make docs`")
     }
 
+    /// `work`'s queue options are the queue plugin's own, checked by its spec before anything is
+    /// reached: an unknown name with the names there are, a value out of range with the range,
+    /// an option of the other queue kind, a list that is not a queue. The earlier flags still
+    /// work and name their new spelling.
+    @Test func workTakesTheQueuePluginsOptions() async throws {
+        let pipeline = try thumbnailsPipeline(in: try Fixtures.temporaryDirectory("queue-options"))
+        let queue = "postgres://nobody@127.0.0.1:\(try MotoServer.freePort())/none"
+        let unknown = try await pipelinectl(["work", pipeline, "--queue", queue, "--queue-option", "visibilty=90s"])
+        #expect(unknown.status == 2)
+        #expect(unknown.stderr.contains("unknown option 'visibilty' for 'postgres'; did you mean 'visibility'?"), "\(unknown.stderr)")
+        let range = try await pipelinectl(["work", pipeline, "--queue", queue, "--queue-option", "max_attempts=0"])
+        #expect(range.status == 2 && range.stderr.contains("'max_attempts' must be"), "\(range.stderr)")
+        let otherKind = try await pipelinectl(["work", pipeline, "--queue", queue, "--dead-letter", "sqs://1/failed"])
+        #expect(otherKind.status == 2 && otherKind.stderr.contains("unknown option 'dead_letter' for 'postgres'"), "\(otherKind.stderr)")
+        let notAQueue = try await pipelinectl(["work", pipeline, "--queue", "urls.txt"])
+        #expect(notAQueue.status == 2 && notAQueue.stderr.contains("'file' lists are not queues"), "\(notAQueue.stderr)")
+        // The old spelling is taken, and named: the run then fails to reach the (closed) port.
+        let old = try await pipelinectl(["work", pipeline, "--queue", queue, "--visibility", "90s", "--until-empty"])
+        #expect(old.stderr.contains("warning: --visibility is deprecated; use --queue-option visibility=90s"), "\(old.stderr)")
+        #expect(old.status == 3 || old.status == 2, "\(old.status): \(old.stderr)")
+    }
+
     /// A list of a 404, a comment, a blank line and eight images, on a loopback server.
     ///
     /// With `holdImages`, each image is answered only once the condition holds (the test's

@@ -175,3 +175,26 @@ enum OptionParsing {
         }
     }
 }
+
+extension PluginSpec {
+    /// One option written `NAME=VALUE` on a command line (`pipelinectl work --queue-option
+    /// visibility=90s`), parsed and range-checked by this spec, as the same option in a pipeline
+    /// file would be; throws naming the option, and the nearest name for an unknown one.
+    public func option(assignment: String) throws -> (name: String, value: OptionValue) {
+        guard let equals = assignment.firstIndex(of: "="), equals != assignment.startIndex else {
+            throw PipelineError(.invalidOption, "'\(assignment)': expected NAME=VALUE, one of: " + options.map(\.name).joined(separator: ", "))
+        }
+        let name = String(assignment[..<equals]), text = String(assignment[assignment.index(after: equals)...])
+        guard let spec = options.first(where: { $0.name == name }) else {
+            throw PipelineError(.invalidOption, "unknown option '\(name)' for '\(self.name)'"
+                + Suggest.hint(for: name, in: options.map(\.name)))
+        }
+        switch OptionParsing.parse(OptionParsing.node(text, kind: spec.kind), kind: spec.kind, name: name) {
+        case .success(let value):
+            if let problem = OptionParsing.checkRange(value, spec: spec) { throw PipelineError(.invalidOption, problem) }
+            return (name, value)
+        case .failure(let problem):
+            throw PipelineError(.invalidOption, problem.message)
+        }
+    }
+}

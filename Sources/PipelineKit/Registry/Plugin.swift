@@ -208,8 +208,7 @@ public struct PluginRegistry: Sendable {
     /// scheme when no list plugin reads it.
     public func makeList(_ name: String, plugin pluginName: String? = nil, options: [String: OptionValue] = [:]) throws -> any SourceListing {
         let scheme = Source.urlScheme(of: name) ?? ""
-        let chosen = pluginName.map { wanted in plugins(in: .list).first { $0.spec.name == wanted } }
-            ?? plugins(in: .list).first(where: { $0.schemes.contains(scheme) })
+        let chosen = pluginName.map { wanted in plugins(in: .list).first { $0.spec.name == wanted } } ?? listPlugin(for: name)
         guard let plugin = chosen, case .list(_, let make) = plugin.maker else {
             throw PipelineError(.invalidSource, "cannot read a URL list from \(scheme):// URLs ('\(name)')")
         }
@@ -217,6 +216,12 @@ public struct PluginRegistry: Sendable {
         for (key, value) in options { values[key] = value }
         values["url"] = .string(name)
         return try make(PluginOptions(values))
+    }
+
+    /// The list plugin that reads `name` (a path, `-`, or a URL), by the URL's scheme.
+    public func listPlugin(for name: String) -> Plugin? {
+        let scheme = Source.urlScheme(of: name) ?? ""
+        return plugins(in: .list).first { $0.schemes.contains(scheme) }
     }
 
     /// The destination plugin for `output.dir` values of `scheme` (`""` for plain paths).

@@ -51,8 +51,10 @@ public final class SQSList: SourceListing, Sendable {
     /// settings in `environment`.
     public static func open(_ url: String, deadLetter: String? = nil, visibility: Int = 60, ignoredPrefixes: [String] = [],
                             untilEmpty: Bool = false, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> SQSList {
+        // The URL first: an https URL that is not a queue's is said to be that, not a missing key.
+        let queue = try SQSQueue(url, environment: environment)
         let credentials = try SQSClient.credentials(environment: environment)
-        let client = SQSClient(queue: try SQSQueue(url, environment: environment), credentials: credentials)
+        let client = SQSClient(queue: queue, credentials: credentials)
         let dead = try deadLetter.map { SQSClient(queue: try SQSQueue($0, environment: environment), credentials: credentials) }
         return SQSList(client: client, deadLetter: dead, visibility: visibility, ignoredPrefixes: ignoredPrefixes, untilEmpty: untilEmpty)
     }
@@ -117,7 +119,9 @@ public final class SQSList: SourceListing, Sendable {
                     .bool("until_empty", default: true, doc: "End when the queue is empty and nothing is held (pipelinectl work sets false: wait for more)."),
                     .list("ignore", of: .string, default: [], doc: "Source prefixes not processed (the pipeline's own outputs, so a worker writing into the bucket it watches makes no loop)."),
                    ]),
-        schemes: ["sqs"]
+        // A queue is named by its URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME, or an
+        // endpoint's own) or sqs://ACCOUNT/NAME.
+        schemes: ["sqs", "https", "http"]
     ) { options in
         try open(options.string("url") ?? "", deadLetter: options.string("dead_letter").flatMap { $0.isEmpty ? nil : $0 },
                  visibility: Int(options.seconds("visibility") ?? 60), ignoredPrefixes: (options.list("ignore") ?? []).map(\.description),

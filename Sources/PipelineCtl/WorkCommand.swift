@@ -37,7 +37,8 @@ struct Work: AsyncParsableCommand {
               pipelinectl work thumbnails \\
                 --queue https://sqs.eu-west-1.amazonaws.com/123456789012/uploads
               pipelinectl work thumbnails --queue sqs://123456789012/uploads \\
-                --queue-option dead_letter=sqs://123456789012/uploads-failed --report work.jsonl
+                --queue-option dead_letter=sqs://123456789012/uploads-failed \\
+                --report work.jsonl
               pipelinectl work thumbnails --queue sqs://000000000000/uploads --until-empty
               pipelinectl work thumbnails --queue postgres://app@db/images --listen :9090
               pipelinectl work thumbnails --queue sqs://123456789012/uploads \\

@@ -62,7 +62,11 @@ func runPipeline(_ request: RunRequest) async throws {
     let rotating = request.rotate.map { rotatingReport($0, output: output, remote: remoteReport) }
     let report = try openReport(output, rotating: rotating, localPath: remoteReport?.localPath, header: header)
     let metrics = output.metrics != nil || request.listen != nil ? RunMetrics(pipeline: pipeline.name) : nil
-    let endpoints = try await request.listen.asyncMap { try await startEndpoints(list: list, metrics: metrics!, address: $0) }
+    let endpoints: WorkEndpoints? = if let address = request.listen {
+        try await startEndpoints(list: list, metrics: metrics!, address: address)
+    } else {
+        nil
+    }
     defer { endpoints?.close() }
     let signals = StopSignals(runner: runner, grace: request.stopGrace, onStop: {
         endpoints?.stop()
@@ -142,14 +146,6 @@ func startEndpoints(list: any SourceListing, metrics: RunMetrics, address: Liste
         throw Exit.invalid
     }
     return endpoints
-}
-
-extension Optional {
-    /// `map` with an `async` transform.
-    func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
-        guard let self else { return nil }
-        return try await transform(self)
-    }
 }
 
 /// What identifies this run in its report.

@@ -35,7 +35,7 @@ extension PipelineRunner {
                 item.result.duplicate = true  // the source's failure, met by a line before this one
                 error = repeated.failure
             }
-            let failure = classify(error, stage: .load, kind: .io)
+            let failure = StepFailure.classify(error, stage: .load, kind: .io)
             let itemError = ItemError(stage: failure.stage ?? .load, kind: failure.kind, message: failure.message,
                                       plugin: failure.plugin)
             if let planned, !item.result.duplicate, let policy = failurePolicy, !fetchOnly, policy.applies(to: failure),
@@ -187,7 +187,7 @@ extension PipelineRunner {
                     if remembers { self.finished.record(.made(made), for: key) }
                     return made
                 } catch {
-                    let failure = self.classify(error, stage: tracker.stage, kind: .io)
+                    let failure = StepFailure.classify(error, stage: tracker.stage, kind: .io)
                     if remembers { self.finished.record(.failed(failure), for: key) }
                     throw failure
                 }
@@ -218,7 +218,7 @@ extension PipelineRunner {
         }
         if let sidecar = made.sidecar, let target = plan.sidecar, target != sidecar.path {
             do { own.sidecar = (target, try await output.copy(sidecar.path, to: target, fingerprint: sidecar.fingerprint), sidecar.fingerprint) } catch {
-                throw classify(error, stage: .output, kind: .writeFailed)
+                throw StepFailure.classify(error, stage: .output, kind: .writeFailed)
             }
         }
         own.planned = plan.planned

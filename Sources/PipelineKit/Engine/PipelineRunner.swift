@@ -473,12 +473,6 @@ public final class PipelineRunner: Sendable {
         return shard.owns(key: (try? loader(for: source))??.loader.cacheKey(for: source) ?? source.text)
     }
 
-    /// A ``PipelineError`` with its stage set; other errors get `kind` (``StepFailure``).
-    func classify(_ error: any Error, stage: StageName, kind: ErrorKind, plugin: String? = nil) -> PipelineError {
-        StepFailure.classify(error, stage: stage, kind: kind, plugin: plugin)
-    }
-
-    static func named(_ error: PipelineError, _ variant: RunnableVariant) -> PipelineError { StepFailure.named(error, variant) }
 }
 
 extension Duration {

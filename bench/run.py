@@ -377,13 +377,9 @@ output: {{ dir: out, name: "{{stem}}.{{ext}}", existing: replace }}
     return lines, targets
 
 
-def format_table(work, corpus):
-    """Every format group of both corpora (corpus.sh's JPEG and PNG, formats.sh's folders) against
-    vipsthumbnail's faster 2-core configuration, in interleaved rounds like the main runs; the
-    same output (fit 256x256, JPEG Q80, alpha flattened onto black as vipsthumbnail does), PSNR
-    of every thumbnail (from a second, untimed run of each with PNG output) against a full-decode
-    Lanczos reference (auto-oriented, flattened on black),
-    and a mixed run over every file of both corpora for CPU use. Returns (rows, mixed, sol)."""
+def format_groups(corpus):
+    """Every format group of both corpora, as (label, paths): corpus.sh's JPEG and PNG, then
+    formats.sh's folders (FORMAT_GROUPS)."""
     formats = subprocess.run(["bash", os.path.join(ROOT, "../shared/bench/formats.sh")] if os.path.exists(
         os.path.join(ROOT, "../shared/bench/formats.sh")) else ["false"], capture_output=True, text=True)
     if formats.returncode != 0:
@@ -397,6 +393,17 @@ def format_table(work, corpus):
         folder = os.path.join(formats_dir, name)
         groups.append((name.upper() if name != "jpeg" and name != "png" else f"formats {name.upper()}",
                        [os.path.join(folder, f) for f in sorted(os.listdir(folder))]))
+    return groups
+
+
+def format_table(work, corpus):
+    """Every format group of both corpora (corpus.sh's JPEG and PNG, formats.sh's folders) against
+    vipsthumbnail's faster 2-core configuration, in interleaved rounds like the main runs; the
+    same output (fit 256x256, JPEG Q80, alpha flattened onto black as vipsthumbnail does), PSNR
+    of every thumbnail (from a second, untimed run of each with PNG output) against a full-decode
+    Lanczos reference (auto-oriented, flattened on black),
+    and a mixed run over every file of both corpora for CPU use. Returns (rows, mixed, sol)."""
+    groups = format_groups(corpus)
     table_dir = os.path.join(work, "formats")
     os.makedirs(table_dir)
     yaml_path = os.path.join(table_dir, "formats.yaml")

@@ -1,6 +1,6 @@
 #ifndef PIPELINEKIT_CGIF_SHIM_H
 #define PIPELINEKIT_CGIF_SHIM_H
-// giflib from memory, for GIF shrink-on-load (Plugins/Decoders/GIFReducer.swift): the first image
+// giflib from memory, for GIF shrink-on-load (Plugins/Formats/GIF/GIFReducer.swift): the first image
 // of a GIF, when it covers the logical screen, as 8-bit RGBA (the transparent index as alpha 0).
 // Nothing after the first image is read.
 #include <stdio.h>

@@ -1,6 +1,6 @@
 #ifndef PIPELINEKIT_CJPEG_SHIM_H
 #define PIPELINEKIT_CJPEG_SHIM_H
-// libjpeg-turbo, row by row, for JPEG shrink-on-load (Plugins/Decoders/JPEGReducer.swift).
+// libjpeg-turbo, row by row, for JPEG shrink-on-load (Plugins/Formats/JPEG/JPEGReducer.swift).
 //
 // libjpeg reports errors by calling error_exit, which must not return; the handler below longjmps
 // back into the small function that made the call, which turns it into a return value with
@@ -266,7 +266,7 @@ static inline const char *pk_jpeg_damage(pk_jpeg_reader *reader, int *level) {
     return reader->damage;
 }
 
-// MARK: Writing (Plugins/Encoders/JPEGWriter.swift)
+// MARK: Writing (Plugins/Formats/JPEG/JPEGWriter.swift)
 
 /// One JPEG being written to memory; on the heap, so that what longjmp returns to is not a local.
 /// Its output grows in a buffer of its own (libjpeg's jpeg_mem_dest leaves a freed pointer

@@ -1,7 +1,7 @@
 #ifndef PIPELINEKIT_CPNG_SHIM_H
 #define PIPELINEKIT_CPNG_SHIM_H
-// libpng, row by row, for PNG shrink-on-load (Plugins/Decoders/PNGReducer.swift), and for
-// writing PNG outputs (Plugins/Encoders/PNGWriter.swift, at the end).
+// libpng, row by row, for PNG shrink-on-load (Plugins/Formats/PNG/PNGReducer.swift), and for
+// writing PNG outputs (Plugins/Formats/PNG/PNGWriter.swift, at the end).
 //
 // libpng reports errors by longjmp, which must never cross a Swift frame. Every call that can fail
 // is therefore made inside one of the small functions below, each of which sets its own jump
@@ -187,7 +187,7 @@ static inline int pk_png_read_row(pk_png_reader *reader, unsigned char *row) {
     png_read_row(reader->png, row, NULL);
     return 1;
 }
-// ---- Writing (Plugins/Encoders/PNGWriter.swift) ----------------------------------------------
+// ---- Writing (Plugins/Formats/PNG/PNGWriter.swift) ----------------------------------------------
 // libpng keeps no process-wide state while writing: PNG outputs are written side by side.
 
 /// One PNG being written to memory.

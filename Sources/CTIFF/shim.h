@@ -1,7 +1,7 @@
 #ifndef PIPELINEKIT_CTIFF_SHIM_H
 #define PIPELINEKIT_CTIFF_SHIM_H
 // libtiff from memory or from a file descriptor (pread: no shared offset, so several readers may
-// read one descriptor at once, and a file cut short is a read error, never a signal), for TIFF shrink-on-load (Plugins/Decoders/TIFFReducer.swift): the first
+// read one descriptor at once, and a file cut short is a read error, never a signal), for TIFF shrink-on-load (Plugins/Formats/TIFF/TIFFReducer.swift): the first
 // directory read through libtiff's RGBA interface (every photometric and bit depth it supports,
 // as premultiplied 8-bit RGBA), reduced in Swift before ImageMagick sees it.
 //

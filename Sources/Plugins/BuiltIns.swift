@@ -14,8 +14,8 @@ public enum BuiltIns: PluginBundle {
         Pad.plugin, Pad.extendPlugin, Border.plugin, Background.plugin,
         Watermark.plugin, Strip.plugin, MagickOperation.plugin,
         MemoryImageCache.plugin,
-        JPEGEncoder.plugin, PNGEncoder.plugin, WebPEncoder.plugin, HEIFEncoder.avifPlugin, HEIFEncoder.heicPlugin,
-        GIFEncoder.plugin, TIFFEncoder.plugin, AutoEncoder.plugin,
+    ] + FormatTable.encoders + [
+        AutoEncoder.plugin,
         LocalDirectory.plugin, S3Destination.plugin,
         FileList.plugin, S3List.plugin, SQSList.plugin, PostgresList.plugin,
         JSONReport.plugin, JSONLinesReport.plugin,

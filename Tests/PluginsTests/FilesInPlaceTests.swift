@@ -79,7 +79,7 @@ import TestImages
         let open = try await loader.load(Source(text: path, index: 1))
         let file = try #require(open.file, "left open")
         #expect(open.data.count == 64 << 10 && file.size > 120_000)
-        #expect(HeaderProbe.jpegFrame(open.data) == nil, "the frame header is past the first bytes")
+        #expect(JPEGFormat.frame(open.data) == nil, "the frame header is past the first bytes")
         let whole = LoadedData(data: try Data(contentsOf: URL(fileURLWithPath: path)))
         let inPlace = try decoder.decode(open, hint: hint)
         #expect(inPlace.width == 400 && inPlace.rgb8 != nil, "reduced on load by libjpeg's 8-bit path, as from memory")

@@ -122,16 +122,16 @@ import TestImages
 
     @Test func theFrameHeaderGivesSizeComponentsAndProgressive() throws {
         let baseline = try Self.plasma(640, 480).encode(format: "JPEG", quality: 90)
-        #expect(HeaderProbe.jpegFrame(baseline) == HeaderProbe.JPEGFrame(size: PixelSize(width: 640, height: 480), components: 3, progressive: false))
+        #expect(JPEGFormat.frame(baseline) == JPEGFormat.Frame(size: PixelSize(width: 640, height: 480), components: 3, progressive: false))
         let wand = try Self.plasma(640, 480)
         wand.setProgressive(true)
-        #expect(HeaderProbe.jpegFrame(try wand.encode(format: "JPEG", quality: 90))?.progressive == true)
+        #expect(JPEGFormat.frame(try wand.encode(format: "JPEG", quality: 90))?.progressive == true)
         try wand.grayscale()
         wand.setProgressive(false)
-        #expect(HeaderProbe.jpegFrame(try wand.encode(format: "JPEG", quality: 90))?.components == 1)
+        #expect(JPEGFormat.frame(try wand.encode(format: "JPEG", quality: 90))?.components == 1)
         // Cut inside the markers, or not a JPEG at all: nothing, never a read past the end.
-        #expect(HeaderProbe.jpegFrame(baseline.prefix(12)) == nil)
-        #expect(HeaderProbe.jpegFrame(Data([0xFF, 0xD8, 0xFF, 0xE0, 0xFF, 0xFF, 0, 0, 0, 0, 0, 0])) == nil)
+        #expect(JPEGFormat.frame(baseline.prefix(12)) == nil)
+        #expect(JPEGFormat.frame(Data([0xFF, 0xD8, 0xFF, 0xE0, 0xFF, 0xFF, 0, 0, 0, 0, 0, 0])) == nil)
     }
 
     @Test(arguments: 1...8)

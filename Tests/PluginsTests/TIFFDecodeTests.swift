@@ -187,13 +187,13 @@ import TestImages
             try #require(made.status == 0, "\(made.stderr)")
             let data = try Data(contentsOf: URL(fileURLWithPath: path))
             #expect(FormatSniffer.sniff(data) == .image(ImageFormat(rawValue: "TIFF")!), "\(name)")
-            #expect(HeaderProbe.tiffDimensions(data) == PixelSize(width: 1200, height: 800), "\(name)")
+            #expect(TIFFFormat.dimensions(data) == PixelSize(width: 1200, height: 800), "\(name)")
             // And decoded, reduced on load like any TIFF.
             let image = try decoder.decode(LoadedData(data: data), hint: hint)
             #expect((image.width, image.height) == (300, 200), "\(name)")
         }
         // Offsets that point outside the file give no size, never a crash.
-        #expect(HeaderProbe.tiffDimensions(Data([0x49, 0x49, 0x2A, 0, 0xFF, 0xFF, 0xFF, 0x7F] + [UInt8](repeating: 0, count: 16))) == nil)
-        #expect(HeaderProbe.tiffDimensions(Data([0x49, 0x49, 0x2B, 0, 8, 0, 0, 0] + [UInt8](repeating: 0xFF, count: 16))) == nil)
+        #expect(TIFFFormat.dimensions(Data([0x49, 0x49, 0x2A, 0, 0xFF, 0xFF, 0xFF, 0x7F] + [UInt8](repeating: 0, count: 16))) == nil)
+        #expect(TIFFFormat.dimensions(Data([0x49, 0x49, 0x2B, 0, 8, 0, 0, 0] + [UInt8](repeating: 0xFF, count: 16))) == nil)
     }
 }

@@ -1,6 +1,6 @@
 #ifndef PIPELINEKIT_CHEIF_H
 #define PIPELINEKIT_CHEIF_H
-// libheif, for AVIF and HEIC shrink-on-load (Plugins/Decoders/HEIFReducer.swift): the primary
+// libheif, for AVIF and HEIC shrink-on-load (Plugins/Formats/HEIF/HEIFReducer.swift): the primary
 // image decoded to interleaved 8-bit RGB(A), reduced in Swift before ImageMagick sees it.
 //
 // libheif is opened on first use, not linked: with its codecs (libde265, which builds its tables

@@ -9,11 +9,11 @@ import PipelineKit
 /// passed the limits (here at most 16 MP, so that fuzzing stays fast), with options picked from
 /// the input's length so that every `fail_on` level and reduce factor gets its share.
 enum FuzzTargets {
-    /// Every target by the name its harness and its regression fixtures use.
-    static let all: [String: @Sendable (Data) -> Void] = [
-        "sniffer": sniffer, "header-probe": headerProbe, "png": png, "jpeg": jpeg, "webp": webp,
-        "heif": heif, "tiff": tiff, "gif": gif, "svg": svg, "icc": icc, "exif": exif,
-    ]
+    /// Every target by the name its harness and its regression fixtures use: these, and each
+    /// format's own from ``FormatTable`` (`png`, `jpeg`, `webp`, `heif`, `tiff`, `gif`, `svg`).
+    static let all: [String: @Sendable (Data) -> Void] = FormatTable.entries.reduce(
+        ["sniffer": sniffer, "header-probe": headerProbe, "icc": icc, "exif": exif]
+    ) { targets, entry in targets.merging(entry.fuzzTargets) { first, _ in first } }
 
     static let maxPixels = 16_000_000
 
@@ -36,64 +36,13 @@ enum FuzzTargets {
         _ = FormatSniffer.sniff(data, tga: true)
     }
 
-    /// Every header parser the decoder trusts for its limits: ``HeaderProbe`` as each format, and
-    /// the WebP container plan.
+    /// Every header parser the decoder trusts for its limits: each format's header probe
+    /// (``FormatEntry/dimensions``), the JPEG frame reader, and the WebP container plan.
     @Sendable static func headerProbe(_ data: Data) {
-        for format in [ImageFormat.jpeg, .png, .gif, .webp, .tiff, .bmp, .ico, .pnm, .psd, .pcx, .tga] {
-            _ = HeaderProbe.dimensions(data, format: format)
-        }
-        _ = HeaderProbe.jpegFrame(data)
-        _ = HeaderProbe.tiffDimensions(data)
+        for entry in FormatTable.entries { _ = entry.dimensions?(data) }
+        _ = JPEGFormat.frame(data)
         _ = try? WebPReducer.plan(data, keepsFrames: false)
         _ = try? WebPReducer.plan(data, keepsFrames: true)
-    }
-
-    /// The PNG reduce-on-load reader (libpng on the file, or on the copy libdeflate inflated, every
-    /// other input each; and the zlib stream inflated in parts: small parts, so that guesses and
-    /// joins are exercised), and the whole-image reader (libpng through our shim).
-    @Sendable static func png(_ data: Data) {
-        guard fits(HeaderProbe.dimensions(data, format: .png)) else { return }
-        let failOn = FailOn.allCases[data.count % 4]
-        _ = try? PNGReducer.decode(.memory(data), factor: 1 + data.count % 3, toSRGB: data.count % 2 == 0, failOn: failOn,
-                                   inflating: data.count / 2 % 2 == 0)
-        _ = PNGParts.rows(.memory(data), partBytes: 1024 << (data.count % 4)) { _ in }
-        _ = try? PNGReducer.decodeWhole(data, failOn: failOn)
-    }
-
-    /// The JPEG reduce-on-load reader (libjpeg-turbo through our shim: DCT scaling, block
-    /// averaging, ICC and metadata markers, EXIF orientation).
-    @Sendable static func jpeg(_ data: Data) {
-        guard let size = HeaderProbe.dimensions(data, format: .jpeg), fits(size),
-              let plan = JPEGReducer.plan(size, hint: hint(data), headroom: 1 + data.count % 2) else { return }
-        _ = try? JPEGReducer.decode(data, plan: plan, toSRGB: data.count % 2 == 0, autoOrient: true,
-                                    failOn: FailOn.allCases[data.count % 4])
-    }
-
-    /// The WebP path: our container plan, libwebp's scaled decode, libwebpdemux for animations.
-    @Sendable static func webp(_ data: Data) {
-        guard fits(HeaderProbe.dimensions(data, format: .webp)),
-              let plan = (try? WebPReducer.plan(data, keepsFrames: data.count % 2 == 0)) ?? nil,
-              let scaled = WebPReducer.scaledSize(plan, hint: hint(data), headroom: 2) else { return }
-        _ = try? WebPReducer.decode(data, plan: plan, size: scaled, failOn: FailOn.allCases[data.count % 4])
-    }
-
-    /// The HEIF/AVIF path: our reference check and libheif's boxes through our file wrapper, then
-    /// an 8-bit decode averaged down.
-    @Sendable static func heif(_ data: Data) {
-        guard let file = try? HEIFReducer.File(data), fits(file.size) else { return }
-        _ = try? HEIFReducer.decode(file, factor: 1 + data.count % 3, limits: (4096, 4096, maxPixels))
-    }
-
-    /// The TIFF path: libtiff's RGBA interface through our shim, classic and BigTIFF.
-    @Sendable static func tiff(_ data: Data) {
-        guard fits(HeaderProbe.tiffDimensions(data)) else { return }
-        _ = try? TIFFReducer.decode(.memory(data), hint: hint(data), headroom: 2, keepsPages: data.count % 2 == 0)
-    }
-
-    /// The GIF path: giflib's first image through our reader.
-    @Sendable static func gif(_ data: Data) {
-        guard fits(HeaderProbe.dimensions(data, format: .gif)) else { return }
-        _ = try? GIFReducer.decode(data, factor: 1 + data.count % 4)
     }
 
     /// The ICC description reader (`analyze`'s `icc` fact), on any bytes as a profile.
@@ -111,14 +60,7 @@ enum FuzzTargets {
             _ = ExifRewriter.resolution(rebuilt)
         }
         _ = ExifRewriter.fromTIFF(data)
-        _ = SourceFacts.pngChunk("eXIf", in: data)
-        _ = SourceFacts.webPMetadata(data) { _ in true }
-    }
-
-    /// The SVG screen (what an allowed SVG must not contain) and its size reader; the rendering
-    /// itself is ImageMagick's.
-    @Sendable static func svg(_ data: Data) {
-        _ = try? SVGScreen.check(data)
-        _ = SVGScreen.declaredSize(data)
+        _ = PNGFormat.chunk("eXIf", in: data)
+        _ = WebPFormat.metadata(data) { _ in true }
     }
 }

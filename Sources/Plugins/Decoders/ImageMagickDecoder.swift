@@ -26,9 +26,13 @@ public struct ImageMagickDecoder: ImageDecoding {
     }
 
     /// The names the `formats` option takes, each with the ImageMagick coders it allows (as
-    /// ``FormatSniffer`` names what it recognises). Every one is recognised by its content; a
-    /// coder that runs another program or reads other files (PostScript, PDF, MVG, MSL, TXT, URL...)
-    /// is none of them and can never be allowed.
+    /// ``FormatSniffer`` names what it recognises), in the format table's order. Every one is
+    /// recognised by its content; a coder that runs another program or reads other files
+    /// (PostScript, PDF, MVG, MSL, TXT, URL...) is none of them and can never be allowed.
+    public static var formatNames: [(name: String, formats: [ImageFormat])] { FormatTable.names }
+
+    /// The names the `formats` option takes, each with the ImageMagick coders it allows.
+    @available(*, deprecated, message: "Use formatNames, read from the format table (this list does not grow with it).")
     public static let formatCoders: KeyValuePairs<String, [ImageFormat]> = [
         "jpeg": [.jpeg], "png": [.png], "gif": [.gif], "webp": [.webp], "tiff": [.tiff], "bmp": [.bmp],
         "ico": [.ico, .cur], "heic": [.heic], "avif": [.avif],
@@ -38,11 +42,11 @@ public struct ImageMagickDecoder: ImageDecoding {
 
     /// The `formats` accepted unless a pipeline says otherwise: the web's raster formats, whose
     /// coders are the most used and the most fuzzed.
-    public static let defaultFormats = ["jpeg", "png", "gif", "webp", "tiff", "bmp", "ico", "heic", "avif"]
+    public static let defaultFormats = FormatTable.entries.filter(\.byDefault).compactMap(\.name)
 
     /// The `formats` name that allows `format` (`J2K` → `jp2`).
     public static func formatName(of format: ImageFormat) -> String? {
-        formatCoders.first { $0.value.contains(format) }?.key
+        FormatTable.entry(for: format)?.name
     }
 
     public static let plugin = Plugin.decoder(
@@ -61,7 +65,7 @@ public struct ImageMagickDecoder: ImageDecoding {
                       doc: "Convert CMYK and ICC-profiled images to sRGB (through the embedded profile with lcms) and drop the profile; false keeps the colour space and profile as they are."),
                 .oneOf("shrink_on_load", ShrinkOnLoad.allCases.map(\.rawValue), default: "true",
                        doc: "Reduce while decoding when the output needs much less (JPEG by DCT scaling, PNG and WebP while read), always keeping at least twice the output size for the resize filter (three times for PNG, which is reduced by averaging pixel blocks); fast keeps only the output size (quicker, visibly softer on fine detail); false decodes every pixel."),
-                .list("formats", of: .oneOf(formatCoders.map(\.key)), default: defaultFormats.map { .string($0) },
+                .list("formats", of: .oneOf(formatNames.map(\.name)), default: defaultFormats.map { .string($0) },
                       doc: "The formats accepted, each recognised from the content, never from the name: jpeg, png, gif, webp, tiff (BigTIFF too), bmp, ico, heic, avif by default; jp2 (JPEG 2000), pnm (netpbm: PBM, PGM, PPM, PAM, PFM), tga, pcx (and DCX), psd (and PSB), sgi, sun, dds, fits, xbm and xpm when listed. Another recognised format fails as unsupported_format naming the entry to add.")
                     .example("[jpeg, png, webp, tga, pnm]"),
                 .oneOf("fail_on", FailOn.allCases.map(\.rawValue), default: "warning",
@@ -82,7 +86,7 @@ public struct ImageMagickDecoder: ImageDecoding {
 
     init(options: PluginOptions) {
         let names = options.list("formats")?.map(\.description) ?? Self.defaultFormats
-        allowed = Set(names.flatMap { name in Self.formatCoders.first { $0.key == name }?.value ?? [] })
+        allowed = Set(names.flatMap { name in Self.formatNames.first { $0.name == name }?.formats ?? [] })
         let shrink = options.string("shrink_on_load").flatMap(ShrinkOnLoad.init(rawValue:))
             ?? (options.bool("shrink_on_load") == false ? .off : .on)
         settings = DecodeSettings(shrink: shrink, maxFrames: options.int("max_frames") ?? 1, toSRGB: options.bool("to_srgb") ?? true,
@@ -206,25 +210,14 @@ public struct ImageMagickDecoder: ImageDecoding {
         return try magickDecode(reader, jpegSize: plan.jpegSize, refused: refused)
     }
 
-    /// The source's own facts (`analyze`) and metadata (`metadata:`), read from the header.
-    /// WebP's come from its chunks (ImageMagick decodes the whole picture to ping one), HEIF's from
-    /// the file libheif opened, the rest from one ImageMagick ping.
+    /// The source's own facts (`analyze`) and metadata (`metadata:`), as its reader reads them
+    /// from the header (``FormatReader/headerFacts(facts:metadata:upright:)``).
     func addFacts(_ image: inout PipelineImage, _ reader: any FormatReader, hint: DecodeHint) {
-        let format = reader.format, data = reader.data
-        let pinged = format == .webp ? nil : SourceFacts.ping(data, format: format)
-        if hint.wantsSourceFacts {
-            let facts = format == .webp ? SourceFacts.webPFacts(data) : pinged.map(SourceFacts.read) ?? [:]
-            image.facts.merge(facts) { _, new in new }
-        }
-        guard hint.wantsMetadata else { return }
+        let format = reader.format
         let upright = { [settings] (orientation: Int) in settings.autoOrient || !format.hasEXIFOrientation || orientation <= 1 }
-        if let heif = reader as? HEIFReader {
-            image.metadata = SourceFacts.metadata(heif.file)
-        } else if format == .webp {
-            image.metadata = SourceFacts.webPMetadata(data, upright: upright)
-        } else if let pinged {
-            image.metadata = SourceFacts.metadata(pinged, data: data, format: format, upright: upright)
-        }
+        let read = reader.headerFacts(facts: hint.wantsSourceFacts, metadata: hint.wantsMetadata, upright: upright)
+        image.facts.merge(read.facts) { _, new in new }
+        if hint.wantsMetadata, let metadata = read.metadata { image.metadata = metadata }
     }
 
     /// `wand` as the decoded image, marked degraded by `damage`.

@@ -15,25 +15,22 @@ extension ImageMagickDecoder {
         var wand = Wand()
         var damage: Damage?
         if let jpegSize { wand.setOption("jpeg:size", jpegSize) }
-        if format == .svg {
-            try SVGScreen.render(reader.data, into: wand)
-        } else {
-            do {
-                // One frame more than allowed is enough to know there are too many; the rest is never decoded.
-                let frames = format.mayHoldFrames ? (settings.maxFrames == 1 ? 1 : settings.maxFrames + 1) : nil
-                try wand.read(reader.data, format: format.coder, maxFrames: frames)
-            } catch let error as PipelineError {
-                if let salvaged = try reader.salvage(settings) { return image(salvaged.wand, format, salvaged.damage) }
-                throw Self.readFailure(error, format: format, refused: refused, size: reader.size)
-            }
-            if var problem = wand.readProblem() {
-                if let salvaged = try reader.salvage(settings) { return image(salvaged.wand, format, salvaged.damage) }
-                problem = Damage(level: problem.level, message: format.coder + ": " + problem.message)
-                if settings.failOn.stops(problem.level) { throw PipelineError(.decodeFailed, refused?.message ?? problem.message) }
-                damage = refused.map { Damage(level: Damage.level(of: $0.message), message: $0.message) } ?? problem
-            } else if let refused {
-                damage = Damage(level: Damage.level(of: refused.message), message: refused.message)
-            }
+        var problem: Damage?
+        do {
+            // One frame more than allowed is enough to know there are too many; the rest is never decoded.
+            let frames = format.mayHoldFrames ? (settings.maxFrames == 1 ? 1 : settings.maxFrames + 1) : nil
+            problem = try reader.magickRead(into: wand, maxFrames: frames)
+        } catch let error as PipelineError {
+            if let salvaged = try reader.salvage(settings) { return image(salvaged.wand, format, salvaged.damage) }
+            throw Self.readFailure(error, format: format, refused: refused, size: reader.size)
+        }
+        if var problem {
+            if let salvaged = try reader.salvage(settings) { return image(salvaged.wand, format, salvaged.damage) }
+            problem = Damage(level: problem.level, message: format.coder + ": " + problem.message)
+            if settings.failOn.stops(problem.level) { throw PipelineError(.decodeFailed, refused?.message ?? problem.message) }
+            damage = refused.map { Damage(level: Damage.level(of: $0.message), message: $0.message) } ?? problem
+        } else if let refused {
+            damage = Damage(level: Damage.level(of: refused.message), message: refused.message)
         }
         wand = try framesKept(wand, size: reader.size)
         for frame in wand.frameCount > 1 ? wand.frames() : [wand] {

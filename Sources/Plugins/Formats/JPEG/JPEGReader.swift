@@ -16,18 +16,18 @@ struct JPEGReader: FormatReader {
     var byteCount: Int { input.byteCount }
     let size: PixelSize
     /// `nil` when the frame header is not in the first 256 KB (ImageMagick read the size).
-    let frame: HeaderProbe.JPEGFrame?
+    let frame: JPEGFormat.Frame?
 
     /// `head`: the file's first bytes (all of it when `input` is in memory). A frame header past
     /// them (a large EXIF or ICC block first) is looked for in the whole file, read then and kept.
     init(_ input: EncodedInput, head: Data) throws {
-        if let found = HeaderProbe.jpegFrame(head) {
+        if let found = JPEGFormat.frame(head) {
             self.input = input
             frame = found
         } else {
             let whole = input.data
             self.input = .memory(whole)
-            frame = HeaderProbe.jpegFrame(whole)
+            frame = JPEGFormat.frame(whole)
         }
         size = try frame?.size ?? ImageMagickDecoder.pingedSize(self.input.data, format: .jpeg)
     }

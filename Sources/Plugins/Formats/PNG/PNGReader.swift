@@ -21,6 +21,8 @@ struct PNGReader: FormatReader {
 
     var data: Data { input.data }
     var byteCount: Int { input.byteCount }
+    /// ImageMagick 6 does not see an eXIf chunk after the image data, where its own writer puts it.
+    var exifBesideProfiles: Data? { PNGFormat.chunk("eXIf", in: data) }
 
     func plan(_ hint: DecodeHint, _ settings: DecodeSettings) -> ReadPlan {
         // libpng reads the header chunks (colour, interlacing, profile) only when a reduction is wanted.

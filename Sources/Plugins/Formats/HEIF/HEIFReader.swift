@@ -29,4 +29,10 @@ struct HEIFReader: FormatReader {
             return (.wand(wand), nil)
         }, estimatedMemory: HEIFReducer.estimatedMemory(size, factor: factor) + data.count)
     }
+
+    /// The metadata from the file libheif opened (ImageMagick 6 would decode it to ping); no
+    /// facts beyond the decode's.
+    func headerFacts(facts: Bool, metadata: Bool, upright: (Int) -> Bool) -> HeaderFacts {
+        HeaderFacts(metadata: metadata ? HEIFFormat.metadata(file) : nil)
+    }
 }

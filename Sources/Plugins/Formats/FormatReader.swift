@@ -78,10 +78,41 @@ protocol FormatReader: Sendable {
     /// What this reader can still make of a file ImageMagick's coder gave up on or found damaged,
     /// as `fail_on` allows; `nil` when nothing. Default: nothing.
     func salvage(_ settings: DecodeSettings) throws -> (wand: Wand, damage: Damage?)?
+    /// ImageMagick's read of the file into `wand` (at most `maxFrames` frames, all when `nil`), and
+    /// the damage its coder recorded. Default: the sniffed format's coder on ``data``, its damage
+    /// from `Wand.readProblem()`.
+    func magickRead(into wand: Wand, maxFrames: Int?) throws -> Damage?
+    /// The source's own facts (`analyze`, when `facts`) and metadata (`metadata:`, when
+    /// `metadata`) from the header, no pixel decoded; `upright` says, for an EXIF orientation,
+    /// whether the decode turns the pixels upright. Default: one ImageMagick ping for both
+    /// (``SourceFacts``), with ``exifBesideProfiles``.
+    func headerFacts(facts: Bool, metadata: Bool, upright: (Int) -> Bool) -> HeaderFacts
+    /// EXIF that ImageMagick 6's ping does not find where the format keeps it. Default: none.
+    var exifBesideProfiles: Data? { get }
+}
+
+/// What a reader reads of the source from its header: the facts `analyze` reports and the
+/// metadata a pipeline's `metadata:` keeps.
+struct HeaderFacts {
+    var facts: ImageFacts = [:]
+    var metadata: ImageMetadata?
 }
 
 extension FormatReader {
     func salvage(_ settings: DecodeSettings) throws -> (wand: Wand, damage: Damage?)? { nil }
+
+    func magickRead(into wand: Wand, maxFrames: Int?) throws -> Damage? {
+        try wand.read(data, format: format.coder, maxFrames: maxFrames)
+        return wand.readProblem()
+    }
+
+    func headerFacts(facts: Bool, metadata: Bool, upright: (Int) -> Bool) -> HeaderFacts {
+        guard let pinged = SourceFacts.ping(data, format: format) else { return HeaderFacts() }
+        return HeaderFacts(facts: facts ? SourceFacts.read(pinged) : [:],
+                           metadata: metadata ? SourceFacts.metadata(pinged, exifBesideProfiles: { exifBesideProfiles }, upright: upright) : nil)
+    }
+
+    var exifBesideProfiles: Data? { nil }
 
     var byteCount: Int { data.count }
 
@@ -101,34 +132,19 @@ enum HeaderReads {
 }
 
 extension ImageMagickDecoder {
-    /// The reader of `format` for `data`: its header read now. Throws for a header too broken to
-    /// give a size (`decode_failed`, with the codec's reason where it gives one).
+    /// The reader of `format` for `loaded` (its folder's, from ``FormatTable``, or ImageMagick's):
+    /// its header read now. Throws for a header too broken to give a size (`decode_failed`, with
+    /// the codec's reason where it gives one).
     static func reader(_ format: ImageFormat, _ loaded: LoadedData, settings: DecodeSettings) throws -> any FormatReader {
         HeaderReads.add()
-        // TIFF and PNG read a local file in place, JPEG reads it whole when it decodes (on a CPU
-        // worker, in pieces when the pool has idle threads); every other reader takes it whole now.
-        if let file = loaded.file {
-            if format == .tiff { return try TIFFReader(.file(file)) }
-            if format == .png { return try PNGReader(.file(file), head: loaded.data) }
-            if format == .jpeg { return try JPEGReader(.file(file), head: loaded.data) }
-        }
-        let data = try loaded.wholeData()
-        switch format {
-        case .jpeg: return try JPEGReader(.memory(data), head: data)
-        case .png: return try PNGReader(.memory(data), head: data)
-        case .webp: return try WebPReader(data, keepsFrames: settings.maxFrames > 1)
-        case .heic, .avif: return try HEIFReader(format, data)
-        case .gif: return try GIFReader(data)
-        case .tiff: return try TIFFReader(.memory(data))
-        case .svg: return SVGReader(data)
-        default: return try MagickReader(format, data)
-        }
+        if let open = FormatTable.entry(for: format)?.reader { return try open(format, loaded, settings) }
+        return try MagickReader(format, try loaded.wholeData())
     }
 
-    /// The size in `data`'s header: parsed in place where ``HeaderProbe`` knows the format, else
-    /// read by ImageMagick (a ping: no pixel decoded).
+    /// The size in `data`'s header: parsed in place where the format's folder has a header probe
+    /// (``FormatEntry/dimensions``), else read by ImageMagick (a ping: no pixel decoded).
     static func headerSize(_ data: Data, format: ImageFormat) throws -> PixelSize {
-        try HeaderProbe.dimensions(data, format: format) ?? pingedSize(data, format: format)
+        try FormatTable.entry(for: format)?.dimensions?(data) ?? pingedSize(data, format: format)
     }
 
     /// The size ImageMagick reads from the header of `data` as `format` (a ping: no pixel decoded).

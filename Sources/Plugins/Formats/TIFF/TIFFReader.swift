@@ -24,6 +24,8 @@ struct TIFFReader: FormatReader {
 
     var data: Data { input.data }
     var byteCount: Int { input.byteCount }
+    /// A TIFF's EXIF is its own first directory.
+    var exifBesideProfiles: Data? { ExifRewriter.fromTIFF(data) }
 
     func plan(_ hint: DecodeHint, _ settings: DecodeSettings) -> ReadPlan {
         guard settings.shrinkOnLoad else { return ReadPlan(estimatedMemory: magickMemory()) }

@@ -12,7 +12,8 @@ A's (median), and the spread of that ratio over the rounds (each round's B over 
 A): "within noise" means 1.00 lies inside a group's spread, or the median is no worse than it.
 
 Usage: BIN_A=old/pipelinectl BIN_B=.build/release/pipelinectl bench/batch-ab.py
-       (env: BENCH_AB_ROUNDS=3, BENCH_AB_ITEMS=200, BENCH_AB_HUGE=1 to include the 160 MP files)
+       (env: BENCH_AB_ROUNDS=3, BENCH_AB_ITEMS=200, BENCH_AB_HUGE=1 to include the 160 MP files,
+       BENCH_AB_GROUPS="corpus JPEG,GIF": only these groups)
 """
 import math
 import os
@@ -68,15 +69,18 @@ processors:
 encoder: {{ jpeg: {{ quality: {r.QUALITY} }} }}
 output: {{ dir: out, name: "{{stem}}.{{ext}}", existing: replace }}
 """)
+    only = [g.strip() for g in os.environ.get("BENCH_AB_GROUPS", "").split(",") if g.strip()]
     groups = []
     for label, paths in r.format_groups(corpus):
+        if only and label not in only:
+            continue
         slug = "".join(c if c.isalnum() else "-" for c in label.lower())
         listing, n = expanded(work, slug, paths)
         groups.append((label, yaml_path, listing, n))
     if os.environ.get("BENCH_AB_HUGE") == "1":
         files, _ = r.huge_files(work, corpus)
         for label, path in files:
-            if label in ("TIFF, LZW strips", "PNG"):
+            if label in ("TIFF, LZW strips", "PNG") and (not only or f"160 MP {label}" in only):
                 listing = os.path.join(work, f"huge-{os.path.basename(path)}.txt")
                 with open(listing, "w") as f:
                     f.write(path + "\n")

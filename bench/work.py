@@ -42,7 +42,7 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(ROOT, ".build/release/pipelinectl")
+BIN = os.environ.get("BENCH_BIN") or os.path.join(ROOT, ".build/release/pipelinectl")  # BENCH_BIN: another build to measure
 UPLOADS = int(os.environ.get("BENCH_WORK_UPLOADS", "1000"))
 RATE = float(os.environ.get("BENCH_WORK_RATE", "10"))
 SECONDS = float(os.environ.get("BENCH_WORK_SECONDS", "60"))

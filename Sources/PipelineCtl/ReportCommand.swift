@@ -120,37 +120,20 @@ struct Report: AsyncParsableCommand {
     func writeSheet(_ merged: ReportMerge, to html: String) async throws {
         let cwd = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
         let target = html.hasPrefix("/") ? URL(fileURLWithPath: html) : cwd.appendingPathComponent(html)
-        let seconds = presign.flatMap(Units.parseDuration).map { Int($0) }
-        var destinations: [String: any OutputDestination] = [:]
-        var links: [String?] = []
-        for (index, item) in merged.report.items.enumerated() {
-            guard let output = item.outputs.first else { links.append(nil); continue }
-            let header = merged.headers[index]
-            guard Source.urlScheme(of: output) != nil else {
-                let base = header?.workingDirectory.map { URL(fileURLWithPath: $0) } ?? cwd
-                let absolute = output.hasPrefix("/") ? URL(fileURLWithPath: output) : base.appendingPathComponent(output)
-                links.append(ContactSheet.relative(absolute, to: target.deletingLastPathComponent()))
-                continue
-            }
-            guard let dir = header?.output, output.hasPrefix(dir) else { links.append(nil); continue }
-            let relative = String(output.dropFirst(dir.count)).drop { $0 == "/" }
-            if let seconds {
+        var presigned: ((String, String) throws -> String?)?
+        if let seconds = presign.flatMap(Units.parseDuration).map({ Int($0) }) {
+            var destinations: [String: any OutputDestination] = [:]
+            presigned = { dir, key in
                 if destinations[dir] == nil {
                     do { destinations[dir] = try PipelineCtl.registry.makeDestination(dir, options: PluginOptions()) } catch {
                         printError("error: --presign: \(dir): \((error as? PipelineError)?.message ?? "\(error)")")
                         throw Exit.invalid
                     }
                 }
-                links.append(destinations[dir]?.presignedURL(String(relative), expires: seconds))
-            } else if let base = header?.outputURL {
-                let path = relative.split(separator: "/", omittingEmptySubsequences: false).map {
-                    String($0).addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? String($0)
-                }.joined(separator: "/")
-                links.append((base.hasSuffix("/") ? base : base + "/") + path)
-            } else {
-                links.append(nil)
+                return destinations[dir]?.presignedURL(key, expires: seconds)
             }
         }
+        let links = try ContactSheet.links(merged.report.items, headers: merged.headers, page: target, cwd: cwd, stored: presigned)
         let page = ContactSheet.html(merged.report, links: links)
         do { try AtomicFile.write(Data(page.utf8), to: target.path) } catch {
             printError("error: cannot write \(html): \(error)")

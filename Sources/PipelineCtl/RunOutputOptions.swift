@@ -8,7 +8,7 @@ struct RunOutputOptions: ParsableArguments {
     @Option(help: "Write a report of every item to this file, or to s3://bucket/key (uploaded when the run ends).")
     var report: String?
 
-    @Option(help: "Report format: json (one document, complete when the run ends) or jsonl (one line per item, readable while the run goes); `plugins` lists the formats of this build.")
+    @Option(help: "Report format: json (one document, complete when the run ends), jsonl (one line per item, readable while the run goes), html (a contact sheet) or text (the summary); `plugins` lists the formats of this build.")
     var reportFormat: String = "json"
 
     @Option(help: "Write Prometheus metrics here at the end (for node_exporter's textfile collector).")

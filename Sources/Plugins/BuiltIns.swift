@@ -18,7 +18,7 @@ public enum BuiltIns: PluginBundle {
         AutoEncoder.plugin,
         LocalDirectory.plugin, S3Destination.plugin,
         FileList.plugin, S3List.plugin, SQSList.plugin, PostgresList.plugin,
-        JSONReport.plugin, JSONLinesReport.plugin,
+        JSONReport.plugin, JSONLinesReport.plugin, HTMLReport.plugin, TextReport.plugin,
     ]
 
     /// Adds every built-in to `registry`.

@@ -44,17 +44,15 @@ public enum PipelineFileSpec {
     /// Pipeline file versions this build understands.
     public static let supportedVersions = [1]
 
-    /// Where an S3-compatible store is and the credentials for it: taken by the `s3` loader and
-    /// data cache, and by `output:` when `dir` is an `s3://` URL. Each defaults to the AWS
-    /// environment variable users already set.
+    /// Where an S3-compatible store is and the credentials for it, as the built-in `s3` plugins
+    /// took them in 0.4.0.
+    @available(*, deprecated, message: "The s3 plugins declare their own settings (Plugins' S3Settings.options); a plugin of another store declares its own options.")
     public static let objectStorage: [OptionSpec] = [
-        .string("endpoint", doc: "S3 endpoint URL (default: AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL, else AWS's for the region).")
-            .example("http://127.0.0.1:9000"),
+        .string("endpoint", doc: "S3 endpoint URL (default: AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL, else AWS's for the region)."),
         .string("region", doc: "S3 region (default: AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1)."),
-        .oneOf("addressing", ["auto", "path", "virtual"], default: "auto",
-               doc: "path: ENDPOINT/BUCKET/KEY; virtual: BUCKET.ENDPOINT/KEY; auto: virtual for AWS, path for any other endpoint."),
-        .string("access_key_id", doc: "S3 access key (default: AWS_ACCESS_KEY_ID). Write \"${VAR}\", never the key itself."),
-        .string("secret_access_key", doc: "S3 secret key (default: AWS_SECRET_ACCESS_KEY). Write \"${VAR}\"."),
+        .oneOf("addressing", ["auto", "path", "virtual"], default: "auto", doc: "path, virtual or auto addressing."),
+        .string("access_key_id", doc: "S3 access key (default: AWS_ACCESS_KEY_ID)."),
+        .string("secret_access_key", doc: "S3 secret key (default: AWS_SECRET_ACCESS_KEY)."),
         .string("session_token", doc: "Session token of temporary S3 credentials (default: AWS_SESSION_TOKEN)."),
     ]
 

@@ -186,6 +186,39 @@ public enum ContactSheet {
             """
     }
 
+    /// The address of each item's first output from a page at `page`, by position in `items`
+    /// (`nil`: no picture): a local output relative to the page's folder (a relative one resolved
+    /// against its run's working directory, else `cwd`); a stored one by what `stored` gives for
+    /// its destination and its key under it, by default its HTTP URL as the run addressed the
+    /// store (``RunHeader/outputURL``).
+    public static func links(_ items: [ItemResult], headers: [RunHeader?], page: URL, cwd: URL,
+                             stored: ((_ dir: String, _ key: String) throws -> String?)? = nil) throws -> [String?] {
+        var links: [String?] = []
+        for (index, item) in items.enumerated() {
+            guard let output = item.outputs.first else { links.append(nil); continue }
+            let header = index < headers.count ? headers[index] : nil
+            guard Source.urlScheme(of: output) != nil else {
+                let base = header?.workingDirectory.map { URL(fileURLWithPath: $0) } ?? cwd
+                let absolute = output.hasPrefix("/") ? URL(fileURLWithPath: output) : base.appendingPathComponent(output)
+                links.append(relative(absolute, to: page.deletingLastPathComponent()))
+                continue
+            }
+            guard let dir = header?.output, output.hasPrefix(dir) else { links.append(nil); continue }
+            let key = String(String(output.dropFirst(dir.count)).drop { $0 == "/" })
+            if let stored {
+                links.append(try stored(dir, key))
+            } else if let base = header?.outputURL {
+                let path = key.split(separator: "/", omittingEmptySubsequences: false).map {
+                    String($0).addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? String($0)
+                }.joined(separator: "/")
+                links.append((base.hasSuffix("/") ? base : base + "/") + path)
+            } else {
+                links.append(nil)
+            }
+        }
+        return links
+    }
+
     /// `target`'s path relative to `directory`, percent-encoded for an `src` attribute.
     public static func relative(_ target: URL, to directory: URL) -> String {
         let from = directory.standardizedFileURL.pathComponents, to = target.standardizedFileURL.pathComponents

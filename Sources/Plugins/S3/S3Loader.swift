@@ -12,7 +12,7 @@ public struct S3Loader: DataLoading {
                 .int("max_concurrent", default: 16, range: 1...512, doc: "Requests running at once."),
                 .duration("timeout", default: "60s", min: "1ms", max: "1d", doc: "Longest time for one request."),
                 .int("retry_attempts", default: 4, range: 1...20, doc: "Attempts in all for 5xx, SlowDown and broken connections."),
-            ] + PipelineFileSpec.objectStorage),
+            ] + S3Settings.options),
         schemes: ["s3"]
     ) { options in try S3Loader(options: options, environment: ProcessInfo.processInfo.environment) }
 

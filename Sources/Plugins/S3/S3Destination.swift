@@ -17,7 +17,7 @@ struct S3Destination: OutputDestination {
                     .example("\"public, max-age=31536000, immutable\""),
                 .map("metadata", doc: "User metadata on every object (x-amz-meta-NAME).")
                     .example("{ pipeline: thumbnails }"),
-            ] + PipelineFileSpec.objectStorage),
+            ] + S3Settings.options),
         schemes: ["s3"],
         check: { options in
             _ = try S3Location(options.string("dir") ?? "")

@@ -4,7 +4,21 @@ import PipelineKit
 
 /// Where an S3-compatible store is and who we are to it, resolved from the AWS environment
 /// variables users already have, each overridable by a pipeline option.
-struct S3Settings: Sendable {
+public struct S3Settings: Sendable {
+    /// Where an S3-compatible store is and the credentials for it: the options of the `s3`
+    /// loader, data cache, destination (`output:` when `dir` is an `s3://` URL) and list. Each
+    /// defaults to the AWS environment variable users already set.
+    public static let options: [OptionSpec] = [
+        .string("endpoint", doc: "S3 endpoint URL (default: AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL, else AWS's for the region).")
+            .example("http://127.0.0.1:9000"),
+        .string("region", doc: "S3 region (default: AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1)."),
+        .oneOf("addressing", ["auto", "path", "virtual"], default: "auto",
+               doc: "path: ENDPOINT/BUCKET/KEY; virtual: BUCKET.ENDPOINT/KEY; auto: virtual for AWS, path for any other endpoint."),
+        .string("access_key_id", doc: "S3 access key (default: AWS_ACCESS_KEY_ID). Write \"${VAR}\", never the key itself."),
+        .string("secret_access_key", doc: "S3 secret key (default: AWS_SECRET_ACCESS_KEY). Write \"${VAR}\"."),
+        .string("session_token", doc: "Session token of temporary S3 credentials (default: AWS_SESSION_TOKEN)."),
+    ]
+
     /// `https://s3.REGION.amazonaws.com`, or an S3-compatible store's URL (MinIO, R2, Ceph, moto).
     var endpoint: URLComponents
     var region: String
@@ -12,7 +26,7 @@ struct S3Settings: Sendable {
     /// `endpoint/bucket/key` rather than `bucket.endpoint/key`: the default for any endpoint but AWS's own.
     var pathStyle: Bool
 
-    /// Reads the options of ``PipelineFileSpec/objectStorage``, each defaulting to its AWS variable.
+    /// Reads the options of ``options``, each defaulting to its AWS variable.
     init(options: PluginOptions, environment: [String: String]) throws {
         func setting(_ option: String, _ variables: [String]) -> String? {
             if let value = options.string(option), !value.isEmpty { return value }

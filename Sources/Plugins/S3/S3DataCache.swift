@@ -25,7 +25,7 @@ public final class S3DataCache: DataCaching, DataCacheMaintenance {
             .duration("timeout", default: "60s", min: "1ms", max: "1d", doc: "Longest time for one request to the store."),
             .int("retry_attempts", default: 4, range: 1...20, doc: "Attempts in all for 5xx, SlowDown and broken connections."),
             .size("max_bytes", default: "1GB", min: "1KB", doc: "Largest entry read back."),
-        ] + CacheRules.options + PipelineFileSpec.objectStorage)
+        ] + CacheRules.options + S3Settings.options)
 
     public static let plugin = Plugin.dataCache(spec) { options in
         try S3DataCache(options: options, environment: ProcessInfo.processInfo.environment)

@@ -57,18 +57,7 @@ def main():
     yaml_path = os.path.join(work, "formats.yaml")
     r.pipeline(yaml_path, encoder=f"{{ jpeg: {{ quality: {r.QUALITY}, background: black }} }}")
     huge_yaml = os.path.join(work, "huge.yaml")
-    with open(huge_yaml, "w") as f:  # bench/run.py's huge table's pipeline (archive masters' limits)
-        f.write(f"""version: 1
-name: huge
-loader:
-  file: {{ max_bytes: 2GB }}
-decoder:
-  imagemagick: {{ max_pixels: 400MP, max_width: 40000, max_height: 40000 }}
-processors:
-  - resize: {{ width: {r.SIZE}, height: {r.SIZE}, mode: fit }}
-encoder: {{ jpeg: {{ quality: {r.QUALITY} }} }}
-output: {{ dir: out, name: "{{stem}}.{{ext}}", existing: replace }}
-""")
+    r.huge_pipeline(huge_yaml)
     only = [g.strip() for g in os.environ.get("BENCH_AB_GROUPS", "").split(",") if g.strip()]
     groups = []
     for label, paths in r.format_groups(corpus):

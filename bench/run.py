@@ -299,13 +299,9 @@ def huge_files(work, corpus):
     return files, reference
 
 
-def huge_table(work, corpus):
-    """One 160 MP image at a time (a lone huge image: can it use both cores?): pipelinectl with the
-    archive-masters limits against vipsthumbnail (its default threads), median of ROUNDS; the cores
-    busy are CPU time over wall time."""
-    files, reference = huge_files(work, corpus)
-    yaml = os.path.join(work, "huge.yaml")
-    with open(yaml, "w") as f:
+def huge_pipeline(path):
+    """The huge table's pipeline at path: the archive masters' limits (400 MP, 2 GB files)."""
+    with open(path, "w") as f:
         f.write(f"""version: 1
 name: huge
 loader:
@@ -317,6 +313,15 @@ processors:
 encoder: {{ jpeg: {{ quality: {QUALITY} }} }}
 output: {{ dir: out, name: "{{stem}}.{{ext}}", existing: replace }}
 """)
+
+
+def huge_table(work, corpus):
+    """One 160 MP image at a time (a lone huge image: can it use both cores?): pipelinectl with the
+    archive-masters limits against vipsthumbnail (its default threads), median of ROUNDS; the cores
+    busy are CPU time over wall time."""
+    files, reference = huge_files(work, corpus)
+    yaml = os.path.join(work, "huge.yaml")
+    huge_pipeline(yaml)
     targets = []
     lines = ["| file | size | pipelinectl s (cores busy) | peak RSS | vipsthumbnail s (cores busy) | peak RSS | ours/vips speed | "
              "codec alone s | ours / codec | PSNR ours / vips, JPEG Q80 (dB) | PSNR ours / vips, PNG (dB) |",

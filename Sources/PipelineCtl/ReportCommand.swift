@@ -23,6 +23,8 @@ struct Report: AsyncParsableCommand {
               pipelinectl report run.json --html out/sheet.html
               pipelinectl report s3://my-bucket/reports/run.json \\
                 --html sheet.html --presign 1d
+              pipelinectl report reports/run-shard-*.json --to run.json
+              pipelinectl report run.json retry.json --to run.jsonl --format jsonl
             """))
 
     @Argument(help: "Reports written by run --report: files, or s3:// keys and prefixes (ending in '/'); several are merged.")
@@ -40,9 +42,16 @@ struct Report: AsyncParsableCommand {
     @Option(help: "With --html: link objects in a bucket by presigned URLs valid this long (e.g. 1h, 7d; at most 7d), for private buckets.")
     var presign: String?
 
+    @Option(help: "Write the merged report here, in --format (one report of the shards, or of a run and its retries).")
+    var to: String?
+
+    @Option(help: "With --to: the report format, as run's --report-format (json, jsonl, html, text; `plugins` lists this build's).")
+    var format: String = "json"
+
     func validate() throws {
         if files.isEmpty { throw ValidationError("give at least one report") }
         if sourcesOnly && !failed { throw ValidationError("--sources-only goes with --failed") }
+        if to != nil, html != nil || failed { throw ValidationError("--to writes the merged report: it goes without --html and --failed") }
         if let presign {
             guard html != nil else { throw ValidationError("--presign goes with --html") }
             guard let seconds = Units.parseDuration(presign), seconds >= 1, seconds <= 604_800 else {
@@ -66,6 +75,10 @@ struct Report: AsyncParsableCommand {
         let report = merged.report
         if let html {
             try await writeSheet(merged, to: html)
+            return
+        }
+        if let to {
+            try writeMerged(merged, to: to)
             return
         }
         if failed {
@@ -113,6 +126,38 @@ struct Report: AsyncParsableCommand {
             printError("error: cannot read the report '\(file)': \(error.message)")
             throw Exit.invalid
         }
+    }
+
+    /// `--to`: the merged report written by the report plugin of `--format`, item by item, as a
+    /// run writes its own. A single report keeps its header; a merge gets a new one (the first
+    /// report's output and working directory), and its local sources are made absolute.
+    func writeMerged(_ merged: ReportMerge, to path: String) throws {
+        let report = merged.report
+        let writer: any ReportWriting
+        do { writer = try PipelineCtl.registry.makeReport(format, path: path) } catch {
+            printError("error: --format: \((error as? PipelineError)?.message ?? "\(error)")")
+            throw Exit.invalid
+        }
+        let first = merged.headers.compactMap { $0 }.first
+        var header = report.run ?? RunHeader(pipeline: report.pipeline, fingerprint: first?.fingerprint ?? "")
+        if report.run == nil {
+            header.output = first?.output
+            header.outputURL = first?.outputURL
+            header.workingDirectory = first?.workingDirectory ?? FileManager.default.currentDirectoryPath
+        }
+        do {
+            try writer.begin(header)
+            for (index, var item) in report.items.enumerated() {
+                // Sources of several lists are made absolute, since the new header has no list base.
+                if report.run == nil { item.source = ReportMerge.absoluteSource(item.source, base: merged.bases[index]) }
+                try writer.item(item)
+            }
+            try writer.finish(summary: report.summary, statistics: report.stats)
+        } catch {
+            printError("error: cannot write the report \(path): \((error as? PipelineError)?.message ?? "\(error)")")
+            throw Exit.infrastructure
+        }
+        print("\(report.items.count) item\(report.items.count == 1 ? "" : "s") of \(files.count) report\(files.count == 1 ? "" : "s") written to \(path) (\(format))")
     }
 
     /// The contact sheet: local outputs linked relative to the sheet, objects by their HTTP URL as

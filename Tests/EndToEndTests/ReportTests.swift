@@ -70,6 +70,46 @@ import TestImages
         }
     }
 
+    /// Shards' reports merged into one report file by a report plugin: a JSON report that
+    /// `report` reads back as the whole run, JSON Lines, the contact sheet and the summary; an
+    /// unknown format and --to beside --html are refused before anything is written.
+    @Test func mergedReportsAreWrittenByAnyReportFormat() async throws {
+        let (dir, _, pipeline) = try setup("merged", count: 8, missing: ["gone.png"])
+        for k in 0..<2 {
+            let run = try await pipelinectl(["run", pipeline.path, "local/urls.txt", "--shard", "\(k)/2", "--report", "r.json",
+                                             "--progress", "none"], in: dir)
+            #expect(run.status <= 1, "\(run.stdout)\(run.stderr)")
+        }
+        let shards = ["r-shard-0-of-2.json", "r-shard-1-of-2.json"]
+        let json = try await pipelinectl(["report"] + shards + ["--to", "all.json"], in: dir)
+        #expect(json.status == 0 && json.stdout.contains("9 items of 2 reports written to all.json (json)"), "\(json.stdout)\(json.stderr)")
+        let read = try await pipelinectl(["report", "all.json"], in: dir)
+        #expect(read.stdout.contains("small: 9 items: 8 ok, 1 failed"), "\(read.stdout)\(read.stderr)")
+        #expect(!read.stdout.contains("reports merged"), "one report now: \(read.stdout)")
+        let failed = try await pipelinectl(["report", "all.json", "--failed", "--sources-only"], in: dir)
+        #expect(failed.stdout.hasSuffix("local/imgs/gone.png\n"), "\(failed.stdout)")
+
+        let lines = try await pipelinectl(["report"] + shards + ["--to", "all.jsonl", "--format", "jsonl"], in: dir)
+        #expect(lines.status == 0, "\(lines.stderr)")
+        let jsonl = try String(contentsOf: dir.appendingPathComponent("all.jsonl"), encoding: .utf8).split(separator: "\n")
+        #expect(jsonl.count == 11 && jsonl.first?.contains("\"type\":\"run\"") == true && jsonl.last?.contains("\"type\":\"summary\"") == true)
+
+        let sheet = try await pipelinectl(["report"] + shards + ["--to", "sheets/all.html", "--format", "html"], in: dir)
+        #expect(sheet.status == 0, "\(sheet.stderr)")
+        let html = try String(contentsOf: dir.appendingPathComponent("sheets/all.html"), encoding: .utf8)
+        #expect(html.components(separatedBy: "<div class=\"tile ").count - 1 == 9, "a tile per item")
+        #expect(html.contains("src=\"../out/a0-"), "outputs linked from the page's folder")
+        let text = try await pipelinectl(["report"] + shards + ["--to", "all.txt", "--format", "text"], in: dir)
+        #expect(text.status == 0)
+        #expect(try String(contentsOf: dir.appendingPathComponent("all.txt"), encoding: .utf8).hasPrefix("small: 9 items: 8 ok, 1 failed"))
+
+        let unknown = try await pipelinectl(["report"] + shards + ["--to", "x.xml", "--format", "xml"], in: dir)
+        #expect(unknown.status == 2 && unknown.stderr.contains("unknown report format 'xml'"), "\(unknown.stderr)")
+        let both = try await pipelinectl(["report"] + shards + ["--to", "y.json", "--html", "y.html"], in: dir)
+        #expect(both.status == 2 && both.stderr.contains("--to writes the merged report"), "\(both.stderr)")
+        for name in ["x.xml", "y.json", "y.html"] { #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent(name).path)) }
+    }
+
     /// Three shards' reports: two of them say which one is missing; one given twice is read once;
     /// reports of two different pipelines are said to be so.
     @Test func shardReportsSayWhichShardIsMissingOrRepeated() async throws {

@@ -3,7 +3,7 @@ import Foundation
 /// The stage a configuration names: made once (``BuiltStage``), then the same instance each time.
 extension StageConfig {
     func makeLoader() throws -> any DataLoading {
-        guard case .loader(_, let make) = plugin.maker else { throw wrongSlot(.loader) }
+        guard case .loader(let make) = plugin.maker else { throw wrongSlot(.loader) }
         return try built.get { try make(options) }
     }
     func makeDataCache() throws -> any DataCaching {
@@ -27,7 +27,7 @@ extension StageConfig {
         return try built.get { try make(options) }
     }
     func makeDestination() throws -> any OutputDestination {
-        guard case .destination(_, let make) = plugin.maker else { throw wrongSlot(.destination) }
+        guard case .destination(let make) = plugin.maker else { throw wrongSlot(.destination) }
         return try built.get { try make(options) }
     }
 

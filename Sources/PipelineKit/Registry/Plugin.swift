@@ -50,91 +50,75 @@ public struct Plugin: Sendable {
     public typealias Factory<T> = @Sendable (PluginOptions) throws -> T
 
     enum Maker: Sendable {
-        case loader(schemes: [String], Factory<any DataLoading>)
+        case loader(Factory<any DataLoading>)
         case dataCache(Factory<any DataCaching>)
         case decoder(Factory<any ImageDecoding>)
         case processor(Factory<any ImageProcessing>)
         case imageCache(Factory<any ImageCaching>)
         case encoder(Factory<any ImageEncoding>)
-        case destination(schemes: [String], Factory<any OutputDestination>)
-        case list(schemes: [String], Factory<any SourceListing>)
+        case destination(Factory<any OutputDestination>)
+        case list(Factory<any SourceListing>)
         case report(Factory<any ReportWriting>)
     }
 
     public let spec: PluginSpec
+    /// The slot this plugin fills.
+    public let slot: Slot
+    /// For loaders, destinations and lists: the URL schemes served; `""` stands for plain paths
+    /// without a scheme. Empty for the other slots.
+    public let schemes: [String]
     let maker: Maker
     /// For plugins built by the run rather than at validation (loaders, destinations, report
     /// formats): what validation runs instead of the factory, to reject option combinations
     /// without building anything (no thread, no connection, no credentials needed).
     public let check: (@Sendable (PluginOptions) throws -> Void)?
 
-    init(spec: PluginSpec, maker: Maker, check: (@Sendable (PluginOptions) throws -> Void)? = nil) {
+    init(spec: PluginSpec, slot: Slot, schemes: [String] = [], maker: Maker, check: (@Sendable (PluginOptions) throws -> Void)? = nil) {
         self.spec = spec
+        self.slot = slot
+        self.schemes = schemes.map { $0.lowercased() }
         self.maker = maker
         self.check = check
-    }
-
-    /// The slot this plugin fills.
-    public var slot: Slot {
-        switch maker {
-        case .loader: return .loader
-        case .dataCache: return .dataCache
-        case .decoder: return .decoder
-        case .processor: return .processor
-        case .imageCache: return .imageCache
-        case .encoder: return .encoder
-        case .destination: return .destination
-        case .list: return .list
-        case .report: return .report
-        }
-    }
-
-    /// For loaders and destinations: the URL schemes served; `""` stands for plain paths without a scheme.
-    public var schemes: [String] {
-        switch maker {
-        case .loader(let schemes, _), .destination(let schemes, _), .list(let schemes, _): return schemes
-        default: return []
-        }
     }
 
     /// A loader for the given URL schemes (lower case; `""` for plain paths). A run builds it
     /// when the first source of its schemes comes, not before; validation runs `check`.
     public static func loader(_ spec: PluginSpec, schemes: [String], check: (@Sendable (PluginOptions) throws -> Void)? = nil,
                               make: @escaping Factory<any DataLoading>) -> Plugin {
-        Plugin(spec: spec, maker: .loader(schemes: schemes.map { $0.lowercased() }, make), check: check)
+        Plugin(spec: spec, slot: .loader, schemes: schemes, maker: .loader(make), check: check)
     }
     public static func dataCache(_ spec: PluginSpec, make: @escaping Factory<any DataCaching>) -> Plugin {
-        Plugin(spec: spec, maker: .dataCache(make))
+        Plugin(spec: spec, slot: .dataCache, maker: .dataCache(make))
     }
     public static func decoder(_ spec: PluginSpec, make: @escaping Factory<any ImageDecoding>) -> Plugin {
-        Plugin(spec: spec, maker: .decoder(make))
+        Plugin(spec: spec, slot: .decoder, maker: .decoder(make))
     }
     public static func processor(_ spec: PluginSpec, make: @escaping Factory<any ImageProcessing>) -> Plugin {
-        Plugin(spec: spec, maker: .processor(make))
+        Plugin(spec: spec, slot: .processor, maker: .processor(make))
     }
     public static func imageCache(_ spec: PluginSpec, make: @escaping Factory<any ImageCaching>) -> Plugin {
-        Plugin(spec: spec, maker: .imageCache(make))
+        Plugin(spec: spec, slot: .imageCache, maker: .imageCache(make))
     }
     public static func encoder(_ spec: PluginSpec, make: @escaping Factory<any ImageEncoding>) -> Plugin {
-        Plugin(spec: spec, maker: .encoder(make))
+        Plugin(spec: spec, slot: .encoder, maker: .encoder(make))
     }
     /// An output destination for `output.dir` values of the given URL schemes (lower case; `""`
     /// for plain paths). The factory gets every `output:` option: `dir` (the URL or path), `name`,
     /// and the destination's own options from its spec.
     public static func destination(_ spec: PluginSpec, schemes: [String], check: (@Sendable (PluginOptions) throws -> Void)? = nil,
                                    make: @escaping Factory<any OutputDestination>) -> Plugin {
-        Plugin(spec: spec, maker: .destination(schemes: schemes.map { $0.lowercased() }, make), check: check)
+        Plugin(spec: spec, slot: .destination, schemes: schemes, maker: .destination(make), check: check)
     }
     /// A source list for lists named by URLs of the given schemes (`""`: paths and `-`). The
     /// factory gets `url` (what the command line named) and the list's own options.
     public static func list(_ spec: PluginSpec, schemes: [String], check: (@Sendable (PluginOptions) throws -> Void)? = nil,
                             make: @escaping Factory<any SourceListing>) -> Plugin {
-        Plugin(spec: spec, maker: .list(schemes: schemes.map { $0.lowercased() }, make), check: check)
+        Plugin(spec: spec, slot: .list, schemes: schemes, maker: .list(make), check: check)
     }
     /// A report format, chosen by `--report-format NAME`. The factory gets `path` (the local file
     /// to write) and the format's own options.
     public static func report(_ spec: PluginSpec, make: @escaping Factory<any ReportWriting>) -> Plugin {
-        Plugin(spec: spec, maker: .report(make))
+        Plugin(spec: spec, slot: .report, maker: .report(make))
     }
 
     /// The defaults of every option, as the factory would receive them when nothing is set.
@@ -209,7 +193,7 @@ public struct PluginRegistry: Sendable {
     public func makeList(_ name: String, plugin pluginName: String? = nil, options: [String: OptionValue] = [:]) throws -> any SourceListing {
         let scheme = Source.urlScheme(of: name) ?? ""
         let chosen = pluginName.map { wanted in plugins(in: .list).first { $0.spec.name == wanted } } ?? listPlugin(for: name)
-        guard let plugin = chosen, case .list(_, let make) = plugin.maker else {
+        guard let plugin = chosen, case .list(let make) = plugin.maker else {
             throw PipelineError(.invalidSource, "cannot read a URL list from \(scheme):// URLs ('\(name)')")
         }
         var values = plugin.defaultOptions.values

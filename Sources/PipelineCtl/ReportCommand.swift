@@ -134,7 +134,10 @@ struct Report: AsyncParsableCommand {
     func writeMerged(_ merged: ReportMerge, to path: String) throws {
         let report = merged.report
         let writer: any ReportWriting
-        do { writer = try PipelineCtl.registry.makeReport(format, path: path) } catch {
+        do { writer = try PipelineCtl.registry.makeReport(format, path: path) } catch let error as PipelineError where error.kind == .io {
+            printError("error: \(error.message)")
+            throw Exit.infrastructure
+        } catch {
             printError("error: --format: \((error as? PipelineError)?.message ?? "\(error)")")
             throw Exit.invalid
         }

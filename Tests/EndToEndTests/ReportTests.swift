@@ -105,6 +105,8 @@ import TestImages
 
         let unknown = try await pipelinectl(["report"] + shards + ["--to", "x.xml", "--format", "xml"], in: dir)
         #expect(unknown.status == 2 && unknown.stderr.contains("unknown report format 'xml'"), "\(unknown.stderr)")
+        let unwritable = try await pipelinectl(["report"] + shards + ["--to", "/proc/none/z.json"], in: dir)
+        #expect(unwritable.status == 3 && unwritable.stderr.hasPrefix("error: cannot write the report to /proc/none/z.json"), "\(unwritable.stderr)")
         let both = try await pipelinectl(["report"] + shards + ["--to", "y.json", "--html", "y.html"], in: dir)
         #expect(both.status == 2 && both.stderr.contains("--to writes the merged report"), "\(both.stderr)")
         for name in ["x.xml", "y.json", "y.html"] { #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent(name).path)) }

@@ -89,7 +89,7 @@ public final class ImageRoutes: Sendable {
     func respond(_ request: Request, prefix: String, channel: (any Channel)?) async -> Response {
         let start = ContinuousClock.now
         let target = ServiceFront.target(request.uri.string, under: prefix)
-        let answer = await answerCancellingOnClose(request, target: target, channel: channel)
+        let answer = ServiceFront.mounted(await answerCancellingOnClose(request, target: target, channel: channel), prefix: prefix)
         front.record(method: request.method.rawValue, answer, seconds: (ContinuousClock.now - start).seconds)
         return Self.response(answer, head: request.method == .head)
     }
@@ -107,7 +107,8 @@ public final class ImageRoutes: Sendable {
         let job: ImageService.AdmittedJob
         let client = ClientAddress.of(peer: channel?.remoteAddress?.ipAddress, forwardedFor: request.headers[values: .xForwardedFor],
                                       trusting: front.options.trustedProxies)
-        switch await service.prepare(target: target, accept: accept, ifNoneMatch: ifNoneMatch, client: client) {
+        let hints = ServiceFront.hints { name in HTTPField.Name(name).flatMap { request.headers[$0] } }
+        switch await service.prepare(target: target, accept: accept, ifNoneMatch: ifNoneMatch, client: client, hints: hints) {
         case .answered(let answer): return answer
         case .admitted(let admitted): job = admitted
         }

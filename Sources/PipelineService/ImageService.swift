@@ -117,8 +117,9 @@ package final class ImageService: Sendable {
 
     /// Answers `GET`/`HEAD` `target` (the raw request target) with the request's `Accept` and
     /// `If-None-Match`: ``prepare(target:accept:ifNoneMatch:)``, then the job if one was admitted.
-    package func answer(target: String, accept: String?, ifNoneMatch: String?, client: String = "") async -> ServeAnswer {
-        switch await prepare(target: target, accept: accept, ifNoneMatch: ifNoneMatch, client: client) {
+    package func answer(target: String, accept: String?, ifNoneMatch: String?, client: String = "",
+                        hints: [String: String] = [:]) async -> ServeAnswer {
+        switch await prepare(target: target, accept: accept, ifNoneMatch: ifNoneMatch, client: client, hints: hints) {
         case .answered(let answer): return answer
         case .admitted(let job): return await run(job)
         }
@@ -128,7 +129,9 @@ package final class ImageService: Sendable {
     /// a stored result, a 304 for one, or 429 when every place is taken), else its admitted job,
     /// which holds a place until ``run(_:)`` returns. Only a job is worth cancelling when the
     /// client leaves; everything else is answered at once.
-    package func prepare(target: String, accept: String?, ifNoneMatch: String?, client: String = "") async -> Prepared {
+    /// `hints`: the request's Client Hints (``Breakpoints/headerNames``), by lowercased name.
+    package func prepare(target: String, accept: String?, ifNoneMatch: String?, client: String = "",
+                         hints: [String: String] = [:]) async -> Prepared {
         // No signature where one must be (a path that starts with a pipeline's name, say): 403,
         // as for a wrong one, before the target is read any further.
         if keys != nil, !Self.startsWithSignature(target) {
@@ -147,7 +150,7 @@ package final class ImageService: Sendable {
             refused.pipeline = preset.name
             return .answered(refused)
         }
-        var prepared = await prepare(request, preset: preset, accept: accept, ifNoneMatch: ifNoneMatch, client: client)
+        var prepared = await prepare(request, preset: preset, accept: accept, ifNoneMatch: ifNoneMatch, client: client, hints: hints)
         if case .answered(var answer) = prepared {
             answer.label(preset.name, source: request.source, variant: request.variant)
             prepared = .answered(answer)
@@ -182,10 +185,13 @@ package final class ImageService: Sendable {
         var joined = false
         /// The key it is counted under in ``ImageService/sourcesInFlight``.
         var flightKey = ""
+        /// The Client Hints read to choose its width (its answer's `Vary`).
+        var hintsRead: [String] = []
     }
 
     /// A request whose signature holds: its answer, or its admitted job.
-    package func prepare(_ request: ServeRequest, preset: Preset, accept: String?, ifNoneMatch: String?, client: String) async -> Prepared {
+    package func prepare(_ request: ServeRequest, preset: Preset, accept: String?, ifNoneMatch: String?, client: String,
+                         hints: [String: String] = [:]) async -> Prepared {
         var values: [String: String] = [:]
         // `expires` is checked with the signature; `v` only versions the URL (the signature covers it).
         for (name, value) in request.parameters where name != "expires" && name != "v" {
@@ -193,6 +199,15 @@ package final class ImageService: Sendable {
             values[name] = value
         }
         if let refused = checkSource(request.source, preset: preset) { return .answered(refused) }
+        // Client Hints pick among the declared widths when the URL does not set the width itself.
+        var hintsRead: [String] = []
+        if let breakpoints = preset.pipeline.serve.breakpoints, breakpoints.mode != .off, values[breakpoints.param] == nil {
+            let choice = breakpoints.choose { hints[$0.lowercased()] }
+            if breakpoints.mode == .redirect { return .answered(redirect(request, to: choice, of: breakpoints)) }
+            values[breakpoints.param] = String(choice.width)
+            hintsRead = choice.read
+        }
+        let described = Described(source: request.source, variant: request.variant, hintsRead: hintsRead)
         let format = preset.pipeline.negotiatesFormat ? Pipeline.negotiatedFormat(accept: accept) : nil
         let runner: PipelineRunner
         do { runner = try self.runner(preset, variant: request.variant, values: values, format: format) } catch let failure as PipelineError {
@@ -202,7 +217,8 @@ package final class ImageService: Sendable {
         // A stored result needs no job: answered at once, whatever the load.
         let source = preset.source(request.source)
         if let stored = await runner.stored(source, delivery: .values) {
-            var answer = respond(stored, preset: preset, negotiated: preset.pipeline.negotiatesFormat, ifNoneMatch: ifNoneMatch)
+            var answer = respond(stored, preset: preset, negotiated: preset.pipeline.negotiatesFormat, ifNoneMatch: ifNoneMatch,
+                                 described: described)
             answer.item = stored.result
             if answer.status < 500 { return .answered(answer) }
         }
@@ -219,7 +235,7 @@ package final class ImageService: Sendable {
         if joined {
             joinedNow.add(1, ordering: .relaxed)
             return .admitted(AdmittedJob(preset: preset, runner: runner, source: request.source, ifNoneMatch: ifNoneMatch,
-                                         variant: request.variant, client: client, joined: true, flightKey: flightKey))
+                                         variant: request.variant, client: client, joined: true, flightKey: flightKey, hintsRead: hintsRead))
         }
         switch admission.tryEnter(client: client) {
         case .entered: break
@@ -230,7 +246,7 @@ package final class ImageService: Sendable {
         }
         sourcesInFlight.withLock { $0[flightKey, default: 0] += 1 }
         return .admitted(AdmittedJob(preset: preset, runner: runner, source: request.source, ifNoneMatch: ifNoneMatch,
-                                     variant: request.variant, client: client, flightKey: flightKey))
+                                     variant: request.variant, client: client, flightKey: flightKey, hintsRead: hintsRead))
     }
 
     /// The answer for a job whose client went away before it was done: 499, labelled as the job.
@@ -285,12 +301,31 @@ package final class ImageService: Sendable {
         if holdsPlace, made?.result.error?.kind != .cancelled { admission.recordJob(seconds: (timers.now - started).seconds) }
         var answer: ServeAnswer
         if let made {
-            answer = respond(made, preset: job.preset, negotiated: job.preset.pipeline.negotiatesFormat, ifNoneMatch: job.ifNoneMatch)
+            answer = respond(made, preset: job.preset, negotiated: job.preset.pipeline.negotiatesFormat, ifNoneMatch: job.ifNoneMatch,
+                             described: Described(source: job.source, variant: job.variant, hintsRead: job.hintsRead))
             answer.item = made.result
         } else {
             answer = .problem(504, kind: "timeout", "the image was not ready within \(Units.formatDuration(timeout))")
         }
         answer.queued = (started - arrived).seconds
+        return answer
+    }
+
+    /// `307` to the URL of the width `choice` names: the request's own URL with the width
+    /// parameter set, signed anew (a redirect is never stored by a shared cache; its target may be
+    /// stored anywhere). The `Location` is relative to the routes' mount path.
+    func redirect(_ request: ServeRequest, to choice: Breakpoints.Choice, of breakpoints: Breakpoints) -> ServeAnswer {
+        var values: [String: String] = [:]
+        for (name, value) in request.parameters where name != "expires" && name != "v" { values[name] = value }
+        values[breakpoints.param] = String(choice.width)
+        let expires = request.parameters.first { $0.name == "expires" }.flatMap { Int($0.value) }
+        let version = request.parameters.first { $0.name == "v" }?.value
+        let path = ServeRequest.path(pipeline: request.pipeline, variant: request.variant, source: request.source, parameters: values,
+                                     expires: expires, version: version)
+        let signature = keys?.sign(path) ?? request.signature
+        var answer = ServeAnswer(status: 307, headers: [("Location", "/" + signature + path), ("Cache-Control", "no-store"),
+                                                        ("Vary", choice.read.joined(separator: ", ")), ("Accept-CH", Breakpoints.acceptCH)])
+        answer.cache = "redirect"
         return answer
     }
 
@@ -333,15 +368,30 @@ package final class ImageService: Sendable {
         try library.runner(pipeline: preset.name, variant: variant, params: values, format: format)
     }
 
+    /// What an answer's headers say about the request beyond its result: the tags of its
+    /// source and variant, and the hints that chose its width.
+    package struct Described: Sendable {
+        var source: String
+        var variant: String?
+        var hintsRead: [String] = []
+    }
+
     /// The HTTP answer for an item's result.
-    package func respond(_ made: ProcessedItem, preset: Preset, negotiated: Bool, ifNoneMatch: String?) -> ServeAnswer {
+    package func respond(_ made: ProcessedItem, preset: Preset, negotiated: Bool, ifNoneMatch: String?,
+                         described: Described? = nil) -> ServeAnswer {
         let result = made.result
         guard result.status == .ok || result.status == .kept, let output = made.outputs.first else {
             return failure(result.error)
         }
         let etag = "\"" + output.fingerprint.description + "\""
         var headers: [(String, String)] = [("ETag", etag)]
-        if negotiated { headers.append(("Vary", "Accept")) }
+        let vary = (negotiated ? ["Accept"] : []) + (described?.hintsRead ?? [])
+        if !vary.isEmpty { headers.append(("Vary", vary.joined(separator: ", "))) }
+        if let breakpoints = preset.pipeline.serve.breakpoints, breakpoints.mode != .off { headers.append(("Accept-CH", Breakpoints.acceptCH)) }
+        if let described {
+            let tags = preset.pipeline.serve.cacheTags
+            headers += tags.headerLines(tags.tags(source: described.source, pipeline: preset.name, variant: described.variant))
+        }
         if result.fallback {
             headers.append(("Cache-Control", "no-cache"))
             headers.append(("X-Pipelinectl-Fallback", result.recoveredFrom?.kind.rawValue ?? "failed"))

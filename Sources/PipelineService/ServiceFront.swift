@@ -80,6 +80,22 @@ package final class ServiceFront: Sendable {
         return target
     }
 
+    /// A request's Client Hints (``Breakpoints/headerNames``) by lowercased name, from its
+    /// framework's header lookup.
+    package static func hints(_ header: (String) -> String?) -> [String: String] {
+        var hints: [String: String] = [:]
+        for name in Breakpoints.headerNames { if let value = header(name) { hints[name.lowercased()] = value } }
+        return hints
+    }
+
+    /// `answer` with a redirect's `Location` (a path from the routes' root) under the mount path.
+    package static func mounted(_ answer: ServeAnswer, prefix: String) -> ServeAnswer {
+        guard !prefix.isEmpty, (300..<400).contains(answer.status) else { return answer }
+        var answer = answer
+        answer.headers = answer.headers.map { $0.0 == "Location" && $0.1.hasPrefix("/") ? ($0.0, prefix + $0.1) : $0 }
+        return answer
+    }
+
     /// The mount path without a trailing slash (`""` at the root).
     package static func prefix(_ path: String) -> String {
         path.hasSuffix("/") ? String(path.dropLast()) : path

@@ -78,8 +78,10 @@ public final class ImageRouteCollection: RouteCollection, Sendable {
         let target = ServiceFront.target(request.url.string, under: prefix)
         let client = ClientAddress.of(peer: request.remoteAddress?.ipAddress, forwardedFor: request.headers["X-Forwarded-For"],
                                       trusting: front.options.trustedProxies)
-        let answer = await front.service.answer(target: target, accept: request.headers.first(name: .accept),
-                                                ifNoneMatch: request.headers.first(name: .ifNoneMatch), client: client)
+        let hints = ServiceFront.hints { request.headers.first(name: $0) }
+        let answer = ServiceFront.mounted(await front.service.answer(target: target, accept: request.headers.first(name: .accept),
+                                                                     ifNoneMatch: request.headers.first(name: .ifNoneMatch), client: client,
+                                                                     hints: hints), prefix: prefix)
         front.record(method: request.method.rawValue, answer, seconds: (ContinuousClock.now - start).seconds)
         return Self.response(answer)
     }

@@ -323,3 +323,44 @@ import TestImages
         }
     }
 }
+
+/// `serve.breakpoints` and the cache tags: checked against `params:` when the file is read.
+extension ValidationTests {
+    static let hinted = """
+        params: { w: { sets: processors.0.resize.width, min: 100, max: 2000 } }
+        processors: [{ resize: { width: 700 } }]
+        encoder: jpeg
+
+        """
+
+    @Test func breakpointsAreCheckedAgainstTheirParameter() throws {
+        let (parsed, found) = PipelineFile.parse(text: Self.hinted + "serve: { breakpoints: [400, 800, 1600], breakpoint_param: w, hints: redirect }\n",
+                                                 file: "p.yaml", registry: registry)
+        #expect(found.isEmpty)
+        let breakpoints = try #require(parsed?.serve.breakpoints)
+        #expect(breakpoints.widths == [400, 800, 1600] && breakpoints.mode == .redirect)
+        #expect(breakpoints.defaultWidth == 800)  // the width as written (700), snapped up
+        #expect(diagnostics(Self.hinted + "serve: { breakpoints: [400, 800] }\n")
+            == ["p.yaml:4:23: error: serve.breakpoints needs serve.breakpoint_param: the params: entry a hinted width sets"])
+        #expect(diagnostics(Self.hinted + "serve: { breakpoints: [400], breakpoint_param: width }\n")
+            == ["p.yaml:4:23: error: serve.breakpoint_param: no parameter 'width' in params:; expected one of: w"])
+        #expect(diagnostics(Self.hinted + "serve: { breakpoints: [50, 400], breakpoint_param: w }\n")
+            == ["p.yaml:4:23: error: serve.breakpoints: 50 is not a value of parameter 'w': 'width' must be between 100 and 2000, got 50"])
+        #expect(diagnostics(Self.hinted + "serve: { breakpoints: [0, 400], breakpoint_param: w }\n")
+            == ["p.yaml:4:23: error: serve.breakpoints: 0 is not a width (1 to 65535)"])
+        #expect(diagnostics(Self.hinted + "serve: { breakpoints: [400], breakpoint_param: w, hints: sometimes }\n").count == 1)
+        #expect(diagnostics(Self.hinted + "serve: { default_width: 400 }\n")
+            == ["p.yaml:4:8: error: serve.breakpoint_param and serve.default_width need serve.breakpoints: the widths hints choose among"])
+    }
+
+    @Test func cacheTagSettingsAreChecked() throws {
+        let (parsed, found) = PipelineFile.parse(text: Self.hinted + "serve: { cache_tags: [source], cache_tag_headers: [Surrogate-Key], cache_tag_prefix: cdn1- }\n",
+                                                 file: "p.yaml", registry: registry)
+        #expect(found.isEmpty)
+        let tags = try #require(parsed?.serve.cacheTags)
+        #expect(tags.kinds == [.source] && tags.headers == ["Surrogate-Key"] && tags.prefix == "cdn1-")
+        #expect(diagnostics(Self.hinted + "serve: { cache_tag_headers: [\"Bad Header\"] }\n").count == 1)
+        #expect(diagnostics(Self.hinted + "serve: { cache_tag_prefix: \"a b\" }\n").count == 1)
+        #expect(diagnostics(Self.hinted + "serve: { cache_tags: [sorce] }\n").count == 1)
+    }
+}

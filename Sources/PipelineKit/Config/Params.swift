@@ -52,6 +52,11 @@ public struct ServeConfig: Sendable {
     public var sources: [String] = []
     /// The `Cache-Control` of answers (default: a year, immutable, for signed URLs).
     public var cacheControl = ServeConfig.defaultCacheControl
+    /// The widths Client Hints choose among (`breakpoints`, `breakpoint_param`, `default_width`,
+    /// `hints`); `nil`: hints are not read.
+    public var breakpoints: Breakpoints?
+    /// The cache tags answers carry (`cache_tags`, `cache_tag_headers`, `cache_tag_prefix`).
+    public var cacheTags = CacheTags()
 
     public static let defaultCacheControl = "public, max-age=31536000, immutable"
 

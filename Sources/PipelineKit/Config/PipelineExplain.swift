@@ -65,9 +65,20 @@ public enum PipelineExplain {
         case "on_failure": return pipeline.onFailure
         case "metadata": return pipeline.metadata
         case "serve":
-            guard !pipeline.serve.sources.isEmpty || pipeline.serve.cacheControl != ServeConfig.defaultCacheControl else { return nil }
-            return PluginOptions(["sources": .list(pipeline.serve.sources.map { .string($0) }),
-                                  "cache_control": .string(pipeline.serve.cacheControl)])
+            let serve = pipeline.serve
+            guard !serve.sources.isEmpty || serve.cacheControl != ServeConfig.defaultCacheControl || serve.breakpoints != nil
+                    || serve.cacheTags != CacheTags() else { return nil }
+            var values: [String: OptionValue] = ["sources": .list(serve.sources.map { .string($0) }), "cache_control": .string(serve.cacheControl),
+                                                 "cache_tags": .list(serve.cacheTags.kinds.map { .string($0.rawValue) }),
+                                                 "cache_tag_headers": .list(serve.cacheTags.headers.map { .string($0) }),
+                                                 "cache_tag_prefix": .string(serve.cacheTags.prefix)]
+            if let breakpoints = serve.breakpoints {
+                values["breakpoints"] = .list(breakpoints.widths.map { .int($0) })
+                values["breakpoint_param"] = .string(breakpoints.param)
+                values["default_width"] = .int(breakpoints.defaultWidth)
+                values["hints"] = .string(breakpoints.mode.rawValue)
+            }
+            return PluginOptions(values)
         default: return nil
         }
     }

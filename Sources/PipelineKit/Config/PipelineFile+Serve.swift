@@ -17,7 +17,53 @@ extension PipelineParser {
                 message: "serve.sources: '\(prefix)' is not an absolute directory (/srv/images/), a URL prefix (https://img.example.com/public/, s3://bucket/, http://127.0.0.1: for any port) or a scheme (data:)"))
         }
         config.cacheControl = options.string("cache_control") ?? ServeConfig.defaultCacheControl
+        if let kinds = options.list("cache_tags") { config.cacheTags.kinds = kinds.compactMap { CacheTags.Kind(rawValue: $0.description) } }
+        if let headers = options.list("cache_tag_headers") { config.cacheTags.headers = headers.map(\.description) }
+        config.cacheTags.prefix = options.string("cache_tag_prefix") ?? "pk-"
+        if let bad = config.cacheTags.headers.first(where: { $0.isEmpty || !$0.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }) }) {
+            let place = lastOptionPositions["cache_tag_headers"] ?? at
+            error(at: place, "serve.cache_tag_headers: '\(bad)' is not a header name (letters, digits and '-')")
+        }
+        if !config.cacheTags.prefix.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "_-.".contains($0)) }) {
+            error(at: lastOptionPositions["cache_tag_prefix"] ?? at, "serve.cache_tag_prefix: use letters, digits, '_', '-' and '.' only (a tag holds no spaces or commas)")
+        }
+        let widths = (options.list("breakpoints") ?? []).compactMap { value -> Int? in if case .int(let n) = value { return n } else { return nil } }
+        let mode = Breakpoints.Mode(rawValue: options.string("hints") ?? "vary") ?? .vary
+        breakpointsAt = lastOptionPositions["breakpoints"] ?? at
+        if let bad = widths.first(where: { $0 < 1 || $0 > 65_535 }) {
+            error(at: breakpointsAt, "serve.breakpoints: \(bad) is not a width (1 to 65535)")
+        } else if !widths.isEmpty {
+            guard let param = options.string("breakpoint_param") else {
+                error(at: breakpointsAt, "serve.breakpoints needs serve.breakpoint_param: the params: entry a hinted width sets")
+                return config
+            }
+            config.breakpoints = Breakpoints(widths: widths, param: param, defaultWidth: options.int("default_width"), mode: mode)
+            breakpointsDefaultGiven = options.int("default_width") != nil
+        } else if options.string("breakpoint_param") != nil || options.int("default_width") != nil {
+            error(at: at, "serve.breakpoint_param and serve.default_width need serve.breakpoints: the widths hints choose among")
+        }
         return config
+    }
+
+    /// `serve.breakpoints` checked against `params:`: the parameter exists, and every width is a
+    /// value it takes. Without `default_width`, the default is what the pipeline as written
+    /// makes (the option's value, snapped), else the largest width.
+    mutating func checkBreakpoints(_ pipeline: inout Pipeline) {
+        guard let breakpoints = pipeline.serve.breakpoints else { return }
+        guard let param = pipeline.params[breakpoints.param] else {
+            error(at: breakpointsAt, "serve.breakpoint_param: no parameter '\(breakpoints.param)' in params:"
+                + Suggest.hint(for: breakpoints.param, in: pipeline.params.keys.sorted()))
+            pipeline.serve.breakpoints = nil
+            return
+        }
+        for width in breakpoints.widths {
+            do { _ = try param.value(String(width)) } catch let failure as PipelineError {
+                error(at: breakpointsAt, "serve.breakpoints: \(width) is not a value of \(failure.message)")
+            } catch {}
+        }
+        guard !breakpointsDefaultGiven, let stage = try? ParamSpec.stage(param.target, in: pipeline, path: param.path),
+              case .int(let written)? = stage.options.values[param.option.name] else { return }
+        pipeline.serve.breakpoints = Breakpoints(widths: breakpoints.widths, param: breakpoints.param, defaultWidth: written, mode: breakpoints.mode)
     }
 
     /// `params:`: a map from parameter names to ``PipelineFileSpec/param`` maps, each checked

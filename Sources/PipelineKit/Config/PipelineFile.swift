@@ -98,6 +98,10 @@ struct PipelineParser {
 
     /// Values whose interpolation failed (already reported).
     var uninterpolated: Set<SourcePosition> = []
+    /// Where `serve.breakpoints` is, and whether `serve.default_width` was given: checked once
+    /// `params:` is read.
+    var breakpointsAt = SourcePosition(line: 1, column: 1)
+    var breakpointsDefaultGiven = false
 
     mutating func error(_ node: Node?, _ message: String) {
         let mark = node?.mark
@@ -137,6 +141,7 @@ struct PipelineParser {
         pipeline.topEncoder = stages.encoder
         if let field = fields["serve"] { pipeline.serve = serveConfig(field.value) }
         if let field = fields["params"] { pipeline.params = paramSpecs(field.value, pipeline: pipeline) }
+        checkBreakpoints(&pipeline)
         pipeline.metadata = metadata
         return pipeline
     }

@@ -112,6 +112,20 @@ public enum PipelineFileSpec {
               doc: "Source prefixes a request may name (hosts, buckets, a local directory); empty: any source the loaders accept.")
             .example("[\"https://img.example.com/\", \"s3://uploads/\"]"),
         .string("cache_control", default: ServeConfig.defaultCacheControl, doc: "The Cache-Control header of answers."),
+        .list("breakpoints", of: .int, default: [],
+              doc: "The widths Client Hints (Sec-CH-Width, Sec-CH-DPR, Sec-CH-Viewport-Width, Save-Data; Width, DPR) choose among: a request that does not set breakpoint_param gets the declared width its hints ask for, snapped up.")
+            .example("[320, 640, 960, 1280, 1920]"),
+        .string("breakpoint_param", doc: "The `params:` entry a hinted width sets (required with breakpoints).")
+            .example("w"),
+        .int("default_width", range: 1...65_535, doc: "The width of a request without hints, snapped to a breakpoint (default: what the pipeline as written makes, snapped; else the largest)."),
+        .oneOf("hints", Breakpoints.Mode.allCases.map(\.rawValue), default: "vary",
+               doc: "vary: the hinted width at the same URL, with Vary on the hints read; redirect: 307 to the declared width's URL, which caches anywhere; off: hints are not read."),
+        .list("cache_tags", of: .oneOf(CacheTags.Kind.allCases.map(\.rawValue)), default: CacheTags.Kind.allCases.map { .string($0.rawValue) },
+              doc: "What answers are tagged with, for purges at the CDN: the source (a hash of it), the pipeline, the variant.")
+            .example("[source, pipeline]"),
+        .list("cache_tag_headers", of: .string, default: [.string("Surrogate-Key"), .string("Cache-Tag")],
+              doc: "The headers the tags go in: Surrogate-Key (Varnish xkey, Fastly; space-separated), Cache-Tag (Cloudflare; comma-separated); empty: no tags."),
+        .string("cache_tag_prefix", default: "pk-", doc: "Put before every tag, to keep services apart on one CDN."),
     ]
 
     /// The keys of one entry of `params:` (see ``ParamSpec``).

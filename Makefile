@@ -13,8 +13,9 @@ APT_PACKAGES = pkg-config libmagickwand-6.q16-dev libcurl4-openssl-dev libpq-dev
 # which the tests run, wait for moto with curl.
 TEST_PACKAGES = chromium wrk libheif-examples libavif-bin libimage-exiftool-perl libjpeg-turbo-progs curl
 SLURM_PACKAGES = slurmctld slurmd slurm-client munge
-# PostgreSQL 15, started by the queue tests as a user they create (initdb refuses root).
-SERVICE_PACKAGES = $(SLURM_PACKAGES) postgresql-15
+# PostgreSQL 15, started by the queue tests as a user they create (initdb refuses root); Varnish 7.1
+# with varnish-modules (xkey), which the CDN tests put in front of serve.
+SERVICE_PACKAGES = $(SLURM_PACKAGES) postgresql-15 varnish varnish-modules
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # The source revision `pipelinectl --version`, every report and the image's labels name (Package.swift
 # reads it). Set it yourself when building from a tarball.

@@ -153,32 +153,79 @@ struct CacheCommand: AsyncParsableCommand {
     struct Purge: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "purge",
-            abstract: "Delete every stored result of one or more sources: their loaded bytes and every output of any variant, parameter set or format.",
+            abstract: "Delete every stored result of one or more sources, here and at the CDNs the pipeline's purge: names.",
             discussion: helpText("""
                 For a pipeline that `pipelinectl serve` serves: `rm` deletes the outputs of the
                 pipeline as written, `purge` also those made with request parameters. It reads every
                 entry's header (a shared s3 cache: a ranged GET per object).
+
+                Then each purger of the pipeline's `purge:` list (varnish, cloudfront, cloudflare,
+                fastly) is asked to drop the sources' answers: by their cache tags, or by the signed
+                URL of each variant at each declared width (cloudfront, cloudflare by url), for
+                which the signing keys are needed (PIPELINECTL_KEYS or --keys-file). A source that
+                was never served is "nothing to purge" (exit 0); a purger that refuses or cannot be
+                reached exits 3, naming it and the status.
+
+                Examples:
+                  pipelinectl cache purge thumbnails https://example.com/a.jpg
+                  PIPELINECTL_KEYS=main:... pipelinectl cache purge avatars s3://uploads/u/42.jpg
                 """))
         @OptionGroup var target: Target
         @Argument(help: "Sources as requested (URLs or paths).") var sources: [String]
+        @Option(help: "A file of signing keys, one ID:HEX per line (default: PIPELINECTL_KEYS): to name the answers' signed URLs to purgers that purge by URL.")
+        var keysFile: String?
+        @Flag(help: "Purge the pipeline's own cache only, not the CDNs of its purge: list.")
+        var noCDN = false
 
         func run() async throws {
-            let (runner, _, cache) = try target.open()
             guard !sources.isEmpty else {
                 printError("error: name at least one source to purge")
                 throw Exit.invalid
             }
-            var matchers: [@Sendable (String) -> Bool] = []
-            for source in sources {
-                guard let matcher = runner.purgeMatcher(for: source) else {
-                    printError("error: '\(source)': no loader of this pipeline serves it")
-                    throw Exit.invalid
-                }
-                matchers.append(matcher)
+            guard let pipeline = loadPipeline(target.pipeline) else { throw Exit.invalid }
+            let purgers = noCDN ? [] : pipeline.purgers
+            guard pipeline.dataCache != nil || !purgers.isEmpty else {
+                printError("error: \(pipeline.file) has no data_cache" + (pipeline.purgers.isEmpty ? " and no purge: list" : ""))
+                throw Exit.invalid
             }
-            let all = matchers
-            let (entries, bytes) = try await cache.removeEntries { key in all.contains { $0(key) } }
-            print("purged \(entries) entr\(entries == 1 ? "y" : "ies"), \(SummaryText.bytes(bytes))")
+            if pipeline.dataCache != nil {
+                let (runner, _, cache) = try target.open()
+                var matchers: [@Sendable (String) -> Bool] = []
+                for source in sources {
+                    guard let matcher = runner.purgeMatcher(for: source) else {
+                        printError("error: '\(source)': no loader of this pipeline serves it")
+                        throw Exit.invalid
+                    }
+                    matchers.append(matcher)
+                }
+                let all = matchers
+                let (entries, bytes) = try await cache.removeEntries { key in all.contains { $0(key) } }
+                print(entries == 0 ? "nothing to purge in the cache: no entry of \(sources.count == 1 ? "this source" : "these sources")"
+                      : "purged \(entries) entr\(entries == 1 ? "y" : "ies"), \(SummaryText.bytes(bytes))")
+            }
+            guard !purgers.isEmpty else { return }
+            let keys: SigningKeys?
+            do { keys = try SigningKeys.load(file: keysFile, environment: ProcessInfo.processInfo.environment) } catch let failure as PipelineError {
+                printError("error: \(failure.message)")
+                throw Exit.invalid
+            }
+            let request = pipeline.purgeRequest(sources: sources, keys: keys)
+            // Every purger is asked, whatever another answered; a refusal is exit 3, a purger
+            // that cannot be asked as configured (no keys for URLs) exit 2.
+            var failed = false, invalid = false
+            for config in purgers {
+                do {
+                    print(try await config.makePurger().purge(request))
+                } catch let failure as PipelineError {
+                    printError("error: \(failure.message.hasPrefix("purger '") ? "" : "purger '\(config.plugin.spec.name)': ")\(failure.message)")
+                    if failure.kind == .invalidOption { invalid = true } else { failed = true }
+                } catch {
+                    printError("error: purger '\(config.plugin.spec.name)': \(error)")
+                    failed = true
+                }
+            }
+            if failed { throw Exit.infrastructure }
+            if invalid { throw Exit.invalid }
         }
     }
 }

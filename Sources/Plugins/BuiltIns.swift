@@ -19,6 +19,7 @@ public enum BuiltIns: PluginBundle {
         LocalDirectory.plugin, S3Destination.plugin,
         FileList.plugin, S3List.plugin, SQSList.plugin, PostgresList.plugin,
         JSONReport.plugin, JSONLinesReport.plugin, HTMLReport.plugin, TextReport.plugin,
+        VarnishPurger.plugin, CloudFrontPurger.plugin, CloudflarePurger.plugin, FastlyPurger.plugin,
     ]
 
     /// Adds every built-in to `registry`.

@@ -142,6 +142,7 @@ struct PipelineParser {
         if let field = fields["serve"] { pipeline.serve = serveConfig(field.value) }
         if let field = fields["params"] { pipeline.params = paramSpecs(field.value, pipeline: pipeline) }
         checkBreakpoints(&pipeline)
+        pipeline.purgers = stageList(fields["purge"]?.value, slot: .purger, path: "purge") ?? []
         pipeline.metadata = metadata
         return pipeline
     }
@@ -243,14 +244,19 @@ struct PipelineParser {
 
     /// A `processors:` list; `nil` when it is malformed (reported).
     private mutating func processorList(_ node: Node?, path: String) -> [StageConfig]? {
+        stageList(node, slot: .processor, path: path)
+    }
+
+    /// A list of stages of one slot (`processors:`, `purge:`); `nil` when it is malformed (reported).
+    private mutating func stageList(_ node: Node?, slot: Slot, path: String) -> [StageConfig]? {
         guard let node else { return [] }
         switch node {
         case .sequence(let list):
-            return list.enumerated().compactMap { stage($0.element, slot: .processor, path: "\(path).\($0.offset)") }
+            return list.enumerated().compactMap { stage($0.element, slot: slot, path: "\(path).\($0.offset)") }
         case .scalar(let s) where s.isNull:
             return []
         default:
-            error(node, "expected a list of processors for '\(path)', got \(OptionParsing.describe(node))")
+            error(node, "expected a list of \(slot.rawValue)s for '\(path)', got \(OptionParsing.describe(node))")
             return nil
         }
     }

@@ -190,7 +190,9 @@ public enum PipelineFileSpec {
         PipelineFileKey("params", .params,
                         doc: "What a request to `pipelinectl serve` may set, each a stage option checked by its own spec."),
         PipelineFileKey("serve", .section(serve),
-                        doc: "How `pipelinectl serve` serves this pipeline: the sources it accepts, the Cache-Control of answers."),
+                        doc: "How `pipelinectl serve` serves this pipeline: the sources it accepts, the Cache-Control of answers, the widths Client Hints choose among, the cache tags."),
+        PipelineFileKey("purge", .stages(.purger),
+                        doc: "The CDNs and caches in front of `serve` that `pipelinectl cache purge` also purges (Varnish, CloudFront, Cloudflare, Fastly)."),
     ]
 
     /// The top-level key called `name`.

@@ -26,6 +26,11 @@ extension StageConfig {
         guard case .encoder(let make) = plugin.maker else { throw wrongSlot(.encoder) }
         return try built.get { try make(options) }
     }
+    /// The purger this stage names (built anew: `cache purge` makes each once).
+    public func makePurger() throws -> any CachePurging {
+        guard case .purger(let make) = plugin.maker else { throw wrongSlot(.purger) }
+        return try make(options)
+    }
     func makeDestination() throws -> any OutputDestination {
         guard case .destination(let make) = plugin.maker else { throw wrongSlot(.destination) }
         return try built.get { try make(options) }
@@ -35,7 +40,7 @@ extension StageConfig {
     /// loader, a destination, a list or a report format, runs the plugin's `check` instead.
     func validate() throws {
         switch plugin.maker {
-        case .loader, .destination, .list, .report: try plugin.check?(options)
+        case .loader, .destination, .list, .report, .purger: try plugin.check?(options)
         case .dataCache: _ = try makeDataCache()
         case .decoder: _ = try makeDecoder()
         case .processor: _ = try makeProcessor()

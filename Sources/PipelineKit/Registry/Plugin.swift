@@ -15,6 +15,8 @@ public enum Slot: String, Sendable, CaseIterable, Codable {
     case list
     /// How a run's report is written (`--report-format`).
     case report
+    /// A CDN or cache in front of `serve` that `cache purge` asks to drop answers (`purge:`).
+    case purger
 
     /// How the slot is named in messages (`a processor`, `an encoder`).
     public var article: String {
@@ -28,6 +30,7 @@ public enum Slot: String, Sendable, CaseIterable, Codable {
         case .destination: return "an output destination"
         case .list: return "a source list"
         case .report: return "a report format"
+        case .purger: return "a purger"
         }
     }
 
@@ -59,6 +62,7 @@ public struct Plugin: Sendable {
         case destination(Factory<any OutputDestination>)
         case list(Factory<any SourceListing>)
         case report(Factory<any ReportWriting>)
+        case purger(Factory<any CachePurging>)
     }
 
     public let spec: PluginSpec
@@ -119,6 +123,13 @@ public struct Plugin: Sendable {
     /// to write) and the format's own options.
     public static func report(_ spec: PluginSpec, make: @escaping Factory<any ReportWriting>) -> Plugin {
         Plugin(spec: spec, slot: .report, maker: .report(make))
+    }
+
+    /// A CDN purger, listed under `purge:` and built only by `cache purge` (and `work` when a
+    /// re-upload purges); validation runs `check` instead of the factory.
+    public static func purger(_ spec: PluginSpec, check: (@Sendable (PluginOptions) throws -> Void)? = nil,
+                              make: @escaping Factory<any CachePurging>) -> Plugin {
+        Plugin(spec: spec, slot: .purger, maker: .purger(make), check: check)
     }
 
     /// The defaults of every option, as the factory would receive them when nothing is set.

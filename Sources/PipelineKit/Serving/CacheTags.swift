@@ -61,3 +61,29 @@ public struct CacheTags: Sendable, Equatable {
         String(text.map { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" || $0 == ".") ? $0 : "_" })
     }
 }
+
+extension Pipeline {
+    /// The paths of the answers `serve` gives for `source` that can be named without a request:
+    /// each variant (or the pipeline as written), without a width and at each declared width,
+    /// signed with `keys` (`/SIGNATURE/PIPELINE[/VARIANT]/SOURCE[?W=…]`). Answers to URLs with
+    /// other parameters cannot be listed; tags reach those.
+    public func servedPaths(source: String, keys: SigningKeys) -> [String] {
+        let variants: [String?] = hasVariants ? variants.compactMap(\.name) : [nil]
+        let widths: [Int?] = [nil] + (serve.breakpoints?.widths ?? []).map { $0 }
+        var paths: [String] = []
+        for variant in variants {
+            for width in widths {
+                let parameters = width.map { [serve.breakpoints!.param: String($0)] } ?? [:]
+                let path = ServeRequest.path(pipeline: name, variant: variant, source: source, parameters: parameters)
+                paths.append("/" + keys.sign(path) + path)
+            }
+        }
+        return paths
+    }
+
+    /// What `cache purge` asks this pipeline's purgers for `sources`.
+    public func purgeRequest(sources: [String], keys: SigningKeys?) -> PurgeRequest {
+        PurgeRequest(sources: sources, tags: sources.map { serve.cacheTags.source($0) },
+                     paths: keys.map { keys in sources.flatMap { servedPaths(source: $0, keys: keys) } } ?? [])
+    }
+}

@@ -106,6 +106,9 @@ public struct ServeRequest: Sendable {
         return pairs.isEmpty ? path : path + "?" + pairs.joined(separator: "&")
     }
 
+    /// `text` percent-encoded as one path segment (only unreserved characters kept).
+    public static func pathSegment(_ text: String) -> String { encode(text, allowing: "") }
+
     static func encode(_ text: String, allowing extra: String) -> String {
         var allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
         allowed.insert(charactersIn: extra)

@@ -51,7 +51,8 @@ extension ValidationTests {
             on_failure: { kinds: [not_found], alternatives: ["{url}.orig"] }
             metadata: { keep: [all, gps], drop: [dates] }
             params: { w: { sets: processors.0.resize.width, min: 8, max: 64 } }
-            serve: { sources: ["https://img.example.com/"] }
+            serve: { sources: ["https://img.example.com/"], breakpoints: [8, 16], breakpoint_param: w }
+            purge: [{ varnish: { url: "http://127.0.0.1:6081/" } }]
             """, file: "p.yaml", registry: registry)
         #expect(found.isEmpty)
         let pipeline = try #require(parsed)
@@ -66,7 +67,8 @@ extension ValidationTests {
         #expect(text.contains("  name: \"\(NameTemplate.defaultText)\""))
         let (again, problems) = PipelineFile.parse(text: text, file: "e.yaml", registry: registry)
         #expect(again?.params["w"]?.option.range == 8...64 && again?.serve.sources == ["https://img.example.com/"])
-        #expect(problems.isEmpty)
+        #expect(problems.isEmpty, "\(problems)")
+        #expect(again?.serve.breakpoints == pipeline.serve.breakpoints && again?.purgers.count == 1)
         #expect(again?.output.options == pipeline.output.options)
         #expect(again?.metadataPolicy == pipeline.metadataPolicy)
         #expect(pipeline.metadataPolicy.kept == [.icc, .exif, .orientation, .copyright, .xmp, .iptc, .gps])

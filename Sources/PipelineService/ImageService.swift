@@ -132,6 +132,9 @@ package final class ImageService: Sendable {
     /// `hints`: the request's Client Hints (``Breakpoints/headerNames``), by lowercased name.
     package func prepare(target: String, accept: String?, ifNoneMatch: String?, client: String = "",
                          hints: [String: String] = [:]) async -> Prepared {
+        if target.hasPrefix(ServeRequest.infoPrefix) {
+            return await prepareInfo(target: String(target.dropFirst(ServeRequest.infoPrefix.count - 1)), ifNoneMatch: ifNoneMatch, client: client)
+        }
         // No signature where one must be (a path that starts with a pipeline's name, say): 403,
         // as for a wrong one, before the target is read any further.
         if keys != nil, !Self.startsWithSignature(target) {
@@ -187,6 +190,8 @@ package final class ImageService: Sendable {
         var flightKey = ""
         /// The Client Hints read to choose its width (its answer's `Vary`).
         var hintsRead: [String] = []
+        /// A facts request (`/info/...`): answered with JSON, not an image.
+        var info = false
     }
 
     /// A request whose signature holds: its answer, or its admitted job.
@@ -291,16 +296,19 @@ package final class ImageService: Sendable {
         // The engine's own limit on each caller's item, when it is as strict, is the only clock:
         // it answers `timeout` (504) the same way, without a second timer per request.
         let made: ProcessedItem?
+        let delivery: OutputDelivery = job.info ? .factsOnly : .values
         if let limit = runner.itemTimeout, limit <= timeout {
-            made = await runner.process(source, delivery: .values)
+            made = await runner.process(source, delivery: delivery)
         } else {
-            made = await withinTimeLimit { await runner.process(source, delivery: .values) }
+            made = await withinTimeLimit { await runner.process(source, delivery: delivery) }
         }
         // A job cut short by its client's leaving says nothing about how long jobs take.
         // A joined request shares another's work: its time says nothing about a job's either.
         if holdsPlace, made?.result.error?.kind != .cancelled { admission.recordJob(seconds: (timers.now - started).seconds) }
         var answer: ServeAnswer
-        if let made {
+        if let made, job.info {
+            answer = infoAnswer(made, preset: job.preset, source: job.source, ifNoneMatch: job.ifNoneMatch)
+        } else if let made {
             answer = respond(made, preset: job.preset, negotiated: job.preset.pipeline.negotiatesFormat, ifNoneMatch: job.ifNoneMatch,
                              described: Described(source: job.source, variant: job.variant, hintsRead: job.hintsRead))
             answer.item = made.result
@@ -330,8 +338,9 @@ package final class ImageService: Sendable {
     }
 
     /// 403 for a missing, wrong or expired signature; `nil` when the request may go on.
-    package func checkSignature(_ request: ServeRequest) -> ServeAnswer? {
-        if let keys, keys.verify(request.signature, of: request.signed) == nil {
+    /// `signed`: what the signature covers (default: the request's path and query).
+    package func checkSignature(_ request: ServeRequest, signed: String? = nil) -> ServeAnswer? {
+        if let keys, keys.verify(request.signature, of: signed ?? request.signed) == nil {
             return .problem(403, kind: "bad_signature", "the signature does not match the path (sign it with `pipelinectl sign`)")
         }
         if let expires = request.parameters.first(where: { $0.name == "expires" })?.value {

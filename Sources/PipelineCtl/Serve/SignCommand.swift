@@ -16,6 +16,7 @@ struct Sign: AsyncParsableCommand {
                 --param w=320 --expires 1h
               pipelinectl sign responsive https://img.example.com/a.jpg \\
                 --variant small --base http://localhost:8080
+              pipelinectl sign thumbnails https://img.example.com/a.jpg --info
               pipelinectl sign thumbnails https://img.example.com/a.jpg \\
                 --source-version "$ETAG"
             """))
@@ -44,6 +45,9 @@ struct Sign: AsyncParsableCommand {
     @Option(help: "Put this before the path (http://localhost:8080).")
     var base: String = ""
 
+    @Flag(help: "Sign the URL of the source's facts (JSON: size, format, EXIF, BlurHash, ThumbHash, dHash, colour): /info/SIGNATURE/PIPELINE/SOURCE.")
+    var info = false
+
     func run() async throws {
         guard let loaded = loadPipeline(pipeline) else { throw Exit.invalid }
         var values: [String: String] = [:]
@@ -55,7 +59,8 @@ struct Sign: AsyncParsableCommand {
             values[String(pair[..<equals])] = String(pair[pair.index(after: equals)...])
         }
         do {
-            _ = try loaded.restricted(toVariant: variant).applying(values)
+            // Facts are the source's: no variant is named (checked below).
+            if !info { _ = try loaded.restricted(toVariant: variant).applying(values) }
         } catch let failure as PipelineError {
             printError("error: \(loaded.file): \(failure.message)")
             throw Exit.invalid
@@ -74,6 +79,16 @@ struct Sign: AsyncParsableCommand {
             until = Int(Date().timeIntervalSince1970 + seconds)
         }
         let keys = try requiredKeys(file: keysFile)
+        if info {
+            guard variant == nil, values.isEmpty else {
+                printError("error: --info signs the source's facts, which take no variant or parameters")
+                throw Exit.invalid
+            }
+            let path = ServeRequest.path(pipeline: loaded.name, variant: nil, source: source, parameters: [:], expires: until,
+                                         version: sourceVersion)
+            print(base + ServeRequest.infoPrefix + keys.sign(ServeRequest.infoSigned(path)) + path)
+            return
+        }
         let path = ServeRequest.path(pipeline: loaded.name, variant: variant, source: source, parameters: values, expires: until,
                                      version: sourceVersion)
         print(base + "/" + keys.sign(path) + path)

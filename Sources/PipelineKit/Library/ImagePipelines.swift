@@ -205,6 +205,28 @@ public final class ImagePipelines: Sendable {
         return made
     }
 
+    /// The runner whose facts-only items answer `/info` for `pipeline`: the pipeline's loaders,
+    /// data cache and decoder, with the `analyze` processor alone (source format and size, alpha,
+    /// frames, orientation, EXIF, BlurHash, ThumbHash, dominant colour, palette, dHash). Made once
+    /// and kept. Throws when the registry has no `analyze` processor.
+    public func infoRunner(pipeline name: String) throws -> PipelineRunner {
+        guard let pipeline = pipelines[name], let base = runners[name] else { throw unknown(name) }
+        let key = "\u{2}info\u{1}" + name
+        if let made = derived.withLock({ $0.get(key) }) { return made }
+        guard let analyze = registry.plugin("analyze", in: .processor) else {
+            throw PipelineError(.invalidOption, "facts need the 'analyze' processor, which this program does not register")
+        }
+        let stage = StageConfig(plugin: analyze, options: analyze.defaultOptions, position: SourcePosition(line: 1, column: 1))
+        var info = try pipeline.restricted(toVariant: pipeline.variants.first?.name)
+        info.processors = [stage]
+        info.variants = info.variants.prefix(1).map {
+            Variant(name: nil, processors: [stage], sharedCount: 1, encoder: $0.encoder, template: $0.template, position: nil)
+        }
+        let made = try base.derived(info, registry: registry)
+        derived.withLock { $0.put(key, made) }
+        return made
+    }
+
     /// Every pipeline's base runner (the service sums their waiting loads).
     public var baseRunners: [String: PipelineRunner] { runners }
 
@@ -231,6 +253,17 @@ public final class ImagePipelines: Sendable {
         let path = ServeRequest.path(pipeline: pipeline, variant: variant, source: source, parameters: params, expires: expires,
                                      version: version)
         return "/" + keys.sign(path) + path
+    }
+
+    /// The signed path of `source`'s facts as `pipelinectl serve` answers them (JSON):
+    /// `/info/SIGNATURE/PIPELINE/SOURCE`. The signature covers `info:` and the path after it, so
+    /// an image's URL cannot be turned into a facts URL or the other way round.
+    public func signedInfoPath(pipeline: String, source: String, expires: Int? = nil) throws -> String {
+        guard let keys else { throw PipelineError(.invalidOption, "no signing keys: set Options.keys to sign paths") }
+        guard pipelines[pipeline] != nil else { throw unknown(pipeline) }
+        _ = try self.source(source, pipeline: pipeline)
+        let path = ServeRequest.path(pipeline: pipeline, variant: nil, source: source, parameters: [:], expires: expires)
+        return "/info/" + keys.sign(ServeRequest.infoSigned(path)) + path
     }
 
     /// A `srcset` attribute for `source`: one signed URL per width, each followed by its width

@@ -106,6 +106,13 @@ public struct ServeRequest: Sendable {
         return pairs.isEmpty ? path : path + "?" + pairs.joined(separator: "&")
     }
 
+    /// Where the service answers facts: `/info/SIGNATURE/PIPELINE/SOURCE`.
+    public static let infoPrefix = "/info/"
+
+    /// What the signature of a facts request covers: `info:` and the path after the signature,
+    /// which no image request's signed text can be (those start with `/`).
+    public static func infoSigned(_ signed: String) -> String { "info:" + signed }
+
     /// `text` percent-encoded as one path segment (only unreserved characters kept).
     public static func pathSegment(_ text: String) -> String { encode(text, allowing: "") }
 

@@ -1,0 +1,72 @@
+import Crypto
+import Foundation
+import PipelineKit
+
+/// `/info/SIGNATURE/PIPELINE/SOURCE`: a source's facts as JSON, made by the pipeline's loader,
+/// data cache and decoder with the `analyze` processor (``ImagePipelines/infoRunner(pipeline:)``),
+/// admitted like an image request (it decodes).
+extension ImageService {
+    /// A facts request whose signature (over `info:` and the path) holds: its answer or its job.
+    func prepareInfo(target: String, ifNoneMatch: String?, client: String) async -> Prepared {
+        if keys != nil, !Self.startsWithSignature(target) {
+            return .answered(.problem(403, kind: "bad_signature", "the request has no signature: /info/SIGNATURE/PIPELINE/SOURCE (sign it with `pipelinectl sign --info`)"))
+        }
+        let request: ServeRequest
+        do {
+            // A facts request names no variant: the facts are the source's.
+            request = try ServeRequest(target: target) { [presets] name in presets[name] != nil ? false : nil }
+        } catch let failure as PipelineError {
+            return .answered(.problem(failure.kind == .notFound ? 404 : 400, kind: failure.kind == .notFound ? "not_found" : "bad_request",
+                                      failure.message))
+        } catch { return .answered(.problem(400, kind: "bad_request", "\(error)")) }
+        let preset = presets[request.pipeline]!
+        func labelled(_ answer: ServeAnswer) -> Prepared {
+            var answer = answer
+            answer.label(preset.name, source: request.source, variant: nil)
+            return .answered(answer)
+        }
+        if let refused = checkSignature(request, signed: ServeRequest.infoSigned(request.signed)) { return labelled(refused) }
+        if let stranger = request.parameters.first(where: { $0.name != "expires" && $0.name != "v" }) {
+            return labelled(.problem(400, kind: "bad_parameter", "facts take no parameters; got '\(stranger.name)'"))
+        }
+        if let refused = checkSource(request.source, preset: preset) { return labelled(refused) }
+        let runner: PipelineRunner
+        do { runner = try library.infoRunner(pipeline: preset.name) } catch {
+            return labelled(.problem(500, kind: "failed", (error as? PipelineError)?.message ?? "\(error)"))
+        }
+        switch admission.tryEnter(client: client) {
+        case .entered: break
+        case .full: return labelled(.busy("every job and queue place is taken; retry shortly"))
+        case .share: return labelled(.busy("this client holds its share of the places; the rest are kept for others; retry shortly"))
+        case .tooSlow: return labelled(.busy("the queue would keep this request past --queue-wait; retry shortly"))
+        }
+        return .admitted(AdmittedJob(preset: preset, runner: runner, source: request.source, ifNoneMatch: ifNoneMatch,
+                                     client: client, flightKey: "\u{2}info\u{1}" + preset.name + "\u{1}" + request.source, info: true))
+    }
+
+    /// The JSON of a facts item: the pipeline, the source, its facts as reports name them, and
+    /// the widths Client Hints choose among (`breakpoints.declared`).
+    func infoAnswer(_ made: ProcessedItem, preset: Preset, source: String, ifNoneMatch: String?) -> ServeAnswer {
+        guard made.result.status == .ok || made.result.status == .kept else { return failure(made.result.error) }
+        var object: [String: FactValue] = ["pipeline": .string(preset.name), "source": .string(String(source.prefix { $0 != "?" })),
+                                           "facts": .object(made.facts)]
+        if let breakpoints = preset.pipeline.serve.breakpoints {
+            object["breakpoints"] = .object(["declared": .list(breakpoints.widths.map { .int($0) }), "param": .string(breakpoints.param),
+                                             "default": .int(breakpoints.defaultWidth)])
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let body = (try? encoder.encode(object)) ?? Data("{}".utf8)
+        let etag = "\"" + SHA256.hash(data: body).prefix(16).map { String(format: "%02x", $0) }.joined() + "\""
+        let tags = preset.pipeline.serve.cacheTags
+        var answer = ServeAnswer(status: 200, headers: [("ETag", etag), ("Cache-Control", preset.pipeline.serve.cacheControl)]
+            + tags.headerLines(tags.tags(source: source, pipeline: preset.name, variant: nil)))
+        if let ifNoneMatch, Self.matches(ifNoneMatch, etag) {
+            answer.status = 304
+            return answer
+        }
+        answer.headers.append(("Content-Type", "application/json"))
+        answer.body = body
+        return answer
+    }
+}

@@ -111,7 +111,7 @@ LOAD_SUITES = ServeConnectionTests|ServePageTests|DocsRecipeTests
 # The service's routes in this process, on real images with real ImageMagick: beside the
 # time-limited engine suites they took the CPU those need (an item's 20 s limit struck before it
 # left its load stage), so they run after them, in a process of their own.
-SERVICE_SUITES = ServeLogicTests|ServeInProcessTests
+SERVICE_SUITES = ServeLogicTests|ServeInProcessTests|ServeHintsTests|ServeInfoTests
 
 test: test-deps
 	.ci/function-length.py

@@ -168,7 +168,7 @@ struct CacheCommand: AsyncParsableCommand {
 
                 Examples:
                   pipelinectl cache purge thumbnails https://example.com/a.jpg
-                  PIPELINECTL_KEYS=main:... pipelinectl cache purge avatars s3://uploads/u/42.jpg
+                  pipelinectl cache purge --keys-file keys.txt avatars s3://up/42.jpg
                 """))
         @OptionGroup var target: Target
         @Argument(help: "Sources as requested (URLs or paths).") var sources: [String]

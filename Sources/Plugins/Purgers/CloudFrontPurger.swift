@@ -26,15 +26,15 @@ struct CloudFrontPurger: CachePurging {
             ?? [environment["AWS_ENDPOINT_URL_CLOUDFRONT"], environment["AWS_ENDPOINT_URL"]].compactMap { $0 }.first { !$0.isEmpty }
             ?? "https://cloudfront.amazonaws.com"
         try PurgeClient.checkURL(base, option: "endpoint", purger: "cloudfront")
-        guard let key = environment["AWS_ACCESS_KEY_ID"], !key.isEmpty, let secret = environment["AWS_SECRET_ACCESS_KEY"], !secret.isEmpty else {
+        let credentials: S3Credentials
+        do { credentials = try SQSClient.credentials(environment: environment) } catch {
             throw PipelineError(.auth, "purger 'cloudfront' needs credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
         }
         let prefix = PurgeClient.trimmed(options.string("path_prefix") ?? "")
         return CloudFrontPurger(distribution: try PurgeClient.required(options, "distribution", purger: "cloudfront"),
                                 endpoint: URLComponents(string: PurgeClient.trimmed(base))!,
                                 pathPrefix: prefix.isEmpty || prefix.hasPrefix("/") ? prefix : "/" + prefix,
-                                credentials: S3Credentials(accessKey: key, secretKey: secret,
-                                                           sessionToken: environment["AWS_SESSION_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }),
+                                credentials: credentials,
                                 client: PurgeClient(purger: "cloudfront", timeout: options.seconds("timeout")!))
     }
 

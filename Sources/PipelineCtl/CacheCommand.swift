@@ -23,9 +23,10 @@ struct CacheCommand: AsyncParsableCommand {
         @Argument(help: "The pipeline file, or its name in pipelines/.")
         var pipeline: String
 
-        /// The pipeline's runner (for its keys) and its data cache with maintenance.
-        func open() throws -> (PipelineRunner, any DataCaching, any DataCacheMaintenance) {
-            guard let pipeline = loadPipeline(pipeline) else { throw Exit.invalid }
+        /// The pipeline's runner (for its keys) and its data cache with maintenance; `loaded`: the
+        /// pipeline when the command has read it already (it is not read twice).
+        func open(_ loaded: Pipeline? = nil) throws -> (PipelineRunner, any DataCaching, any DataCacheMaintenance) {
+            guard let pipeline = loaded ?? loadPipeline(pipeline) else { throw Exit.invalid }
             let runner: PipelineRunner
             do { runner = try PipelineRunner(pipeline: pipeline, registry: PipelineCtl.registry) } catch {
                 printError("error: \(pipeline.file): \((error as? PipelineError)?.message ?? "\(error)")")
@@ -189,7 +190,7 @@ struct CacheCommand: AsyncParsableCommand {
                 throw Exit.invalid
             }
             if pipeline.dataCache != nil {
-                let (runner, _, cache) = try target.open()
+                let (runner, _, cache) = try target.open(pipeline)
                 var matchers: [@Sendable (String) -> Bool] = []
                 for source in sources {
                     guard let matcher = runner.purgeMatcher(for: source) else {

@@ -9,7 +9,8 @@ import Foundation
 /// - `{hash}` / `{hash8}`: hex SHA-256 of the source's cache key, whole or its first 8 digits;
 /// - `{index}`: the 1-based line number in the URL list;
 /// - `{ext}`: the encoder's file extension;
-/// - `{variant}`: the variant's name (empty without variants).
+/// - `{variant}`: the variant's name (empty without variants);
+/// - `{width}`: the output's width in pixels, in a variant with breakpoints by bytes (``BytesBreakpoints``).
 ///
 /// A template may contain `/` to make subdirectories, but never an absolute path or a `..`
 /// component, and placeholder values never contain `/`: a name cannot escape the output directory.
@@ -26,7 +27,7 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
     /// The default name of an item's facts sidecar (`output.facts_sidecar`).
     public static let defaultFactsText = "{stem}-{hash8}.json"
     /// Placeholder names a template may use.
-    public static let placeholders = ["stem", "hash", "hash8", "index", "ext", "variant"]
+    public static let placeholders = ["stem", "hash", "hash8", "index", "ext", "variant", "width"]
 
     let parts: [Part]
     public let text: String
@@ -95,7 +96,8 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The relative output path for one item.
-    public func render(source: Source, cacheKey: String, fileExtension: String, variant: String? = nil) -> String {
+    /// `width`: the output's width, for `{width}` (empty when not known).
+    public func render(source: Source, cacheKey: String, fileExtension: String, variant: String? = nil, width: Int? = nil) -> String {
         var hashHex: String?
         func hash() -> String {
             if let hashHex { return hashHex }
@@ -113,6 +115,7 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
             case .placeholder("index"): out += String(source.index)
             case .placeholder("ext"): out += NameTemplate.safe(fileExtension)
             case .placeholder("variant"): out += NameTemplate.safe(variant ?? "")
+            case .placeholder("width"): out += width.map(String.init) ?? ""
             case .placeholder: break
             }
         }

@@ -39,6 +39,25 @@ public struct StageConfig: Sendable {
     }
 }
 
+extension StageConfig {
+    /// `plugin` (a processor that takes `width`, such as `resize`) with every option at its
+    /// default: the scaler of breakpoints by bytes, given a width by ``atWidth(_:)``.
+    static func scaling(_ plugin: Plugin, position: SourcePosition) -> StageConfig {
+        var values: [String: OptionValue] = [:]
+        for option in plugin.spec.options { if let value = option.defaultValue { values[option.name] = value } }
+        return StageConfig(plugin: plugin, options: PluginOptions(values), position: position)
+    }
+
+    /// This stage with its `width` option set to `width` (a new stage, built on its own).
+    func atWidth(_ width: Int) -> StageConfig {
+        var values = options.values
+        values["width"] = .int(width)
+        var copy = StageConfig(plugin: plugin, options: PluginOptions(values), position: position)
+        copy.keyPath = keyPath
+        return copy
+    }
+}
+
 /// The one instance of a configured stage, made on first use.
 final class BuiltStage: Sendable {
     // Only ever holds a stage: every stage protocol refines Sendable.
@@ -97,6 +116,12 @@ public struct Variant: Sendable {
     public internal(set) var template: NameTemplate
     /// Where the variant was declared.
     public let position: SourcePosition?
+    /// Breakpoints by bytes (`breakpoints:`): one output per width, chosen for each image;
+    /// `nil` for a variant with one output.
+    public internal(set) var byBytes: BytesBreakpoints? = nil
+    /// The processor that scales the variant's image to each width of ``byBytes`` (the
+    /// registry's `resize`, its options at their defaults).
+    public internal(set) var scaler: StageConfig? = nil
 }
 
 /// A validated pipeline file: every stage resolved to a plugin with checked options.

@@ -128,6 +128,10 @@ struct PipelineParser {
         } else if let encoder = stages.encoder, let output {
             variants = [Variant(name: nil, processors: stages.processors, sharedCount: stages.processors.count, encoder: encoder,
                                 template: output.name, position: nil)]
+            if output.name.placeholdersUsed.contains("width") {
+                error(at: output.namePosition ?? SourcePosition(line: 1, column: 1),
+                      "output.name: {width} names the widths of breakpoints by bytes, which a variant declares (variants.NAME.breakpoints)")
+            }
         }
         let onFailure = fields["on_failure"].flatMap { failurePolicy($0.value) }
         let metadata = fields["metadata"].flatMap { metadataPolicy($0.value, decoder: stages.decoder) }
@@ -282,9 +286,11 @@ struct PipelineParser {
             var namesEncoder = false
             var template = output.name
             var templateNode: Node?
+            var byBytes: (BytesBreakpoints, Node)?
             if case .mapping(let fields) = value {
                 for (fieldKey, fieldValue) in fields {
                     switch fieldKey.scalar?.string ?? "" {
+                    case "breakpoints": byBytes = bytesBreakpoints(fieldValue, variant: name).map { ($0, fieldKey) }
                     case "processors": own = processorList(fieldValue, path: "variants.\(name).processors") ?? []
                     case "encoder":
                         namesEncoder = true
@@ -317,10 +323,62 @@ struct PipelineParser {
                 }
                 templates[rendered] = name
             }
-            variants.append(Variant(name: name, processors: shared + own, sharedCount: shared.count,
-                                    encoder: finalEncoder, template: template, position: at))
+            var variant = Variant(name: name, processors: shared + own, sharedCount: shared.count,
+                                  encoder: finalEncoder, template: template, position: at)
+            if let (breakpoints, node) = byBytes {
+                setBytesBreakpoints(breakpoints, on: &variant, at: node, ownName: templateNode)
+            } else if template.placeholdersUsed.contains("width") {
+                let message = "variants.\(name): {width} names the widths of breakpoints by bytes; this variant has no 'breakpoints'"
+                if let templateNode { error(templateNode, message) } else if let place = output.namePosition { error(at: place, message) } else { error(key, message) }
+            }
+            variants.append(variant)
         }
         return variants
+    }
+
+    /// `breakpoints:` of a variant: breakpoints by bytes, options checked like a plugin's.
+    private mutating func bytesBreakpoints(_ node: Node, variant: String) -> BytesBreakpoints? {
+        let path = "variants.\(variant).breakpoints"
+        let at = SourcePosition(line: node.mark?.line ?? 1, column: node.mark?.column ?? 1)
+        guard case .mapping = node else {
+            error(node, "\(path): expected a map with min_width, max_width, bytes_step and max_images, got \(OptionParsing.describe(node))"
+                + " (the widths `serve` snaps hints to are serve.breakpoints)")
+            return nil
+        }
+        guard let options = parseOptions(node, options: BytesBreakpoints.options, exclusive: [], label: path, at: at, path: path) else {
+            return nil
+        }
+        do { return try BytesBreakpoints(options: options) } catch let failure as PipelineError {
+            error(at: lastOptionPositions["min_width"] ?? at, "\(path): " + failure.message)
+        } catch {}
+        return nil
+    }
+
+    /// Makes `variant` one of breakpoints by bytes: its chain ends by scaling to `max_width` (so
+    /// the decode can shrink on load), each width is scaled from there by the registry's `resize`,
+    /// and its names carry `{width}` (added before the extension when the name is inherited).
+    private mutating func setBytesBreakpoints(_ breakpoints: BytesBreakpoints, on variant: inout Variant, at node: Node, ownName: Node?) {
+        let name = variant.name ?? ""
+        guard let resize = registry.plugin("resize", in: .processor) else {
+            error(node, "variants.\(name).breakpoints: breakpoints by bytes scale with the 'resize' processor, which this registry does not have")
+            return
+        }
+        if !variant.template.placeholdersUsed.contains("width") {
+            if let ownName {
+                error(ownName, "variants.\(name).name: breakpoints by bytes make one output per width; put {width} in the name "
+                    + "(for example '{stem}-{hash8}-{width}w.{ext}')")
+                return
+            }
+            let text = variant.template.text
+            let withWidth = text.hasSuffix(".{ext}") ? String(text.dropLast(6)) + "-{width}w.{ext}" : text + "-{width}w"
+            guard let template = try? NameTemplate(withWidth) else { return }
+            variant.template = template
+        }
+        let position = SourcePosition(line: node.mark?.line ?? 1, column: node.mark?.column ?? 1)
+        let scaler = StageConfig.scaling(resize, position: position)
+        variant.processors.append(scaler.atWidth(breakpoints.maxWidth))
+        variant.byBytes = breakpoints
+        variant.scaler = scaler
     }
 
     /// A cache or loader slot: absent, `none`, or a stage.
@@ -535,7 +593,7 @@ struct PipelineParser {
         if let factsText = options.string("facts_name") {
             do {
                 let facts = try NameTemplate(factsText)
-                if let bad = facts.placeholdersUsed.first(where: { $0 == "ext" || $0 == "variant" }) {
+                if let bad = facts.placeholdersUsed.first(where: { $0 == "ext" || $0 == "variant" || $0 == "width" }) {
                     error(at: positions["facts_name"] ?? at, "output.facts_name: {\(bad)} has no value for the facts sidecar (one per item, always .json)")
                 }
             } catch let failure as PipelineError {

@@ -61,7 +61,7 @@ public enum PipelineFileSpec {
     public static let output: [OptionSpec] = [
         .string("dir", doc: "Where outputs are written: a directory, or a URL of a destination such as s3://bucket/prefix (default `out/NAME`, NAME being the pipeline's name).")
             .example("out/thumbnails"),
-        .string("name", doc: "File name template: {stem} {hash} {hash8} {index} {ext} {variant} "
+        .string("name", doc: "File name template: {stem} {hash} {hash8} {index} {ext} {variant} {width} "
                 + "(default `\(NameTemplate.defaultText)`, with variants `\(NameTemplate.defaultVariantText)`).")
             .example("\"{stem}-{hash8}.{ext}\""),
         .oneOf("existing", ExistingOutputs.allCases.map(\.rawValue), default: ExistingOutputs.replaceIfChanged.rawValue,
@@ -146,7 +146,9 @@ public enum PipelineFileSpec {
         PipelineFileKey("encoder", .stage(.encoder, allowsNone: false),
                         doc: "This variant's encoder (default: the top-level `encoder`)."),
         PipelineFileKey("name", .value(.string("name", doc: "")),
-                        doc: "This variant's file name template (default: `output.name`)."),
+                        doc: "This variant's file name template (default: `output.name`, with `-{width}w` before the extension when the variant has `breakpoints`)."),
+        PipelineFileKey("breakpoints", .section(BytesBreakpoints.options),
+                        doc: "Breakpoints by bytes: one output per width, the widths chosen for each image so that successive files differ by about bytes_step; a srcset manifest is written beside the facts sidecar."),
     ]
 
     /// The top-level keys, in the order `explain` writes them.

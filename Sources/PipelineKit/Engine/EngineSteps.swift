@@ -25,6 +25,10 @@ struct RunnableVariant: Sendable {
     let template: NameTemplate
     /// The recipe part of its outputs' fingerprints (``OutputFingerprint/recipe``).
     let recipe: String
+    /// Breakpoints by bytes: one output per width chosen for each image (``Variant/byBytes``).
+    var byBytes: BytesBreakpoints? = nil
+    /// Scales the variant's image to a width, for ``byBytes``.
+    var scaler: StageConfig? = nil
 }
 
 /// What one line of the list will make: its loader, its key, and its outputs.
@@ -40,6 +44,8 @@ struct ItemPlan: Sendable {
     var delivery: OutputDelivery = .store
     /// The facts sidecar's path, when the pipeline writes one.
     var sidecar: String? = nil
+    /// The srcset manifest's path, when a variant has breakpoints by bytes and outputs are stored.
+    var srcset: String? = nil
 
     /// The key work is shared and de-duplicated under: the cache key and the source's version, so
     /// that a re-upload is never answered with what was made of the earlier content.
@@ -96,8 +102,14 @@ struct EncodedOutput: Sendable {
 struct ItemOutcome: Sendable {
     /// Planned output paths (relative), as in ``ItemPlan/planned``.
     var planned: [String] = []
-    /// Output paths (relative), by variant: written now, or kept as they were.
+    /// Output paths (relative): written now, or kept as they were. One per variant, in variant
+    /// order, except that a variant with breakpoints by bytes has one per width
+    /// (``variantOf`` says whose each is); every per-output list below follows this one.
     var written: [String] = []
+    /// The variant (index) of each output.
+    var variantOf: [Int] = []
+    /// The srcset manifest of the variants with breakpoints by bytes, when one was stored.
+    var srcset: (path: String, state: OutputState, fingerprint: OutputFingerprint)?
     /// What happened to each output, by variant.
     var states: [OutputState] = []
     /// What made each output, by variant.

@@ -131,6 +131,10 @@ enum OutcomeCoding {
         text(outcome.sourceIdentity)
         word(outcome.outputSizes.count)
         for (size, count) in zip(outcome.outputSizes, outcome.outputBytes) { word(size.width); word(size.height); word(count) }
+        word(outcome.variantOf.count); outcome.variantOf.forEach(word)
+        if let srcset = outcome.srcset {
+            word(1); text(srcset.path); text(srcset.state.rawValue); text(srcset.fingerprint.description)
+        } else { word(0) }
     }
 
     static func decode(_ bytes: ArraySlice<UInt8>) -> ItemOutcome {
@@ -170,6 +174,11 @@ enum OutcomeCoding {
         for _ in 0..<word() {
             outcome.outputSizes.append(PixelSize(width: word(), height: word()))
             outcome.outputBytes.append(word())
+        }
+        outcome.variantOf = (0..<word()).map { _ in word() }
+        if word() == 1 {
+            let path = text(), state = OutputState(rawValue: text()) ?? .written
+            if let fingerprint = OutputFingerprint(stored: text()) { outcome.srcset = (path, state, fingerprint) }
         }
         return outcome
     }

@@ -26,6 +26,10 @@ extension PipelineRunner {
             outcome.facts.merge(facts) { first, _ in first }
         }
         for index in variants.indices {
+            if variants[index].byBytes != nil {
+                try await encodeWidths(made.images[index]!, plan, index: index, into: &outcome, tracker: tracker)
+                continue
+            }
             let encoded: EncodedOutput
             if let entry = stored.entries[index] {
                 encoded = StoredOutputsStep.storedOutput(entry)
@@ -40,8 +44,28 @@ extension PipelineRunner {
             tracker.enter(.output)
             try await output.write(encoded, plan, variant: variants[index], index: index, into: &outcome)
         }
+        try await output.writeSrcsetManifest(plan, variants: variants, into: &outcome)
         try await output.writeFactsSidecar(plan, into: &outcome)
         return outcome
+    }
+
+    /// A variant with breakpoints by bytes: every width it chooses, encoded and written, and
+    /// the choice in the item's facts (`breakpoints.by_bytes.VARIANT`).
+    func encodeWidths(_ image: PipelineImage, _ plan: ItemPlan, index: Int, into outcome: inout ItemOutcome,
+                      tracker: StageTracker) async throws {
+        tracker.enter(.encode)
+        let made = try await encoding.encodeWidths(image, variants[index])
+        outcome.timings.encode += made.milliseconds
+        var byBytes: [String: FactValue] = [:]
+        if case .object(let breakpoints)? = outcome.facts["breakpoints"], case .object(let earlier)? = breakpoints["by_bytes"] {
+            byBytes = earlier
+        }
+        byBytes[variants[index].name ?? ""] = made.facts
+        outcome.facts["breakpoints"] = .object(["by_bytes": .object(byBytes)])
+        tracker.enter(.output)
+        for encoded in made.outputs {
+            try await output.write(encoded, plan, variant: variants[index], index: index, into: &outcome)
+        }
     }
 
     /// Facts only: load, decode and run every variant's chain (analysing stages record what they
@@ -73,11 +97,16 @@ extension PipelineRunner {
         // The fallback's own facts (analyze ran on it): what the page shows is the fallback.
         for index in variants.indices { outcome.facts.merge(job.finished[index]!.facts) { first, _ in first } }
         for index in variants.indices {
+            if variants[index].byBytes != nil {
+                try await encodeWidths(job.finished[index]!, plan, index: index, into: &outcome, tracker: tracker)
+                continue
+            }
             let encoded = try await encoding.encode(job.finished[index]!, variants[index])
             outcome.timings.encode += encoded.milliseconds
             tracker.enter(.output)
             try await output.write(encoded, plan, variant: variants[index], index: index, into: &outcome)
         }
+        try await output.writeSrcsetManifest(plan, variants: variants, into: &outcome)
         try await output.writeFactsSidecar(plan, into: &outcome)
         return outcome
     }

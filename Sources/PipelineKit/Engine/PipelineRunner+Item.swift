@@ -20,13 +20,15 @@ extension PipelineRunner {
         do {
             let plan = try makePlan(source, delivery: delivery)
             planned = plan
-            if resume, !fetchOnly, delivery == .store, let done = try await output.alreadyWritten(plan, recipes: variants.map(\.recipe)) {
+            // Breakpoints by bytes: the names depend on the image, so the run record cannot
+            // vouch for them; the item is made again and unchanged outputs are kept.
+            if resume, !fetchOnly, delivery == .store, !makesWidths, let done = try await output.alreadyWritten(plan, recipes: variants.map(\.recipe)) {
                 item.result.status = .skipped
                 item.result.outputs = done.map(output.destination.location)
                 return item
             }
             let (outcome, reused) = try await withinTimeLimit(plan)
-            if !fetchOnly, delivery == .store { output.recordCompleted(outcome) }
+            if !fetchOnly, delivery == .store, !makesWidths { output.recordCompleted(outcome) }
             fill(&item, with: outcome, reused: reused)
             logger.debug("ok", metadata: ["source": "\(source.text)", "outputs": "\(item.result.outputs)"])
         } catch {
@@ -63,7 +65,7 @@ extension PipelineRunner {
                                    delivery: plan.delivery)
             do {
                 let (outcome, reused) = try await withinTimeLimit(altPlan)
-                if plan.delivery == .store { output.recordCompleted(outcome) }
+                if plan.delivery == .store, !makesWidths { output.recordCompleted(outcome) }
                 fill(&item, with: outcome, reused: reused)
                 item.result.alternative = text
                 logger.info("alternative", metadata: ["source": "\(plan.source.text)", "alternative": "\(text)"])
@@ -138,8 +140,19 @@ extension PipelineRunner {
             try output.claim(sidecar, key: key, source: source)
             plan.sidecar = sidecar
         }
+        if !fetchOnly, delivery == .store, makesWidths {
+            // Beside the facts sidecar: its name (or the default one) ending `.srcset.json`.
+            let facts = (output.factsName ?? (try? NameTemplate(NameTemplate.defaultFactsText)))!
+            let rendered = facts.render(source: source, cacheKey: key, fileExtension: "json")
+            let manifest = (rendered.hasSuffix(".json") ? String(rendered.dropLast(5)) : rendered) + ".srcset.json"
+            try output.claim(manifest, key: key, source: source)
+            plan.srcset = manifest
+        }
         return plan
     }
+
+    /// Whether a variant has breakpoints by bytes (its outputs' names depend on the image).
+    var makesWidths: Bool { variants.contains { $0.byBytes != nil } }
 
     /// The item's outcome under its time limit, with the item's stage context set for every stage.
     /// `reused`: made by another line of the list (in flight or earlier).
@@ -208,9 +221,13 @@ extension PipelineRunner {
         }
         var own = made
         for index in made.written.indices {
-            let variant = variants[index]
-            let target = variant.outputPath(plan.planned[index], source: plan.source, key: plan.key,
-                                            fileExtension: made.chosenExtensions[index])
+            let variant = variants[made.variantOf[index]]
+            let target = variant.byBytes == nil
+                ? variant.outputPath(plan.planned[made.variantOf[index]], source: plan.source, key: plan.key,
+                                     fileExtension: made.chosenExtensions[index])
+                : variant.template.render(source: plan.source, cacheKey: plan.key,
+                                          fileExtension: made.chosenExtensions[index] ?? variant.encoder.fileExtension,
+                                          variant: variant.name, width: made.outputSizes[index].width)
             do { own.states[index] = try await output.copy(made.written[index], to: target, fingerprint: made.fingerprints[index]) } catch {
                 throw StepFailure.classify(error, stage: .output, kind: .writeFailed, variant: variant)
             }
@@ -218,6 +235,13 @@ extension PipelineRunner {
         }
         if let sidecar = made.sidecar, let target = plan.sidecar, target != sidecar.path {
             do { own.sidecar = (target, try await output.copy(sidecar.path, to: target, fingerprint: sidecar.fingerprint), sidecar.fingerprint) } catch {
+                throw StepFailure.classify(error, stage: .output, kind: .writeFailed)
+            }
+        }
+        if let srcset = made.srcset, let target = plan.srcset, target != srcset.path {
+            // The copy names the copied outputs: the manifest is written again, not copied.
+            own.srcset = nil
+            do { try await output.writeSrcsetManifest(plan, variants: variants, into: &own) } catch {
                 throw StepFailure.classify(error, stage: .output, kind: .writeFailed)
             }
         }
@@ -235,9 +259,9 @@ extension PipelineRunner {
     func fill(_ result: inout ItemResult, with outcome: ItemOutcome, reused: Bool) {
         let location = { (path: String) in self.output.location(path, outcome.delivery) }
         var paths = outcome.written, states = outcome.states
-        if let sidecar = outcome.sidecar {
-            paths.append(sidecar.path)
-            states.append(sidecar.state)
+        for extra in [outcome.srcset, outcome.sidecar].compactMap({ $0 }) {
+            paths.append(extra.path)
+            states.append(extra.state)
         }
         result.outputs = paths.map(location)
         result.kept = zip(paths, states).filter { $0.1 == .kept }.map { location($0.0) }
@@ -251,10 +275,11 @@ extension PipelineRunner {
         if !fetchOnly {
             // `write` appends to each of these arrays together, for every output.
             result.variants = outcome.written.indices.map { index in
-                VariantOutput(name: variants[index].name, path: location(outcome.written[index]),
-                              width: outcome.outputSizes[index].width, height: outcome.outputSizes[index].height,
-                              bytes: outcome.outputBytes[index],
-                              format: outcome.chosenExtensions[index] ?? variants[index].encoder.fileExtension)
+                let variant = variants[outcome.variantOf[index]]
+                return VariantOutput(name: variant.name, path: location(outcome.written[index]),
+                                     width: outcome.outputSizes[index].width, height: outcome.outputSizes[index].height,
+                                     bytes: outcome.outputBytes[index],
+                                     format: outcome.chosenExtensions[index] ?? variant.encoder.fileExtension)
             }
         }
         if reused {

@@ -213,11 +213,14 @@ public final class PipelineRunner: Sendable {
         var ids = [""]
         for processor in processors { ids.append(ids.last! + "|" + processor.identifier) }
         let encoder = try variant.encoder.makeEncoder()
+        // Breakpoints by bytes: what chooses the widths is part of how each output was made.
+        let widths = variant.byBytes.map { ">" + $0.identifier } ?? ""
         return RunnableVariant(name: variant.name, processors: processors,
                                processorNames: variant.processors.map(\.plugin.spec.name),
                                encoderName: variant.encoder.plugin.spec.name, prefixIDs: ids,
                                encoder: encoder, template: variant.template,
-                               recipe: OutputFingerprint.recipe(decoderIdentifier + ids.last! + ">" + encoder.identifier))
+                               recipe: OutputFingerprint.recipe(decoderIdentifier + ids.last! + ">" + encoder.identifier + widths),
+                               byBytes: variant.byBytes, scaler: variant.scaler)
     }
 
     /// Shrink-on-load only when every variant's first processor sets the size (a processor before
@@ -293,6 +296,7 @@ public final class PipelineRunner: Sendable {
         onItem: @escaping @Sendable (ItemResult) async -> Void
     ) async throws -> RunSummary where S.Element == Source {
         let start = ContinuousClock.now
+        let decodesBefore = making.decodes.value
         // Items are counted (and `onItem` called, one at a time, in completion order) by a task of
         // their own as each finishes, not when the loop below next looks: a queue's worker waiting
         // for its next message still reports and counts what finished meanwhile.
@@ -318,6 +322,7 @@ public final class PipelineRunner: Sendable {
         summary.notStarted = notStarted
         summary.wallSeconds = (ContinuousClock.now - start).seconds
         summary.imageCacheEvictions = making.imageCache?.evictionCount
+        summary.decodes = making.decodes.value - decodesBefore
         await dataCache?.recordRun(CacheUsage(counts: tally.dataCache))
         return summary
     }

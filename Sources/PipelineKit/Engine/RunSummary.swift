@@ -25,6 +25,9 @@ public struct RunSummary: Sendable, Codable {
     public var wallSeconds = 0.0
     public var bytesIn = 0
     public var bytesOut = 0
+    /// Images this run decoded: one per item that was not shared, cached or stored already (a
+    /// source decodes once for every variant and width). `nil` in reports before it was counted.
+    public var decodes: Int?
     /// Images the image cache dropped to stay within its limits, when it counts them.
     public var imageCacheEvictions: Int?
     /// When the run was stopped early (Ctrl-C, SIGTERM): the lines of the list it did not start.
@@ -61,6 +64,7 @@ public struct RunSummary: Sendable, Codable {
         bytesIn = try c.decode(Int.self, forKey: .bytesIn)
         bytesOut = try c.decode(Int.self, forKey: .bytesOut)
         imageCacheEvictions = try c.decodeIfPresent(Int.self, forKey: .imageCacheEvictions)
+        decodes = try c.decodeIfPresent(Int.self, forKey: .decodes)
         notStarted = try c.decodeIfPresent(Int.self, forKey: .notStarted)
         shard = try c.decodeIfPresent(String.self, forKey: .shard)
         otherShards = try c.decodeIfPresent(Int.self, forKey: .otherShards)
@@ -88,6 +92,7 @@ public struct RunSummary: Sendable, Codable {
         try c.encode(bytesIn, forKey: .bytesIn)
         try c.encode(bytesOut, forKey: .bytesOut)
         try c.encodeIfPresent(imageCacheEvictions, forKey: .imageCacheEvictions)
+        try c.encodeIfPresent(decodes, forKey: .decodes)
         try c.encodeIfPresent(notStarted, forKey: .notStarted)
         try c.encodeIfPresent(shard, forKey: .shard)
         try c.encodeIfPresent(otherShards, forKey: .otherShards)
@@ -97,7 +102,7 @@ public struct RunSummary: Sendable, Codable {
         case total, ok, kept, failed, skipped, degraded, alternatives, fallbacks
         case outputsWritten = "outputs_written", outputsKept = "outputs_kept", outputsStale = "outputs_stale"
         case wallSeconds = "wall_seconds", bytesIn = "bytes_in", bytesOut = "bytes_out"
-        case imageCacheEvictions = "image_cache_evictions", notStarted = "not_started"
+        case imageCacheEvictions = "image_cache_evictions", notStarted = "not_started", decodes
         case shard, otherShards = "other_shards"
         case duplicateDeliveries = "duplicate_deliveries", deliveries, shared
     }

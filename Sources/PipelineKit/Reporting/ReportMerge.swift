@@ -76,6 +76,8 @@ public struct ReportMerge: Sendable {
         summary.wallSeconds = unique.map(\.report.summary.wallSeconds).max() ?? 0
         let evictions = unique.compactMap(\.report.summary.imageCacheEvictions)
         summary.imageCacheEvictions = evictions.isEmpty ? nil : evictions.reduce(0, +)
+        let decodes = unique.compactMap(\.report.summary.decodes)
+        summary.decodes = decodes.isEmpty ? nil : decodes.reduce(0, +)
         let names = Array(Set(unique.map(\.report.pipeline))).sorted()
         let single = unique.count == 1 ? unique[0].report.run : nil
         if unique.count == 1 {

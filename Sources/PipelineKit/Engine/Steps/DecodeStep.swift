@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Step "decode and process": the final image of every variant, from the image cache, or by
 /// decoding once and running each variant's chain, computing the prefixes chains share only once.
@@ -22,6 +23,8 @@ struct DecodeStep: Sendable {
     let imageCache: (any ImageCaching)?
     let cpu: WorkerPool
     let budget: MemoryBudget
+    /// Decodes this step ran (each image decoded, not those shared or taken from a cache).
+    let decodes = DecodeCounter()
 
     /// What this step's items decode, noted with their loads: items of runners with the same
     /// decoder and options decode together.
@@ -140,6 +143,7 @@ struct DecodeStep: Sendable {
             tracker.enter(.decode)  // here, not when queued: waiting for a worker is not decoding
             let start = ContinuousClock.now
             var decoded: PipelineImage
+            decodes.add()
             do { decoded = try prepared.decode() } catch {
                 let failure = StepFailure.classify(error, stage: .decode, kind: .decodeFailed, plugin: decoderName)
                 publish(.failure(failure))
@@ -181,4 +185,11 @@ struct DecodeStep: Sendable {
         }
         return image
     }
+}
+
+/// Counts decodes (``DecodeStep/decodes``), for the run's summary.
+final class DecodeCounter: Sendable {
+    private let count = Atomic(0)
+    func add() { count.add(1, ordering: .relaxed) }
+    var value: Int { count.load(ordering: .relaxed) }
 }

@@ -33,9 +33,18 @@ struct OutputStore: Sendable {
     /// Hands `variant`'s bytes (the item's output `index`) to the plan's sink: stored under its
     /// planned name (with the extension the encoder chose), or kept as a value; adds it to
     /// `outcome`, whose ``ItemOutcome/sourceIdentity`` is set.
+    /// A variant with breakpoints by bytes names each output by its width, claimed here.
     func write(_ encoded: EncodedOutput, _ plan: ItemPlan, variant: RunnableVariant, index: Int,
                into outcome: inout ItemOutcome) async throws {
-        let path = variant.outputPath(plan.planned[index], source: plan.source, key: plan.key, fileExtension: encoded.chosenExtension)
+        let path: String
+        if variant.byBytes != nil {
+            path = variant.template.render(source: plan.source, cacheKey: plan.key,
+                                           fileExtension: encoded.chosenExtension ?? variant.encoder.fileExtension,
+                                           variant: variant.name, width: encoded.size.width)
+            if plan.delivery == .store { try claim(path, key: plan.key, source: plan.source) }
+        } else {
+            path = variant.outputPath(plan.planned[index], source: plan.source, key: plan.key, fileExtension: encoded.chosenExtension)
+        }
         let fingerprint = OutputFingerprint(recipe: variant.recipe, source: outcome.sourceIdentity)
         let state: OutputState
         switch plan.delivery {
@@ -47,7 +56,7 @@ struct OutputStore: Sendable {
             outcome.values.append(try await value(encoded, name: path, variant: variant, fingerprint: fingerprint))
             state = .written
         }
-        outcome.add(encoded, path: path, state: state, fingerprint: fingerprint)
+        outcome.add(encoded, path: path, state: state, fingerprint: fingerprint, variant: index)
     }
 
     /// An encoded output as a value: in memory, or spooled to a temporary file past
@@ -77,6 +86,34 @@ struct OutputStore: Sendable {
         do { outcome.sidecar = (path, try await store(file), file.fingerprint) } catch {
             throw StepFailure.classify(error, stage: .output, kind: .writeFailed)
         }
+    }
+
+    /// With variants of breakpoints by bytes, the srcset manifest beside the facts sidecar
+    /// (``ItemPlan/srcset``): for each such variant, its outputs narrowest first, the `srcset`
+    /// attribute and an `<img>` snippet. Names are the outputs' names, relative to the output
+    /// directory, as a page that serves the directory links them.
+    func writeSrcsetManifest(_ plan: ItemPlan, variants: [RunnableVariant], into outcome: inout ItemOutcome) async throws {
+        guard let path = plan.srcset else { return }
+        var manifest = SrcsetManifest(source: plan.source.text)
+        for (index, variant) in variants.enumerated() {
+            guard let breakpoints = variant.byBytes else { continue }
+            let outputs = outcome.written.indices.filter { outcome.variantOf[$0] == index }
+            let images = outputs.map { at in
+                SrcsetManifest.Image(path: outcome.written[at], width: outcome.outputSizes[at].width,
+                                     height: outcome.outputSizes[at].height, bytes: outcome.outputBytes[at],
+                                     type: OutputFile.contentType(outcome.written[at]))
+            }
+            manifest.variants[variant.name ?? ""] = SrcsetManifest.Entry(images: images, sizes: breakpoints.sizes)
+        }
+        let json = JSONEncoder.sorted
+        json.outputFormatting.insert(.prettyPrinted)
+        let recipe = OutputFingerprint.recipe("srcset:" + variants.filter { $0.byBytes != nil }.map(\.recipe).joined(separator: ","))
+        let file = OutputFile(relative: path, data: try json.encode(manifest),
+                              fingerprint: OutputFingerprint(recipe: recipe, source: outcome.sourceIdentity))
+        do { outcome.srcset = (path, try await store(file), file.fingerprint) } catch {
+            throw StepFailure.classify(error, stage: .output, kind: .writeFailed)
+        }
+        outcome.facts["srcset_manifest"] = .string(destination.location(path))
     }
 
     /// Stores one output as `output.existing` says: an output already at its path is kept when
@@ -191,9 +228,10 @@ extension RunnableVariant {
 
 extension ItemOutcome {
     /// Adds one written (or kept) output: every per-output list grows together.
-    mutating func add(_ encoded: EncodedOutput, path: String, state: OutputState, fingerprint: OutputFingerprint) {
+    mutating func add(_ encoded: EncodedOutput, path: String, state: OutputState, fingerprint: OutputFingerprint, variant: Int) {
         if written.isEmpty { size = encoded.size }
         written.append(path)
+        variantOf.append(variant)
         states.append(state)
         fingerprints.append(fingerprint)
         encodings.append(encoded.encoding)
@@ -205,4 +243,47 @@ extension ItemOutcome {
         outputBytes.append(encoded.data.count)
         if state == .written { bytesOut += encoded.data.count }
     }
+}
+
+/// The srcset manifest of one item: what a page needs to show the widths of breakpoints by bytes.
+struct SrcsetManifest: Codable, Sendable {
+    struct Image: Codable, Sendable {
+        var path: String
+        var width: Int
+        var height: Int
+        var bytes: Int
+        var type: String
+    }
+
+    struct Entry: Codable, Sendable {
+        /// Narrowest first.
+        var images: [Image]
+        var sizes: String
+        var srcset: String
+        /// `<img src srcset sizes width height>`, the widest as `src`.
+        var img: String
+
+        init(images: [Image], sizes: String) {
+            self.images = images
+            self.sizes = sizes
+            srcset = images.map { "\(Self.escaped($0.path)) \($0.width)w" }.joined(separator: ", ")
+            if let widest = images.last {
+                img = "<img src=\"\(Self.escaped(widest.path))\" srcset=\"\(srcset)\" sizes=\"\(Self.escaped(sizes))\" "
+                    + "width=\"\(widest.width)\" height=\"\(widest.height)\" alt=\"\">"
+            } else {
+                img = ""
+            }
+        }
+
+        /// `text` safe inside a double-quoted HTML attribute (a name is never a URL with commas:
+        /// names keep to `A-Z a-z 0-9 . _ - /`).
+        static func escaped(_ text: String) -> String {
+            text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "\"", with: "&quot;")
+                .replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
+        }
+    }
+
+    var source: String
+    /// By variant name.
+    var variants: [String: Entry] = [:]
 }

@@ -54,7 +54,8 @@ struct StoredOutputsStep: Sendable {
     /// The entries holding an encoded output for this source, by variant index.
     func entries(_ plan: ItemPlan) async -> [Int: CachedEntry] {
         var entries: [Int: CachedEntry] = [:]
-        for (index, variant) in variants.enumerated() {
+        // A variant with breakpoints by bytes has many outputs per source: not kept in the cache.
+        for (index, variant) in variants.enumerated() where variant.byBytes == nil {
             if let entry = await cache.entry(outputKey(plan.key, variant)), entry.output != nil { entries[index] = entry }
         }
         return entries

@@ -281,35 +281,9 @@ struct PipelineParser {
                 continue
             }
             let at = key.mark.map { SourcePosition(line: $0.line, column: $0.column) }
-            var own: [StageConfig] = []
-            var variantEncoder = encoder
-            var namesEncoder = false
-            var template = output.name
-            var templateNode: Node?
-            var byBytes: (BytesBreakpoints, Node)?
-            if case .mapping(let fields) = value {
-                for (fieldKey, fieldValue) in fields {
-                    switch fieldKey.scalar?.string ?? "" {
-                    case "breakpoints": byBytes = bytesBreakpoints(fieldValue, variant: name).map { ($0, fieldKey) }
-                    case "processors": own = processorList(fieldValue, path: "variants.\(name).processors") ?? []
-                    case "encoder":
-                        namesEncoder = true
-                        variantEncoder = stage(fieldValue, slot: .encoder, path: "variants.\(name).encoder")
-                    case "name":
-                        templateNode = fieldValue
-                        do { template = try NameTemplate(fieldValue.scalar?.string ?? "") } catch let failure as PipelineError {
-                            error(fieldValue, "variants.\(name).name: " + failure.message)
-                        } catch {}
-                    default:
-                        let word = fieldKey.scalar?.string ?? ""
-                        error(fieldKey, "unknown key '\(word)' in variant '\(name)'"
-                            + Suggest.hint(for: word, in: PipelineFileSpec.variant.map(\.name)))
-                    }
-                }
-            } else if !(value.scalar?.isNull ?? false) {
-                error(value, "expected a map with 'processors', 'encoder' and 'name' for variant '\(name)'")
-                continue
-            }
+            guard let fields = variantFields(value, name: name, encoder: encoder, template: output.name) else { continue }
+            let (own, variantEncoder, namesEncoder, template, templateNode, byBytes) =
+                (fields.own, fields.encoder, fields.namesEncoder, fields.template, fields.templateNode, fields.byBytes)
             guard let finalEncoder = variantEncoder else {
                 // One mistake, one error: an encoder that was named but is invalid was reported already.
                 if encoderMissing, !namesEncoder { error(key, "variants.\(name): no 'encoder', and there is no top-level 'encoder'") }
@@ -334,6 +308,44 @@ struct PipelineParser {
             variants.append(variant)
         }
         return variants
+    }
+
+    /// What one entry of `variants:` sets (each field at what the variant inherits when not).
+    private struct VariantFields {
+        var own: [StageConfig] = []
+        var encoder: StageConfig?
+        var namesEncoder = false
+        var template: NameTemplate
+        var templateNode: Node?
+        var byBytes: (BytesBreakpoints, Node)?
+    }
+
+    /// The keys of one variant, each parsed and reported; `nil` when the entry is not a map.
+    private mutating func variantFields(_ value: Node, name: String, encoder: StageConfig?, template: NameTemplate) -> VariantFields? {
+        var made = VariantFields(encoder: encoder, template: template)
+        guard case .mapping(let fields) = value else {
+            if value.scalar?.isNull ?? false { return made }
+            error(value, "expected a map with 'processors', 'encoder' and 'name' for variant '\(name)'")
+            return nil
+        }
+        for (fieldKey, fieldValue) in fields {
+            switch fieldKey.scalar?.string ?? "" {
+            case "breakpoints": made.byBytes = bytesBreakpoints(fieldValue, variant: name).map { ($0, fieldKey) }
+            case "processors": made.own = processorList(fieldValue, path: "variants.\(name).processors") ?? []
+            case "encoder":
+                made.namesEncoder = true
+                made.encoder = stage(fieldValue, slot: .encoder, path: "variants.\(name).encoder")
+            case "name":
+                made.templateNode = fieldValue
+                do { made.template = try NameTemplate(fieldValue.scalar?.string ?? "") } catch let failure as PipelineError {
+                    error(fieldValue, "variants.\(name).name: " + failure.message)
+                } catch {}
+            default:
+                let word = fieldKey.scalar?.string ?? ""
+                error(fieldKey, "unknown key '\(word)' in variant '\(name)'" + Suggest.hint(for: word, in: PipelineFileSpec.variant.map(\.name)))
+            }
+        }
+        return made
     }
 
     /// `breakpoints:` of a variant: breakpoints by bytes, options checked like a plugin's.

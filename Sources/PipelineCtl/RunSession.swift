@@ -103,7 +103,7 @@ func prepare(_ request: RunRequest, _ pipeline: Pipeline, output: RunOutputOptio
         if Source.urlScheme(of: dir) != nil { listOptions["ignore"] = .list([.string(dir.hasSuffix("/") ? dir : dir + "/")]) }
     }
     let (runner, list) = try makeRunner(pipeline, urls: request.list, options: request.options, listPlugin: request.listPlugin,
-                                        listOptions: listOptions)
+                                        listOptions: listOptions, eventsJournal: { list in eventsJournal(pipeline, request, output, list: list) })
     var problem = await runner.preflight()
     if problem == nil {
         do { try await list.check() } catch {
@@ -181,8 +181,11 @@ func bootstrapLogging(_ output: RunOutputOptions) {
 /// Checks the run's machine facts (output directory) and makes the runner and the source list of
 /// the list plugin `urls` names (a file, `-` for standard input, an object in a bucket:
 /// `s3://bucket/key`); prints why not.
+/// `eventsJournal`: with `notify:`, where the run keeps pending events for the list it reads
+/// (`nil` inside: the list's queue keeps them); without it, items are not announced.
 func makeRunner(_ pipeline: Pipeline, urls: String, options: RunOptions, listPlugin: String? = nil,
-                listOptions: [String: OptionValue] = [:]) throws -> (PipelineRunner, any SourceListing) {
+                listOptions: [String: OptionValue] = [:],
+                eventsJournal: ((any SourceListing) -> String?)? = nil) throws -> (PipelineRunner, any SourceListing) {
     if let dir = options.outputDirectory, Source.urlScheme(of: dir) == nil,
        let problem = MachineCheck.writableDirectoryProblem(dir) {
         printError("error: --output '\(dir)' \(problem)")
@@ -196,11 +199,25 @@ func makeRunner(_ pipeline: Pipeline, urls: String, options: RunOptions, listPlu
     var options = options
     options.logger = Logger(label: "pipelinectl")
     do {
+        if let eventsJournal, !options.fetchOnly {
+            options.events = try EventOutbox(pipeline: pipeline, journalPath: eventsJournal(list), logger: options.logger)
+        }
         return (try PipelineRunner(pipeline: pipeline, registry: PipelineCtl.registry, options: options), list)
     } catch {
         printError("error: \(pipeline.file): \((error as? PipelineError)?.message ?? "\(error)")")
         throw Exit.invalid
     }
+}
+
+/// Where a run keeps the "ready" events not delivered yet: `REPORT.events` beside a local report,
+/// else `events-PIPELINE.jsonl` in the state directory (`--state-dir`, or `OUTPUT/.pipelinectl`
+/// for a local output, or `./.pipelinectl`). `nil` for a queue: it delivers the item again.
+func eventsJournal(_ pipeline: Pipeline, _ request: RunRequest, _ output: RunOutputOptions, list: any SourceListing) -> String? {
+    if list.redelivers { return nil }
+    if let report = output.report, Source.urlScheme(of: report) == nil, request.rotate == nil { return report + ".events" }
+    let dir = request.options.outputDirectory ?? pipeline.output.dir
+    let state = request.options.stateDirectory ?? (Source.urlScheme(of: dir) == nil ? (dir as NSString).appendingPathComponent(".pipelinectl") : ".pipelinectl")
+    return (state as NSString).appendingPathComponent("events-\(pipeline.name).jsonl")
 }
 
 /// `--report s3://bucket/key`: the report is written to a local temporary file, then put whole
@@ -292,7 +309,7 @@ func execute(_ runner: PipelineRunner, list: any SourceListing, cursor: any Sour
     let summary: RunSummary
     do {
         summary = try await runner.run(SourceCursorSequence(cursor, readsAhead: list.readsAhead),
-                                       settle: { source, result in await list.settle(source, as: result) }) { item in
+                                       settle: { source, result in await list.settle(source, as: queued(result, by: list)) }) { item in
             collected.withLock {
                 $0.failures.add(item)
                 $0.statistics.add(item)
@@ -319,6 +336,17 @@ func execute(_ runner: PipelineRunner, list: any SourceListing, cursor: any Sour
         throw Exit.infrastructure
     }
     return RunOutcome(summary: summary, failures: failures, statistics: statistics, metrics: metrics)
+}
+
+/// What a queue is told of `result`: an item whose event is still pending is, for the queue, not
+/// done (`event_pending`), so it keeps the message and delivers the item again, which sends the
+/// event again with the same id. The report keeps the item as it is.
+func queued(_ result: ItemResult, by list: any SourceListing) -> ItemResult {
+    guard list.redelivers, result.status != .failed, let event = result.event, event.state == "pending" else { return result }
+    var held = result
+    held.status = .failed
+    held.error = ItemError(stage: .output, kind: .eventPending, message: "the event \(event.id) is not delivered: \(event.error ?? "")")
+    return held
 }
 
 /// The summary (with `--quiet`: only when something failed, on standard error) and the metrics file.

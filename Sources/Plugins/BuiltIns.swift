@@ -20,6 +20,7 @@ public enum BuiltIns: PluginBundle {
         FileList.plugin, S3List.plugin, SQSList.plugin, PostgresList.plugin,
         JSONReport.plugin, JSONLinesReport.plugin, HTMLReport.plugin, TextReport.plugin,
         VarnishPurger.plugin, CloudFrontPurger.plugin, CloudflarePurger.plugin, FastlyPurger.plugin,
+        Webhook.plugin, SQSNotifier.plugin, SNSNotifier.plugin,
     ]
 
     /// Adds every built-in to `registry`.

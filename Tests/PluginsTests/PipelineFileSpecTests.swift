@@ -53,6 +53,7 @@ extension ValidationTests {
             params: { w: { sets: processors.0.resize.width, min: 8, max: 64 } }
             serve: { sources: ["https://img.example.com/"], breakpoints: [8, 16], breakpoint_param: w }
             purge: [{ varnish: { url: "http://127.0.0.1:6081/" } }]
+            notify: [{ webhook: { url: "http://127.0.0.1:9/hook" } }]
             """, file: "p.yaml", registry: registry)
         #expect(found.isEmpty)
         let pipeline = try #require(parsed)

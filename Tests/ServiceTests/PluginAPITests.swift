@@ -115,7 +115,8 @@ import TestImages
                           "processor/watermark", "image_cache/memory", "encoder/auto", "encoder/avif", "encoder/gif",
                           "encoder/heic", "encoder/jpeg", "encoder/png", "encoder/tiff", "encoder/webp",
                           "destination/local", "destination/s3", "list/file", "list/postgres", "list/s3", "list/sqs", "report/html", "report/json", "report/jsonl", "report/text",
-                          "purger/cloudflare", "purger/cloudfront", "purger/fastly", "purger/varnish"])
+                          "purger/cloudflare", "purger/cloudfront", "purger/fastly", "purger/varnish",
+                          "notifier/sns", "notifier/sqs", "notifier/webhook"])
         #expect(registry.origin(of: "resize", in: .processor) == "BuiltIns")
     }
 

@@ -162,6 +162,8 @@ public struct Pipeline: Sendable {
     public var serve = ServeConfig()
     /// The CDNs in front of `serve` that `cache purge` also purges (`purge:`), built only then.
     public var purgers: [StageConfig] = []
+    /// Where `run` and `work` announce finished items (`notify:`), built only by a run.
+    public var notifiers: [StageConfig] = []
     /// Where sources may come from in every mode (`sources:`): directories, URL prefixes or
     /// schemes, decided by ``SourceBoundary``; empty: anywhere the loaders allow. `serve` uses
     /// ``ServeConfig/sources`` instead when that is set.

@@ -21,8 +21,9 @@ public enum PipelineExplain {
                     lines.append("# \(key.name): not configured; every \(slot.rawValue) runs with its defaults")
                 }
             case .stages(let slot):
-                if slot == .purger, pipeline.purgers.isEmpty { continue }
-                lines += processors(key.name, slot == .purger ? pipeline.purgers : pipeline.processors, indent: "")
+                let list = slot == .purger ? pipeline.purgers : slot == .notifier ? pipeline.notifiers : pipeline.processors
+                if slot != .processor, list.isEmpty { continue }
+                lines += processors(key.name, list, indent: "")
             case .section(let options):
                 // `output:` always (its defaults are the run's); another section when the file has it.
                 guard let values = key.name == "output" ? pipeline.output.options : sectionOptions(pipeline, key.name) else { continue }
@@ -103,7 +104,7 @@ public enum PipelineExplain {
         case .decoder: return pipeline.decoder
         case .imageCache: return pipeline.imageCache
         case .encoder: return pipeline.encoder
-        case .processor, .destination, .list, .report, .purger: return nil
+        case .processor, .destination, .list, .report, .purger, .notifier: return nil
         }
     }
 

@@ -147,6 +147,7 @@ struct PipelineParser {
         if let field = fields["params"] { pipeline.params = paramSpecs(field.value, pipeline: pipeline) }
         checkBreakpoints(&pipeline)
         pipeline.purgers = stageList(fields["purge"]?.value, slot: .purger, path: "purge") ?? []
+        pipeline.notifiers = stageList(fields["notify"]?.value, slot: .notifier, path: "notify") ?? []
         pipeline.metadata = metadata
         return pipeline
     }

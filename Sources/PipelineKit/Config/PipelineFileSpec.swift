@@ -195,6 +195,8 @@ public enum PipelineFileSpec {
                         doc: "How `pipelinectl serve` serves this pipeline: the sources it accepts, the Cache-Control of answers, the widths Client Hints choose among, the cache tags."),
         PipelineFileKey("purge", .stages(.purger),
                         doc: "The CDNs and caches in front of `serve` that `pipelinectl cache purge` also purges (Varnish, CloudFront, Cloudflare, Fastly)."),
+        PipelineFileKey("notify", .stages(.notifier),
+                        doc: "Where `run` and `work` announce each finished item (a webhook, SQS, SNS): \"ready\" events with its outputs, facts and srcset manifest, delivered at least once."),
     ]
 
     /// The top-level key called `name`.

@@ -55,6 +55,9 @@ public struct ErrorKind: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public static let encodeFailed: ErrorKind = "encode_failed"
     /// The output could not be written.
     public static let writeFailed: ErrorKind = "write_failed"
+    /// The item's outputs are stored but its "ready" event is not delivered yet (a queue keeps
+    /// the message and delivers the item again).
+    public static let eventPending: ErrorKind = "event_pending"
     /// Two different sources would be written to the same output path.
     public static let outputCollision: ErrorKind = "output_collision"
     /// The body ended before the length the server announced.

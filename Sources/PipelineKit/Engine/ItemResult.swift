@@ -110,6 +110,8 @@ public struct ItemResult: Sendable, Codable {
     public var shared = false
     /// Each output's variant, path, dimensions, size and format, in variant order.
     public var variants: [VariantOutput] = []
+    /// With `notify:`: the item's "ready" event, and whether it was delivered or is pending.
+    public var event: EventState?
 
     public init(source: String, index: Int, status: ItemStatus) {
         self.source = source
@@ -129,7 +131,7 @@ public struct ItemResult: Sendable, Codable {
         case source, index, status, outputs, kept, stale, error, width, height
         case bytesIn = "bytes_in", bytesOut = "bytes_out", timings = "timings_ms", cache, degraded, decodeShared = "decode_shared", facts
         case alternative, fallback, recoveredFrom = "recovered_from"
-        case duplicate, shared, variants
+        case duplicate, shared, variants, event
     }
     struct Cache: Codable { var data: CacheOutcome; var image: CacheOutcome }
 
@@ -157,6 +159,7 @@ public struct ItemResult: Sendable, Codable {
         if duplicate { try c.encode(true, forKey: .duplicate) }
         if shared { try c.encode(true, forKey: .shared) }
         if !variants.isEmpty { try c.encode(variants, forKey: .variants) }
+        try c.encodeIfPresent(event, forKey: .event)
     }
 
     public init(from decoder: any Decoder) throws {
@@ -185,6 +188,7 @@ public struct ItemResult: Sendable, Codable {
         duplicate = try c.decodeIfPresent(Bool.self, forKey: .duplicate) ?? false
         shared = try c.decodeIfPresent(Bool.self, forKey: .shared) ?? false
         variants = try c.decodeIfPresent([VariantOutput].self, forKey: .variants) ?? []
+        event = try c.decodeIfPresent(EventState.self, forKey: .event)
     }
 }
 

@@ -55,6 +55,10 @@ public struct RunOptions: Sendable {
     /// (``ImagePipelines`` does: outputs taken as values never need it). Default `false`: `run`
     /// and `work` fail at start for a destination that cannot be made.
     public var buildsDestinationOnUse = false
+    /// Where each finished item is announced ("ready" events, the pipeline's `notify:`), at least
+    /// once: the run first sends what an earlier run left pending, sets each item's
+    /// ``ItemResult/event`` before settling it, and counts the events in its summary.
+    public var events: EventOutbox?
 
     /// The clock items' time limits are counted by: the machine's, unless a test moves one by hand.
     package var timers: any TimerSource = DispatchTimers.shared
@@ -297,6 +301,7 @@ public final class PipelineRunner: Sendable {
     ) async throws -> RunSummary where S.Element == Source {
         let start = ContinuousClock.now
         let decodesBefore = making.decodes.value
+        await options.events?.deliverPending()
         // Items are counted (and `onItem` called, one at a time, in completion order) by a task of
         // their own as each finishes, not when the loop below next looks: a queue's worker waiting
         // for its next message still reports and counts what finished meanwhile.
@@ -323,6 +328,11 @@ public final class PipelineRunner: Sendable {
         summary.wallSeconds = (ContinuousClock.now - start).seconds
         summary.imageCacheEvictions = making.imageCache?.evictionCount
         summary.decodes = making.decodes.value - decodesBefore
+        if let events = options.events {
+            let counts = await events.finish()
+            summary.eventsDelivered = counts.delivered
+            summary.eventsPending = counts.pending
+        }
         await dataCache?.recordRun(CacheUsage(counts: tally.dataCache))
         return summary
     }
@@ -380,7 +390,8 @@ public final class PipelineRunner: Sendable {
 
     /// One item, then its settling with the list it came from (a queue's acknowledgement).
     func runItem(_ source: Source, settle: (@Sendable (Source, ItemResult) async -> Void)?) async -> ItemResult {
-        let result = await runItem(source)
+        var result = await runItem(source)
+        if let events = options.events { result.event = await events.announce(result, pipeline: pipeline.name, source: source) }
         await settle?(source, result)
         return result
     }

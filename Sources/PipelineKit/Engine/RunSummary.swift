@@ -28,6 +28,10 @@ public struct RunSummary: Sendable, Codable {
     /// Images this run decoded: one per item that was not shared, cached or stored already (a
     /// source decodes once for every variant and width). `nil` in reports before it was counted.
     public var decodes: Int?
+    /// With `notify:`: events taken by a notifier (one per event and notifier; earlier runs'
+    /// pending ones included), and events still pending when the run ended.
+    public var eventsDelivered: Int?
+    public var eventsPending: Int?
     /// Images the image cache dropped to stay within its limits, when it counts them.
     public var imageCacheEvictions: Int?
     /// When the run was stopped early (Ctrl-C, SIGTERM): the lines of the list it did not start.
@@ -65,6 +69,8 @@ public struct RunSummary: Sendable, Codable {
         bytesOut = try c.decode(Int.self, forKey: .bytesOut)
         imageCacheEvictions = try c.decodeIfPresent(Int.self, forKey: .imageCacheEvictions)
         decodes = try c.decodeIfPresent(Int.self, forKey: .decodes)
+        eventsDelivered = try c.decodeIfPresent(Int.self, forKey: .eventsDelivered)
+        eventsPending = try c.decodeIfPresent(Int.self, forKey: .eventsPending)
         notStarted = try c.decodeIfPresent(Int.self, forKey: .notStarted)
         shard = try c.decodeIfPresent(String.self, forKey: .shard)
         otherShards = try c.decodeIfPresent(Int.self, forKey: .otherShards)
@@ -93,6 +99,8 @@ public struct RunSummary: Sendable, Codable {
         try c.encode(bytesOut, forKey: .bytesOut)
         try c.encodeIfPresent(imageCacheEvictions, forKey: .imageCacheEvictions)
         try c.encodeIfPresent(decodes, forKey: .decodes)
+        try c.encodeIfPresent(eventsDelivered, forKey: .eventsDelivered)
+        try c.encodeIfPresent(eventsPending, forKey: .eventsPending)
         try c.encodeIfPresent(notStarted, forKey: .notStarted)
         try c.encodeIfPresent(shard, forKey: .shard)
         try c.encodeIfPresent(otherShards, forKey: .otherShards)
@@ -103,6 +111,7 @@ public struct RunSummary: Sendable, Codable {
         case outputsWritten = "outputs_written", outputsKept = "outputs_kept", outputsStale = "outputs_stale"
         case wallSeconds = "wall_seconds", bytesIn = "bytes_in", bytesOut = "bytes_out"
         case imageCacheEvictions = "image_cache_evictions", notStarted = "not_started", decodes
+        case eventsDelivered = "events_delivered", eventsPending = "events_pending"
         case shard, otherShards = "other_shards"
         case duplicateDeliveries = "duplicate_deliveries", deliveries, shared
     }

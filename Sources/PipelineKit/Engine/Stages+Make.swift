@@ -31,6 +31,11 @@ extension StageConfig {
         guard case .purger(let make) = plugin.maker else { throw wrongSlot(.purger) }
         return try make(options)
     }
+    /// The notifier this stage names (built anew: a run makes each once).
+    public func makeNotifier() throws -> any EventSending {
+        guard case .notifier(let make) = plugin.maker else { throw wrongSlot(.notifier) }
+        return try make(options)
+    }
     func makeDestination() throws -> any OutputDestination {
         guard case .destination(let make) = plugin.maker else { throw wrongSlot(.destination) }
         return try built.get { try make(options) }
@@ -40,7 +45,7 @@ extension StageConfig {
     /// loader, a destination, a list or a report format, runs the plugin's `check` instead.
     func validate() throws {
         switch plugin.maker {
-        case .loader, .destination, .list, .report, .purger: try plugin.check?(options)
+        case .loader, .destination, .list, .report, .purger, .notifier: try plugin.check?(options)
         case .dataCache: _ = try makeDataCache()
         case .decoder: _ = try makeDecoder()
         case .processor: _ = try makeProcessor()

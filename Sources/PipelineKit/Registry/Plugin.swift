@@ -17,6 +17,8 @@ public enum Slot: String, Sendable, CaseIterable, Codable {
     case report
     /// A CDN or cache in front of `serve` that `cache purge` asks to drop answers (`purge:`).
     case purger
+    /// Where "ready" events of `run` and `work` go (`notify:`): a webhook, a queue, a topic.
+    case notifier
 
     /// How the slot is named in messages (`a processor`, `an encoder`).
     public var article: String {
@@ -31,6 +33,7 @@ public enum Slot: String, Sendable, CaseIterable, Codable {
         case .list: return "a source list"
         case .report: return "a report format"
         case .purger: return "a purger"
+        case .notifier: return "a notifier"
         }
     }
 
@@ -63,6 +66,7 @@ public struct Plugin: Sendable {
         case list(Factory<any SourceListing>)
         case report(Factory<any ReportWriting>)
         case purger(Factory<any CachePurging>)
+        case notifier(Factory<any EventSending>)
     }
 
     public let spec: PluginSpec
@@ -130,6 +134,14 @@ public struct Plugin: Sendable {
     public static func purger(_ spec: PluginSpec, check: (@Sendable (PluginOptions) throws -> Void)? = nil,
                               make: @escaping Factory<any CachePurging>) -> Plugin {
         Plugin(spec: spec, slot: .purger, maker: .purger(make), check: check)
+    }
+
+    /// A notifier, listed under `notify:` and built only by a run that announces items;
+    /// validation runs `check` instead of the factory. Its spec should include
+    /// ``EventRetry/options`` (the engine's retry policy reads them).
+    public static func notifier(_ spec: PluginSpec, check: (@Sendable (PluginOptions) throws -> Void)? = nil,
+                                make: @escaping Factory<any EventSending>) -> Plugin {
+        Plugin(spec: spec, slot: .notifier, maker: .notifier(make), check: check)
     }
 
     /// The defaults of every option, as the factory would receive them when nothing is set.

@@ -33,6 +33,9 @@ public protocol SourceListing: Sendable {
     /// How much waits in the list now, as far as it can tell (a queue's depth); `nil` for a list
     /// that cannot tell (a file). Asked when metrics are scraped. Default: `nil`.
     func depth() async -> ListDepth?
+    /// Whether an item settled as failed comes back later (a queue keeps its message): then the
+    /// queue is where "ready" events wait, not a journal on disk. Default: `false`.
+    var redelivers: Bool { get }
 }
 
 /// What waits in a queue, for a worker's metrics: each figure `nil` when the queue does not tell.
@@ -57,6 +60,7 @@ public struct ListDepth: Sendable, Equatable {
 extension SourceListing {
     public func check() async throws {}
     public func settle(_ source: Source, as result: ItemResult) async {}
+    public var redelivers: Bool { false }
     public func stopReading() {}
     public func runEnded() async {}
     public func depth() async -> ListDepth? { nil }

@@ -187,6 +187,9 @@ public final class PostgresList: QueueAdministering, Sendable {
         try? await settling { try await $0.handBack(left, worker: worker) }
     }
 
+    /// A row settled as failed (one that may pass) is claimed again after its backoff.
+    public var redelivers: Bool { true }
+
     public func depth() async -> ListDepth? {
         guard let status = try? await writer.status() else { return nil }
         return ListDepth(waiting: status.queued, inFlight: status.running, failed: status.failed, oldestSeconds: status.oldestQueuedSeconds)

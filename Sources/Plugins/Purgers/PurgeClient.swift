@@ -1,17 +1,21 @@
 import Foundation
 import PipelineKit
 
-/// The HTTP calls of the purgers: the curl engine the S3 and SQS clients use, one attempt per
-/// call (a purge that fails is reported, and the operator runs it again), loopback and private
-/// addresses allowed (a Varnish in front is the operator's own), no redirects followed.
+/// The HTTP calls of the purgers and the webhook notifier: the curl engine the S3 and SQS clients
+/// use, one attempt per call (a purge that fails is reported and the operator runs it again; the
+/// engine retries events), loopback and private addresses allowed (a Varnish in front, a
+/// receiver, are the operator's own), no redirects followed.
 struct PurgeClient: Sendable {
-    /// The purger's name, for messages (`varnish`, `cloudfront`, ...).
+    /// The plugin's name, for messages (`varnish`, `cloudfront`, `webhook`, ...).
     let purger: String
+    /// What the plugin is, for messages: `purger` or `notifier`.
+    let role: String
     private let policy: TransferPolicy
     private static let engine = CurlTransferEngine(name: "pk-purge", maxPerHost: 0)
 
-    init(purger: String, timeout: Double) {
+    init(purger: String, timeout: Double, role: String = "purger") {
         self.purger = purger
+        self.role = role
         var policy = TransferPolicy()
         policy.maxBytes = 4 << 20
         policy.timeout = timeout
@@ -32,10 +36,10 @@ struct PurgeClient: Sendable {
             let said = String(decoding: failure.partial.prefix(300), as: UTF8.self)
                 .split(whereSeparator: \.isNewline).joined(separator: " ").trimmingCharacters(in: .whitespaces)
             if failure.status == 0 {
-                throw PipelineError(failure.error.kind, "purger '\(purger)': \(method) \(url): \(failure.error.message)")
+                throw PipelineError(failure.error.kind, "\(role) '\(purger)': \(method) \(url): \(failure.error.message)")
             }
             throw PipelineError([401, 403].contains(failure.status) ? .auth : .httpStatus,
-                                "purger '\(purger)': \(method) \(url) answered HTTP \(failure.status)" + (said.isEmpty ? "" : ": \(said)"))
+                                "\(role) '\(purger)': \(method) \(url) answered HTTP \(failure.status)" + (said.isEmpty ? "" : ": \(said)"))
         }
     }
 

@@ -95,7 +95,7 @@ enum QueueSettlement {
     /// redelivery with a backoff rather than recorded as failed.
     static func mayPass(_ error: ItemError) -> Bool {
         switch error.kind {
-        case .timeout, .dns, .connect, .tls, .network, .truncated, .io, .writeFailed, .cancelled, .auth: return true
+        case .timeout, .dns, .connect, .tls, .network, .truncated, .io, .writeFailed, .cancelled, .auth, .eventPending: return true
         case .httpStatus: return error.message.contains("HTTP 5") || error.message.contains("HTTP 429")
         default: return error.stage == .output && error.kind != .outputCollision
         }

@@ -125,8 +125,10 @@ final class SQSClient: Sendable {
 
     /// Sends a message, with string attributes (a dead-letter entry carries the error kind so).
     @discardableResult
-    func send(_ body: String, attributes: [String: String] = [:]) async throws -> String {
+    /// `extra`: more SendMessage parameters (a FIFO queue's `MessageGroupId` and `MessageDeduplicationId`).
+    func send(_ body: String, attributes: [String: String] = [:], extra: [String: String] = [:]) async throws -> String {
         var parameters: [String: Any] = ["QueueUrl": queue.url, "MessageBody": body]
+        for (name, value) in extra { parameters[name] = value }
         if !attributes.isEmpty {
             parameters["MessageAttributes"] = attributes.mapValues { ["DataType": "String", "StringValue": $0] }
         }

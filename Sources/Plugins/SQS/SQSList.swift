@@ -69,6 +69,9 @@ public final class SQSList: SourceListing, Sendable {
         return Cursor(list: self)
     }
 
+    /// A message settled as failed comes back after its backoff.
+    public var redelivers: Bool { true }
+
     public func depth() async -> ListDepth? {
         guard let (visible, inFlight) = try? await client.depth() else { return nil }
         return ListDepth(waiting: visible, inFlight: inFlight)

@@ -68,13 +68,13 @@ public final class MotoServer: @unchecked Sendable {
         return MotoServer(port: port, accessKey: key, secretKey: secret, process: process)
     }
 
-    /// Runs a boto3 snippet against this server with `sqs` and `s3` clients bound (and `base64`,
+    /// Runs a boto3 snippet against this server with `sqs`, `s3` and `sns` clients bound (and `base64`,
     /// `json`, `urllib.parse` imported); `args` holds `arguments`. Its stdout, trimmed.
     public func boto(_ snippet: String, _ arguments: [String] = []) async throws -> String {
         let script = """
             import base64, boto3, json, sys, urllib.parse
             kw = dict(endpoint_url=sys.argv[1], region_name="us-east-1", aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3])
-            sqs, s3 = boto3.client("sqs", **kw), boto3.client("s3", **kw)
+            sqs, s3, sns = boto3.client("sqs", **kw), boto3.client("s3", **kw), boto3.client("sns", **kw)
             args = sys.argv[4:]
             """ + "\n" + snippet
         let result = try await Command.run("/usr/bin/env", ["python3", "-c", script, endpoint, accessKey, secretKey] + arguments)

@@ -28,6 +28,8 @@ struct RunRequest {
     var listen: ListenAddress?
     /// The report is written in parts of that size or age (``RotatingReport``).
     var rotate: (bytes: Int?, seconds: Double?)?
+    /// An item that replaced outputs has its source purged by the pipeline's `purge:` list.
+    var purgeReplaced = false
 
     init(pipeline: String, list: String, options: RunOptions, output: RunOutputOptions, stopGrace: Double) {
         self.pipeline = pipeline
@@ -103,7 +105,8 @@ func prepare(_ request: RunRequest, _ pipeline: Pipeline, output: RunOutputOptio
         if Source.urlScheme(of: dir) != nil { listOptions["ignore"] = .list([.string(dir.hasSuffix("/") ? dir : dir + "/")]) }
     }
     let (runner, list) = try makeRunner(pipeline, urls: request.list, options: request.options, listPlugin: request.listPlugin,
-                                        listOptions: listOptions, eventsJournal: { list in eventsJournal(pipeline, request, output, list: list) })
+                                        listOptions: listOptions, eventsJournal: { list in eventsJournal(pipeline, request, output, list: list) },
+                                        purgeReplaced: request.purgeReplaced)
     var problem = await runner.preflight()
     if problem == nil {
         do { try await list.check() } catch {
@@ -185,7 +188,7 @@ func bootstrapLogging(_ output: RunOutputOptions) {
 /// (`nil` inside: the list's queue keeps them); without it, items are not announced.
 func makeRunner(_ pipeline: Pipeline, urls: String, options: RunOptions, listPlugin: String? = nil,
                 listOptions: [String: OptionValue] = [:],
-                eventsJournal: ((any SourceListing) -> String?)? = nil) throws -> (PipelineRunner, any SourceListing) {
+                eventsJournal: ((any SourceListing) -> String?)? = nil, purgeReplaced: Bool = false) throws -> (PipelineRunner, any SourceListing) {
     if let dir = options.outputDirectory, Source.urlScheme(of: dir) == nil,
        let problem = MachineCheck.writableDirectoryProblem(dir) {
         printError("error: --output '\(dir)' \(problem)")
@@ -202,10 +205,47 @@ func makeRunner(_ pipeline: Pipeline, urls: String, options: RunOptions, listPlu
         if let eventsJournal, !options.fetchOnly {
             options.events = try EventOutbox(pipeline: pipeline, journalPath: eventsJournal(list), logger: options.logger)
         }
+        if purgeReplaced, !options.fetchOnly {
+            guard !pipeline.purgers.isEmpty else {
+                printError("error: --purge-replaced needs a purge: list in \(pipeline.file) (the CDNs to purge)")
+                throw Exit.invalid
+            }
+            options.purgeReplaced = try replacedPurger(pipeline, logger: options.logger)
+        }
         return (try PipelineRunner(pipeline: pipeline, registry: PipelineCtl.registry, options: options), list)
     } catch {
         printError("error: \(pipeline.file): \((error as? PipelineError)?.message ?? "\(error)")")
         throw Exit.invalid
+    }
+}
+
+/// `work --purge-replaced`: each purger of the pipeline's `purge:` list (built once) asked to
+/// drop the answers of a source whose outputs an upload replaced, each tried three times (1 s,
+/// then 2 s apart). What it says goes in the item's report line (`purge`); a purger that still
+/// fails is logged: the outputs are stored, and `pipelinectl cache purge` can be run for it.
+func replacedPurger(_ pipeline: Pipeline, logger: Logger) throws -> @Sendable (Source, ItemResult) async -> String {
+    let purgers = try pipeline.purgers.map { ($0.plugin.spec.name, try $0.makePurger()) }
+    let keys = (try? SigningKeys.load(file: nil, environment: ProcessInfo.processInfo.environment)) ?? nil
+    return { source, _ in
+        let request = pipeline.purgeRequest(sources: [source.text], keys: keys)
+        var said: [String] = []
+        for (name, purger) in purgers {
+            var last = ""
+            for attempt in 0..<3 {
+                if attempt > 0 { try? await Task.sleep(for: .seconds(Double(1 << (attempt - 1)))) }
+                do {
+                    last = try await purger.purge(request)
+                    break
+                } catch {
+                    last = "failed: " + ((error as? PipelineError)?.message ?? "\(error)")
+                }
+            }
+            if last.hasPrefix("failed: ") {
+                logger.warning("purge failed", metadata: ["source": "\(source.text)", "purger": "\(name)", "error": "\(last)"])
+            }
+            said.append(last.hasPrefix("failed: ") ? "\(name) \(last)" : last)
+        }
+        return said.joined(separator: "; ")
     }
 }
 

@@ -73,6 +73,9 @@ struct Work: AsyncParsableCommand {
     @Flag(help: "Process what is queued, then exit when the queue is empty (for a job that drains a queue).")
     var untilEmpty = false
 
+    @Flag(help: "When an upload replaces outputs made from earlier content, ask the pipeline's purge: list to drop the source's answers at the CDN (signed URLs need PIPELINECTL_KEYS).")
+    var purgeReplaced = false
+
     @Option(name: [.short, .customLong("output")], help: "Write outputs here instead of the pipeline's output.dir.")
     var outputDirectory: String?
 
@@ -121,6 +124,7 @@ struct Work: AsyncParsableCommand {
         request.stopExitsZero = true
         request.listen = try listen.map { try ListenAddress($0) }
         request.rotate = reportRotate.flatMap(RotatingReport.parse)
+        request.purgeReplaced = purgeReplaced
         try await runPipeline(request)
     }
 

@@ -1,5 +1,7 @@
 import FlyingFox
 import Foundation
+import PipelineKit
+import Synchronization
 import Testing
 import TestImages
 
@@ -123,5 +125,64 @@ import TestImages
         let ended = try await second.wait()
         #expect(ended.status == 0, "\(ended.stderr)")
         await receiver.server.stop()
+    }
+
+    /// `work --purge-replaced`: an upload whose outputs replace those of earlier content has its
+    /// source purged at the CDN (a Fastly-shaped API on loopback); a first upload, and the same
+    /// bytes uploaded again, purge nothing.
+    @Test func aReuploadPurgesWhatItReplaces() async throws {
+        let moto = try await MotoServer.start(buckets: ["uploads"])
+        defer { moto.stop() }
+        let events = try await moto.boto("""
+            q = sqs.create_queue(QueueName='events')['QueueUrl']
+            arn = sqs.get_queue_attributes(QueueUrl=q, AttributeNames=['QueueArn'])['Attributes']['QueueArn']
+            s3.put_bucket_notification_configuration(Bucket='uploads', NotificationConfiguration={
+                'QueueConfigurations': [{'QueueArn': arn, 'Events': ['s3:ObjectCreated:*']}]})
+            print(q)
+            """)
+        let api = try await TestServer.start()
+        let keys = Mutex<[String]>([])
+        api.route("/service/svc1/purge") { request in
+            keys.withLock { $0.append(request.headers[HTTPHeader("Surrogate-Key")] ?? "") }
+            return HTTPResponse(statusCode: .ok, headers: [.contentType: "application/json"], body: Data("{}".utf8))
+        }
+        let dir = try Fixtures.temporaryDirectory("events-purge")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let pipeline = dir.appendingPathComponent("uploads.yaml")
+        try """
+            version: 1
+            name: uploads
+            processors: [ { resize: { width: 120 } } ]
+            encoder: jpeg
+            output: { dir: "s3://uploads/out", name: "{stem}.{ext}" }
+            purge:
+              - fastly: { service: svc1, token: t, api: "\(api.url("/"))" }
+            """.write(to: pipeline, atomically: true, encoding: .utf8)
+        func upload(_ spec: String) async throws {
+            let image = dir.appendingPathComponent("image.jpg")
+            try Fixtures.image(spec, width: 400, height: 300).write(to: image)
+            _ = try await moto.boto("s3.put_object(Bucket='uploads', Key='in/p1.jpg', Body=open(args[0], 'rb').read())", [image.path])
+        }
+        func work(_ report: String) async throws -> [String: Any] {
+            let path = dir.appendingPathComponent(report).path
+            let ran = try await Command.run(CLITests.binary, ["work", pipeline.path, "--queue", events, "--until-empty", "--purge-replaced",
+                                                              "--report", path, "--progress", "none"], environment: moto.environment)
+            #expect(ran.status == 0, "\(ran.stderr)")
+            let made = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any]
+            return try #require((made?["items"] as? [[String: Any]])?.first { ($0["source"] as? String) == "s3://uploads/in/p1.jpg" })
+        }
+        try await upload("plasma:")
+        let first = try await work("first.json")
+        #expect(first["replaced"] == nil && first["purge"] == nil && keys.withLock { $0.isEmpty }, "a first upload replaces nothing")
+        try await upload("gradient:navy-orange")
+        let second = try await work("second.json")
+        #expect((second["replaced"] as? [String])?.first?.hasSuffix("out/p1.jpg") == true, "\(second)")
+        #expect((second["purge"] as? String)?.hasPrefix("fastly: purged") == true, "\(String(describing: second["purge"]))")
+        #expect(keys.withLock { $0 } == [CacheTags().source("s3://uploads/in/p1.jpg")])
+        try await upload("gradient:navy-orange")
+        let third = try await work("third.json")
+        #expect(third["replaced"] == nil && third["purge"] == nil, "the same bytes again: kept, nothing to purge")
+        #expect(keys.withLock { $0.count } == 1)
+        await api.stop()
     }
 }

@@ -108,6 +108,8 @@ struct ItemOutcome: Sendable {
     var written: [String] = []
     /// The variant (index) of each output.
     var variantOf: [Int] = []
+    /// Outputs that replaced one made from other source bytes or by another recipe (``ItemResult/replaced``).
+    var replaced: [String] = []
     /// The srcset manifest of the variants with breakpoints by bytes, when one was stored.
     var srcset: (path: String, state: OutputState, fingerprint: OutputFingerprint)?
     /// What happened to each output, by variant.

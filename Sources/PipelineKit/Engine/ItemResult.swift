@@ -112,6 +112,12 @@ public struct ItemResult: Sendable, Codable {
     public var variants: [VariantOutput] = []
     /// With `notify:`: the item's "ready" event, and whether it was delivered or is pending.
     public var event: EventState?
+    /// Outputs written over one made from other source bytes or by another recipe (a re-upload,
+    /// a changed pipeline), under `existing: replace_if_changed`: what a CDN may still serve.
+    public var replaced: [String] = []
+    /// With `work --purge-replaced`: what the purgers said for an item that replaced outputs
+    /// (`purged`, or the failure).
+    public var purge: String?
 
     public init(source: String, index: Int, status: ItemStatus) {
         self.source = source
@@ -131,7 +137,7 @@ public struct ItemResult: Sendable, Codable {
         case source, index, status, outputs, kept, stale, error, width, height
         case bytesIn = "bytes_in", bytesOut = "bytes_out", timings = "timings_ms", cache, degraded, decodeShared = "decode_shared", facts
         case alternative, fallback, recoveredFrom = "recovered_from"
-        case duplicate, shared, variants, event
+        case duplicate, shared, variants, event, replaced, purge
     }
     struct Cache: Codable { var data: CacheOutcome; var image: CacheOutcome }
 
@@ -160,6 +166,8 @@ public struct ItemResult: Sendable, Codable {
         if shared { try c.encode(true, forKey: .shared) }
         if !variants.isEmpty { try c.encode(variants, forKey: .variants) }
         try c.encodeIfPresent(event, forKey: .event)
+        if !replaced.isEmpty { try c.encode(replaced, forKey: .replaced) }
+        try c.encodeIfPresent(purge, forKey: .purge)
     }
 
     public init(from decoder: any Decoder) throws {
@@ -189,6 +197,8 @@ public struct ItemResult: Sendable, Codable {
         shared = try c.decodeIfPresent(Bool.self, forKey: .shared) ?? false
         variants = try c.decodeIfPresent([VariantOutput].self, forKey: .variants) ?? []
         event = try c.decodeIfPresent(EventState.self, forKey: .event)
+        replaced = try c.decodeIfPresent([String].self, forKey: .replaced) ?? []
+        purge = try c.decodeIfPresent(String.self, forKey: .purge)
     }
 }
 

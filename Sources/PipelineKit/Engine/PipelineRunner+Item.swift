@@ -265,6 +265,7 @@ extension PipelineRunner {
         }
         result.outputs = paths.map(location)
         result.kept = zip(paths, states).filter { $0.1 == .kept }.map { location($0.0) }
+        result.replaced = outcome.replaced.map(location)
         result.stale = zip(paths, states).filter { $0.1 == .stale }.map { location($0.0) }
         result.status = !fetchOnly && outcome.delivery == .store && !states.isEmpty && !states.contains(.written) ? .kept : .ok
         result.width = fetchOnly ? nil : outcome.size.width

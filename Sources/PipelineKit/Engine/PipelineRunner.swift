@@ -59,6 +59,10 @@ public struct RunOptions: Sendable {
     /// once: the run first sends what an earlier run left pending, sets each item's
     /// ``ItemResult/event`` before settling it, and counts the events in its summary.
     public var events: EventOutbox?
+    /// Called for an item whose outputs replaced others (``ItemResult/replaced``), before its
+    /// event and its settling: purges what a CDN holds of the source (`work --purge-replaced`).
+    /// Returns what to report (``ItemResult/purge``).
+    public var purgeReplaced: (@Sendable (Source, ItemResult) async -> String)?
 
     /// The clock items' time limits are counted by: the machine's, unless a test moves one by hand.
     package var timers: any TimerSource = DispatchTimers.shared
@@ -391,6 +395,7 @@ public final class PipelineRunner: Sendable {
     /// One item, then its settling with the list it came from (a queue's acknowledgement).
     func runItem(_ source: Source, settle: (@Sendable (Source, ItemResult) async -> Void)?) async -> ItemResult {
         var result = await runItem(source)
+        if let purge = options.purgeReplaced, !result.replaced.isEmpty, result.status == .ok { result.purge = await purge(source, result) }
         if let events = options.events { result.event = await events.announce(result, pipeline: pipeline.name, source: source) }
         await settle?(source, result)
         return result

@@ -49,7 +49,11 @@ struct OutputStore: Sendable {
         let state: OutputState
         switch plan.delivery {
         case .store, .factsOnly:
-            do { state = try await store(OutputFile(relative: path, data: encoded.data, fingerprint: fingerprint)) } catch {
+            do {
+                let replaced: Bool
+                (state, replaced) = try await storeNoting(OutputFile(relative: path, data: encoded.data, fingerprint: fingerprint))
+                if replaced { outcome.replaced.append(path) }
+            } catch {
                 throw StepFailure.classify(error, stage: .output, kind: .writeFailed, variant: variant)
             }
         case .values:
@@ -119,19 +123,24 @@ struct OutputStore: Sendable {
     /// Stores one output as `output.existing` says: an output already at its path is kept when
     /// its fingerprint is this one (`replace_if_changed`, `keep`), replaced otherwise
     /// (`replace_if_changed`, `replace`) or kept and reported stale (`keep`).
-    func store(_ file: OutputFile) async throws -> OutputState {
+    func store(_ file: OutputFile) async throws -> OutputState { try await storeNoting(file).state }
+
+    /// ``store(_:)``, and whether the output replaced one made otherwise (from other source
+    /// bytes or by another recipe): a re-upload, whose answers a CDN may still hold. Known under
+    /// `replace_if_changed` (the default); `replace` writes without looking.
+    func storeNoting(_ file: OutputFile) async throws -> (state: OutputState, replaced: Bool) {
         switch existing {
         case .replace:
             try await destination.write(file)
-            return .written
+            return (.written, false)
         case .replaceIfChanged:
-            guard let there = try await destination.create(file) else { return .written }
-            if there.fingerprint == file.fingerprint { return .kept }
+            guard let there = try await destination.create(file) else { return (.written, false) }
+            if there.fingerprint == file.fingerprint { return (.kept, false) }
             try await destination.write(file)
-            return .written
+            return (.written, true)
         case .keep:
-            guard let there = try await destination.create(file) else { return .written }
-            return there.fingerprint == file.fingerprint ? .kept : .stale
+            guard let there = try await destination.create(file) else { return (.written, false) }
+            return (there.fingerprint == file.fingerprint ? .kept : .stale, false)
         }
     }
 

@@ -389,7 +389,9 @@ package final class ImageService: Sendable {
     package func respond(_ made: ProcessedItem, preset: Preset, negotiated: Bool, ifNoneMatch: String?,
                          described: Described? = nil) -> ServeAnswer {
         let result = made.result
-        guard result.status == .ok || result.status == .kept, let output = made.outputs.first else {
+        // One output per request, except a variant with breakpoints by bytes: its widest answers
+        // (the widths chosen for the image are what `/info` reports).
+        guard result.status == .ok || result.status == .kept, let output = made.outputs.last else {
             return failure(result.error)
         }
         let etag = "\"" + output.fingerprint.description + "\""

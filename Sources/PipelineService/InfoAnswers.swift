@@ -45,15 +45,22 @@ extension ImageService {
     }
 
     /// The JSON of a facts item: the pipeline, the source, its facts as reports name them, and
-    /// the widths Client Hints choose among (`breakpoints.declared`).
+    /// both kinds of breakpoints, each named: the widths Client Hints choose among
+    /// (`breakpoints.declared`) and, for each variant with breakpoints by bytes, the widths chosen
+    /// for this image and their sizes (`breakpoints.by_bytes.VARIANT`).
     func infoAnswer(_ made: ProcessedItem, preset: Preset, source: String, ifNoneMatch: String?) -> ServeAnswer {
         guard made.result.status == .ok || made.result.status == .kept else { return failure(made.result.error) }
+        var facts = made.facts
+        var breakpoints: [String: FactValue] = [:]
+        if case .object(let found)? = facts.removeValue(forKey: "breakpoints"), let byBytes = found["by_bytes"] { breakpoints["by_bytes"] = byBytes }
         var object: [String: FactValue] = ["pipeline": .string(preset.name), "source": .string(String(source.prefix { $0 != "?" })),
-                                           "facts": .object(made.facts)]
-        if let breakpoints = preset.pipeline.serve.breakpoints {
-            object["breakpoints"] = .object(["declared": .list(breakpoints.widths.map { .int($0) }), "param": .string(breakpoints.param),
-                                             "default": .int(breakpoints.defaultWidth)])
+                                           "facts": .object(facts)]
+        if let declared = preset.pipeline.serve.breakpoints {
+            breakpoints["declared"] = .list(declared.widths.map { .int($0) })
+            breakpoints["param"] = .string(declared.param)
+            breakpoints["default"] = .int(declared.defaultWidth)
         }
+        if !breakpoints.isEmpty { object["breakpoints"] = .object(breakpoints) }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let body = (try? encoder.encode(object)) ?? Data("{}".utf8)

@@ -46,8 +46,9 @@ import TestImages
         func path(_ name: String) -> String { images.appendingPathComponent(name).path }
     }
 
-    static func sign(_ pipeline: String, _ source: String, params: [String: String] = [:], expires: Int? = nil) throws -> String {
-        let path = ServeRequest.path(pipeline: pipeline, variant: nil, source: source, parameters: params, expires: expires)
+    static func sign(_ pipeline: String, _ source: String, params: [String: String] = [:], expires: Int? = nil,
+                     variant: String? = nil) throws -> String {
+        let path = ServeRequest.path(pipeline: pipeline, variant: variant, source: source, parameters: params, expires: expires)
         return "/" + (try SigningKeys(parsing: key, origin: "test")).sign(path) + path
     }
 

@@ -68,6 +68,39 @@ import TestImages
         }
     }
 
+    /// Both kinds of breakpoints in `/info`, each named: the declared widths and, for a variant
+    /// with breakpoints by bytes, the widths chosen for this image with their sizes. An image
+    /// request for that variant answers its widest width.
+    @Test func infoNamesTheBreakpointsByBytesOfTheImage() async throws {
+        let setup = try ServeHintsTests.Setup()
+        try Fixtures.image("plasma:", width: 1400, height: 900, format: "JPEG", quality: 92).write(to: setup.images.appendingPathComponent("detail.jpg"))
+        try """
+            version: 1
+            name: widths
+            serve:
+              sources: ["\(setup.images.path)/"]
+            variants:
+              web:
+                breakpoints: { min_width: 200, max_width: 1200, bytes_step: 10KB, max_images: 6, trial_time: 10m }
+                encoder: { webp: { quality: 80 } }
+            """.write(to: setup.pipelines.appendingPathComponent("widths.yaml"), atomically: true, encoding: .utf8)
+        let (app, _) = try ServeHintsTests.app(setup)
+        let library = try ServeInProcessTests.library([setup.pipelines.path])
+        try await app.test(.router) { client in
+            let answer = try await client.execute(uri: try library.signedInfoPath(pipeline: "widths", source: setup.path("detail.jpg")), method: .get)
+            #expect(answer.status == .ok, "\(String(buffer: answer.body))")
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(buffer: answer.body)) as? [String: Any])
+            #expect((json["facts"] as? [String: Any])?["breakpoints"] == nil, "breakpoints are named beside the facts, not among them")
+            let web = try #require(((json["breakpoints"] as? [String: Any])?["by_bytes"] as? [String: Any])?["web"] as? [String: Any])
+            let widths = try #require(web["widths"] as? [Int]), bytes = try #require(web["bytes"] as? [Int])
+            #expect(widths.count > 1 && widths.count <= 6 && widths.last == 1200 && widths.first == 200, "\(widths)")
+            #expect(bytes == bytes.sorted() && bytes.count == widths.count)
+            let image = try await client.execute(uri: try ServeInProcessTests.sign("widths", setup.path("detail.jpg"), variant: "web"), method: .get)
+            #expect(image.status == .ok)
+            #expect(try await ServeHintsTests.width(image) == 1200, "the widest answers")
+        }
+    }
+
     @Test func aFactsURLHasItsOwnSignatureAndRefusesWhatAnImageWould() async throws {
         let setup = try ServeHintsTests.Setup()
         let (app, _) = try ServeHintsTests.app(setup)

@@ -52,7 +52,7 @@ extension PipelineRunner {
     /// A variant with breakpoints by bytes: every width it chooses, encoded and written, and
     /// the choice in the item's facts (`breakpoints.by_bytes.VARIANT`).
     func encodeWidths(_ image: PipelineImage, _ plan: ItemPlan, index: Int, into outcome: inout ItemOutcome,
-                      tracker: StageTracker) async throws {
+                      tracker: StageTracker, storing: Bool = true) async throws {
         tracker.enter(.encode)
         let made = try await encoding.encodeWidths(image, variants[index])
         outcome.timings.encode += made.milliseconds
@@ -62,6 +62,7 @@ extension PipelineRunner {
         }
         byBytes[variants[index].name ?? ""] = made.facts
         outcome.facts["breakpoints"] = .object(["by_bytes": .object(byBytes)])
+        guard storing else { return }
         tracker.enter(.output)
         for encoded in made.outputs {
             try await output.write(encoded, plan, variant: variants[index], index: index, into: &outcome)
@@ -69,7 +70,8 @@ extension PipelineRunner {
     }
 
     /// Facts only: load, decode and run every variant's chain (analysing stages record what they
-    /// find), then stop: nothing is encoded or stored.
+    /// find), then stop: nothing is stored. A variant with breakpoints by bytes is encoded at each
+    /// width it chooses (its facts say which, and their sizes), and the files dropped.
     func facts(_ plan: ItemPlan, tracker: StageTracker) async throws -> ItemOutcome {
         let made = try await making.images(plan, needed: Array(variants.indices), preloaded: nil, digest: nil, tracker: tracker) {
             try await self.loading.load(plan)
@@ -82,6 +84,14 @@ extension PipelineRunner {
         outcome.delivery = .factsOnly
         for index in variants.indices { outcome.facts.merge(made.images[index]?.facts ?? [:]) { first, _ in first } }
         outcome.size = made.images[0]?.size ?? outcome.size
+        for index in variants.indices where variants[index].byBytes != nil {
+            guard let image = made.images[index] else { continue }
+            var widths = ItemOutcome(delivery: .factsOnly)
+            widths.facts = outcome.facts
+            try await encodeWidths(image, plan, index: index, into: &widths, tracker: tracker, storing: false)
+            outcome.facts = widths.facts
+            outcome.timings.encode += widths.timings.encode
+        }
         return outcome
     }
 

@@ -222,6 +222,9 @@ public final class ImagePipelines: Sendable {
         info.variants = info.variants.prefix(1).map {
             Variant(name: nil, processors: [stage], sharedCount: 1, encoder: $0.encoder, template: $0.template, position: nil)
         }
+        // Breakpoints by bytes are facts of the image too: their widths are chosen by encoding
+        // (the files are dropped), from the same decode.
+        info.variants += pipeline.variants.filter { $0.byBytes != nil }
         let made = try base.derived(info, registry: registry)
         derived.withLock { $0.put(key, made) }
         return made

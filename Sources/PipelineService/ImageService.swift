@@ -192,6 +192,8 @@ package final class ImageService: Sendable {
         var hintsRead: [String] = []
         /// A facts request (`/info/...`): answered with JSON, not an image.
         var info = false
+        /// `/info/...?facts=header`: the header's facts only, nothing decoded.
+        var headerOnly = false
     }
 
     /// A request whose signature holds: its answer, or its admitted job.
@@ -297,10 +299,14 @@ package final class ImageService: Sendable {
         // it answers `timeout` (504) the same way, without a second timer per request.
         let made: ProcessedItem?
         let delivery: OutputDelivery = job.info ? .factsOnly : .values
+        let headerOnly = job.headerOnly
+        let work: @Sendable () async -> ProcessedItem = {
+            headerOnly ? await runner.headerFacts(source) : await runner.process(source, delivery: delivery)
+        }
         if let limit = runner.itemTimeout, limit <= timeout {
-            made = await runner.process(source, delivery: delivery)
+            made = await work()
         } else {
-            made = await withinTimeLimit { await runner.process(source, delivery: delivery) }
+            made = await withinTimeLimit(work)
         }
         // A job cut short by its client's leaving says nothing about how long jobs take.
         // A joined request shares another's work: its time says nothing about a job's either.

@@ -26,8 +26,12 @@ extension ImageService {
             return .answered(answer)
         }
         if let refused = checkSignature(request, signed: ServeRequest.infoSigned(request.signed)) { return labelled(refused) }
-        if let stranger = request.parameters.first(where: { $0.name != "expires" && $0.name != "v" }) {
-            return labelled(.problem(400, kind: "bad_parameter", "facts take no parameters; got '\(stranger.name)'"))
+        if let stranger = request.parameters.first(where: { !["expires", "v", "facts"].contains($0.name) }) {
+            return labelled(.problem(400, kind: "bad_parameter", "facts take only facts=header|all (and expires, v); got '\(stranger.name)'"))
+        }
+        let scope = request.parameters.first { $0.name == "facts" }?.value ?? "all"
+        guard ["header", "all"].contains(scope) else {
+            return labelled(.problem(400, kind: "bad_parameter", "facts=\(scope): give header (what the header says, nothing decoded) or all"))
         }
         if let refused = checkSource(request.source, preset: preset) { return labelled(refused) }
         let runner: PipelineRunner
@@ -40,8 +44,10 @@ extension ImageService {
         case .share: return labelled(.busy("this client holds its share of the places; the rest are kept for others; retry shortly"))
         case .tooSlow: return labelled(.busy("the queue would keep this request past --queue-wait; retry shortly"))
         }
-        return .admitted(AdmittedJob(preset: preset, runner: runner, source: request.source, ifNoneMatch: ifNoneMatch,
-                                     client: client, flightKey: "\u{2}info\u{1}" + preset.name + "\u{1}" + request.source, info: true))
+        var job = AdmittedJob(preset: preset, runner: runner, source: request.source, ifNoneMatch: ifNoneMatch,
+                              client: client, flightKey: "\u{2}info\u{1}" + scope + "\u{1}" + preset.name + "\u{1}" + request.source, info: true)
+        job.headerOnly = scope == "header"
+        return .admitted(job)
     }
 
     /// The JSON of a facts item: the pipeline, the source, its facts as reports name them, and

@@ -68,6 +68,48 @@ import TestImages
         }
     }
 
+    /// `?facts=header`: the header's facts, nothing decoded, agreeing with the full facts; and
+    /// full facts a data cache keeps are answered again without a decode.
+    @Test func headerFactsDecodeNothingAndKnownFactsComeFromTheCache() async throws {
+        let setup = try ServeHintsTests.Setup()
+        let images: [(name: String, data: Data)] = [
+            ("g.jpg", try Fixtures.image("gradient:#d02020-#2040c0", width: 1200, height: 900, format: "JPEG")),
+            ("p.png", try Fixtures.alphaPNG(400, 300)),
+            ("w.webp", try Fixtures.image("plasma:", width: 640, height: 480, format: "WEBP")),
+            ("t.tif", try Fixtures.image("gradient:#10a010-#f0f0f0", width: 300, height: 500, format: "TIFF")),
+        ]
+        for image in images { try image.data.write(to: setup.images.appendingPathComponent(image.name)) }
+        let (app, routes) = try ServeHintsTests.app(setup)
+        let library = try ServeInProcessTests.library([setup.pipelines.path])
+        let decodes: @Sendable () throws -> Int = { try routes.service.library.infoRunner(pipeline: "hinted").making.decodes.value }
+        try await app.test(.router) { client in
+            for image in images {
+                let before = try decodes()
+                let header = try await client.execute(uri: try library.signedInfoPath(pipeline: "hinted", source: setup.path(image.name), headerOnly: true),
+                                                      method: .get)
+                #expect(header.status == .ok, "\(image.name): \(String(buffer: header.body))")
+                let headerFacts = try #require((try JSONSerialization.jsonObject(with: Data(buffer: header.body)) as? [String: Any])?["facts"] as? [String: Any])
+                #expect(try decodes() == before, "\(image.name): the header alone")
+                #expect(headerFacts["blurhash"] == nil && headerFacts["dhash"] == nil)
+                let full = try await client.execute(uri: try library.signedInfoPath(pipeline: "hinted", source: setup.path(image.name)), method: .get)
+                let fullFacts = try #require((try JSONSerialization.jsonObject(with: Data(buffer: full.body)) as? [String: Any])?["facts"] as? [String: Any])
+                #expect(try decodes() == before + 1)
+                for key in ["format", "width", "height"] {
+                    #expect("\(headerFacts[key] ?? "-")" == "\(fullFacts[key] ?? "+")", "\(image.name): \(key)")
+                }
+                // Asked again (no If-None-Match): the facts the data cache kept, no decode.
+                let again = try await client.execute(uri: try library.signedInfoPath(pipeline: "hinted", source: setup.path(image.name)), method: .get)
+                #expect(again.status == .ok && Data(buffer: again.body) == Data(buffer: full.body))
+                #expect(try decodes() == before + 1, "\(image.name): known facts are not decoded again")
+            }
+            // A signed request for facts that do not exist: 400, naming what may be asked.
+            let path = ServeRequest.path(pipeline: "hinted", variant: nil, source: setup.path("g.jpg"), parameters: ["facts": "pixels"], expires: nil)
+            let signed = "/info/" + (try SigningKeys(parsing: ServeInProcessTests.key, origin: "test")).sign(ServeRequest.infoSigned(path)) + path
+            let bad = try await client.execute(uri: signed, method: .get)
+            #expect(bad.status == .badRequest && String(buffer: bad.body).contains("facts=pixels"), "\(String(buffer: bad.body))")
+        }
+    }
+
     /// Both kinds of breakpoints in `/info`, each named: the declared widths and, for a variant
     /// with breakpoints by bytes, the widths chosen for this image with their sizes. An image
     /// request for that variant answers its widest width.

@@ -17,6 +17,7 @@ struct Sign: AsyncParsableCommand {
               pipelinectl sign responsive https://img.example.com/a.jpg \\
                 --variant small --base http://localhost:8080
               pipelinectl sign thumbnails https://img.example.com/a.jpg --info
+              pipelinectl sign thumbnails https://img.example.com/a.jpg --info --header
               pipelinectl sign thumbnails https://img.example.com/a.jpg \\
                 --source-version "$ETAG"
             """))
@@ -47,6 +48,9 @@ struct Sign: AsyncParsableCommand {
 
     @Flag(help: "Sign the URL of the source's facts (JSON: size, format, EXIF, BlurHash, ThumbHash, dHash, colour): /info/SIGNATURE/PIPELINE/SOURCE.")
     var info = false
+
+    @Flag(help: "With --info: the header's facts only (format, size, orientation, EXIF; nothing decoded): ?facts=header.")
+    var header = false
 
     func run() async throws {
         guard let loaded = loadPipeline(pipeline) else { throw Exit.invalid }
@@ -79,12 +83,17 @@ struct Sign: AsyncParsableCommand {
             until = Int(Date().timeIntervalSince1970 + seconds)
         }
         let keys = try requiredKeys(file: keysFile)
+        if header, !info {
+            printError("error: --header goes with --info (the facts of the source's header)")
+            throw Exit.invalid
+        }
         if info {
             guard variant == nil, values.isEmpty else {
                 printError("error: --info signs the source's facts, which take no variant or parameters")
                 throw Exit.invalid
             }
-            let path = ServeRequest.path(pipeline: loaded.name, variant: nil, source: source, parameters: [:], expires: until,
+            let path = ServeRequest.path(pipeline: loaded.name, variant: nil, source: source, parameters: header ? ["facts": "header"] : [:],
+                                         expires: until,
                                          version: sourceVersion)
             print(base + ServeRequest.infoPrefix + keys.sign(ServeRequest.infoSigned(path)) + path)
             return

@@ -73,7 +73,21 @@ extension PipelineRunner {
     /// find), then stop: nothing is stored. A variant with breakpoints by bytes is encoded at each
     /// width it chooses (its facts say which, and their sizes), and the files dropped.
     func facts(_ plan: ItemPlan, tracker: StageTracker) async throws -> ItemOutcome {
-        let made = try await making.images(plan, needed: Array(variants.indices), preloaded: nil, digest: nil, tracker: tracker) {
+        // With a data cache that keeps outputs, facts are kept too: known ones are not decoded again.
+        var preloaded: LoadedSource?
+        if let storedOutputs {
+            let start = ContinuousClock.now
+            let (known, loaded) = try await storedOutputs.storedFacts(plan)
+            if let known {
+                var outcome = ItemOutcome(planned: plan.planned, cacheData: .processedHit)
+                outcome.facts = known
+                outcome.delivery = .factsOnly
+                outcome.timings.load = (ContinuousClock.now - start).milliseconds
+                return outcome
+            }
+            preloaded = loaded
+        }
+        let made = try await making.images(plan, needed: Array(variants.indices), preloaded: preloaded, digest: nil, tracker: tracker) {
             try await self.loading.load(plan)
         }
         var outcome = ItemOutcome(planned: plan.planned, bytesIn: made.loaded?.data.byteCount ?? 0,
@@ -92,6 +106,7 @@ extension PipelineRunner {
             outcome.facts = widths.facts
             outcome.timings.encode += widths.timings.encode
         }
+        if let storedOutputs, let loaded = made.loaded, made.degraded == nil { await storedOutputs.keepFacts(outcome.facts, plan, loaded: loaded) }
         return outcome
     }
 
@@ -118,6 +133,53 @@ extension PipelineRunner {
         }
         try await output.writeSrcsetManifest(plan, variants: variants, into: &outcome)
         try await output.writeFactsSidecar(plan, into: &outcome)
+        return outcome
+    }
+}
+
+extension PipelineRunner {
+    /// The facts the source's header gives (format, size, orientation, colour space, ICC,
+    /// EXIF), without decoding a pixel: the loader and the data cache, then the decoder's header
+    /// read (``PreparedDecode/header``), under the item's time limit. Never throws: a failure is
+    /// in the result, as ``process(_:delivery:)`` gives it. A decoder that cannot read headers
+    /// alone fails as `unsupported_format`.
+    public func headerFacts(_ source: Source) async -> ProcessedItem {
+        var item = ProcessedItem(result: ItemResult(source: source.text, index: source.index, status: .failed))
+        do {
+            let plan = try makePlan(source, delivery: .factsOnly)
+            let (outcome, _) = try await withinTimeLimit(plan) { plan, tracker in (try await self.readHeader(plan, tracker: tracker), false) }
+            fill(&item, with: outcome, reused: false)
+        } catch {
+            let failure = StepFailure.classify(error, stage: .load, kind: .io)
+            item.result.error = ItemError(stage: failure.stage ?? .load, kind: failure.kind, message: failure.message, plugin: failure.plugin)
+        }
+        return item
+    }
+
+    func readHeader(_ plan: ItemPlan, tracker: StageTracker) async throws -> ItemOutcome {
+        let loaded = try await loading.load(plan)
+        tracker.enter(.decode)
+        let start = ContinuousClock.now
+        var data = loaded.data
+        if data.file != nil, !making.decoder.readsLocalFiles {
+            do { data = try await data.readWhole() } catch { throw StepFailure.classify(error, stage: .load, kind: .io, plugin: nil) }
+        }
+        let (decoder, name, hint, input) = (making.decoder, making.decoderName, making.hint, data)
+        let facts = try await WorkerPool.io.run { () throws -> ImageFacts in
+            let prepared: PreparedDecode
+            do { prepared = try decoder.prepare(input, hint: hint) } catch {
+                throw StepFailure.classify(error, stage: .decode, kind: .decodeFailed, plugin: name)
+            }
+            guard let header = prepared.header else {
+                throw PipelineError(.unsupportedFormat, "decoder '\(name)' cannot read a header alone", stage: .decode)
+            }
+            return header()
+        }
+        var outcome = ItemOutcome(planned: plan.planned, bytesIn: loaded.data.byteCount, cacheData: loaded.cache)
+        outcome.facts = facts
+        outcome.delivery = .factsOnly
+        outcome.timings.load = loaded.milliseconds
+        outcome.timings.decode = (ContinuousClock.now - start).milliseconds
         return outcome
     }
 }

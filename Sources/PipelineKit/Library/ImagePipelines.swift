@@ -262,10 +262,18 @@ public final class ImagePipelines: Sendable {
     /// `/info/SIGNATURE/PIPELINE/SOURCE`. The signature covers `info:` and the path after it, so
     /// an image's URL cannot be turned into a facts URL or the other way round.
     public func signedInfoPath(pipeline: String, source: String, expires: Int? = nil) throws -> String {
+        try signedInfoPath(pipeline: pipeline, source: source, headerOnly: false, expires: expires)
+    }
+
+    /// ``signedInfoPath(pipeline:source:expires:)``, for the header's facts alone when
+    /// `headerOnly` (`?facts=header`: format, size, orientation, colour space, ICC, EXIF; nothing
+    /// decoded).
+    public func signedInfoPath(pipeline: String, source: String, headerOnly: Bool, expires: Int? = nil) throws -> String {
         guard let keys else { throw PipelineError(.invalidOption, "no signing keys: set Options.keys to sign paths") }
         guard pipelines[pipeline] != nil else { throw unknown(pipeline) }
         _ = try self.source(source, pipeline: pipeline)
-        let path = ServeRequest.path(pipeline: pipeline, variant: nil, source: source, parameters: [:], expires: expires)
+        let path = ServeRequest.path(pipeline: pipeline, variant: nil, source: source, parameters: headerOnly ? ["facts": "header"] : [:],
+                                     expires: expires)
         return "/info/" + keys.sign(ServeRequest.infoSigned(path)) + path
     }
 

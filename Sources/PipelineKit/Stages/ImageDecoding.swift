@@ -90,9 +90,21 @@ public struct PreparedDecode: Sendable {
     public let estimatedMemory: Int?
     /// Decodes; called once, on a worker.
     public let decode: @Sendable () throws -> PipelineImage
+    /// The facts the header gives without decoding a pixel (`format`, `width`, `height` as
+    /// `analyze` reports them, and what else the format's header says: orientation, colour
+    /// space, ICC, EXIF), for `/info?facts=header`; `nil` when the decoder cannot tell.
+    public let header: (@Sendable () -> ImageFacts)?
 
     public init(estimatedMemory: Int?, decode: @escaping @Sendable () throws -> PipelineImage) {
         self.estimatedMemory = estimatedMemory
         self.decode = decode
+        header = nil
+    }
+
+    /// A decode whose header facts are known (``header``).
+    public init(estimatedMemory: Int?, header: @escaping @Sendable () -> ImageFacts, decode: @escaping @Sendable () throws -> PipelineImage) {
+        self.estimatedMemory = estimatedMemory
+        self.decode = decode
+        self.header = header
     }
 }

@@ -109,7 +109,7 @@ public struct ImageMagickDecoder: ImageDecoding {
         }
         try checkLimits(reader.size)
         let plan = reader.plan(hint, settings)
-        return PreparedDecode(estimatedMemory: plan.estimatedMemory) { [self] in
+        return PreparedDecode(estimatedMemory: plan.estimatedMemory, header: { [self] in headerFacts(reader) }) { [self] in
             do { return try decode(reader, plan: plan, hint: hint) } catch { throw Self.named(error, format) }
         }
     }
@@ -218,6 +218,19 @@ public struct ImageMagickDecoder: ImageDecoding {
         let read = reader.headerFacts(facts: hint.wantsSourceFacts, metadata: hint.wantsMetadata, upright: upright)
         image.facts.merge(read.facts) { _, new in new }
         if hint.wantsMetadata, let metadata = read.metadata { image.metadata = metadata }
+    }
+
+    /// What the header says, as `analyze` names it: the format, the size the header gives
+    /// (`orientation` says whether it is turned), colour space, ICC, EXIF.
+    func headerFacts(_ reader: any FormatReader) -> ImageFacts {
+        let format = reader.format
+        let upright = { [settings] (orientation: Int) in settings.autoOrient || !format.hasEXIFOrientation || orientation <= 1 }
+        var facts = reader.headerFacts(facts: true, metadata: false, upright: upright).facts
+        let size = reader.size
+        facts["format"] = .string(format.coder)
+        facts["width"] = .int(size.width)
+        facts["height"] = .int(size.height)
+        return facts
     }
 
     /// `wand` as the decoded image, marked degraded by `damage`.

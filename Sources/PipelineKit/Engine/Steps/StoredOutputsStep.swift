@@ -73,7 +73,8 @@ struct StoredOutputsStep: Sendable {
     }
 
     /// Every variant's output is stored for the same source bytes: are they still current?
-    func revalidate(_ entries: [Int: CachedEntry], _ plan: ItemPlan) async throws -> Check {
+    /// `keys`: the entries refreshed when they are (default: every variant's output).
+    func revalidate(_ entries: [Int: CachedEntry], _ plan: ItemPlan, keys: [String]? = nil) async throws -> Check {
         if entries.values.allSatisfy(\.isFresh) { return .unchanged }
         let first = entries[0]!
         let answer: Revalidation, milliseconds: Double
@@ -96,8 +97,33 @@ struct StoredOutputsStep: Sendable {
             }
             current = data.directives
         }
-        for variant in variants { await cache.cache.refresh(outputKey(plan.key, variant), directives: current) }
+        for key in keys ?? variants.map({ outputKey(plan.key, $0) }) { await cache.cache.refresh(key, directives: current) }
         return .unchanged
+    }
+
+    /// The data cache key of a source's facts (`/info`): the source's key and how they are made
+    /// (the decoder and every variant's chain and encoder, breakpoints by bytes included).
+    func factsKey(_ key: String) -> String {
+        "facts:" + key + "#" + decoderIdentifier + variants.map { $0.recipe }.joined(separator: ",")
+    }
+
+    /// The facts stored for this source when they are still current (fresh, or the source
+    /// answers "not modified" or sends the same bytes); else `nil` and the source if it was
+    /// loaded to know.
+    func storedFacts(_ plan: ItemPlan) async throws -> (facts: ImageFacts?, loaded: LoadedSource?) {
+        guard let entry = await cache.entry(factsKey(plan.key)), let facts = entry.output?.facts else { return (nil, nil) }
+        switch try await revalidate([0: entry], plan, keys: [factsKey(plan.key)]) {
+        case .unchanged: return (facts, nil)
+        case .changed(let loaded): return (nil, loaded)
+        }
+    }
+
+    /// Keeps a source's facts (an empty entry whose stamp holds them), stamped with its digest.
+    func keepFacts(_ facts: ImageFacts, _ plan: ItemPlan, loaded: LoadedSource) async {
+        guard !facts.isEmpty, let digest = try? await loaded.data.readBodyDigest() else { return }
+        var stamp = OutputStamp(sourceDigest: digest, width: 0, height: 0, fileExtension: nil)
+        stamp.facts = facts
+        await cache.store(LoadedData(data: Data(), contentType: nil, directives: loaded.data.directives), for: factsKey(plan.key), output: stamp)
     }
 
     /// Keeps a new encoded output, stamped with the source bytes' digest. The stamp keeps the

@@ -83,6 +83,8 @@ package final class ImageService: Sendable {
     package let admission: RequestAdmission
     package let timeout: Double
     private let draining = Atomic(false)
+    /// Recent facts answers of pinned sources (``InfoMemo``).
+    let infoMemo = InfoMemo()
     /// Requests running now, by preset and source: a request for a source already being made
     /// joins that work (one fetch, one decode) without taking a place of its own.
     private let sourcesInFlight = Mutex<[String: Int]>([:])
@@ -194,6 +196,8 @@ package final class ImageService: Sendable {
         var info = false
         /// `/info/...?facts=header`: the header's facts only, nothing decoded.
         var headerOnly = false
+        /// Where a facts answer is kept for its pinned source (``InfoMemo``): its key and version.
+        var memo: (key: String, version: String)?
     }
 
     /// A request whose signature holds: its answer, or its admitted job.
@@ -313,6 +317,9 @@ package final class ImageService: Sendable {
         if holdsPlace, made?.result.error?.kind != .cancelled { admission.recordJob(seconds: (timers.now - started).seconds) }
         var answer: ServeAnswer
         if let made, job.info {
+            // Kept whole (a 304 is made again from it): asked once without If-None-Match.
+            let whole = infoAnswer(made, preset: job.preset, source: job.source, ifNoneMatch: nil)
+            if let memo = job.memo, whole.status == 200 { infoMemo.keep(memo.key, version: memo.version, whole) }
             answer = infoAnswer(made, preset: job.preset, source: job.source, ifNoneMatch: job.ifNoneMatch)
         } else if let made {
             answer = respond(made, preset: job.preset, negotiated: job.preset.pipeline.negotiatesFormat, ifNoneMatch: job.ifNoneMatch,

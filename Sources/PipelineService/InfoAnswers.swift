@@ -34,6 +34,17 @@ extension ImageService {
             return labelled(.problem(400, kind: "bad_parameter", "facts=\(scope): give header (what the header says, nothing decoded) or all"))
         }
         if let refused = checkSource(request.source, preset: preset) { return labelled(refused) }
+        let memoKey = scope + "\u{1}" + preset.name + "\u{1}" + request.source
+        let pinned = InfoMemo.version(of: preset.source(request.source), pinned: request.parameters.first { $0.name == "v" }?.value)
+        if let pinned, var known = infoMemo.answer(memoKey, version: pinned) {
+            known.cache = "memo"
+            if let ifNoneMatch, let etag = known.headers.first(where: { $0.0 == "ETag" })?.1, Self.matches(ifNoneMatch, etag) {
+                known.status = 304
+                known.body = Data()
+                known.headers.removeAll { $0.0 == "Content-Type" }
+            }
+            return labelled(known)
+        }
         let runner: PipelineRunner
         do { runner = try library.infoRunner(pipeline: preset.name) } catch {
             return labelled(.problem(500, kind: "failed", (error as? PipelineError)?.message ?? "\(error)"))
@@ -47,6 +58,7 @@ extension ImageService {
         var job = AdmittedJob(preset: preset, runner: runner, source: request.source, ifNoneMatch: ifNoneMatch,
                               client: client, flightKey: "\u{2}info\u{1}" + scope + "\u{1}" + preset.name + "\u{1}" + request.source, info: true)
         job.headerOnly = scope == "header"
+        job.memo = pinned.map { (memoKey, $0) }
         return .admitted(job)
     }
 

@@ -102,6 +102,15 @@ import TestImages
                 #expect(again.status == .ok && Data(buffer: again.body) == Data(buffer: full.body))
                 #expect(try decodes() == before + 1, "\(image.name): known facts are not decoded again")
             }
+            // A file replaced under the same name is not answered with the facts of the old one.
+            let replaced = setup.images.appendingPathComponent("g.jpg")
+            try Fixtures.image("gradient:#d02020-#2040c0", width: 640, height: 200, format: "JPEG").write(to: replaced)
+            for headerOnly in [false, true] {
+                let fresh = try await client.execute(uri: try library.signedInfoPath(pipeline: "hinted", source: setup.path("g.jpg"), headerOnly: headerOnly),
+                                                     method: .get)
+                let facts = try #require((try JSONSerialization.jsonObject(with: Data(buffer: fresh.body)) as? [String: Any])?["facts"] as? [String: Any])
+                #expect(facts["width"] as? Int == 640 && facts["height"] as? Int == 200, "header only: \(headerOnly)")
+            }
             // A signed request for facts that do not exist: 400, naming what may be asked.
             let path = ServeRequest.path(pipeline: "hinted", variant: nil, source: setup.path("g.jpg"), parameters: ["facts": "pixels"], expires: nil)
             let signed = "/info/" + (try SigningKeys(parsing: ServeInProcessTests.key, origin: "test")).sign(ServeRequest.infoSigned(path)) + path

@@ -18,6 +18,10 @@ other's page cache. Prints p50 (and the worst file) per group in ms, and the iss
 cold header / cold thumb and warm full / warm thumb, each to be at most 0.30; full facts cold
 (which decode) are reported beside them.
 
+The warm answers are then measured again with wrk (one connection, one thread, 3 s rotating
+over the group's files), which takes the Python client's own time per request out of both: the
+last two columns of the second table.
+
 Usage: bench/info.py   (BENCH_BIN: the binary, default .build/release/pipelinectl)
 """
 import base64
@@ -82,6 +86,21 @@ def timed(connection, path):
     return elapsed
 
 
+def wrk_p50(port, paths, work):
+    """p50 latency (ms) of one wrk connection rotating over `paths` for 3 s (all answered 200)."""
+    script = os.path.join(work, "rotate.lua")
+    with open(script, "w") as f:
+        f.write("paths = {" + ",".join('"' + p.replace('"', '\\"') + '"' for p in paths) + "}\n"
+                + "i = 0\nrequest = function()\n  i = i % #paths + 1\n  return wrk.format(\"GET\", paths[i])\nend\n"
+                + "done = function(summary, latency, requests)\n"
+                + "  io.write(string.format(\"p50 %.4f errors %d\\n\", latency:percentile(50) / 1000, summary.errors.status))\nend\n")
+    out = subprocess.run(["wrk", "-t1", "-c1", "-d3s", "-s", script, f"http://127.0.0.1:{port}"], capture_output=True, text=True).stdout
+    match = re.search(r"p50 ([0-9.]+) errors (\d+)", out)
+    if not match or match.group(2) != "0":
+        sys.exit("wrk: " + out)
+    return float(match.group(1))
+
+
 def main():
     if not os.path.exists(BIN):
         sys.exit(f"no binary at {BIN}: build it (swift build -c release --product pipelinectl) or set BENCH_BIN")
@@ -116,6 +135,17 @@ def main():
         worst = {k: max(v) for k, v in totals.items()}
         print(f"| all | {len(totals['cold thumb'])} | " + " | ".join(f"{p50[k]:.2f} (max {worst[k]:.0f})" for k in kinds)
               + f" | {p50['cold header'] / p50['cold thumb']:.2f} | {p50['warm full'] / p50['warm thumb']:.2f} |")
+        print("\nwarm, by wrk (one connection, p50 ms):\n")
+        print("| group | warm thumb | warm full | warm header | warm full / warm thumb |")
+        print("|---|---|---|---|---|")
+        if shutil.which("wrk") is None:
+            print("(wrk is not installed: apt-get install wrk)")
+            return
+        for label, files in all_groups:
+            thumb = wrk_p50(port, [sign("/fit/" + p) for p in files], work)
+            full = wrk_p50(port, [sign("/fit/" + p, info=True) for p in files], work)
+            header = wrk_p50(port, [sign("/fit/" + p + "?facts=header", info=True) for p in files], work)
+            print(f"| {label} | {thumb:.3f} | {full:.3f} | {header:.3f} | {full / thumb:.2f} |")
     finally:
         connection.close()
         os.killpg(process.pid, 15)

@@ -206,9 +206,10 @@ public final class ImagePipelines: Sendable {
     }
 
     /// The runner whose facts-only items answer `/info` for `pipeline`: the pipeline's loaders,
-    /// data cache and decoder, with the `analyze` processor alone (source format and size, alpha,
-    /// frames, orientation, EXIF, BlurHash, ThumbHash, dominant colour, palette, dHash). Made once
-    /// and kept. Throws when the registry has no `analyze` processor.
+    /// data cache and decoder, with the `analyze` processor (source format and size, alpha,
+    /// frames, orientation, EXIF, BlurHash, ThumbHash, dominant colour, palette, dHash) on a copy
+    /// that fits in 400x400 (the decoder may shrink on load). Made once and kept. Throws when the
+    /// registry has no `analyze` processor.
     public func infoRunner(pipeline name: String) throws -> PipelineRunner {
         guard let pipeline = pipelines[name], let base = runners[name] else { throw unknown(name) }
         let key = "\u{2}info\u{1}" + name
@@ -217,10 +218,20 @@ public final class ImagePipelines: Sendable {
             throw PipelineError(.invalidOption, "facts need the 'analyze' processor, which this program does not register")
         }
         let stage = StageConfig(plugin: analyze, options: analyze.defaultOptions, position: SourcePosition(line: 1, column: 1))
+        // `analyze` computes its hashes and colours on at most 100x100 pixels: a copy that fits in
+        // 400x400 serves it as well as the whole image, and lets the decoder shrink on load. Its
+        // size facts are the source's (read from the header).
+        var chain = [stage]
+        if let resize = registry.plugin("resize", in: .processor) {
+            var values = resize.defaultOptions.values
+            values["width"] = .int(400)
+            values["height"] = .int(400)
+            chain.insert(StageConfig(plugin: resize, options: PluginOptions(values), position: SourcePosition(line: 1, column: 1)), at: 0)
+        }
         var info = try pipeline.restricted(toVariant: pipeline.variants.first?.name)
-        info.processors = [stage]
+        info.processors = chain
         info.variants = info.variants.prefix(1).map {
-            Variant(name: nil, processors: [stage], sharedCount: 1, encoder: $0.encoder, template: $0.template, position: nil)
+            Variant(name: nil, processors: chain, sharedCount: chain.count, encoder: $0.encoder, template: $0.template, position: nil)
         }
         // Breakpoints by bytes are facts of the image too: their widths are chosen by encoding
         // (the files are dropped), from the same decode.

@@ -24,25 +24,12 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
+from library import groups  # noqa: E402  (both corpora, by format group)
+
 BIN = os.environ.get("BENCH_BIN", os.path.join(ROOT, ".build/release/pipelinectl"))
 STEP = os.environ.get("BENCH_BP_STEP", "20KB")
 MAX_IMAGES = 10
 FIXED = [320, 640, 960, 1280, 1600, 1920]
-
-
-def groups():
-    corpus = subprocess.run(["bash", os.path.join(ROOT, "../shared/bench/corpus.sh")], capture_output=True, text=True,
-                            check=True).stdout.strip().splitlines()[-1]
-    formats = subprocess.run(["bash", os.path.join(ROOT, "../shared/bench/formats.sh")], capture_output=True, text=True,
-                             check=True).stdout.strip().splitlines()[-1]
-    files = sorted(os.listdir(corpus))
-    out = [("corpus JPEG", [os.path.join(corpus, f) for f in files if f.endswith(".jpg")]),
-           ("corpus PNG", [os.path.join(corpus, f) for f in files if f.endswith(".png")])]
-    for name in sorted(os.listdir(formats)):
-        folder = os.path.join(formats, name)
-        if os.path.isdir(folder):
-            out.append((f"formats {name.upper()}", [os.path.join(folder, f) for f in sorted(os.listdir(folder))]))
-    return out
 
 
 def write_pipelines(work):

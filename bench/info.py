@@ -40,7 +40,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from breakpoints import groups  # noqa: E402  (both corpora, by format group)
+from library import groups  # noqa: E402  (both corpora, by format group)
 
 BIN = os.environ.get("BENCH_BIN", os.path.join(ROOT, ".build/release/pipelinectl"))
 KEY = bytes(range(32))

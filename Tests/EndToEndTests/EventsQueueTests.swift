@@ -10,6 +10,17 @@ import TestImages
 /// event: the queue keeps the message, the next worker makes the item again and sends the event
 /// with the same id.
 @Suite(.serialized) struct EventsQueueTests {
+    /// The queue `events`, notified of every upload to the bucket `uploads`; its URL.
+    static func uploadsQueue(_ moto: MotoServer) async throws -> String {
+        try await moto.boto("""
+            q = sqs.create_queue(QueueName='events')['QueueUrl']
+            arn = sqs.get_queue_attributes(QueueUrl=q, AttributeNames=['QueueArn'])['Attributes']['QueueArn']
+            s3.put_bucket_notification_configuration(Bucket='uploads', NotificationConfiguration={
+                'QueueConfigurations': [{'QueueArn': arn, 'Events': ['s3:ObjectCreated:*']}]})
+            print(q)
+            """)
+    }
+
     @Test func sqsAndSnsNotifiersDeliverEachEvent() async throws {
         let moto = try await MotoServer.start(buckets: ["unused"])
         defer { moto.stop() }
@@ -66,13 +77,7 @@ import TestImages
     @Test func aKilledWorkerSendsItsEventsAgainWithTheirIds() async throws {
         let moto = try await MotoServer.start(buckets: ["uploads"])
         defer { moto.stop() }
-        let events = try await moto.boto("""
-            q = sqs.create_queue(QueueName='events')['QueueUrl']
-            arn = sqs.get_queue_attributes(QueueUrl=q, AttributeNames=['QueueArn'])['Attributes']['QueueArn']
-            s3.put_bucket_notification_configuration(Bucket='uploads', NotificationConfiguration={
-                'QueueConfigurations': [{'QueueArn': arn, 'Events': ['s3:ObjectCreated:*']}]})
-            print(q)
-            """)
+        let events = try await Self.uploadsQueue(moto)
         let dir = try Fixtures.temporaryDirectory("events-work")
         defer { try? FileManager.default.removeItem(at: dir) }
         let image = dir.appendingPathComponent("image.jpg")
@@ -133,13 +138,7 @@ import TestImages
     @Test func aReuploadPurgesWhatItReplaces() async throws {
         let moto = try await MotoServer.start(buckets: ["uploads"])
         defer { moto.stop() }
-        let events = try await moto.boto("""
-            q = sqs.create_queue(QueueName='events')['QueueUrl']
-            arn = sqs.get_queue_attributes(QueueUrl=q, AttributeNames=['QueueArn'])['Attributes']['QueueArn']
-            s3.put_bucket_notification_configuration(Bucket='uploads', NotificationConfiguration={
-                'QueueConfigurations': [{'QueueArn': arn, 'Events': ['s3:ObjectCreated:*']}]})
-            print(q)
-            """)
+        let events = try await Self.uploadsQueue(moto)
         let api = try await TestServer.start()
         let keys = Mutex<[String]>([])
         api.route("/service/svc1/purge") { request in

@@ -112,4 +112,19 @@ struct EventOutboxTests {
         #expect(await outbox.announce(failed, pipeline: "p", source: source) == nil)
         #expect(sender.ids.isEmpty)
     }
+
+    /// A receiver that is down: after three events failed in a row, the rest are not tried (each
+    /// would cost `attempts` tries inside its item); they are pending, saying why.
+    @Test func aNotifierThatKeepsFailingIsLeftAloneForAWhile() async throws {
+        let sender = FakeSender(failures: 1_000_000)
+        let outbox = try EventOutbox(notifiers: [.init(name: "fake", sender: sender, attempts: 2, backoff: 0)], journalPath: nil)
+        var states: [EventState] = []
+        for n in 0..<20 {
+            let (made, source) = item("\(n).jpg")
+            states.append(try #require(await outbox.announce(made, pipeline: "p", source: source)))
+        }
+        #expect(sender.ids.count == 6, "three events, two tries each, then none")
+        #expect(states.allSatisfy { $0.state == "pending" })
+        #expect(states.dropFirst(3).allSatisfy { $0.error?.contains("not tried") == true })
+    }
 }

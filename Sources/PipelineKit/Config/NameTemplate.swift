@@ -95,9 +95,14 @@ public struct NameTemplate: Sendable, Hashable, CustomStringConvertible {
         parts.compactMap { if case .placeholder(let name) = $0 { return name } else { return nil } }
     }
 
-    /// The relative output path for one item.
-    /// `width`: the output's width, for `{width}` (empty when not known).
-    public func render(source: Source, cacheKey: String, fileExtension: String, variant: String? = nil, width: Int? = nil) -> String {
+    /// The relative output path for one item (`{width}` empty).
+    public func render(source: Source, cacheKey: String, fileExtension: String, variant: String? = nil) -> String {
+        render(source: source, cacheKey: cacheKey, fileExtension: fileExtension, variant: variant, width: nil)
+    }
+
+    /// The relative output path for one output of an item; `width`: the output's width, for
+    /// `{width}` (empty when `nil`).
+    public func render(source: Source, cacheKey: String, fileExtension: String, variant: String?, width: Int?) -> String {
         var hashHex: String?
         func hash() -> String {
             if let hashHex { return hashHex }

@@ -14,6 +14,10 @@ import Synchronization
 /// - Each notifier gets `attempts` tries, `backoff` apart and doubling; its own timeout bounds
 ///   each try. What is still pending at the end of the run gets one more round (``finish()``) and
 ///   then stays in the journal.
+/// - A notifier that failed three events in a row is not tried for a while (a circuit breaker:
+///   a cool-down of 8 backoffs, 5 s to 5 minutes, then one event tries it again): a receiver that
+///   is down costs the items nothing but a line in the journal (or the queue's redelivery), not
+///   `attempts` × `timeout` each.
 public final class EventOutbox: Sendable {
     /// One notifier with its retry policy.
     public struct Notifier: Sendable {
@@ -46,6 +50,8 @@ public final class EventOutbox: Sendable {
     let notifiers: [Notifier]
     let journal: EventJournal?
     let logger: Logger
+    /// Per notifier: events failed in a row, and until when it is not tried.
+    private let breakers: Mutex<[(failures: Int, openUntil: ContinuousClock.Instant?)]>
     private let delivered = Atomic(0)
     /// Events of this run (and replayed ones) not taken by a notifier: (id, notifier) -> event.
     private let pending = Mutex<[String: (event: ItemEvent, notifier: Int)]>([:])
@@ -54,6 +60,7 @@ public final class EventOutbox: Sendable {
     public init(notifiers: [Notifier], journalPath: String?, logger: Logger = Logger(label: "pipelinectl.events")) throws {
         self.notifiers = notifiers
         self.logger = logger
+        breakers = Mutex(Array(repeating: (0, nil), count: notifiers.count))
         journal = try journalPath.map { try EventJournal(path: $0) }
     }
 
@@ -152,6 +159,32 @@ public final class EventOutbox: Sendable {
     /// One notifier's tries; `nil` when it took the event, else what it said last.
     func send(_ event: ItemEvent, to index: Int) async -> String? {
         let notifier = notifiers[index]
+        let now = ContinuousClock.now
+        let cooling = breakers.withLock { breakers -> Int? in
+            guard let until = breakers[index].openUntil else { return nil }
+            if now < until { return breakers[index].failures }
+            // Cooled down: this event tries it; the others wait for what it finds.
+            breakers[index].openUntil = now + Self.coolDown(notifier)
+            return nil
+        }
+        if let failures = cooling { return "\(notifier.name): not tried (\(failures) events failed in a row; tried again after a cool-down)" }
+        let problem = await tries(event, notifier)
+        breakers.withLock { breakers in
+            if problem == nil {
+                breakers[index] = (0, nil)
+            } else {
+                breakers[index].failures += 1
+                if breakers[index].failures >= 3 { breakers[index].openUntil = ContinuousClock.now + Self.coolDown(notifier) }
+            }
+        }
+        return problem
+    }
+
+    /// How long a notifier that keeps failing is left alone: 8 backoffs, 5 s to 5 minutes.
+    static func coolDown(_ notifier: Notifier) -> Duration { .seconds(min(300, max(5, notifier.backoff * 8))) }
+
+    /// `notifier`'s `attempts` tries of `event`; `nil` when one took it.
+    func tries(_ event: ItemEvent, _ notifier: Notifier) async -> String? {
         var last = ""
         for attempt in 0..<notifier.attempts {
             if attempt > 0 {

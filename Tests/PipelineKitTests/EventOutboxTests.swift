@@ -127,4 +127,28 @@ struct EventOutboxTests {
         #expect(states.allSatisfy { $0.state == "pending" })
         #expect(states.dropFirst(3).allSatisfy { $0.error?.contains("not tried") == true })
     }
+
+    /// A long run's journal stays the size of what is pending: past its threshold it is
+    /// rewritten with the pending events only, which a next run still finds.
+    @Test func aLongRunsJournalIsRewrittenWithWhatIsPending() async throws {
+        let dir = try Fixtures.temporaryDirectory("outbox-compact")
+        let journal = dir.appendingPathComponent("events.jsonl").path
+        // The first event is refused (pending); the 299 after it are taken.
+        let sender = FakeSender(failures: 1)
+        let outbox = try EventOutbox(notifiers: [.init(name: "fake", sender: sender, attempts: 1, backoff: 0)], journalPath: journal,
+                                     compactJournalAfter: 20_000)
+        var first: String?
+        for n in 0..<300 {
+            let (made, source) = item("\(n).jpg")
+            let state = await outbox.announce(made, pipeline: "p", source: source)
+            if n == 0 { first = state?.id }
+        }
+        let size = (try FileManager.default.attributesOfItem(atPath: journal)[.size] as? Int) ?? 0
+        #expect(size < 40_000, "300 events sent, the journal holds \(size) bytes")
+        // What a kill now would leave: the refused event, which the next run sends.
+        let next = FakeSender()
+        let later = try EventOutbox(notifiers: [.init(name: "fake", sender: next, attempts: 1, backoff: 0)], journalPath: journal)
+        await later.deliverPending()
+        #expect(next.ids == [try #require(first)])
+    }
 }

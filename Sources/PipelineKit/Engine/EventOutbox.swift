@@ -57,11 +57,13 @@ public final class EventOutbox: Sendable {
     private let pending = Mutex<[String: (event: ItemEvent, notifier: Int)]>([:])
 
     /// `journalPath`: where pending events are kept (`nil`: the caller's queue keeps them).
-    public init(notifiers: [Notifier], journalPath: String?, logger: Logger = Logger(label: "pipelinectl.events")) throws {
+    /// `compactJournalAfter`: bytes appended before the journal is rewritten with only what is pending.
+    public init(notifiers: [Notifier], journalPath: String?, logger: Logger = Logger(label: "pipelinectl.events"),
+                compactJournalAfter: Int = 64 << 20) throws {
         self.notifiers = notifiers
         self.logger = logger
         breakers = Mutex(Array(repeating: (0, nil), count: notifiers.count))
-        journal = try journalPath.map { try EventJournal(path: $0) }
+        journal = try journalPath.map { try EventJournal(path: $0, compactAfter: compactJournalAfter) }
     }
 
     /// The outbox of `pipeline`'s `notify:` list (each notifier built now), or `nil` without one.
@@ -206,7 +208,9 @@ public final class EventOutbox: Sendable {
 }
 
 /// The pending events of a run, as JSON lines: `keep` before the first try (flushed to disk),
-/// `delivered` once a notifier took it. Read back by the next run with the same journal.
+/// `delivered` once a notifier took it. Read back by the next run with the same journal. Past
+/// ``compactAfter`` bytes appended, it is rewritten with only what is pending, so a run of
+/// millions of items keeps a journal the size of what waits, not of what was sent.
 final class EventJournal: Sendable {
     struct Line: Codable {
         var op: String
@@ -218,12 +222,16 @@ final class EventJournal: Sendable {
     }
 
     let path: String
+    /// Bytes appended since the file was last rewritten, and the size that triggers a rewrite.
+    private let appended = Mutex(0)
+    let compactAfter: Int
     private let handle: Mutex<FileHandle?>
     /// What the file held when opened, and what was kept and delivered since: (id, notifier) -> event.
     private let open: Mutex<[String: (event: ItemEvent, notifier: String)]>
 
-    init(path: String) throws {
+    init(path: String, compactAfter: Int = 64 << 20) throws {
         self.path = path
+        self.compactAfter = compactAfter
         var entries: [String: (event: ItemEvent, notifier: String)] = [:]
         if let text = try? String(contentsOfFile: path, encoding: .utf8) {
             // Only whole lines: a kill can leave the last without its newline.
@@ -259,11 +267,16 @@ final class EventJournal: Sendable {
 
     /// Rewrites the journal with only what is pending; removes it when nothing is.
     func compact() throws {
-        try handle.withLock { handle in
+        try handle.withLock { handle in try rewrite(&handle, removingWhenEmpty: true) }
+    }
+
+    /// The rewrite, under the handle's lock: the pending events, each as a `keep` line.
+    private func rewrite(_ handle: inout FileHandle?, removingWhenEmpty: Bool) throws {
             try handle?.close()
             handle = nil
+            appended.withLock { $0 = 0 }
             let left = open.withLock { Array($0.values) }
-            if left.isEmpty {
+            if left.isEmpty, removingWhenEmpty {
                 if FileManager.default.fileExists(atPath: path) { try FileManager.default.removeItem(atPath: path) }
                 return
             }
@@ -274,7 +287,6 @@ final class EventJournal: Sendable {
                 text += Data("\n".utf8)
             }
             try text.write(to: URL(fileURLWithPath: path), options: .atomic)
-        }
     }
 
     private func append(_ line: Line, sync: Bool) throws {
@@ -290,6 +302,9 @@ final class EventJournal: Sendable {
             }
             try handle!.write(contentsOf: data)
             if sync { try handle!.synchronize() }
+            let total = appended.withLock { $0 += data.count; return $0 }
+            // The rewrite is atomic (a new file renamed over the old): a kill during it leaves one or the other.
+            if total > compactAfter { try rewrite(&handle, removingWhenEmpty: false) }
         }
     }
 }

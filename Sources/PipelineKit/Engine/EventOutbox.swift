@@ -53,6 +53,8 @@ public final class EventOutbox: Sendable {
     /// Per notifier: events failed in a row, and until when it is not tried.
     private let breakers: Mutex<[(failures: Int, openUntil: ContinuousClock.Instant?)]>
     private let delivered = Atomic(0)
+    /// Pending events past ``pendingKept``: counted, not tried again in the last round.
+    private let overflow = Atomic(0)
     /// Events of this run (and replayed ones) not taken by a notifier: (id, notifier) -> event.
     private let pending = Mutex<[String: (event: ItemEvent, notifier: Int)]>([:])
 
@@ -89,7 +91,7 @@ public final class EventOutbox: Sendable {
                 guard let index = notifiers.firstIndex(where: { $0.name == entry.notifier }) else { continue }
                 group.addTask {
                     if await self.send(entry.event, to: index) == nil { journal.delivered(entry.event.id, notifier: entry.notifier) } else {
-                        self.pending.withLock { $0[entry.event.id + "\u{1}" + entry.notifier] = (entry.event, index) }
+                        self.remember(entry.event, notifier: index)
                     }
                 }
             }
@@ -114,7 +116,7 @@ public final class EventOutbox: Sendable {
         for index in takers {
             if let problem = await send(event, to: index) {
                 problems.append(problem)
-                pending.withLock { $0[event.id + "\u{1}" + notifiers[index].name] = (event, index) }
+                remember(event, notifier: index)
             } else {
                 journal?.delivered(event.id, notifier: notifiers[index].name)
             }
@@ -122,6 +124,21 @@ public final class EventOutbox: Sendable {
         return EventState(id: event.id, state: problems.isEmpty ? "delivered" : "pending",
                           error: problems.isEmpty ? nil : problems.joined(separator: "; "))
     }
+
+    /// Notes a pending event for ``finish()``'s last round: at most ``pendingKept`` of them (the
+    /// journal or the queue keeps every one; this is only what the run tries once more).
+    private func remember(_ event: ItemEvent, notifier index: Int) {
+        let kept = pending.withLock { pending -> Bool in
+            let key = event.id + "\u{1}" + notifiers[index].name
+            guard pending.count < Self.pendingKept || pending[key] != nil else { return false }
+            pending[key] = (event, index)
+            return true
+        }
+        if !kept { overflow.add(1, ordering: .relaxed) }
+    }
+
+    /// How many pending events a run keeps in memory for its last round.
+    static let pendingKept = 10_000
 
     /// At the end of a run: one more round for every pending event, then the journal keeps only
     /// what is still pending (removed when nothing is). The run's counts.
@@ -155,7 +172,8 @@ public final class EventOutbox: Sendable {
                 "kept": "\(journal?.path ?? "in the queue: its items are delivered again")",
             ])
         }
-        return Counts(delivered: delivered.load(ordering: .relaxed), pending: Set(remaining.map(\.event.id)).count)
+        return Counts(delivered: delivered.load(ordering: .relaxed),
+                      pending: Set(remaining.map(\.event.id)).count + overflow.load(ordering: .relaxed))
     }
 
     /// One notifier's tries; `nil` when it took the event, else what it said last.

@@ -10,6 +10,20 @@ import TestImages
 /// event: the queue keeps the message, the next worker makes the item again and sends the event
 /// with the same id.
 @Suite(.serialized) struct EventsQueueTests {
+    /// The pipeline the worker runs: thumbnails of the uploads into the same bucket, then `tail`
+    /// (its `notify:` or `purge:` list); its path.
+    static func uploadsPipeline(_ dir: URL, _ tail: String) throws -> String {
+        let path = dir.appendingPathComponent("uploads.yaml")
+        try """
+            version: 1
+            name: uploads
+            processors: [ { resize: { width: 120 } } ]
+            encoder: jpeg
+            output: { dir: "s3://uploads/out", name: "{stem}.{ext}" }
+            """.appending("\n" + tail + "\n").write(to: path, atomically: true, encoding: .utf8)
+        return path.path
+    }
+
     /// The queue `events`, notified of every upload to the bucket `uploads`; its URL.
     static func uploadsQueue(_ moto: MotoServer) async throws -> String {
         try await moto.boto("""
@@ -87,17 +101,7 @@ import TestImages
             for key in ['in/p1.jpg', 'in/p2.jpg', 'in/p3.jpg']: s3.put_object(Bucket='uploads', Key=key, Body=image)
             """, [image.path])
         func pipeline(_ receiver: String) throws -> String {
-            let path = dir.appendingPathComponent("uploads.yaml")
-            try """
-                version: 1
-                name: uploads
-                processors: [ { resize: { width: 120 } } ]
-                encoder: jpeg
-                output: { dir: "s3://uploads/out", name: "{stem}.{ext}" }
-                notify:
-                  - webhook: { url: "\(receiver)", timeout: 5m, attempts: 1 }
-                """.write(to: path, atomically: true, encoding: .utf8)
-            return path.path
+            try Self.uploadsPipeline(dir, "notify:\n  - webhook: { url: \"\(receiver)\", timeout: 5m, attempts: 1 }")
         }
         let hanging = try await EventsTests.Receiver { _ in nil }
         let arguments = ["--queue", events, "--visibility", "10s", "--progress", "none"]
@@ -147,16 +151,7 @@ import TestImages
         }
         let dir = try Fixtures.temporaryDirectory("events-purge")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let pipeline = dir.appendingPathComponent("uploads.yaml")
-        try """
-            version: 1
-            name: uploads
-            processors: [ { resize: { width: 120 } } ]
-            encoder: jpeg
-            output: { dir: "s3://uploads/out", name: "{stem}.{ext}" }
-            purge:
-              - fastly: { service: svc1, token: t, api: "\(api.url("/"))" }
-            """.write(to: pipeline, atomically: true, encoding: .utf8)
+        let pipeline = URL(fileURLWithPath: try Self.uploadsPipeline(dir, "purge:\n  - fastly: { service: svc1, token: t, api: \"\(api.url("/"))\" }"))
         func upload(_ spec: String) async throws {
             let image = dir.appendingPathComponent("image.jpg")
             try Fixtures.image(spec, width: 400, height: 300).write(to: image)

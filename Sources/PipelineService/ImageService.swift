@@ -317,10 +317,10 @@ package final class ImageService: Sendable {
         if holdsPlace, made?.result.error?.kind != .cancelled { admission.recordJob(seconds: (timers.now - started).seconds) }
         var answer: ServeAnswer
         if let made, job.info {
-            // Kept whole (a 304 is made again from it): asked once without If-None-Match.
+            // Made whole once (and kept so for a pinned source); a 304 is made from it.
             let whole = infoAnswer(made, preset: job.preset, source: job.source, ifNoneMatch: nil)
             if let memo = job.memo, whole.status == 200 { infoMemo.keep(memo.key, version: memo.version, whole) }
-            answer = infoAnswer(made, preset: job.preset, source: job.source, ifNoneMatch: job.ifNoneMatch)
+            answer = Self.conditional(whole, ifNoneMatch: job.ifNoneMatch)
         } else if let made {
             answer = respond(made, preset: job.preset, negotiated: job.preset.pipeline.negotiatesFormat, ifNoneMatch: job.ifNoneMatch,
                              described: Described(source: job.source, variant: job.variant, hintsRead: job.hintsRead))

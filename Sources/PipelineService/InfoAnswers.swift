@@ -38,12 +38,7 @@ extension ImageService {
         let pinned = InfoMemo.version(of: preset.source(request.source), pinned: request.parameters.first { $0.name == "v" }?.value)
         if let pinned, var known = infoMemo.answer(memoKey, version: pinned) {
             known.cache = "memo"
-            if let ifNoneMatch, let etag = known.headers.first(where: { $0.0 == "ETag" })?.1, Self.matches(ifNoneMatch, etag) {
-                known.status = 304
-                known.body = Data()
-                known.headers.removeAll { $0.0 == "Content-Type" }
-            }
-            return labelled(known)
+            return labelled(Self.conditional(known, ifNoneMatch: ifNoneMatch))
         }
         let runner: PipelineRunner
         do { runner = try library.infoRunner(pipeline: preset.name) } catch {
@@ -60,6 +55,17 @@ extension ImageService {
         job.headerOnly = scope == "header"
         job.memo = pinned.map { (memoKey, $0) }
         return .admitted(job)
+    }
+
+    /// `answer` (a whole 200), or its `304` when `ifNoneMatch` names its ETag.
+    static func conditional(_ answer: ServeAnswer, ifNoneMatch: String?) -> ServeAnswer {
+        guard answer.status == 200, let ifNoneMatch, let etag = answer.headers.first(where: { $0.0 == "ETag" })?.1,
+              matches(ifNoneMatch, etag) else { return answer }
+        var notModified = answer
+        notModified.status = 304
+        notModified.body = Data()
+        notModified.headers.removeAll { $0.0 == "Content-Type" }
+        return notModified
     }
 
     /// The JSON of a facts item: the pipeline, the source, its facts as reports name them, and

@@ -100,11 +100,7 @@ extension PipelineRunner {
         outcome.size = made.images[0]?.size ?? outcome.size
         for index in variants.indices where variants[index].byBytes != nil {
             guard let image = made.images[index] else { continue }
-            var widths = ItemOutcome(delivery: .factsOnly)
-            widths.facts = outcome.facts
-            try await encodeWidths(image, plan, index: index, into: &widths, tracker: tracker, storing: false)
-            outcome.facts = widths.facts
-            outcome.timings.encode += widths.timings.encode
+            try await encodeWidths(image, plan, index: index, into: &outcome, tracker: tracker, storing: false)
         }
         if let storedOutputs, let loaded = made.loaded, made.degraded == nil { await storedOutputs.keepFacts(outcome.facts, plan, loaded: loaded) }
         return outcome
@@ -160,11 +156,8 @@ extension PipelineRunner {
         let loaded = try await loading.load(plan)
         tracker.enter(.decode)
         let start = ContinuousClock.now
-        var data = loaded.data
-        if data.file != nil, !making.decoder.readsLocalFiles {
-            do { data = try await data.readWhole() } catch { throw StepFailure.classify(error, stage: .load, kind: .io, plugin: nil) }
-        }
-        let (decoder, name, hint, input) = (making.decoder, making.decoderName, making.hint, data)
+        let input = try await making.forDecoder(loaded.data)
+        let (decoder, name, hint) = (making.decoder, making.decoderName, making.hint)
         let facts = try await WorkerPool.io.run { () throws -> ImageFacts in
             let prepared: PreparedDecode
             do { prepared = try decoder.prepare(input, hint: hint) } catch {

@@ -87,13 +87,7 @@ struct DecodeStep: Sendable {
     /// all; those that did not decode wait for that image and run only their chains on it.
     func decodeAndProcess(_ data: LoadedData, identity: String, pending: [Int], decodes: SharedDecodes? = nil,
                           tracker: StageTracker) async throws -> ChainsJob {
-        var data = data
-        if data.file != nil, !decoder.readsLocalFiles {
-            // A file the loader left open, for a decoder that takes bytes: read it whole.
-            do { data = try await data.readWhole() } catch {
-                throw StepFailure.classify(error, stage: .load, kind: .io, plugin: nil)
-            }
-        }
+        let data = try await forDecoder(data)
         guard let decodes else { return try await decodeOwn(data, hint: self.hint, identity: identity, pending: pending, tracker: tracker) }
         let hint = decodes.hint(for: need)
         let start = ContinuousClock.now
@@ -119,6 +113,15 @@ struct DecodeStep: Sendable {
             job.decode = waited
             job.decodeShared = true
             return job
+        }
+    }
+
+    /// `data` as the decoder takes it: a file the loader left open, for a decoder that takes
+    /// bytes, read whole.
+    func forDecoder(_ data: LoadedData) async throws -> LoadedData {
+        guard data.file != nil, !decoder.readsLocalFiles else { return data }
+        do { return try await data.readWhole() } catch {
+            throw StepFailure.classify(error, stage: .load, kind: .io, plugin: nil)
         }
     }
 

@@ -44,7 +44,9 @@ import TestImages
             end
             """.write(to: script, atomically: true, encoding: .utf8)
         let wrk = try Command.start("/usr/bin/wrk", ["-t", "1", "-c", "4", "-d", "300s", "--timeout", "60s", "-s", script.path, base + "/livez"])
-        defer { wrk.process.terminate() }
+        // SIGKILL: wrk inherits the spawning thread's signal mask, in which SIGTERM is blocked (a
+        // terminate() left it running its 300 s against the next suites' CPU).
+        defer { kill(wrk.process.processIdentifier, SIGKILL) }
         // The burst is running before the page loads.
         #expect(await ServeTests.waitForMetric(service, "pipelinectl_requests_in_flight", 4))
         let images = try (1...24).map { index in

@@ -52,7 +52,10 @@ import TestSupport
     /// Fits the image in `width` x `width`, and says so in its decode hint.
     struct FakeFit: ImageProcessing {
         let width: Int
+        /// What it says it needs besides its images (``ImageProcessing/workingMemory``).
+        var working = 0
         var identifier: String { "fake_fit(\(width))" }
+        var workingMemory: Int { working }
         var decodeHint: PixelSize? { PixelSize(width: width, height: width) }
         var decodeHintFits: Bool { true }
         func process(_ image: PipelineImage) throws -> PipelineImage {
@@ -74,19 +77,20 @@ import TestSupport
             let decoder = self.decoder
             try registry.register(.decoder(PluginSpec(name: "held", summary: "Decodes when told.")) { _ in decoder })
             try registry.register(.processor(PluginSpec(name: "fake_fit", summary: "Fits in a square.",
-                                                        options: [.int("width", default: 100, doc: "The square's side.")])) {
-                FakeFit(width: $0.int("width")!)
+                                                        options: [.int("width", default: 100, doc: "The square's side."),
+                                                                  .int("working", default: 0, doc: "Working memory, in bytes.")])) {
+                FakeFit(width: $0.int("width")!, working: $0.int("working")!)
             })
             self.registry = registry
             output = try Fixtures.temporaryDirectory("shared-decode")
         }
 
-        func pipeline(_ width: Int) throws -> Pipeline {
+        func pipeline(_ width: Int, working: Int = 0) throws -> Pipeline {
             let yaml = """
                 loader: scripted
                 decoder: held
                 processors:
-                  - fake_fit: {width: \(width)}
+                  - fake_fit: {width: \(width), working: \(working)}
                 encoder: fake
                 output:
                   name: "{stem}-\(width).{ext}"
@@ -136,6 +140,23 @@ import TestSupport
         #expect(setup.loader.log.events.filter { $0.hasPrefix("decoding") } == ["decoding 1000x1000 at 600"])
         #expect(setup.loader.calls("a") == 1)
         #expect(runners[0].making.budget.available == runners[0].making.budget.total)
+    }
+
+    /// What a processor needs besides its images (a face scan's copy) is reserved with the decode
+    /// it follows, and given back with it.
+    @Test func aProcessorsWorkingMemoryIsReservedWithTheDecode() async throws {
+        let setup = try Setup()
+        setup.loader.script("a", .bytes(Data("1000x1000".utf8)))
+        var options = RunOptions()
+        options.outputDirectory = setup.output.path
+        let runner = try PipelineRunner(pipeline: try setup.pipeline(100, working: 3 << 20), registry: setup.registry, options: options)
+        let budget = runner.making.budget
+        let item = Self.item(runner, "a")
+        #expect(await setup.loader.log.wait(for: "decoding 1000x1000 at 200"))
+        #expect(budget.total - budget.available == (1 << 20) + (3 << 20), "the decode's estimate and the processor's working memory")
+        setup.decoder.release("1000x1000")
+        #expect(await item.value.status == .ok)
+        #expect(budget.available == budget.total)
     }
 
     @Test func aSourceLoadedOnItsOwnIsDecodedForItsOwnSize() async throws {

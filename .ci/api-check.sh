@@ -13,7 +13,8 @@ if ! git cat-file -e "$commit^{commit}" 2>/dev/null; then
 fi
 echo "api-check: comparing the public API with release $version ($commit)"
 # One kind of change is announced rather than avoided: a new case of `Slot` (a new kind of
-# plugin). docs/library.md says `Slot` grows and that a switch over it needs `default:`.
+# plugin) or of `Gravity` (a new placement). docs/library.md says both grow and that a switch
+# over them needs `default:`.
 # .ci/api-accepted lists each such change, one line as the tool prints it after "API breakage: ";
 # any other break fails.
 out=$(mktemp)

@@ -7,7 +7,7 @@ public enum BuiltIns: PluginBundle {
         HTTPLoader.plugin, FileLoader.plugin, DataURLLoader.plugin, S3Loader.plugin,
         DiskDataCache.plugin, S3DataCache.plugin,
         ImageMagickDecoder.plugin,
-        Analyze.plugin, Resize.plugin, Crop.plugin, Trim.plugin, RoundedCorners.plugin, Circle.plugin,
+        Analyze.plugin, DetectFaces.plugin, Redact.plugin, Resize.plugin, Crop.plugin, Trim.plugin, RoundedCorners.plugin, Circle.plugin,
         Blur.plugin, Sharpen.plugin, Unsharp.plugin,
         Grayscale.plugin, Sepia.plugin, Modulate.plugin, Tint.plugin, Negate.plugin, Contrast.plugin,
         Rotate.plugin, Flip.plugin, Flop.plugin, AutoOrient.plugin,

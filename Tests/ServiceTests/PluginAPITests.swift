@@ -108,9 +108,9 @@ import TestImages
         #expect(registry.destination(forScheme: "s3") != nil)
         #expect(names == ["loader/data", "loader/file", "loader/http", "loader/s3", "data_cache/disk", "data_cache/s3", "decoder/imagemagick",
                           "processor/analyze", "processor/auto_orient", "processor/background", "processor/blur", "processor/border",
-                          "processor/circle", "processor/contrast", "processor/crop", "processor/extend", "processor/flip",
+                          "processor/circle", "processor/contrast", "processor/crop", "processor/detect_faces", "processor/extend", "processor/flip",
                           "processor/flop", "processor/grayscale", "processor/magick", "processor/modulate", "processor/negate",
-                          "processor/pad", "processor/resize", "processor/rotate", "processor/rounded_corners", "processor/sepia",
+                          "processor/pad", "processor/redact", "processor/resize", "processor/rotate", "processor/rounded_corners", "processor/sepia",
                           "processor/sharpen", "processor/strip", "processor/tint", "processor/trim", "processor/unsharp",
                           "processor/watermark", "image_cache/memory", "encoder/auto", "encoder/avif", "encoder/gif",
                           "encoder/heic", "encoder/jpeg", "encoder/png", "encoder/tiff", "encoder/webp",

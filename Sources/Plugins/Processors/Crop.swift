@@ -16,14 +16,16 @@ public struct Crop: ImageProcessing {
                 .int("y", range: 0...65535, doc: "Top edge; with `x`, places the window exactly instead of by gravity."),
                 .string("aspect", doc: "Aspect ratio `W:H` (e.g. `16:9`, `1:1`): the largest window of that shape.")
                     .example("16:9"),
-                .oneOf("gravity", Gravity.names, default: "centre", doc: "Where the window is placed when `x`/`y` are not given."),
-            ],
+                .oneOf("gravity", Gravity.names, default: "centre",
+                       doc: "Where the window is placed when `x`/`y` are not given: the centre, a compass point, smart (the most detailed region) or faces (around the faces found, largest first; smart when there are none)."),
+            ] + FaceDetector.options,
             exclusive: [["aspect", "width"], ["aspect", "height"], ["aspect", "x"], ["aspect", "y"]]),
         make: { options in try Crop(options: options) })
 
     let width: Int?, height: Int?, x: Int?, y: Int?
     let aspect: Double?
     let gravity: Gravity
+    let detector: FaceDetector
     public let identifier: String
 
     init(options: PluginOptions) throws {
@@ -32,6 +34,7 @@ public struct Crop: ImageProcessing {
         x = options.int("x")
         y = options.int("y")
         gravity = Gravity(rawValue: options.string("gravity")!)!
+        detector = FaceDetector(options: options)
         if let text = options.string("aspect") {
             let parts = text.split(separator: ":").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
             guard parts.count == 2, parts[0] > 0, parts[1] > 0 else {
@@ -47,6 +50,9 @@ public struct Crop: ImageProcessing {
         guard (x == nil) == (y == nil) else { throw PipelineError(.invalidOption, "set both 'x' and 'y', or neither") }
         identifier = "crop(\(options.canonical))"
     }
+
+    /// The face scan's copy and features (`gravity: faces`), admitted with the decode.
+    public var workingMemory: Int { gravity == .faces ? detector.workingMemory : 0 }
 
     /// The window's size for an image of `size` (clipped to the image, and to what lies right of
     /// and below `x`/`y` when they are set).
@@ -72,9 +78,34 @@ public struct Crop: ImageProcessing {
         }
         let window = window(for: size)
         if window == size { return image }
-        return try image.transformed { wand in
-            let origin = if let x, let y { (x: x, y: y) } else { try gravity.cropOrigin(window, in: wand) }
-            try wand.crop(x: origin.x, y: origin.y, width: window.width, height: window.height)
+        if let x, let y {
+            return try image.transformed { try $0.crop(x: x, y: y, width: window.width, height: window.height) }
         }
+        return try Self.place(window, in: image, gravity: gravity, detector: detector)
+    }
+
+    /// `image` cut to a `window` placed by `gravity`; a gravity that looks at the image records
+    /// what it found (`faces`) and the rule that placed the window (`crop`) in facts.
+    static func place(_ window: PixelSize, in image: PipelineImage, gravity: Gravity, detector: FaceDetector) throws -> PipelineImage {
+        let size = image.size
+        let focus = try Focus.find(gravity, in: image, detector: detector)
+        var facts = focus?.facts ?? [:]
+        var origin = (x: 0, y: 0)
+        var cropped: PipelineImage
+        if let focus, !focus.boxes.isEmpty {
+            origin = focus.origin(of: window, in: size, factor: 1)
+            cropped = try image.transformed { [origin] in try $0.crop(x: origin.x, y: origin.y, width: window.width, height: window.height) }
+        } else {
+            cropped = try image.transformed { wand in
+                origin = try gravity.cropOrigin(window, in: wand)
+                try wand.crop(x: origin.x, y: origin.y, width: window.width, height: window.height)
+            }
+        }
+        if gravity.looks {
+            let rule = focus.map { $0.boxes.isEmpty ? gravity.rule : $0.rule } ?? gravity.rule
+            facts["crop"] = Focus.cropFact(rule: rule, origin: origin, window: window, in: size)
+        }
+        cropped.facts.merge(facts) { _, found in found }
+        return cropped
     }
 }

@@ -15,20 +15,20 @@ public struct Resize: ImageProcessing {
     public static let plugin = Plugin.processor(
         PluginSpec(
             name: "resize",
-            summary: "Scales to fit a box, fill it (cover, then crop by gravity, smart included) or stretch to it.",
+            summary: "Scales to fit a box, fill it (cover, then crop by gravity, smart and faces included) or stretch to it.",
             options: [
                 .int("width", range: 1...16384, doc: "Box width in pixels; omit to follow the aspect ratio."),
                 .int("height", range: 1...16384, doc: "Box height in pixels; omit to follow the aspect ratio."),
                 .oneOf("mode", Mode.allCases.map(\.rawValue), default: "fit",
                        doc: "fit: inside the box; fill: cover the box, then crop by gravity (without upscale, a source that would have to be enlarged to cover the box is not: it keeps its size, cropped only where it exceeds the box, so a 400x225 source stays 400x225 in a 1200x630 box); stretch: exactly the box; fill_down: like fill, but an image smaller than the box is only cropped to the box's aspect ratio, never enlarged."),
                 .oneOf("gravity", Gravity.names, default: "centre",
-                       doc: "Which part a fill crop keeps: the centre, a compass point, or smart (the most detailed region; see Every stage in the guides)."),
+                       doc: "Which part a fill crop keeps: the centre, a compass point, smart (the most detailed region) or faces (every face the window can hold, else the largest, with a margin; smart when none is found). See Every stage in the guides."),
                 .number("dpr", default: 1, range: 1...8, doc: "Device pixel ratio: width and height are multiplied by it (2 makes a 200px box 400px)."),
                 .bool("upscale", default: false, doc: "Enlarge images smaller than the box."),
                 .oneOf("filter", filters.keys.sorted(), default: "lanczos", doc: "Resampling filter."),
                 .bool("pre_shrink", default: true,
                       doc: "When shrinking by 6x or more, first average pixel blocks down to at least three times the target, then apply the filter: several times faster on large images, visually the same."),
-            ],
+            ] + FaceDetector.options,
             advice: { options, written in
                 // fill without upscale leaves a small source smaller than the box: say so, unless
                 // the file chose upscale itself.
@@ -48,6 +48,8 @@ public struct Resize: ImageProcessing {
     public let preShrink: Bool
     public let gravity: Gravity
     public let dpr: Double
+    /// How `gravity: faces` looks for faces.
+    public let detector: FaceDetector
 
     init(options: PluginOptions) throws {
         let ratio = options.number("dpr") ?? 1
@@ -59,15 +61,20 @@ public struct Resize: ImageProcessing {
         upscale = options.bool("upscale")!
         filter = options.string("filter")!
         preShrink = options.bool("pre_shrink")!
+        detector = FaceDetector(options: options)
         guard width != nil || height != nil else {
             throw PipelineError(.invalidOption, "set 'width', 'height' or both")
         }
     }
 
     public var identifier: String {
-        let place = [.fill, .fill_down].contains(mode) && gravity != .centre && gravity != .center ? "," + gravity.rawValue : ""
+        let faces = gravity == .faces ? "(\(detector.identifier))" : ""
+        let place = [.fill, .fill_down].contains(mode) && gravity != .centre && gravity != .center ? "," + gravity.rawValue + faces : ""
         return "resize(\(width.map(String.init) ?? "auto")x\(height.map(String.init) ?? "auto"),\(mode.rawValue)\(place),upscale=\(upscale),\(filter)\(preShrink ? "" : ",exact"))"
     }
+
+    /// The face scan's copy and features (`gravity: faces`), admitted with the decode.
+    public var workingMemory: Int { gravity == .faces && [.fill, .fill_down].contains(mode) ? detector.workingMemory : 0 }
 
     public var decodeHint: PixelSize? {
         PixelSize(width: width ?? 1, height: height ?? 1)
@@ -139,14 +146,37 @@ public struct Resize: ImageProcessing {
     public func process(_ image: PipelineImage) throws -> PipelineImage {
         let (scaled, crop) = plan(for: image.width, image.height)
         if scaled.width == image.width, scaled.height == image.height, crop == nil { return image }
-        if let pixels = image.rgb8, let resized = resized8(pixels, scaled: scaled, crop: crop) {
-            return image.derived(pixels: resized)
+        let cropping = crop.map { $0.width < scaled.width || $0.height < scaled.height } ?? false
+        // Faces are found in the image as it comes (more pixels than the scaled one), and the
+        // window is placed around them in the scaled image.
+        let focus = cropping ? try Focus.find(gravity, in: image, detector: detector) : nil
+        var placed: (x: Int, y: Int)?
+        if let focus, let crop, !focus.boxes.isEmpty {
+            placed = focus.origin(of: crop, in: scaled, factor: Double(scaled.width) / Double(image.width))
         }
-        if let pixels = image.rgb16, let resized = resized16(pixels, scaled: scaled, crop: crop) {
-            return image.derived(pixels: resized)
+        var resized = try resized(image, scaled: scaled, crop: crop, placed: placed)
+        if cropping, gravity.looks, let crop {
+            resized.image.facts.merge(focus?.facts ?? [:]) { _, found in found }
+            let rule = placed != nil ? focus?.rule ?? gravity.rule : gravity.rule
+            resized.image.facts["crop"] = Focus.cropFact(rule: rule, origin: resized.origin, window: crop, in: scaled)
+        }
+        return resized.image
+    }
+
+    /// `image` scaled to `scaled`, then cut to `crop` at `placed` (or where ``gravity`` places it),
+    /// and the window's top-left corner.
+    func resized(_ image: PipelineImage, scaled: PixelSize, crop: PixelSize?, placed: (x: Int, y: Int)?) throws
+        -> (image: PipelineImage, origin: (x: Int, y: Int)) {
+        let origin = placed ?? crop.map { gravity.offset(inner: $0, outer: scaled) } ?? (0, 0)
+        if let pixels = image.rgb8, let resized = resized8(pixels, scaled: scaled, crop: crop, placed: placed) {
+            return (image.derived(pixels: resized), (max(0, origin.x), max(0, origin.y)))
+        }
+        if let pixels = image.rgb16, let resized = resized16(pixels, scaled: scaled, crop: crop, placed: placed) {
+            return (image.derived(pixels: resized), (max(0, origin.x), max(0, origin.y)))
         }
         let filterType = Self.filters[filter] ?? LanczosFilter
-        return try image.transformed { wand in
+        var cut = (x: 0, y: 0)
+        let made = try image.transformed { wand in
             if scaled.width != image.width || scaled.height != image.height {
                 // A windowed filter's cost grows with the shrink factor (its support widens with
                 // it); a box average first keeps the filter's work small. The box is a whole number
@@ -164,19 +194,20 @@ public struct Resize: ImageProcessing {
                 }
             }
             if let crop, crop.width < scaled.width || crop.height < scaled.height {
-                let (x, y) = try gravity.cropOrigin(crop, in: wand)
-                try wand.crop(x: x, y: y, width: crop.width, height: crop.height)
+                cut = try placed ?? gravity.cropOrigin(crop, in: wand)
+                try wand.crop(x: cut.x, y: cut.y, width: crop.width, height: crop.height)
             }
         }
+        return (made, cut)
     }
 
     /// The resize and crop of 8-bit pixels without a wand (Lanczos, after a block average as the
     /// wand's path makes one, a crop by a compass gravity), or `nil` for the wand's path: the same
     /// weights as there (``Resampler``), so the same picture, rounded to 8 bits once instead of twice.
-    func resized8(_ pixels: RGB8Pixels, scaled: PixelSize, crop: PixelSize?) -> RGB8Pixels? {
+    func resized8(_ pixels: RGB8Pixels, scaled: PixelSize, crop: PixelSize?, placed: (x: Int, y: Int)? = nil) -> RGB8Pixels? {
         let size = PixelSize(width: pixels.width, height: pixels.height)
         let crops = crop.map { $0.width < scaled.width || $0.height < scaled.height } ?? false
-        guard filter == "lanczos", !(crops && gravity == .smart) else { return nil }
+        guard filter == "lanczos", !(crops && gravity.looks && placed == nil) else { return nil }
         var out = pixels
         if preShrink, let block = Self.preShrinkBlock(from: size, to: scaled) {
             // The wand's path scales to whole blocks' size with fractional spans at the far edge;
@@ -192,7 +223,7 @@ public struct Resize: ImageProcessing {
             out = Resampler.resize(out, width: scaled.width, height: scaled.height)
         }
         if crops, let crop {
-            let (x, y) = gravity.offset(inner: crop, outer: scaled)
+            let (x, y) = placed ?? gravity.offset(inner: crop, outer: scaled)
             out = out.cropped(x: max(0, x), y: max(0, y), width: crop.width, height: crop.height)
         }
         return out
@@ -201,18 +232,18 @@ public struct Resize: ImageProcessing {
 
 extension Resize {
     /// The Lanczos resize and crop of 16-bit pixels to 8-bit ones without a wand, as
-    /// ``resized8(_:scaled:crop:)`` does for 8-bit pixels, or `nil` for the wand's path (another
-    /// filter, a smart crop, or a shrink that a block average would go before).
-    func resized16(_ pixels: RGB16Pixels, scaled: PixelSize, crop: PixelSize?) -> RGB8Pixels? {
+    /// ``resized8(_:scaled:crop:placed:)`` does for 8-bit pixels, or `nil` for the wand's path
+    /// (another filter, a smart crop, or a shrink that a block average would go before).
+    func resized16(_ pixels: RGB16Pixels, scaled: PixelSize, crop: PixelSize?, placed: (x: Int, y: Int)? = nil) -> RGB8Pixels? {
         let size = PixelSize(width: pixels.width, height: pixels.height)
         let crops = crop.map { $0.width < scaled.width || $0.height < scaled.height } ?? false
-        guard filter == "lanczos", !(crops && gravity == .smart),
+        guard filter == "lanczos", !(crops && gravity.looks && placed == nil),
               !(preShrink && Self.preShrinkBlock(from: size, to: scaled) != nil) else { return nil }
         var out = scaled == size
             ? RGB8Pixels(rounding: pixels.samples, width: size.width, height: size.height, hasAlpha: pixels.hasAlpha)
             : Resampler.resize(pixels, width: scaled.width, height: scaled.height)
         if crops, let crop {
-            let (x, y) = gravity.offset(inner: crop, outer: scaled)
+            let (x, y) = placed ?? gravity.offset(inner: crop, outer: scaled)
             out = out.cropped(x: max(0, x), y: max(0, y), width: crop.width, height: crop.height)
         }
         return out

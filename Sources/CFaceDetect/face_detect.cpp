@@ -17,15 +17,25 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <mutex>
 #include <vector>
 
 #include "face_detect.h"
 
 namespace {
 
+// The model is read once per process (about 0.2 s: it is compressed inside dlib's header); each
+// thread scans with its own copy, since a detector keeps its feature pyramid while it scans.
+const dlib::frontal_face_detector &prototype() {
+    static std::once_flag once;
+    static dlib::frontal_face_detector *made = nullptr;
+    std::call_once(once, [] { made = new dlib::frontal_face_detector(dlib::get_frontal_face_detector()); });
+    return *made;
+}
+
 dlib::frontal_face_detector &detector() {
-    thread_local dlib::frontal_face_detector made = dlib::get_frontal_face_detector();
-    return made;
+    thread_local dlib::frontal_face_detector copy = prototype();
+    return copy;
 }
 
 void copy_message(const char *message, char *error, size_t error_size) {
@@ -35,6 +45,14 @@ void copy_message(const char *message, char *error, size_t error_size) {
 }
 
 }  // namespace
+
+extern "C" void pk_prepare_face_detector(void) {
+    try {
+        (void)prototype();
+    } catch (...) {
+        // pk_detect_faces reports the failure when it is called.
+    }
+}
 
 extern "C" long pk_detect_faces(const uint8_t *gray, long width, long height, double threshold,
                                 pk_face *faces, long capacity, char *error, size_t error_size) {

@@ -21,10 +21,14 @@ typedef struct {
 /// It finds faces of about 80 pixels and larger; a caller wanting smaller ones scales the image
 /// up first. Writes at most `capacity` faces, highest score first, into `faces`, and returns how
 /// many it found in all (which may exceed `capacity`), or -1 when dlib failed (its message is
-/// copied into `error`, at most `error_size` bytes with the terminating zero). Thread-safe: each
-/// thread keeps its own detector, made on its first call (about 0.3 s).
+/// copied into `error`, at most `error_size` bytes with the terminating zero). Thread-safe: the
+/// model is read once per process, and each thread scans with its own copy of it.
 long pk_detect_faces(const uint8_t *gray, long width, long height, double threshold,
                      pk_face *faces, long capacity, char *error, size_t error_size);
+
+/// Reads the detector's model (about 0.2 s, once per process), so that the first scan does not
+/// wait for it. Safe to call from any thread, any number of times.
+void pk_prepare_face_detector(void);
 
 #ifdef __cplusplus
 }

@@ -35,6 +35,7 @@ public struct Crop: ImageProcessing {
         y = options.int("y")
         gravity = Gravity(rawValue: options.string("gravity")!)!
         detector = FaceDetector(options: options)
+        if gravity == .faces { FaceDetector.prepare() }
         if let text = options.string("aspect") {
             let parts = text.split(separator: ":").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
             guard parts.count == 2, parts[0] > 0, parts[1] > 0 else {

@@ -14,7 +14,10 @@ public struct DetectFaces: ImageProcessing {
             name: "detect_faces",
             summary: "Finds frontal faces (dlib's HOG detector, offline) and adds their boxes and scores to the facts, without changing the image.",
             options: FaceDetector.options),
-        make: { options in DetectFaces(detector: FaceDetector(options: options)) })
+        make: { options in
+            FaceDetector.prepare()
+            return DetectFaces(detector: FaceDetector(options: options))
+        })
 
     /// How faces are looked for.
     public let detector: FaceDetector

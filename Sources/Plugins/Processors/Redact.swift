@@ -40,6 +40,7 @@ public struct Redact: ImageProcessing {
         block = max(0.3, options.number("block") ?? 0.34)
         margin = options.number("margin") ?? 0.3
         detector = FaceDetector(options: options)
+        FaceDetector.prepare()
     }
 
     public var identifier: String { "redact(\(mode.rawValue),\(block),\(margin),\(detector.identifier))" }

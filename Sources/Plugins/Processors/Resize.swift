@@ -62,6 +62,7 @@ public struct Resize: ImageProcessing {
         filter = options.string("filter")!
         preShrink = options.bool("pre_shrink")!
         detector = FaceDetector(options: options)
+        if gravity == .faces { FaceDetector.prepare() }
         guard width != nil || height != nil else {
             throw PipelineError(.invalidOption, "set 'width', 'height' or both")
         }

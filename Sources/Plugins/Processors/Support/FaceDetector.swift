@@ -129,6 +129,17 @@ public struct FaceDetector: Sendable, Equatable {
                 doc: "Added to the detector's threshold: higher finds fewer, surer faces."),
     ]
 
+    /// Starts reading the detector's model (about 0.2 s, once per process) on a thread of its own,
+    /// so that a run's or a service's first scan does not wait for it. Called when a processor
+    /// that scans is made.
+    static func prepare() { _ = preparing }
+
+    private static let preparing: Void = {
+        let thread = Thread { pk_prepare_face_detector() }
+        thread.name = "pk-face-model"
+        thread.start()
+    }()
+
     init(options: PluginOptions) {
         megapixels = options.number("detect_megapixels") ?? 1
         minFace = options.int("min_face") ?? 40

@@ -8,7 +8,8 @@
 2. A 12 MP photo with faces of a tenth of its short side and more (the set's twelve-mp.jpg) and
    one with faces of 50-70 px (made here the same way): BENCH_FACES_ROUNDS copies of it in one
    run by each gravity, one worker; the p50 of the items' times (timings_ms) and the difference.
-   The small-faces photo is also run with detect_megapixels raised.
+   The small-faces photo is also run with detect_megapixels raised, and with every pixel
+   decoded (shrink_on_load: false, for both gravities).
 3. Every format group of both bench corpora (no faces, the common case): the wall time of a run
    by each gravity (start-up, and the detector's model read once, included) and the sum of its
    items' times, alternating, two workers, and how many faces were reported (false alarms).
@@ -38,12 +39,12 @@ maker = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(maker)
 
 
-def pipeline(work, gravity, extra=""):
-    path = os.path.join(work, f"{gravity}{len(extra)}.yaml")
+def pipeline(work, gravity, extra="", decoder="imagemagick"):
+    path = os.path.join(work, f"{gravity}{len(extra)}{len(decoder)}.yaml")
     with open(path, "w") as f:
         f.write(f"""version: 1
 name: {gravity}
-decoder: imagemagick
+decoder: {decoder}
 processors:
   - resize: {{ width: 256, height: 256, mode: fill, gravity: {gravity}{extra} }}
 encoder: {{ jpeg: {{ quality: 80 }} }}
@@ -131,9 +132,12 @@ def main():
     image.save(small, quality=90)
     print("| 12 MP photo | smart p50 | faces p50 | faces - smart | faces found |")
     print("|---|---|---|---|---|")
-    for label, photo, extra in [("faces >= 1/10 of short side", os.path.join(face_set, "twelve-mp.jpg"), ""),
-                                ("faces of 50-70 px, defaults", small, ""),
-                                ("faces of 50-70 px, detect_megapixels: 24", small, ", detect_megapixels: 24")]:
+    full = "{ imagemagick: { shrink_on_load: false } }"
+    for label, photo, extra, decoder in [
+            ("faces >= 1/10 of short side", os.path.join(face_set, "twelve-mp.jpg"), "", "imagemagick"),
+            ("faces of 50-70 px, defaults", small, "", "imagemagick"),
+            ("faces of 50-70 px, detect_megapixels: 24", small, ", detect_megapixels: 24", "imagemagick"),
+            ("faces of 50-70 px, detect_megapixels: 24, shrink_on_load: false", small, ", detect_megapixels: 24", full)]:
         # ROUNDS copies of the photo in one run, one worker: the time of each item, as a long
         # run or a service sees it (the detector's model is read once per process).
         copies = []
@@ -141,9 +145,10 @@ def main():
             copy = os.path.join(work, f"copy-{r}.jpg")
             shutil.copyfile(photo, copy)
             copies.append(copy)
-        faces_extra = pipeline(work, "faces", extra)
+        faces_extra = pipeline(work, "faces", extra, decoder)
+        smart_same = pipeline(work, "smart", "", decoder)
         times, found = {}, 0
-        for name, yaml in [("smart", smart), ("faces", faces_extra)]:
+        for name, yaml in [("smart", smart_same), ("faces", faces_extra)]:
             _, data = run(yaml, copies, work, workers=1)
             times[name] = [sum(i.get("timings_ms", {}).values()) for i in data["items"]]
             if name == "faces":

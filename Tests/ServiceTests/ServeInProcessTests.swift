@@ -265,4 +265,48 @@ import TestImages
             }
         }
     }
+
+    /// `gravity` as a request parameter: `faces` keeps the face of a photo set at the left of a
+    /// wide picture, `centre` cuts it off, and a value the option does not take is a 400 naming
+    /// the ones it does. (face_recognition's obama.jpg, fetched by `make test-deps`.)
+    @Test func gravityIsAParameterAndFacesKeepsTheFace() async throws {
+        let setup = try Setup()
+        let photo = Fixtures.packageRoot.appendingPathComponent(".build/test-data/face_recognition-1.3.0/tests/test_images/obama.jpg")
+        let wide = setup.images.appendingPathComponent("wide.jpg")
+        // The face (366,136 259x259 in the 910x1137 photo) lands at about 120-290 x 45-215.
+        let made = try await Command.run("/usr/bin/convert", ["-size", "1600x500", "xc:gray60", "(", photo.path, "-resize", "x500", ")",
+                                                             "-geometry", "+0+0", "-composite", "-quality", "90", wide.path])
+        #expect(made.status == 0, "\(made.stderr)")
+        try """
+            version: 1
+            name: square
+            params:
+              g: { sets: processors.0.resize.gravity }
+            serve:
+              sources: ["\(setup.images.path)/"]
+            processors:
+              - resize: { width: 200, height: 200, mode: fill }
+            encoder: png
+            """.write(to: setup.pipelines.appendingPathComponent("square.yaml"), atomically: true, encoding: .utf8)
+        let routes = ImageRoutes(library: try Self.library([setup.pipelines.path]), options: ImageRoutes.Options())
+        let router = Router()
+        routes.add(to: router)
+        let app = Application(router: router)
+        let detect = try DetectFaces.plugin.makeProcessor(DetectFaces.plugin.options([:]))
+        try await app.test(.router) { client in
+            var found: [String: Int] = [:]
+            for gravity in ["faces", "centre"] {
+                let answer = try await client.execute(uri: try Self.sign("square", wide.path, params: ["g": gravity]), method: .get)
+                #expect(answer.status == .ok, "\(gravity): \(answer.status)")
+                let wand = Wand()
+                try wand.read(Data(buffer: answer.body), format: "PNG")
+                let scanned = try detect.process(PipelineImage(taking: wand, sourceFormat: "PNG"))
+                found[gravity] = FaceScan(fact: scanned.facts["faces"], size: PixelSize(width: 200, height: 200))?.faces.count
+            }
+            #expect(found["faces"] == 1 && found["centre"] == 0, "faces found in each answer: \(found)")
+            let wrong = try await client.execute(uri: try Self.sign("square", wide.path, params: ["g": "sideways"]), method: .get)
+            #expect(wrong.status == .badRequest && Self.problemKind(wrong) == "bad_parameter")
+            #expect(String(buffer: wrong.body).contains("faces"), "the answer names the values: \(String(buffer: wrong.body))")
+        }
+    }
 }

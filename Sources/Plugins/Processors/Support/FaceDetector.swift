@@ -64,9 +64,9 @@ public struct FaceScan: Sendable, Equatable {
         ])
     }
 
-    /// The scan recorded in `facts` for an image of `size`, if one was (a `detect_faces` earlier in
-    /// the chain, on an image of the same size).
-    init?(fact: FactValue?, size: PixelSize) {
+    /// The scan a `faces` fact records, when it was made on an image of `size` (by `detect_faces`,
+    /// `redact` or a faces crop earlier in the chain, or read back from an item's facts).
+    public init?(fact: FactValue?, size: PixelSize) {
         guard case .object(let fields)? = fact, case .int(size.width)? = fields["width"], case .int(size.height)? = fields["height"],
               case .list(let boxes)? = fields["boxes"], case .int(let smallest)? = fields["smallest"],
               let parts = fields["scanned"]?.string?.split(separator: "x").compactMap({ Int($0) }), parts.count == 2 else { return nil }

@@ -26,7 +26,7 @@ export PIPELINECTL_REVISION ?= $(shell git describe --always --dirty 2>/dev/null
 DIST_PACKAGES = mmdebstrap umoci skopeo dpkg-dev lintian binutils
 DIST = dist
 
-.PHONY: deps test-deps dist-deps apt-install install uninstall install-services build release run test api-check test-dist image deb stress samples docs docs-diagrams bench bench-loader bench-reports bench-serve fuzz clean
+.PHONY: deps test-deps face-photos dist-deps apt-install install uninstall install-services build release run test api-check test-dist image deb stress samples docs docs-diagrams bench bench-loader bench-reports bench-serve fuzz clean
 
 deps:
 	@$(MAKE) -s apt-install PACKAGES="$(APT_PACKAGES)"
@@ -49,6 +49,10 @@ test-deps:
 	@{ python3 -c 'import moto.server, boto3, awscli, kubernetes_validate, blurhash, thumbhash, skimage.metrics, mkdocs, material' 2>/dev/null && command -v hadolint >/dev/null && command -v aws >/dev/null; } || { \
 	  echo "installing: $(PIP_TEST_PACKAGES)"; \
 	  python3 -m pip install --quiet $(PIP_TEST_PACKAGES) 2>/dev/null || python3 -m pip install --quiet --break-system-packages $(PIP_TEST_PACKAGES); }
+	@$(MAKE) -s face-photos
+
+# The photos the face test set and the documentation's face examples are made from.
+face-photos:
 	@[ -f $(FACE_PHOTOS)/tests/test_images/obama.jpg ] || { echo "fetching the face test photos (face_recognition 1.3.0's sdist)"; \
 	  mkdir -p $(TEST_DATA) && python3 -m pip download --quiet --no-deps --no-binary :all: face_recognition==1.3.0 -d $(TEST_DATA) \
 	  && tar -xzf $(TEST_DATA)/face_recognition-1.3.0.tar.gz -C $(TEST_DATA); }
@@ -126,6 +130,7 @@ test: test-deps
 	.ci/names-check.sh
 	$(QUIET) $(SWIFT) build --build-tests
 	docs/tools/api-docs.sh .build/api-docs
+	docs/tools/face-examples.sh .build/debug/pipelinectl
 	$(QUIET) $(SWIFT) test --skip-build --filter '$(ENGINE_SUITES)' --skip '$(LOAD_SUITES)|$(SERVICE_SUITES)'
 	$(QUIET) $(SWIFT) test --skip-build --filter '$(SERVICE_SUITES)'
 	$(QUIET) $(SWIFT) test --skip-build --filter PluginsTests --skip '$(CODEC_SUITES)|$(ALONE_SUITES)'
@@ -213,6 +218,8 @@ docs: build
 	.build/debug/pipelinectl plugins --markdown > docs/plugins.md
 	.build/debug/pipelinectl schema > docs/pipeline.schema.json
 	docs/tools/cli_reference.py .build/debug/pipelinectl > docs/cli.md
+	@$(MAKE) -s test-deps  # the face examples are made from the face test set (photos, scikit-image)
+	docs/tools/face-examples.sh .build/debug/pipelinectl
 	NO_MKDOCS_2_WARNING=1 python3 -m mkdocs build --strict --quiet
 	docs/tools/api-docs.sh site/api
 	@echo "the site is in site/: open site/index.html; the Swift API (DocC) needs HTTP:"

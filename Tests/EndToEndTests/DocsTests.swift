@@ -143,7 +143,7 @@ import TestImages
         // which a file:// page may not do.
         let server = try await TestServer.start()
         let types = ["html": "text/html", "css": "text/css", "js": "text/javascript", "json": "application/json",
-                     "svg": "image/svg+xml", "png": "image/png", "woff2": "font/woff2", "xml": "application/xml"]
+                     "svg": "image/svg+xml", "png": "image/png", "jpg": "image/jpeg", "woff2": "font/woff2", "xml": "application/xml"]
         let files = FileManager.default.enumerator(atPath: site.path)?.allObjects.compactMap { $0 as? String } ?? []
         #expect(files.count > 20)
         for path in files {
@@ -172,7 +172,7 @@ import TestImages
             #expect(dom.stdout.contains(symbol), "the \(module) API page does not list \(symbol); unanswered: \(server.unmatched.suffix(5))")
         }
         for (page, heading) in [("index.html", "The guides"), ("failures.html", "Stopping and resuming"),
-                                ("architecture.html", "Three paths, one engine")] {
+                                ("architecture.html", "Three paths, one engine"), ("stages.html", "Processors")] {
             let url = try #require(URL(string: server.url("/" + page)))
             let dom = try await Command.run("/usr/bin/chromium", browser + ["--dump-dom", url.absoluteString])
             #expect(dom.stdout.contains(heading), "\(page) lacks \(heading)")
@@ -183,6 +183,15 @@ import TestImages
                 // asked for and served.
                 #expect(dom.stdout.contains("diagrams/paths.svg"))
                 #expect(server.requests("/diagrams/paths.svg") > 0 && !server.unmatched.contains("/diagrams/paths.svg"))
+            }
+            if page == "stages.html" {
+                // The face examples' image pairs (docs/tools/face-examples.sh, run by make test)
+                // were asked for and served.
+                for image in ["group", "group-faces", "group-smart", "redact-before", "redact-after"] {
+                    let path = "/images/faces/\(image).jpg"
+                    #expect(dom.stdout.contains("images/faces/\(image).jpg"), "stages.html does not show \(image)")
+                    #expect(server.requests(path) > 0 && !server.unmatched.contains(path), "\(path) was not loaded")
+                }
             }
             let shot = site.appendingPathComponent(page + ".png")
             _ = try await Command.run("/usr/bin/chromium", browser + ["--hide-scrollbars", "--window-size=1280,900",

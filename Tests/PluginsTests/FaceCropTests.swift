@@ -159,6 +159,24 @@ import TestImages
         }
     }
 
+    /// The grey copy a scan reads is the same picture whoever holds the pixels (a wand, or 8-bit
+    /// rows), smaller or larger, and is made without copying the image first.
+    @Test func theScannedGreyCopyIsTheSamePictureForEveryStorage() throws {
+        let wand = Wand()
+        try wand.readBuiltIn("radial-gradient:white-navy", size: (300, 200))
+        let rows = PipelineImage(pixels: RGB8Pixels(width: 300, height: 200, hasAlpha: false, bytes: try wand.rgbBytes()), sourceFormat: "PNG")
+        let held = PipelineImage(taking: wand.clone(), sourceFormat: "PNG")
+        for (width, height) in [(150, 100), (97, 61), (600, 400), (300, 200)] {
+            let a = try held.greyScaled(width: width, height: height), b = try rows.greyScaled(width: width, height: height)
+            #expect(a.count == width * height && b.count == width * height)
+            let difference = zip(a, b).map { abs(Int($0) - Int($1)) }.reduce(0, +) / (width * height)
+            #expect(difference <= 3, "\(width)x\(height): mean difference \(difference)")
+            // Bright in the middle, dark at the corners: the picture, not noise.
+            #expect(a[(height / 2) * width + width / 2] > a[0] + 100, "\(width)x\(height)")
+        }
+        #expect(held.width == 300 && held.height == 200, "the image itself is only read")
+    }
+
     /// Intersection over union of a found box and a true one.
     static func overlap(_ box: FocusBox, _ face: [Int]) -> Double {
         let w = max(0, min(box.x + box.width, face[0] + face[2]) - max(box.x, face[0]))

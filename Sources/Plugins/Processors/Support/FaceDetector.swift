@@ -95,7 +95,7 @@ public struct FaceScan: Sendable, Equatable {
 ///
 /// The copy is never more than `megapixels` and never more than twice the image's size (one
 /// upsampling, for small images), so the time and memory a scan takes are bounded whatever the
-/// image: about 30 ms per million pixels scanned on one core here (docs/stages.md). Faces smaller
+/// image: about 55 ms per million pixels scanned on one core here (docs/stages.md). Faces smaller
 /// than the scan can see are not found; the `faces` fact says how small a face it could find
 /// (`smallest`). With the defaults, 40-pixel faces are found in images up to about 0.25 MP, and
 /// in a W x H image faces from about 80 x sqrt(W x H / 1,000,000) pixels: 280 in a 12 MP photo,
@@ -122,7 +122,7 @@ public struct FaceDetector: Sendable, Equatable {
     /// The options `detect_faces` and the `faces` gravity share.
     static let options: [OptionSpec] = [
         .number("detect_megapixels", default: 1, range: 0.05...64,
-                doc: "The most pixels, in millions, of the copy the face detector scans: bounds its time and memory (about 30 ms per million on one core). In a W x H image it finds faces from about 80 x sqrt(W x H / (detect_megapixels x 1,000,000)) pixels."),
+                doc: "The most pixels, in millions, of the copy the face detector scans: bounds its time and memory (about 55 ms per million on one core here). In a W x H image it finds faces from about 80 x sqrt(W x H / (detect_megapixels x 1,000,000)) pixels."),
         .int("min_face", default: 40, range: 8...4096,
              doc: "The smallest face to look for, in pixels of the source image: the copy is scaled so such a face fills the detector's 80-pixel window (at most 2x up, and never over detect_megapixels)."),
         .number("face_threshold", default: 0, range: -1...3,
@@ -169,14 +169,8 @@ public struct FaceDetector: Sendable, Equatable {
         let scale = scale(for: size, source: image.sourceSize)
         let scanned = PixelSize(width: max(1, Int((Double(size.width) * scale).rounded())),
                                 height: max(1, Int((Double(size.height) * scale).rounded())))
-        let gray = try image.withCopy { wand -> [UInt8] in
-            if wand.frameCount > 1 { try wand.keepFirstFrame() }
-            if scanned != size {
-                if scale < 1 { try wand.scale(width: scanned.width, height: scanned.height) }
-                else { try wand.resize(width: scanned.width, height: scanned.height, filter: TriangleFilter) }
-            }
-            return try wand.bytes(channels: "I")
-        }
+        // Scaled straight from the image (no copy of it first: a 50 MP decode is 400 MB in Q16).
+        let gray = try image.greyScaled(width: scanned.width, height: scanned.height)
         let found = try Self.detect(gray, size: scanned, threshold: threshold)
         let back = 1 / scale
         let faces = found.compactMap { $0.scaled(by: back).clipped(to: size) }

@@ -14,17 +14,14 @@ a check fails.
 
 Usage: bench/breakpoints.py   (BENCH_BIN: the binary, default .build/release/pipelinectl)
 """
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from library import groups  # noqa: E402  (both corpora, by format group)
+from library import groups, run_report  # noqa: E402  (both corpora, by format group; one run and its report)
 
 BIN = os.environ.get("BENCH_BIN", os.path.join(ROOT, ".build/release/pipelinectl"))
 STEP = os.environ.get("BENCH_BP_STEP", "20KB")
@@ -55,21 +52,7 @@ variants:
 
 
 def run(pipeline, files, work, label):
-    out = tempfile.mkdtemp(dir=work, prefix=label)
-    listing = os.path.join(out, "list.txt")
-    with open(listing, "w") as f:
-        f.write("\n".join(files) + "\n")
-    report = os.path.join(out, "report.json")
-    start = time.monotonic()
-    done = subprocess.run([BIN, "run", pipeline, listing, "--output", os.path.join(out, "o"), "--report", report,
-                           "--progress", "none", "--workers", "2"], capture_output=True, text=True)
-    wall = time.monotonic() - start
-    if done.returncode not in (0, 1):
-        sys.exit(f"{label}: exit {done.returncode}\n{done.stderr}")
-    with open(report) as f:
-        data = json.load(f)
-    shutil.rmtree(out)
-    return wall, data
+    return run_report(BIN, pipeline, files, work, label=label)
 
 
 def check(data, step_bytes):

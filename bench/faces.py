@@ -29,7 +29,7 @@ import importlib.util
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from library import groups  # noqa: E402  (both corpora, by format group)
+from library import groups, run_report  # noqa: E402  (both corpora, by format group; one run and its report)
 
 BIN = os.environ.get("BENCH_BIN", os.path.join(ROOT, ".build/release/pipelinectl"))
 ROUNDS = int(os.environ.get("BENCH_FACES_ROUNDS", "15"))
@@ -54,21 +54,7 @@ output: {{ name: "{{stem}}-{{hash8}}.{{ext}}" }}
 
 
 def run(yaml, files, work, workers=2):
-    listing = os.path.join(work, "list.txt")
-    with open(listing, "w") as f:
-        f.write("\n".join(files) + "\n")
-    out = tempfile.mkdtemp(dir=work)
-    report = os.path.join(out, "report.json")
-    start = time.monotonic()
-    done = subprocess.run([BIN, "run", yaml, listing, "--output", os.path.join(out, "o"), "--report", report,
-                           "--progress", "none", "--workers", str(workers)], capture_output=True, text=True)
-    wall = time.monotonic() - start
-    if done.returncode not in (0, 1):
-        sys.exit(f"{yaml}: exit {done.returncode}\n{done.stderr}")
-    with open(report) as f:
-        data = json.load(f)
-    shutil.rmtree(out)
-    return wall, data
+    return run_report(BIN, yaml, files, work, workers=workers, label=os.path.basename(yaml))
 
 
 def kept(data, truth):

@@ -9,6 +9,7 @@ throughput (items/s, start-up included) and peak RSS, and the library's over run
 Usage: bench/library.py   (env: BIN=.build/release/pipelinectl, BENCH_LIBRARY_ROUNDS=3,
        BENCH_LIBRARY_GROUPS="corpus JPEG,formats webp")
 """
+import json
 import os
 import shutil
 import statistics
@@ -37,6 +38,26 @@ def groups():
             found.append((f"formats {kind}", [os.path.join(folder, f) for f in sorted(os.listdir(folder))]))
     wanted = os.environ.get("BENCH_LIBRARY_GROUPS", "").split(",") if os.environ.get("BENCH_LIBRARY_GROUPS") else None
     return [(label, paths) for label, paths in found if paths and (wanted is None or label in wanted)]
+
+
+def run_report(binary, pipeline, files, work, workers=2, label="run"):
+    """One `pipelinectl run` of `pipeline` over `files` into a fresh folder under `work`: its wall
+    time and its JSON report (the folder is removed). Exits on any status but 0 and 1."""
+    out = tempfile.mkdtemp(dir=work, prefix=label)
+    listing = os.path.join(out, "list.txt")
+    with open(listing, "w") as f:
+        f.write("\n".join(files) + "\n")
+    report = os.path.join(out, "report.json")
+    start = time.monotonic()
+    done = subprocess.run([binary, "run", pipeline, listing, "--output", os.path.join(out, "o"), "--report", report,
+                           "--progress", "none", "--workers", str(workers)], capture_output=True, text=True)
+    wall = time.monotonic() - start
+    if done.returncode not in (0, 1):
+        sys.exit(f"{label}: exit {done.returncode}\n{done.stderr}")
+    with open(report) as f:
+        data = json.load(f)
+    shutil.rmtree(out)
+    return wall, data
 
 
 def timed(command):

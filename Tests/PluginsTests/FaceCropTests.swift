@@ -177,6 +177,17 @@ import TestImages
         #expect(held.width == 300 && held.height == 200, "the image itself is only read")
     }
 
+    /// The scan's scale: `min_face` to the 80-pixel window, through the decoder's reduction (by
+    /// area, so a header that gives the size turned counts the same), at most 2x, at most the
+    /// megapixels.
+    @Test func theScanIsScaledSoTheSmallestFaceFillsTheWindow() {
+        let detector = FaceDetector(megapixels: 64, minFace: 100)
+        #expect(detector.scale(for: PixelSize(width: 300, height: 400), source: PixelSize(width: 400, height: 300)) == 0.8)
+        #expect(detector.scale(for: PixelSize(width: 500, height: 375), source: PixelSize(width: 4000, height: 3000)) == 2, "reduced 8x: 12.5 px faces, at most 2x")
+        #expect(FaceDetector().scale(for: PixelSize(width: 4000, height: 3000), source: nil) == (1.0 / 12).squareRoot())
+        #expect(FaceDetector().scale(for: PixelSize(width: 200, height: 150), source: nil) == 2)
+    }
+
     /// Intersection over union of a found box and a true one.
     static func overlap(_ box: FocusBox, _ face: [Int]) -> Double {
         let w = max(0, min(box.x + box.width, face[0] + face[2]) - max(box.x, face[0]))

@@ -157,8 +157,9 @@ public struct FaceDetector: Sendable, Equatable {
     /// How much the scanned copy is scaled from an image of `size` whose source was `source`.
     func scale(for size: PixelSize, source: PixelSize?) -> Double {
         let pixels = Double(max(1, size.width)) * Double(max(1, size.height))
-        // Image pixels per source pixel: below 1 when the decoder reduced the image on load.
-        let reduced = source.map { min(1, Double(size.width) / Double(max(1, $0.width))) } ?? 1
+        // Image pixels per source pixel, along a side: below 1 when the decoder reduced the image
+        // on load. By area, so a source whose header gives it turned (EXIF 5-8) counts the same.
+        let reduced = source.map { min(1, (pixels / (Double(max(1, $0.width)) * Double(max(1, $0.height)))).squareRoot()) } ?? 1
         let wanted = Self.window / max(1, Double(minFace) * reduced)
         return min(2, wanted, (megapixels * 1_000_000 / pixels).squareRoot())
     }

@@ -49,7 +49,7 @@ public struct Redact: ImageProcessing {
     public var workingMemory: Int { detector.workingMemory }
 
     public func process(_ image: PipelineImage) throws -> PipelineImage {
-        let scan = try FaceScan(fact: image.facts["faces"], size: image.size) ?? detector.scan(image)
+        let scan = try detector.faces(in: image)
         var out = image
         if !scan.faces.isEmpty {
             let areas = scan.faces.compactMap { area(around: $0, in: image.size) }

@@ -164,6 +164,12 @@ public struct FaceDetector: Sendable, Equatable {
         return min(2, wanted, (megapixels * 1_000_000 / pixels).squareRoot())
     }
 
+    /// The faces an earlier stage recorded for `image` (a `faces` fact made on an image of its
+    /// size), or else a scan of it.
+    func faces(in image: PipelineImage) throws -> FaceScan {
+        try FaceScan(fact: image.facts["faces"], size: image.size) ?? scan(image)
+    }
+
     /// The faces in `image`, in its pixels.
     public func scan(_ image: PipelineImage) throws -> FaceScan {
         let size = image.size

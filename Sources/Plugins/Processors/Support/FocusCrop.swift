@@ -17,7 +17,7 @@ struct Focus {
     /// not look.
     static func find(_ gravity: Gravity, in image: PipelineImage, detector: FaceDetector) throws -> Focus? {
         guard gravity == .faces else { return nil }
-        let scan = try FaceScan(fact: image.facts["faces"], size: image.size) ?? detector.scan(image)
+        let scan = try detector.faces(in: image)
         return Focus(rule: scan.faces.isEmpty ? "smart" : "faces", boxes: scan.faces, facts: ["faces": scan.fact])
     }
 

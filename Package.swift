@@ -64,6 +64,13 @@ let package = Package(
             pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"])]
         ),
+        // libxml2's reader, for the XMP packets marked regions are read from (``XMPRegions``):
+        // Foundation's XMLParser leaks its error objects (about 160 bytes a malformed packet).
+        .systemLibrary(
+            name: "CXML2",
+            pkgConfig: "libxml-2.0",
+            providers: [.apt(["libxml2-dev"])]
+        ),
         .systemLibrary(
             name: "CPNG",
             pkgConfig: "libpng",
@@ -171,7 +178,7 @@ let package = Package(
         // Every built-in stage, registered through PipelineKit's public API.
         .target(
             name: "Plugins",
-            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPQ", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF", "CGIF", "CLinux", "CResample", "CJPEGMemory", "CJPEGEighth", "CPNGParts", "CPNGImageData", "CFaceDetect",
+            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPQ", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF", "CGIF", "CLinux", "CResample", "CJPEGMemory", "CJPEGEighth", "CPNGParts", "CPNGImageData", "CFaceDetect", "CXML2",
                            .product(name: "Crypto", package: "swift-crypto")]
         ),
         // The service apart from any HTTP framework: signatures, params, the source boundary,

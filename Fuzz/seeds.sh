@@ -4,7 +4,7 @@
 # paths branch on, small enough for libFuzzer's -max_len. Usage: Fuzz/seeds.sh DIR
 set -euo pipefail
 out=$1
-mkdir -p "$out"/{sniffer,header-probe,png,jpeg,webp,heif,tiff,gif,svg,icc,exif}
+mkdir -p "$out"/{sniffer,header-probe,png,jpeg,webp,heif,tiff,gif,svg,icc,exif,xmp-regions}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 im() { convert "$@" 2>/dev/null || true; }
 src="$tmp/src.png"; im -size 48x32 plasma:fractal -seed 7 "$src"; im rose: -resize 48x32 "$src"
@@ -69,6 +69,19 @@ if command -v exiftool >/dev/null; then
   done
 fi
 im "$src" -resize 16x16 -compress none "$out/exif/small.tif"
+
+# XMP regions as exiftool writes them: MWG (element and attribute forms), IPTC rectangle, circle
+# and polygon in both units; an XMP-in-PNG file for the iTXt walker.
+if command -v exiftool >/dev/null; then
+  im "$src" "$tmp/regions.jpg"
+  exiftool -q -overwrite_original '-XMP-mwg-rs:RegionInfo={AppliedToDimensions={W=48,H=32,Unit=pixel},RegionList=[{Area={X=0.5,Y=0.4,W=0.2,H=0.3,Unit=normalized},Name=A,Type=Face},{Area={X=0.1,Y=0.9,D=0.05,Unit=normalized},Type=Focus}]}' \
+    '-XMP-iptcExt:ImageRegion=[{RegionBoundary={RbShape=rectangle,RbUnit=pixel,RbX=4,RbY=5,RbW=10,RbH=8},RCtype=[{Identifier=[http://cv.iptc.org/newscodes/imageregiontype/human]}]},{RegionBoundary={RbShape=circle,RbUnit=relative,RbX=0.5,RbY=0.5,RbRx=0.1}},{RegionBoundary={RbShape=polygon,RbUnit=relative,RbVertices=[{RbX=0.1,RbY=0.1},{RbX=0.3,RbY=0.2},{RbX=0.2,RbY=0.4}]}}]' \
+    "$tmp/regions.jpg" 2>/dev/null || true
+  exiftool -b -XMP "$tmp/regions.jpg" > "$out/xmp-regions/exiftool.xmp" 2>/dev/null || true
+  im "$src" -resize 16x16 "$tmp/regions.png"
+  exiftool -q -overwrite_original -tagsFromFile "$tmp/regions.jpg" '-XMP:all' "$tmp/regions.png" 2>/dev/null && cp "$tmp/regions.png" "$out/exif/xmp.png"
+fi
+printf '%s' "<x:xmpmeta xmlns:x='adobe:ns:meta/'><rdf:RDF xmlns:rdf='http://www.w3.org/1999/02/22-rdf-syntax-ns#'><rdf:Description xmlns:mwg-rs='http://www.metadataworkinggroup.com/schemas/regions/' xmlns:stArea='http://ns.adobe.com/xmp/sType/Area#'><mwg-rs:Regions><rdf:Description><mwg-rs:RegionList><rdf:Bag><rdf:li><rdf:Description mwg-rs:Type='Face'><mwg-rs:Area stArea:x='0.5' stArea:y='0.5' stArea:w='0.2' stArea:h='0.2'/></rdf:Description></rdf:li></rdf:Bag></mwg-rs:RegionList></rdf:Description></mwg-rs:Regions></rdf:Description></rdf:RDF></x:xmpmeta>" > "$out/xmp-regions/attributes.xmp"
 
 # The sniffer and the header probe: one of everything, opt-in formats and documents too.
 for f in "$out"/{png,jpeg,webp,heif,tiff,gif,svg}/*; do cp "$f" "$out/sniffer/"; cp "$f" "$out/header-probe/"; done

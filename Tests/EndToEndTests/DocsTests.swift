@@ -185,9 +185,9 @@ import TestImages
                 #expect(server.requests("/diagrams/paths.svg") > 0 && !server.unmatched.contains("/diagrams/paths.svg"))
             }
             if page == "stages.html" {
-                // The face examples' image pairs (docs/tools/face-examples.sh, run by make test)
+                // The face and region examples' image pairs (docs/tools/face-examples.sh, run by make test)
                 // were asked for and served.
-                for image in ["group", "group-faces", "group-smart", "redact-before", "redact-after"] {
+                for image in ["group", "group-faces", "group-smart", "portrait-faces", "portrait-regions", "redact-before", "redact-after"] {
                     let path = "/images/faces/\(image).jpg"
                     #expect(dom.stdout.contains("images/faces/\(image).jpg"), "stages.html does not show \(image)")
                     #expect(server.requests(path) > 0 && !server.unmatched.contains(path), "\(path) was not loaded")

@@ -48,6 +48,6 @@ import TestImages
         for plugin in FormatTable.encoders { #expect(builtIn.contains(plugin.spec.name), "\(plugin.spec.name)") }
         #expect(Set(FormatTable.encoders.map(\.spec.name)) == ["jpeg", "png", "gif", "webp", "tiff", "heic", "avif"])
         // The names the harness in Fuzz/ and the regression fixtures use.
-        #expect(Set(FuzzTargets.all.keys) == ["sniffer", "header-probe", "png", "jpeg", "webp", "heif", "tiff", "gif", "svg", "icc", "exif"])
+        #expect(Set(FuzzTargets.all.keys) == ["sniffer", "header-probe", "png", "jpeg", "webp", "heif", "tiff", "gif", "svg", "icc", "exif", "xmp-regions"])
     }
 }

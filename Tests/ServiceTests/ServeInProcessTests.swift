@@ -277,6 +277,12 @@ import TestImages
         let made = try await Command.run("/usr/bin/convert", ["-size", "1600x500", "xc:gray60", "(", photo.path, "-resize", "x500", ")",
                                                              "-geometry", "+0+0", "-composite", "-quality", "90", wide.path])
         #expect(made.status == 0, "\(made.stderr)")
+        // The same picture with a region marked at its far right (not a face).
+        let marked = setup.images.appendingPathComponent("marked.jpg")
+        try FileManager.default.copyItem(at: wide, to: marked)
+        let tagged = try await Command.run("/usr/bin/env", ["exiftool", "-q", "-overwrite_original",
+                                                            "-XMP-mwg-rs:RegionInfo={RegionList=[{Area={X=0.93,Y=0.5,W=0.1,H=0.2,Unit=normalized},Type=Focus}]}", marked.path])
+        #expect(tagged.status == 0, "\(tagged.stderr)")
         try """
             version: 1
             name: square
@@ -304,6 +310,16 @@ import TestImages
                 found[gravity] = FaceScan(fact: scanned.facts["faces"], size: PixelSize(width: 200, height: 200))?.faces.count
             }
             #expect(found["faces"] == 1 && found["centre"] == 0, "faces found in each answer: \(found)")
+            // `regions` crops to the marked region (far from the face); `faces` passes over a region that is not a face.
+            for (gravity, faces) in [("regions", 0), ("faces", 1)] {
+                let answer = try await client.execute(uri: try Self.sign("square", marked.path, params: ["g": gravity]), method: .get)
+                #expect(answer.status == .ok, "\(gravity): \(answer.status)")
+                let wand = Wand()
+                try wand.read(Data(buffer: answer.body), format: "PNG")
+                let scanned = try detect.process(PipelineImage(taking: wand, sourceFormat: "PNG"))
+                let count = FaceScan(fact: scanned.facts["faces"], size: PixelSize(width: 200, height: 200))?.faces.count
+                #expect(count == faces, "marked.jpg by \(gravity): \(count as Any) faces in the answer")
+            }
             let wrong = try await client.execute(uri: try Self.sign("square", wide.path, params: ["g": "sideways"]), method: .get)
             #expect(wrong.status == .badRequest && Self.problemKind(wrong) == "bad_parameter")
             #expect(String(buffer: wrong.body).contains("faces"), "the answer names the values: \(String(buffer: wrong.body))")

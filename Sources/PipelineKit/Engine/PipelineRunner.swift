@@ -149,11 +149,14 @@ public final class PipelineRunner: Sendable {
         // What the decoder reads of the source's metadata and what outputs keep of it are part of
         // what a cached image or output is.
         let decoderName = pipeline.decoder.plugin.spec.name
-        let decoderIdentifier = decoderName + "(" + pipeline.decoder.options.canonical + ")" + metadataPolicy.keySuffix
-        let variants = try pipeline.variants.map { try Self.runnable($0, decoderIdentifier: decoderIdentifier) }
+        let processors = try pipeline.variants.map { try $0.processors.map { try $0.makeProcessor() } }
+        let processorsRead = processors.joined().contains(where: \.wantsSourceMetadata)
+        let readsMetadata = processorsRead && !metadataPolicy.needsSource ? "+metadata" : ""
+        let decoderIdentifier = decoderName + "(" + pipeline.decoder.options.canonical + ")" + metadataPolicy.keySuffix + readsMetadata
+        let variants = try zip(pipeline.variants, processors).map { try Self.runnable($0, processors: $1, decoderIdentifier: decoderIdentifier) }
         self.variants = variants
         var hint = Self.decodeHint(variants)
-        hint.wantsMetadata = metadataPolicy.needsSource
+        hint.wantsMetadata = metadataPolicy.needsSource || processorsRead
         let cpu = sharing?.cpu ?? WorkerPool.cpu(threads: max(1, options.workers))
         making = DecodeStep(decoder: try pipeline.decoder.makeDecoder(), decoderName: decoderName, decoderIdentifier: decoderIdentifier,
                             hint: hint, variants: variants, imageCache: try pipeline.imageCache?.makeImageCache(), cpu: cpu,
@@ -216,8 +219,7 @@ public final class PipelineRunner: Sendable {
         return await dataCache?.preflight()
     }
 
-    static func runnable(_ variant: Variant, decoderIdentifier: String) throws -> RunnableVariant {
-        let processors = try variant.processors.map { try $0.makeProcessor() }
+    static func runnable(_ variant: Variant, processors: [any ImageProcessing], decoderIdentifier: String) throws -> RunnableVariant {
         var ids = [""]
         for processor in processors { ids.append(ids.last! + "|" + processor.identifier) }
         let encoder = try variant.encoder.makeEncoder()

@@ -35,6 +35,12 @@ public protocol ImageProcessing: Sendable {
     /// Whether this processor reads the source's own facts (``DecodeHint/wantsSourceFacts``).
     var wantsSourceFacts: Bool { get }
 
+    /// Whether this processor reads the source's metadata (EXIF, XMP, IPTC: ``PipelineImage/metadata``),
+    /// as a crop to the regions people marked in XMP does: the decoder then reads it
+    /// (``DecodeHint/wantsMetadata``) whatever the pipeline's `metadata:` keeps, and the outputs
+    /// still keep only that. `false` (the default) otherwise.
+    var wantsSourceMetadata: Bool { get }
+
     /// Bytes this processor needs at most besides the images it is given and makes (a face
     /// detector's scanned copy and its features): the engine adds the largest of a run's to the
     /// memory it reserves for each decode, so such work is admitted with the decode it follows.
@@ -48,5 +54,6 @@ extension ImageProcessing {
     public var onlyReads: Bool { false }
     public var onlyReorients: Bool { false }
     public var wantsSourceFacts: Bool { false }
+    public var wantsSourceMetadata: Bool { false }
     public var workingMemory: Int { 0 }
 }

@@ -12,7 +12,7 @@ enum FuzzTargets {
     /// Every target by the name its harness and its regression fixtures use: these, and each
     /// format's own from ``FormatTable`` (`png`, `jpeg`, `webp`, `heif`, `tiff`, `gif`, `svg`).
     static let all: [String: @Sendable (Data) -> Void] = FormatTable.entries.reduce(
-        ["sniffer": sniffer, "header-probe": headerProbe, "icc": icc, "exif": exif]
+        ["sniffer": sniffer, "header-probe": headerProbe, "icc": icc, "exif": exif, "xmp-regions": xmpRegions]
     ) { targets, entry in targets.merging(entry.fuzzTargets) { first, _ in first } }
 
     static let maxPixels = 16_000_000
@@ -61,6 +61,19 @@ enum FuzzTargets {
         }
         _ = ExifRewriter.fromTIFF(data)
         _ = PNGFormat.chunk("eXIf", in: data)
+        _ = PNGFormat.xmp(in: data)
         _ = WebPFormat.metadata(data) { _ in true }
+    }
+
+    /// The marked-region reader (`gravity: regions`, `redact`) on any bytes as an XMP packet, for
+    /// an orientation and a stored size picked from the input's length; every region it returns
+    /// must lie inside the picture.
+    @Sendable static func xmpRegions(_ data: Data) {
+        let stored = [PixelSize(width: 600, height: 400), PixelSize(width: 1, height: 1), PixelSize(width: 400, height: 600)][data.count % 3]
+        let read = XMPRegions.read(data, orientation: 1 + data.count % 8, stored: data.count % 5 == 0 ? nil : stored)
+        for region in read.regions {
+            precondition(region.x >= 0 && region.y >= 0 && region.x + region.width <= 1.000001 && region.y + region.height <= 1.000001,
+                         "a region inside the picture")
+        }
     }
 }

@@ -8,7 +8,7 @@ import PipelineKit
 /// What every reader does unless its format reads them otherwise (``FormatReader/headerFacts(facts:metadata:upright:)``).
 enum SourceFacts {
     /// ImageMagick's reading of the header of `data` as `format`, for ``read(_:)`` and
-    /// ``metadata(_:exifBesideProfiles:upright:)`` (one ping for both); `nil` for a header it
+    /// ``metadata(_:exifBesideProfiles:xmpBesideProfiles:upright:)`` (one ping for both); `nil` for a header it
     /// cannot read. The readers of formats that ImageMagick 6 would decode or render to ping
     /// (WebP, HEIC, AVIF, SVG) read their facts themselves.
     static func ping(_ data: Data, format: ImageFormat) -> Wand? {
@@ -35,13 +35,15 @@ enum SourceFacts {
     }
 
     /// The metadata from ImageMagick's ping of a file (``ping(_:format:)``): its EXIF (without
-    /// JPEG's `Exif\0\0`; `exifBesideProfiles` where the ping finds none), XMP and IPTC, and its
+    /// JPEG's `Exif\0\0`; `exifBesideProfiles` where the ping finds none), XMP (`xmpBesideProfiles`
+    /// where it finds none) and IPTC, and its
     /// orientation; `upright` says, for an orientation, whether the decode turns the pixels upright.
-    static func metadata(_ wand: Wand, exifBesideProfiles: () -> Data?, upright: (Int) -> Bool) -> ImageMetadata {
+    static func metadata(_ wand: Wand, exifBesideProfiles: () -> Data?, xmpBesideProfiles: () -> Data? = { nil },
+                         upright: (Int) -> Bool) -> ImageMetadata {
         var exif = wand.profile("exif") ?? exifBesideProfiles()
         if let block = exif, block.starts(with: Data("Exif\0\0".utf8)) { exif = block.dropFirst(6) }
         let orientation = (1...8).contains(wand.orientation) ? wand.orientation : 1
-        return ImageMetadata(exif: exif.map { Data($0) }, xmp: wand.profile("xmp"), iptc: wand.profile("iptc"),
+        return ImageMetadata(exif: exif.map { Data($0) }, xmp: wand.profile("xmp") ?? xmpBesideProfiles(), iptc: wand.profile("iptc"),
                              orientation: orientation, upright: upright(orientation))
     }
 }

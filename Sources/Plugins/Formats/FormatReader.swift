@@ -85,10 +85,12 @@ protocol FormatReader: Sendable {
     /// The source's own facts (`analyze`, when `facts`) and metadata (`metadata:`, when
     /// `metadata`) from the header, no pixel decoded; `upright` says, for an EXIF orientation,
     /// whether the decode turns the pixels upright. Default: one ImageMagick ping for both
-    /// (``SourceFacts``), with ``exifBesideProfiles``.
+    /// (``SourceFacts``), with ``exifBesideProfiles`` and ``xmpBesideProfiles``.
     func headerFacts(facts: Bool, metadata: Bool, upright: (Int) -> Bool) -> HeaderFacts
     /// EXIF that ImageMagick 6's ping does not find where the format keeps it. Default: none.
     var exifBesideProfiles: Data? { get }
+    /// XMP that ImageMagick 6's ping does not find where the format keeps it. Default: none.
+    var xmpBesideProfiles: Data? { get }
 }
 
 /// What a reader reads of the source from its header: the facts `analyze` reports and the
@@ -109,10 +111,13 @@ extension FormatReader {
     func headerFacts(facts: Bool, metadata: Bool, upright: (Int) -> Bool) -> HeaderFacts {
         guard let pinged = SourceFacts.ping(data, format: format) else { return HeaderFacts() }
         return HeaderFacts(facts: facts ? SourceFacts.read(pinged) : [:],
-                           metadata: metadata ? SourceFacts.metadata(pinged, exifBesideProfiles: { exifBesideProfiles }, upright: upright) : nil)
+                           metadata: metadata ? SourceFacts.metadata(pinged, exifBesideProfiles: { exifBesideProfiles },
+                                                                                xmpBesideProfiles: { xmpBesideProfiles }, upright: upright) : nil)
     }
 
     var exifBesideProfiles: Data? { nil }
+
+    var xmpBesideProfiles: Data? { nil }
 
     var byteCount: Int { data.count }
 

@@ -14,6 +14,12 @@ public struct AutoOrient: ImageProcessing {
     public func process(_ image: PipelineImage) throws -> PipelineImage {
         // 8- and 16-bit pixels are held upright only (the decoder turned them, or kept a wand).
         if image.rgb8 != nil || image.rgb16 != nil { return image }
-        return try image.transformed { try $0.autoOrient() }
+        var out = try image.transformed { try $0.autoOrient() }
+        if let metadata = image.metadata, !metadata.upright {
+            // The pixels are upright now: outputs say orientation 1, and marked regions turn with them.
+            out.metadata?.upright = true
+            MarkedRegions.carry(from: image, to: &out, orientation: metadata.orientation)
+        }
+        return out
     }
 }

@@ -17,7 +17,7 @@ public struct Crop: ImageProcessing {
                 .string("aspect", doc: "Aspect ratio `W:H` (e.g. `16:9`, `1:1`): the largest window of that shape.")
                     .example("16:9"),
                 .oneOf("gravity", Gravity.names, default: "centre",
-                       doc: "Where the window is placed when `x`/`y` are not given: the centre, a compass point, smart (the most detailed region) or faces (around the faces found, largest first; smart when there are none)."),
+                       doc: "Where the window is placed when `x`/`y` are not given: the centre, a compass point, smart (the most detailed region), faces (around the faces people marked in the picture's XMP, else those the detector finds, largest first; smart when there are none) or regions (around every region people marked in the XMP, MWG or IPTC; smart when there are none)."),
             ] + FaceDetector.options,
             exclusive: [["aspect", "width"], ["aspect", "height"], ["aspect", "x"], ["aspect", "y"]]),
         make: { options in try Crop(options: options) })
@@ -55,6 +55,9 @@ public struct Crop: ImageProcessing {
     /// The face scan's copy and features (`gravity: faces`), admitted with the decode.
     public var workingMemory: Int { gravity == .faces ? detector.workingMemory : 0 }
 
+    /// `faces` and `regions` read the regions people marked in the source's XMP.
+    public var wantsSourceMetadata: Bool { gravity.readsRegions }
+
     /// The window's size for an image of `size` (clipped to the image, and to what lies right of
     /// and below `x`/`y` when they are set).
     func window(for size: PixelSize) -> PixelSize {
@@ -80,13 +83,15 @@ public struct Crop: ImageProcessing {
         let window = window(for: size)
         if window == size { return image }
         if let x, let y {
-            return try image.transformed { try $0.crop(x: x, y: y, width: window.width, height: window.height) }
+            var cut = try image.transformed { try $0.crop(x: x, y: y, width: window.width, height: window.height) }
+            MarkedRegions.carry(from: image, to: &cut) { $0.offset(by: -x, -y) }
+            return cut
         }
         return try Self.place(window, in: image, gravity: gravity, detector: detector)
     }
 
     /// `image` cut to a `window` placed by `gravity`; a gravity that looks at the image records
-    /// what it found (`faces`) and the rule that placed the window (`crop`) in facts.
+    /// what it found (`faces`, `regions`) and the rule that placed the window (`crop`) in facts.
     static func place(_ window: PixelSize, in image: PipelineImage, gravity: Gravity, detector: FaceDetector) throws -> PipelineImage {
         let size = image.size
         let focus = try Focus.find(gravity, in: image, detector: detector)
@@ -102,6 +107,7 @@ public struct Crop: ImageProcessing {
                 try wand.crop(x: origin.x, y: origin.y, width: window.width, height: window.height)
             }
         }
+        MarkedRegions.carry(from: image, to: &cropped) { [origin] in $0.offset(by: -origin.x, -origin.y) }
         if gravity.looks {
             let rule = focus.map { $0.boxes.isEmpty ? gravity.rule : $0.rule } ?? gravity.rule
             facts["crop"] = Focus.cropFact(rule: rule, origin: origin, window: window, in: size)

@@ -6,8 +6,8 @@ import PipelineKit
 /// (`faces`: boxes and scores in the pixels of the image it was given) without changing a pixel.
 ///
 /// A later `crop` or `resize` with `gravity: faces` on an image of the same size uses these faces
-/// instead of looking again. The scan works on a copy of at most `detect_side` pixels on its long
-/// side (see ``FaceDetector``), so its cost does not grow with the source.
+/// instead of looking again. The scan works on a copy of at most `detect_megapixels` million pixels
+/// (see ``FaceDetector``), so its cost does not grow with the source.
 public struct DetectFaces: ImageProcessing {
     public static let plugin = Plugin.processor(
         PluginSpec(

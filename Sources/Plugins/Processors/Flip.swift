@@ -11,6 +11,8 @@ public struct Flip: ImageProcessing {
     public var identifier: String { "flip" }
 
     public func process(_ image: PipelineImage) throws -> PipelineImage {
-        try image.transformed { try $0.flip() }
+        var out = try image.transformed { try $0.flip() }
+        MarkedRegions.carry(from: image, to: &out, orientation: 4)
+        return out
     }
 }

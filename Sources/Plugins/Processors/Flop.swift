@@ -11,6 +11,8 @@ public struct Flop: ImageProcessing {
     public var identifier: String { "flop" }
 
     public func process(_ image: PipelineImage) throws -> PipelineImage {
-        try image.transformed { try $0.flop() }
+        var out = try image.transformed { try $0.flop() }
+        MarkedRegions.carry(from: image, to: &out, orientation: 2)
+        return out
     }
 }

@@ -3,8 +3,9 @@ import Foundation
 import MagickKit
 import PipelineKit
 
-/// `redact`: pixelates (or blurs) every face dlib's detector finds, before an image is published,
-/// so that the face cannot be read back.
+/// `redact`: pixelates (or blurs) every face dlib's detector finds, and the faces people marked in
+/// the picture's XMP (or every region they marked, with `marked: all`), before an image is
+/// published, so that the face cannot be read back.
 ///
 /// Each face's box grows by `margin` (more above, for the hair) and is then pixelated in blocks of
 /// `block` times the face's size, or blurred with a Gaussian of sigma three quarters of a block.
@@ -12,53 +13,68 @@ import PipelineKit
 /// found every one of the 54 faces of the test set, at 0.15 46, at 0.3 and above none (nor did
 /// dlib's HOG detector, which lost them from 0.15). The tests check both detectors.
 /// Faces come from a `detect_faces` earlier in the chain on an image of this size, or from a scan
-/// of its own (``FaceDetector``). The facts keep the faces found (`faces`) and how many were
-/// redacted (`redacted`).
+/// of its own (``FaceDetector``); marked regions from ``MarkedRegions``. The facts keep the faces
+/// found (`faces`), the marked regions (`regions`) and how many areas were redacted (`redacted`).
 public struct Redact: ImageProcessing {
     public enum Mode: String, Sendable, CaseIterable { case pixelate, blur }
+    /// Which marked regions are redacted besides the detected faces.
+    public enum Marked: String, Sendable, CaseIterable { case faces, all, none }
 
     public static let plugin = Plugin.processor(
         PluginSpec(
             name: "redact",
-            summary: "Pixelates or blurs every face the detector finds, strongly enough that it cannot be found again.",
+            summary: "Pixelates or blurs every face the detector finds or people marked, strongly enough that it cannot be found again.",
             options: [
                 .oneOf("mode", Mode.allCases.map(\.rawValue), default: "pixelate", doc: "pixelate: blocks of one colour; blur: a Gaussian blur of the same strength."),
                 .number("block", default: 0.34, range: 0.3...1,
                         doc: "The strength: pixel blocks of this share of the face's size (at least 0.3: weaker, OpenCV's face cascades still find pixelated faces); a blur's sigma is three quarters of a block."),
                 .number("margin", default: 0.3, range: 0...2,
                         doc: "How far past the detector's box (eyebrows to chin) the redaction reaches, as a share of the face's size; twice as far above, for the forehead and hair."),
+                .oneOf("marked", Marked.allCases.map(\.rawValue), default: "faces",
+                       doc: "Which regions people marked in the picture's XMP (MWG or IPTC) are redacted as well as the faces the detector finds: faces (MWG Face, IPTC human), all, or none."),
             ] + FaceDetector.options),
         make: { options in Redact(options: options) })
 
     public let mode: Mode
     public let block: Double
     public let margin: Double
+    public let marked: Marked
     public let detector: FaceDetector
 
     init(options: PluginOptions) {
         mode = Mode(rawValue: options.string("mode") ?? "pixelate") ?? .pixelate
         block = max(0.3, options.number("block") ?? 0.34)
         margin = options.number("margin") ?? 0.3
+        marked = Marked(rawValue: options.string("marked") ?? "faces") ?? .faces
         detector = FaceDetector(options: options)
         FaceDetector.prepare()
     }
 
-    public var identifier: String { "redact(\(mode.rawValue),\(block),\(margin),\(detector.identifier))" }
+    public var identifier: String {
+        "redact(\(mode.rawValue),\(block),\(margin),\(detector.identifier)" + (marked == .faces ? "" : ",marked=\(marked.rawValue)") + ")"
+    }
+
+    /// Marked regions are read from the source's XMP.
+    public var wantsSourceMetadata: Bool { marked != .none }
 
     /// The scan's copy and features, admitted with the decode.
     public var workingMemory: Int { detector.workingMemory }
 
     public func process(_ image: PipelineImage) throws -> PipelineImage {
         let scan = try detector.faces(in: image)
+        let regions = marked == .none ? nil : MarkedRegions.of(image)
+        let chosen = (regions?.regions ?? []).filter { marked == .all || $0.isFace }.map(\.box)
+        let boxes = scan.faces + chosen
         var out = image
-        if !scan.faces.isEmpty {
-            let areas = scan.faces.compactMap { area(around: $0, in: image.size) }
+        if !boxes.isEmpty {
+            let areas = boxes.compactMap { area(around: $0, in: image.size) }
             out = try image.transformed { wand in
                 for (box, side) in areas { try redact(box, faceSide: side, in: wand) }
             }
         }
         out.facts["faces"] = scan.fact
-        out.facts["redacted"] = .int(scan.faces.count)
+        if let regions { out.facts["regions"] = regions.fact }
+        out.facts["redacted"] = .int(boxes.count)
         return out
     }
 

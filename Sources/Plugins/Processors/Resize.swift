@@ -15,14 +15,14 @@ public struct Resize: ImageProcessing {
     public static let plugin = Plugin.processor(
         PluginSpec(
             name: "resize",
-            summary: "Scales to fit a box, fill it (cover, then crop by gravity, smart and faces included) or stretch to it.",
+            summary: "Scales to fit a box, fill it (cover, then crop by gravity, smart, faces and marked regions included) or stretch to it.",
             options: [
                 .int("width", range: 1...16384, doc: "Box width in pixels; omit to follow the aspect ratio."),
                 .int("height", range: 1...16384, doc: "Box height in pixels; omit to follow the aspect ratio."),
                 .oneOf("mode", Mode.allCases.map(\.rawValue), default: "fit",
                        doc: "fit: inside the box; fill: cover the box, then crop by gravity (without upscale, a source that would have to be enlarged to cover the box is not: it keeps its size, cropped only where it exceeds the box, so a 400x225 source stays 400x225 in a 1200x630 box); stretch: exactly the box; fill_down: like fill, but an image smaller than the box is only cropped to the box's aspect ratio, never enlarged."),
                 .oneOf("gravity", Gravity.names, default: "centre",
-                       doc: "Which part a fill crop keeps: the centre, a compass point, smart (the most detailed region) or faces (every face the window can hold, else the largest, with a margin; smart when none is found). See Every stage in the guides."),
+                       doc: "Which part a fill crop keeps: the centre, a compass point, smart (the most detailed region) faces (every face the window can hold, else the largest, with a margin: faces people marked in the picture's XMP, else those the detector finds; smart when there are none) or regions (every region people marked in the XMP, MWG or IPTC, the same way; smart when there are none). See Every stage in the guides."),
                 .number("dpr", default: 1, range: 1...8, doc: "Device pixel ratio: width and height are multiplied by it (2 makes a 200px box 400px)."),
                 .bool("upscale", default: false, doc: "Enlarge images smaller than the box."),
                 .oneOf("filter", filters.keys.sorted(), default: "lanczos", doc: "Resampling filter."),
@@ -76,6 +76,9 @@ public struct Resize: ImageProcessing {
 
     /// The face scan's copy and features (`gravity: faces`), admitted with the decode.
     public var workingMemory: Int { gravity == .faces && [.fill, .fill_down].contains(mode) ? detector.workingMemory : 0 }
+
+    /// A fill by `faces` or `regions` reads the regions people marked in the source's XMP.
+    public var wantsSourceMetadata: Bool { gravity.readsRegions && [.fill, .fill_down].contains(mode) }
 
     public var decodeHint: PixelSize? {
         PixelSize(width: width ?? 1, height: height ?? 1)
@@ -156,6 +159,9 @@ public struct Resize: ImageProcessing {
             placed = focus.origin(of: crop, in: scaled, factor: Double(scaled.width) / Double(image.width))
         }
         var resized = try resized(image, scaled: scaled, crop: crop, placed: placed)
+        let sx = Double(scaled.width) / Double(image.width), sy = Double(scaled.height) / Double(image.height)
+        let origin = cropping ? resized.origin : (x: 0, y: 0)
+        MarkedRegions.carry(from: image, to: &resized.image) { $0.scaled(x: sx, y: sy).offset(by: -origin.x, -origin.y) }
         if cropping, gravity.looks, let crop {
             resized.image.facts.merge(focus?.facts ?? [:]) { _, found in found }
             let rule = placed != nil ? focus?.rule ?? gravity.rule : gravity.rule

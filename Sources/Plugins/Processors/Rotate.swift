@@ -19,6 +19,10 @@ public struct Rotate: ImageProcessing {
 
     public func process(_ image: PipelineImage) throws -> PipelineImage {
         if degrees.truncatingRemainder(dividingBy: 360) == 0 { return image }
-        return try image.transformed { try $0.rotate(degrees: degrees, background: background) }
+        var out = try image.transformed { try $0.rotate(degrees: degrees, background: background) }
+        // Marked regions follow quarter turns; after any other angle they no longer fit (and say so).
+        let turn = (degrees.truncatingRemainder(dividingBy: 360) + 360).truncatingRemainder(dividingBy: 360)
+        if let orientation = [90.0: 6, 180: 3, 270: 8][turn] { MarkedRegions.carry(from: image, to: &out, orientation: orientation) }
+        return out
     }
 }

@@ -24,17 +24,42 @@ enum PNGFormat {
 
     /// The data of the first chunk of `type` in PNG `data`, walking chunk by chunk (lengths checked).
     static func chunk(_ type: String, in data: Data) -> Data? {
+        chunks(type, in: data) { _ in true }
+    }
+
+    /// The data of the first chunk of `type` that `accept` takes (every chunk's length is checked
+    /// against the file's).
+    static func chunks(_ type: String, in data: Data, first accept: (Data) -> Bool) -> Data? {
         let wanted = Array(type.utf8), end = Array("IEND".utf8)
         var at = data.startIndex + 8
         while at + 12 <= data.endIndex {
             let length = Int(data[at]) << 24 | Int(data[at + 1]) << 16 | Int(data[at + 2]) << 8 | Int(data[at + 3])
             guard length <= data.endIndex - at - 12 else { return nil }
             let name = Array(data[(at + 4)..<(at + 8)])
-            if name == wanted { return Data(data[(at + 8)..<(at + 8 + length)]) }
+            if name == wanted {
+                let body = Data(data[(at + 8)..<(at + 8 + length)])
+                if accept(body) { return body }
+            }
             if name == end { return nil }
             at += 12 + length
         }
         return nil
+    }
+
+    /// The XMP packet of an iTXt chunk with the keyword `XML:com.adobe.xmp`, as XMP's PNG part
+    /// says to store it (uncompressed: a compressed one is left unread).
+    static func xmp(in data: Data) -> Data? {
+        let keyword = Data("XML:com.adobe.xmp\0".utf8)
+        guard let chunk = chunks("iTXt", in: data, first: { $0.starts(with: keyword) }) else { return nil }
+        // keyword NUL, compression flag, method, language NUL, translated keyword NUL, text.
+        var at = chunk.startIndex + keyword.count
+        guard at + 2 <= chunk.endIndex, chunk[at] == 0 else { return nil }
+        at += 2
+        for _ in 0..<2 {
+            guard let nul = chunk[at...].firstIndex(of: 0) else { return nil }
+            at = nul + 1
+        }
+        return at < chunk.endIndex ? Data(chunk[at...]) : nil
     }
 
     /// The PNG reduce-on-load reader (libpng on the file, or on the copy libdeflate inflated, every

@@ -23,6 +23,8 @@ struct PNGReader: FormatReader {
     var byteCount: Int { input.byteCount }
     /// ImageMagick 6 does not see an eXIf chunk after the image data, where its own writer puts it.
     var exifBesideProfiles: Data? { PNGFormat.chunk("eXIf", in: data) }
+    /// ImageMagick 6 reads an iTXt chunk as text, not as the XMP profile it is.
+    var xmpBesideProfiles: Data? { PNGFormat.xmp(in: data) }
 
     func plan(_ hint: DecodeHint, _ settings: DecodeSettings) -> ReadPlan {
         // libpng reads the header chunks (colour, interlacing, profile) only when a reduction is wanted.

@@ -2,21 +2,29 @@ import Foundation
 import MagickKit
 import PipelineKit
 
-/// What decides where a `faces` crop goes: the boxes found in the image about to be cropped, and
-/// the rule that found them.
+/// What decides where a `faces` or `regions` crop goes: the boxes found in the image about to be
+/// cropped, and the rule that found them.
 struct Focus {
-    /// `faces` (detected), or `smart` when none was found (the crop then goes where the detail is).
+    /// `regions` (marked by people), `faces` (detected), or `smart` when there were none (the crop
+    /// then goes where the detail is).
     let rule: String
     /// The boxes, in the pixels of the image they were found in.
     let boxes: [FocusBox]
-    /// Facts to add to the image: `faces` as found.
+    /// Facts to add to the image: `faces` as the detector found them. (The `regions` fact is
+    /// carried by the step that crops: see ``MarkedRegions/carry(from:to:_:)``.)
     let facts: ImageFacts
 
-    /// Looks for what `gravity` keeps in `image`: for `faces`, detected faces (a `faces` fact made
+    /// Looks for what `gravity` keeps in `image`. For `regions`, every region people marked in the
+    /// source's metadata. For `faces`, the faces they marked (a region a person marked beats the
+    /// detector, which then does not run), else the faces the detector finds (a `faces` fact made
     /// by `detect_faces` on an image of this size is used as it is). `nil` for a gravity that does
     /// not look.
     static func find(_ gravity: Gravity, in image: PipelineImage, detector: FaceDetector) throws -> Focus? {
-        guard gravity == .faces else { return nil }
+        guard gravity.readsRegions else { return nil }
+        let marked = MarkedRegions.of(image)?.regions ?? []
+        let kept = gravity == .regions ? marked : marked.filter(\.isFace)
+        if !kept.isEmpty { return Focus(rule: "regions", boxes: kept.map(\.box), facts: [:]) }
+        guard gravity == .faces else { return Focus(rule: "smart", boxes: [], facts: [:]) }
         let scan = try detector.faces(in: image)
         return Focus(rule: scan.faces.isEmpty ? "smart" : "faces", boxes: scan.faces, facts: ["faces": scan.fact])
     }

@@ -9,7 +9,8 @@
    one with faces of 50-70 px (made here the same way): BENCH_FACES_ROUNDS copies of it in one
    run by each gravity, one worker; the p50 of the items' times (timings_ms) and the difference.
    The small-faces photo is also run with detect_megapixels raised, and with every pixel
-   decoded (shrink_on_load: false, for both gravities).
+   decoded (shrink_on_load: false, for both gravities). Then the 12 MP photo with a face marked
+   in XMP (exiftool's MWG regions) by `smart`, `regions` and `faces` (which then does not scan).
 3. Every format group of both bench corpora (no faces, the common case): the wall time of a run
    by each gravity (start-up, and the detector's model read once, included) and the sum of its
    items' times, alternating, two workers, and how many faces were reported (false alarms).
@@ -141,6 +142,25 @@ def main():
                 found = len(data["items"][0].get("facts", {}).get("faces", {}).get("boxes", []))
         ps, pf = statistics.median(times["smart"]), statistics.median(times["faces"])
         print(f"| {label} | {ps:.1f} ms | {pf:.1f} ms | {pf - ps:+.1f} ms | {found} |")
+
+    # 2b. The same 12 MP photo with a face marked in XMP (MWG, as exiftool writes it): what
+    # reading the regions costs, and what a marked face saves `gravity: faces` (no scan).
+    marked = os.path.join(work, "twelve-mp-marked.jpg")
+    shutil.copyfile(os.path.join(face_set, "twelve-mp.jpg"), marked)
+    subprocess.run(["exiftool", "-q", "-overwrite_original",
+                    "-XMP-mwg-rs:RegionInfo={RegionList=[{Area={X=0.5,Y=0.4,W=0.1,H=0.13,Unit=normalized},Type=Face}]}", marked], check=True)
+    copies = []
+    for r in range(ROUNDS):
+        copy = os.path.join(work, f"marked-{r}.jpg")
+        shutil.copyfile(marked, copy)
+        copies.append(copy)
+    p50 = {}
+    for gravity in ["smart", "regions", "faces"]:
+        _, data = run(pipeline(work, gravity), copies, work, workers=1)
+        p50[gravity] = statistics.median(sum(i.get("timings_ms", {}).values()) for i in data["items"])
+        rule = data["items"][0].get("facts", {}).get("crop", {}).get("rule")
+        print(f"| 12 MP photo, a face marked in XMP | gravity {gravity} p50 {p50[gravity]:.1f} ms | "
+              f"{p50[gravity] - p50['smart']:+.1f} ms over smart | rule {rule} |")
 
     # 3. The corpora: no faces.
     print("\n| group | images | smart: wall, items | faces: wall, items | faces / smart (wall, items) | faces reported |")

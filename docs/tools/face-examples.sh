@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The example image pairs docs/stages.md shows for `gravity: faces` and `redact`, made with the
+# The example image pairs docs/stages.md shows for `gravity: faces`, `gravity: regions` and `redact`, made with the
 # given pipelinectl from the face test set (Tests/PluginsTests/Fixtures/faces/make-face-set.py,
 # whose photos `make test-deps` fetches). Written to docs/images/faces/ (not committed).
 # Usage: docs/tools/face-examples.sh PIPELINECTL
@@ -34,6 +34,13 @@ pipeline redacted '[ { redact: { mode: pixelate } }, { resize: { width: 480 } } 
 cp "$work/original/group-1.jpg" "$out/group.jpg"
 cp "$work/faces/group-1.jpg" "$out/group-faces.jpg"
 cp "$work/smart/group-1.jpg" "$out/group-smart.jpg"
+# A region a person marked (with exiftool, as Lightroom or digiKam would): the rightmost face, as the subject.
+# (`gravity: faces` takes a marked face too: its picture is made before the mark.)
+pipeline portrait-faces '[ { resize: { width: 160, height: 240, mode: fill, gravity: faces, upscale: false } } ]'
+exiftool -q -overwrite_original '-XMP-mwg-rs:RegionInfo={AppliedToDimensions={W=1600,H=900,Unit=pixel},RegionList=[{Area={X=0.4616,Y=0.4528,W=0.0719,H=0.1278,Unit=normalized},Name=Subject,Type=Face}]}' "$work/set/group-1.jpg"
+pipeline portrait-regions '[ { resize: { width: 160, height: 240, mode: fill, gravity: regions, upscale: false } } ]'
+cp "$work/portrait-faces/group-1.jpg" "$out/portrait-faces.jpg"
+cp "$work/portrait-regions/group-1.jpg" "$out/portrait-regions.jpg"
 cp "$work/original/group-3.jpg" "$out/redact-before.jpg"
 cp "$work/redacted/group-3.jpg" "$out/redact-after.jpg"
 echo "face-examples: $(ls "$out" | wc -l) images in $out"

@@ -4,7 +4,7 @@
 # paths branch on, small enough for libFuzzer's -max_len. Usage: Fuzz/seeds.sh DIR
 set -euo pipefail
 out=$1
-mkdir -p "$out"/{sniffer,header-probe,png,jpeg,webp,heif,tiff,gif,svg,icc,exif,xmp-regions}
+mkdir -p "$out"/{sniffer,header-probe,png,jpeg,webp,heif,tiff,gif,svg,icc,exif,xmp-regions,jxl}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 im() { convert "$@" 2>/dev/null || true; }
 src="$tmp/src.png"; im -size 48x32 plasma:fractal -seed 7 "$src"; im rose: -resize 48x32 "$src"
@@ -83,8 +83,18 @@ if command -v exiftool >/dev/null; then
 fi
 printf '%s' "<x:xmpmeta xmlns:x='adobe:ns:meta/'><rdf:RDF xmlns:rdf='http://www.w3.org/1999/02/22-rdf-syntax-ns#'><rdf:Description xmlns:mwg-rs='http://www.metadataworkinggroup.com/schemas/regions/' xmlns:stArea='http://ns.adobe.com/xmp/sType/Area#'><mwg-rs:Regions><rdf:Description><mwg-rs:RegionList><rdf:Bag><rdf:li><rdf:Description mwg-rs:Type='Face'><mwg-rs:Area stArea:x='0.5' stArea:y='0.5' stArea:w='0.2' stArea:h='0.2'/></rdf:Description></rdf:li></rdf:Bag></mwg-rs:RegionList></rdf:Description></mwg-rs:Regions></rdf:Description></rdf:RDF></x:xmpmeta>" > "$out/xmp-regions/attributes.xmp"
 
+# JPEG XL (libjxl's cjxl): lossy, lossless, alpha, 16-bit, a recompressed JPEG (a container with boxes).
+if command -v cjxl >/dev/null; then
+  cjxl "$src" "$out/jxl/lossy.jxl" -q 70 --quiet 2>/dev/null || true
+  cjxl "$src" "$out/jxl/lossless.jxl" -d 0 --quiet 2>/dev/null || true
+  cjxl "$alpha" "$out/jxl/alpha.jxl" -q 80 --quiet 2>/dev/null || true
+  im "$src" -depth 16 "PNG48:$tmp/src16.png" && cjxl "$tmp/src16.png" "$out/jxl/sixteen.jxl" -d 0 --quiet 2>/dev/null || true
+  cjxl "$out/jpeg/baseline.jpg" "$out/jxl/recompressed.jxl" --quiet 2>/dev/null || true
+  [ -f "$out/jxl/lossy.jxl" ] && head -c 200 "$out/jxl/lossy.jxl" > "$out/jxl/truncated.jxl"
+fi
+
 # The sniffer and the header probe: one of everything, opt-in formats and documents too.
-for f in "$out"/{png,jpeg,webp,heif,tiff,gif,svg}/*; do cp "$f" "$out/sniffer/"; cp "$f" "$out/header-probe/"; done
+for f in "$out"/{png,jpeg,webp,heif,tiff,gif,svg,jxl}/*; do cp "$f" "$out/sniffer/"; cp "$f" "$out/header-probe/"; done
 for fmt in bmp ico jp2 j2k ppm pgm pbm pam pfm tga pcx psd sgi sun; do
   im "$src" -resize 16x16 "$out/sniffer/seed.$fmt"; cp "$out/sniffer/seed.$fmt" "$out/header-probe/" 2>/dev/null || true
 done

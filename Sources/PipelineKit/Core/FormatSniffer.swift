@@ -70,6 +70,8 @@ public enum FormatSniffer {
             if ["avif", "avis"].contains(brand) { return .image(.avif) }
             if ["heic", "heix", "hevc", "heim", "heis", "mif1", "msf1"].contains(brand) { return .image(.heic) }
         }
+        // JPEG XL: a bare codestream, or the container's signature box.
+        if starts([0xFF, 0x0A]) || starts([0x00, 0x00, 0x00, 0x0C, 0x4A, 0x58, 0x4C, 0x20, 0x0D, 0x0A, 0x87, 0x0A]) { return .image(.jxl) }
         // JPEG 2000: the JP2 signature box, or a bare codestream (SOC then SIZ).
         if starts([0x00, 0x00, 0x00, 0x0C, 0x6A, 0x50, 0x20, 0x20, 0x0D, 0x0A, 0x87, 0x0A]) { return .image(.jp2) }
         if starts([0xFF, 0x4F, 0xFF, 0x51]) { return .image(.j2k) }
@@ -113,7 +115,6 @@ public enum FormatSniffer {
         if starts(Array("icns".utf8)) { return .other("ICNS") }
         if starts(Array("BLP1".utf8)) || starts(Array("BLP2".utf8)) { return .other("BLP") }
         if b.count >= 6, [0x11, 0x12].contains(b[4]), b[5] == 0xAF { return .other("FLIC") }
-        if starts([0xFF, 0x0A]) || starts([0x00, 0x00, 0x00, 0x0C, 0x4A, 0x58, 0x4C, 0x20, 0x0D, 0x0A, 0x87, 0x0A]) { return .other("JPEG XL") }
         if starts([0x76, 0x2F, 0x31, 0x01]) { return .other("OpenEXR") }
         if starts(Array("gimp xcf".utf8)) { return .other("XCF") }
         if starts(Array("BPG".utf8) + [0xFB]) { return .other("BPG") }

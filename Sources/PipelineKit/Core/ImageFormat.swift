@@ -6,6 +6,8 @@ public enum ImageFormat: String, Sendable, CaseIterable, Hashable {
     case jpeg = "JPEG", png = "PNG", gif = "GIF", webp = "WEBP", tiff = "TIFF", bmp = "BMP", ico = "ICO", cur = "CUR"
     case heic = "HEIC", avif = "AVIF", jp2 = "JP2", j2k = "J2K", psd = "PSD", psb = "PSB", pnm = "PNM", pcx = "PCX"
     case dcx = "DCX", sgi = "SGI", sun = "SUN", dds = "DDS", fits = "FITS", tga = "TGA", xpm = "XPM", xbm = "XBM"
+    /// JPEG XL (a bare codestream or the ISO BMFF container), read by libjxl: ImageMagick 6 has no coder for it.
+    case jxl = "JXL"
     /// SVG, rendered by ImageMagick's own renderer (MSVG) when a decoder allows it.
     case svg = "MSVG"
 

@@ -82,7 +82,7 @@ public struct OutputFile: Sendable {
 
     /// The MIME type of a file name from its extension; `application/octet-stream` when unknown.
     public static func contentType(_ name: String) -> String {
-        let types = ["jpg": "image/jpeg", "jpeg": "image/jpeg", "png": "image/png", "webp": "image/webp", "avif": "image/avif",
+        let types = ["jpg": "image/jpeg", "jpeg": "image/jpeg", "png": "image/png", "webp": "image/webp", "avif": "image/avif", "jxl": "image/jxl",
                      "heic": "image/heic", "gif": "image/gif", "tif": "image/tiff", "tiff": "image/tiff", "json": "application/json"]
         let ext = name.split(separator: ".").last.map { String($0).lowercased() } ?? ""
         return types[ext] ?? "application/octet-stream"

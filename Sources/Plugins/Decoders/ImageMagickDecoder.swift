@@ -82,7 +82,9 @@ public struct ImageMagickDecoder: ImageDecoding {
     /// Whether `format` is allowed and this ImageMagick can read it under its policy. Asked when a
     /// format is first met, not at start-up: asking loads the coder's module and its libraries
     /// (HEIC's pulls libheif and its codecs), and the answer is kept for the process.
-    func canRead(_ format: ImageFormat) -> Bool { allowed.contains(format) && Magick.canRead(format.coder) }
+    func canRead(_ format: ImageFormat) -> Bool {
+        allowed.contains(format) && (FormatTable.entry(for: format)?.readsItself == true || Magick.canRead(format.coder))
+    }
 
     init(options: PluginOptions) {
         let names = options.list("formats")?.map(\.description) ?? Self.defaultFormats

@@ -25,10 +25,13 @@ struct FormatEntry: Sendable {
     let encoders: [Plugin]
     /// Its parsers of untrusted bytes, by the fuzz harness's name (``FuzzTargets``).
     let fuzzTargets: [String: @Sendable (Data) -> Void]
+    /// Whether its reader decodes every file itself, with no ImageMagick coder (JPEG XL: ImageMagick
+    /// 6 has none), so the decoder does not ask ImageMagick whether it can read the format.
+    let readsItself: Bool
 
     init(name: String?, formats: [ImageFormat], byDefault: Bool = true, reader: Open? = nil,
          dimensions: (@Sendable (Data) -> PixelSize?)? = nil, encoders: [Plugin] = [],
-         fuzzTargets: [String: @Sendable (Data) -> Void] = [:]) {
+         fuzzTargets: [String: @Sendable (Data) -> Void] = [:], readsItself: Bool = false) {
         self.name = name
         self.formats = formats
         self.byDefault = byDefault
@@ -36,6 +39,7 @@ struct FormatEntry: Sendable {
         self.dimensions = dimensions
         self.encoders = encoders
         self.fuzzTargets = fuzzTargets
+        self.readsItself = readsItself
     }
 
     /// A format read by ImageMagick's coder alone, allowed by `name` in `formats`.
@@ -53,7 +57,7 @@ struct FormatEntry: Sendable {
 enum FormatTable {
     static let entries: [FormatEntry] = [
         JPEGFormat.entry, PNGFormat.entry, GIFFormat.entry, WebPFormat.entry, TIFFFormat.entry, BMPFormat.entry,
-        .magick("ico", [.ico, .cur], byDefault: true), HEIFFormat.heic, HEIFFormat.avif,
+        .magick("ico", [.ico, .cur], byDefault: true), HEIFFormat.heic, HEIFFormat.avif, JXLFormat.entry,
         .magick("jp2", [.jp2, .j2k]), .magick("pnm", [.pnm]), .magick("tga", [.tga]), .magick("pcx", [.pcx, .dcx]),
         .magick("psd", [.psd, .psb]), .magick("sgi", [.sgi]), .magick("sun", [.sun]), .magick("dds", [.dds]),
         .magick("fits", [.fits]), .magick("xbm", [.xbm]), .magick("xpm", [.xpm]),

@@ -1,0 +1,124 @@
+import CJXL
+import Foundation
+import MagickKit
+import PipelineKit
+
+/// `jxl`: writes JPEG XL through libjxl 0.7, lossy (by `quality`, on cjxl's scale, or by
+/// butteraugli `distance`) or lossless, at an `effort` from 1 (fastest) to 9, keeping alpha.
+///
+/// The pixels are written in 8 bits a sample, in sRGB; a lossless file keeps the image's ICC
+/// profile when the pipeline keeps profiles (a lossy one is converted to sRGB first: libjxl's
+/// lossy mode works in its own colour space and records the encoding). The first frame of an
+/// animation is written. EXIF and XMP are not written yet.
+public struct JXLEncoder: ImageEncoding {
+    public static let plugin = Plugin.encoder(
+        PluginSpec(
+            name: "jxl",
+            summary: "Writes JPEG XL (lossy or lossless) through libjxl, keeping transparency.",
+            options: [
+                .int("quality", default: 80, range: 1...100,
+                     doc: "Quality on cjxl's scale (90 is distance 1, visually lossless; 80 is distance 1.9). Ignored with `distance` or `lossless`."),
+                .number("distance", range: 0.1...25, doc: "Butteraugli distance instead of quality: 1 is visually lossless, higher is smaller."),
+                .int("effort", default: 7, range: 1...9, doc: "Encoder effort: 1 fastest, 9 smallest (libjxl's default is 7)."),
+                .bool("lossless", default: false, doc: "Lossless (modular) compression: every pixel as it was."),
+            ],
+            exclusive: [["distance", "lossless"]]),
+        make: { options in JXLEncoder(options: options) })
+
+    /// The butteraugli distance, or `nil` for lossless.
+    public let distance: Float?
+    public let effort: Int
+    public var fileExtension: String { "jxl" }
+    public let identifier: String
+
+    init(options: PluginOptions) {
+        if options.bool("lossless") == true {
+            distance = nil
+        } else if let set = options.number("distance") {
+            distance = Float(set)
+        } else {
+            distance = Self.distance(quality: Double(options.int("quality") ?? 80))
+        }
+        effort = options.int("effort") ?? 7
+        identifier = "jxl(\(options.canonical))"
+    }
+
+    /// cjxl 0.7's mapping of a quality to a distance.
+    static func distance(quality: Double) -> Float {
+        quality >= 30 ? Float(0.1 + (100 - quality) * 0.09) : Float(6.4 + pow(2.5, (30 - quality) / 5) / 6.25)
+    }
+
+    public func encode(_ image: PipelineImage) throws -> Data {
+        let keepsICC = (image.metadata ?? ImageMetadata()).keepsICC
+        if let pixels = image.rgb8 {
+            // 8-bit pixels are sRGB without a profile (see RGB8Pixels).
+            return try pixels.bytes.withUnsafeBytes {
+                try write($0, width: pixels.width, height: pixels.height, alpha: pixels.channels == 4, profile: nil)
+            }
+        }
+        return try image.withCopy { wand in
+            if distance != nil || !keepsICC || wand.colorspaceName != "sRGB" { try wand.convertToSRGB() }
+            let alpha = wand.hasAlpha
+            let samples = try wand.bytes(channels: alpha ? "RGBA" : "RGB")
+            let profile = distance == nil && keepsICC ? wand.iccProfile : nil
+            return try samples.withUnsafeBytes { try write($0, width: wand.width, height: wand.height, alpha: alpha, profile: profile) }
+        }
+    }
+
+    /// JPEG XL of 8-bit RGB(A) `samples`, in sRGB or in `profile`.
+    func write(_ samples: UnsafeRawBufferPointer, width: Int, height: Int, alpha: Bool, profile: Data?) throws -> Data {
+        guard let encoder = JxlEncoderCreate(nil) else { throw failure("libjxl could not start an encoder") }
+        defer { JxlEncoderDestroy(encoder) }
+        var info = JxlBasicInfo()
+        JxlEncoderInitBasicInfo(&info)
+        info.xsize = UInt32(width)
+        info.ysize = UInt32(height)
+        info.bits_per_sample = 8
+        info.num_color_channels = 3
+        info.num_extra_channels = alpha ? 1 : 0
+        info.alpha_bits = alpha ? 8 : 0
+        info.uses_original_profile = distance == nil ? 1 : 0
+        guard JxlEncoderSetBasicInfo(encoder, &info) == JXL_ENC_SUCCESS else { throw failure("the image's size or layout was refused") }
+        if let profile {
+            let set = profile.withUnsafeBytes { JxlEncoderSetICCProfile(encoder, $0.bindMemory(to: UInt8.self).baseAddress, profile.count) }
+            guard set == JXL_ENC_SUCCESS else { throw failure("the ICC profile was refused") }
+        } else {
+            var encoding = JxlColorEncoding()
+            JxlColorEncodingSetToSRGB(&encoding, 0)
+            guard JxlEncoderSetColorEncoding(encoder, &encoding) == JXL_ENC_SUCCESS else { throw failure("sRGB was refused") }
+        }
+        guard let settings = JxlEncoderFrameSettingsCreate(encoder, nil) else { throw failure("no frame settings") }
+        if let distance {
+            guard JxlEncoderSetFrameDistance(settings, distance) == JXL_ENC_SUCCESS else { throw failure("distance \(distance) was refused") }
+        } else {
+            guard JxlEncoderSetFrameLossless(settings, 1) == JXL_ENC_SUCCESS else { throw failure("lossless was refused") }
+        }
+        _ = JxlEncoderFrameSettingsSetOption(settings, JXL_ENC_FRAME_SETTING_EFFORT, Int64(effort))
+        var format = JxlPixelFormat(num_channels: alpha ? 4 : 3, data_type: JXL_TYPE_UINT8, endianness: JXL_NATIVE_ENDIAN, align: 0)
+        guard JxlEncoderAddImageFrame(settings, &format, samples.baseAddress, samples.count) == JXL_ENC_SUCCESS else {
+            throw failure("the pixels were refused")
+        }
+        JxlEncoderCloseInput(encoder)
+        return try output(encoder, expected: samples.count / 8)
+    }
+
+    /// What the encoder writes, in a buffer that doubles as it fills.
+    func output(_ encoder: OpaquePointer, expected: Int) throws -> Data {
+        var out = [UInt8](repeating: 0, count: max(4096, expected))
+        var used = 0
+        while true {
+            var available = out.count - used
+            let status = out.withUnsafeMutableBufferPointer { buffer -> JxlEncoderStatus in
+                var next: UnsafeMutablePointer<UInt8>? = buffer.baseAddress! + used
+                let status = JxlEncoderProcessOutput(encoder, &next, &available)
+                used = next.map { $0 - buffer.baseAddress! } ?? used
+                return status
+            }
+            if status == JXL_ENC_SUCCESS { return Data(out.prefix(used)) }
+            guard status == JXL_ENC_NEED_MORE_OUTPUT else { throw failure("the encoder stopped (status \(status.rawValue))") }
+            out += [UInt8](repeating: 0, count: out.count)
+        }
+    }
+
+    func failure(_ what: String) -> PipelineError { PipelineError(.encodeFailed, "JXL: " + what) }
+}

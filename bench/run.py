@@ -224,6 +224,9 @@ def floor_command(path, w, h, scratch):
     if suffix == "webp":
         scale = ["-scale", str(max(1, int(w / room + 0.99))), str(max(1, int(h / room + 0.99)))] if room >= 1 else []
         return ["dwebp", "-quiet", *scale, path, "-ppm", "-o", "/dev/null"]
+    if suffix == "jxl":
+        # libjxl has no scaled decode: the whole picture, one thread, no output written.
+        return ["djxl", "--num_threads=1", "--quiet", path]
     return {"png": ["pngtopnm", path], "gif": ["gif2rgb", "-1", path], "tif": ["tifftopnm", "-quiet", path],
             "tiff": ["tifftopnm", "-quiet", path], "avif": ["avifdec", "-j", "1", path, scratch_file],
             "heic": ["heif-convert", "--quiet", path, scratch_file]}.get(suffix)
@@ -237,6 +240,9 @@ def decoder_floor(paths):
     scratch = tempfile.mkdtemp(prefix="floor-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     try:
         for path in paths:
+            if path.endswith(".jxl"):  # ImageMagick 6 cannot read it; its floor needs no size
+                commands.append(floor_command(path, 0, 0, scratch))
+                continue
             size = subprocess.run(["identify", "-format", "%w %h\n", path + "[0]"], capture_output=True, text=True).stdout.split()
             if len(size) < 2:
                 return None
@@ -382,9 +388,29 @@ def huge_table(work, corpus):
     return lines, targets
 
 
-def format_groups(corpus):
+def jxl_group(corpus, work):
+    """The JPEG XL group, made here with cjxl from corpus.sh's photos (formats.sh has none): its
+    first 8 JPEGs recompressed losslessly (what a JPEG turned into JPEG XL usually is) and its first
+    8 PNGs encoded lossy at cjxl's quality 85. Empty without cjxl."""
+    if shutil.which("cjxl") is None:
+        return []
+    folder = os.path.join(work, "jxl-group")
+    os.makedirs(folder, exist_ok=True)
+    files = sorted(os.listdir(corpus))
+    made = []
+    for source in [f for f in files if f.endswith(".jpg")][:8] + [f for f in files if f.endswith(".png")][:8]:
+        target = os.path.join(folder, os.path.splitext(source)[0] + ".jxl")
+        options = [] if source.endswith(".jpg") else ["-q", "85"]
+        subprocess.run(["cjxl", os.path.join(corpus, source), target, "--quiet", *options], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        made.append(target)
+    return made
+
+
+def format_groups(corpus, work=None):
     """Every format group of both corpora, as (label, paths): corpus.sh's JPEG and PNG, then
-    formats.sh's folders (FORMAT_GROUPS)."""
+    formats.sh's folders (FORMAT_GROUPS), then JPEG XL made from corpus.sh's photos (when `work`
+    is given: see jxl_group)."""
     formats = subprocess.run(["bash", os.path.join(ROOT, "../shared/bench/formats.sh")] if os.path.exists(
         os.path.join(ROOT, "../shared/bench/formats.sh")) else ["false"], capture_output=True, text=True)
     if formats.returncode != 0:
@@ -398,6 +424,9 @@ def format_groups(corpus):
         folder = os.path.join(formats_dir, name)
         groups.append((name.upper() if name != "jpeg" and name != "png" else f"formats {name.upper()}",
                        [os.path.join(folder, f) for f in sorted(os.listdir(folder))]))
+    jxl = jxl_group(corpus, work) if work else []
+    if jxl:
+        groups.append(("JXL", jxl))
     return groups
 
 
@@ -408,7 +437,7 @@ def format_table(work, corpus):
     of every thumbnail (from a second, untimed run of each with PNG output) against a full-decode
     Lanczos reference (auto-oriented, flattened on black),
     and a mixed run over every file of both corpora for CPU use. Returns (rows, mixed, sol)."""
-    groups = format_groups(corpus)
+    groups = format_groups(corpus, work)
     table_dir = os.path.join(work, "formats")
     os.makedirs(table_dir)
     yaml_path = os.path.join(table_dir, "formats.yaml")
@@ -430,6 +459,11 @@ def format_table(work, corpus):
         os.makedirs(refs)
         for path in paths:
             stem = os.path.splitext(os.path.basename(path))[0]
+            if path.endswith(".jxl"):  # ImageMagick 6 cannot read it: djxl's full decode (16-bit PNG) instead
+                decoded = os.path.join(refs, stem + ".djxl.png")
+                subprocess.run(["djxl", path, decoded, "--bits_per_sample=16", "--quiet"], check=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                path = decoded
             subprocess.run(["convert", path + "[0]", "-auto-orient", "-filter", "Lanczos", "-resize", f"{SIZE}x{SIZE}", "+repage",
                             "-background", "black", "-flatten", "PNG48:" + os.path.join(refs, stem + ".png")],
                            check=True, stderr=subprocess.DEVNULL)

@@ -14,6 +14,7 @@ command -v compare >/dev/null && [ -x /usr/bin/convert ] || missing+=(imagemagic
 command -v curl >/dev/null || missing+=(curl)
 command -v pngtopnm >/dev/null || missing+=(netpbm)        # codec floors (pngtopnm, tifftopnm)
 command -v gif2rgb >/dev/null || missing+=(giflib-tools)   # codec floor for GIF
+command -v cjxl >/dev/null || missing+=(libjxl-tools)      # the JPEG XL group (cjxl), its references and floor (djxl)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]}"
   $( [ "$(id -u)" = 0 ] || echo sudo ) apt-get update -qq

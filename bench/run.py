@@ -459,9 +459,10 @@ def format_table(work, corpus):
         os.makedirs(refs)
         for path in paths:
             stem = os.path.splitext(os.path.basename(path))[0]
-            if path.endswith(".jxl"):  # ImageMagick 6 cannot read it: djxl's full decode (16-bit PNG) instead
+            if path.endswith(".jxl"):  # ImageMagick 6 cannot read it: djxl's full decode instead (its PNG at the
+                # source's depth: djxl 0.7 fails to write 8-bit files as 16-bit PNG)
                 decoded = os.path.join(refs, stem + ".djxl.png")
-                subprocess.run(["djxl", path, decoded, "--bits_per_sample=16", "--quiet"], check=True,
+                subprocess.run(["djxl", path, decoded, "--quiet"], check=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 path = decoded
             subprocess.run(["convert", path + "[0]", "-auto-orient", "-filter", "Lanczos", "-resize", f"{SIZE}x{SIZE}", "+repage",

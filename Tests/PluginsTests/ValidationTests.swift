@@ -94,12 +94,12 @@ import TestImages
     }
 
     @Test func unknownPluginWithNothingCloseListsValidNames() {
-        #expect(diagnostics("encoder: tga\n") == ["p.yaml:1:10: error: encoder: unknown encoder 'tga'; expected one of: auto, avif, gif, heic, jpeg, png, tiff, webp"])
+        #expect(diagnostics("encoder: tga\n") == ["p.yaml:1:10: error: encoder: unknown encoder 'tga'; expected one of: auto, avif, gif, heic, jpeg, jxl, png, tiff, webp"])
     }
 
     @Test func pluginInWrongSlotSaysWhatItIs() {
         #expect(diagnostics("encoder: resize\n")
-            == ["p.yaml:1:10: error: encoder: 'resize' is a processor; the encoder slot takes one of: auto, avif, gif, heic, jpeg, png, tiff, webp"])
+            == ["p.yaml:1:10: error: encoder: 'resize' is a processor; the encoder slot takes one of: auto, avif, gif, heic, jpeg, jxl, png, tiff, webp"])
     }
 
     @Test func unknownOptionSuggestsNearestName() {
@@ -165,7 +165,7 @@ import TestImages
     }
 
     @Test func missingEncoder() {
-        #expect(diagnostics("decoder: imagemagick\n") == ["p.yaml:1:1: error: missing 'encoder'; expected one of: auto, avif, gif, heic, jpeg, png, tiff, webp"])
+        #expect(diagnostics("decoder: imagemagick\n") == ["p.yaml:1:1: error: missing 'encoder'; expected one of: auto, avif, gif, heic, jpeg, jxl, png, tiff, webp"])
     }
 
     @Test func resizeNeedsASize() {

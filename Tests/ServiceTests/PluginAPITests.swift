@@ -113,7 +113,7 @@ import TestImages
                           "processor/pad", "processor/redact", "processor/resize", "processor/rotate", "processor/rounded_corners", "processor/sepia",
                           "processor/sharpen", "processor/strip", "processor/tint", "processor/trim", "processor/unsharp",
                           "processor/watermark", "image_cache/memory", "encoder/auto", "encoder/avif", "encoder/gif",
-                          "encoder/heic", "encoder/jpeg", "encoder/png", "encoder/tiff", "encoder/webp",
+                          "encoder/heic", "encoder/jpeg", "encoder/jxl", "encoder/png", "encoder/tiff", "encoder/webp",
                           "destination/local", "destination/s3", "list/file", "list/postgres", "list/s3", "list/sqs", "report/html", "report/json", "report/jsonl", "report/text",
                           "purger/cloudflare", "purger/cloudfront", "purger/fastly", "purger/varnish",
                           "notifier/sns", "notifier/sqs", "notifier/webhook"])

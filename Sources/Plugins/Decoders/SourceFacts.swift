@@ -34,6 +34,16 @@ enum SourceFacts {
         return facts
     }
 
+    /// The TIFF structure of an EXIF block stored as ISO BMFF stores it (HEIF's and JPEG XL's
+    /// `Exif` item or box): a 4-byte big-endian offset, then that many bytes, then the TIFF
+    /// header. `nil` when the offset points past the block.
+    static func exifAfterOffset(_ block: Data) -> Data? {
+        guard block.count > 4 else { return nil }
+        let start = block.startIndex
+        let offset = Int(block[start]) << 24 | Int(block[start + 1]) << 16 | Int(block[start + 2]) << 8 | Int(block[start + 3])
+        return 4 + offset < block.count ? Data(block.dropFirst(4 + offset)) : nil
+    }
+
     /// The metadata from ImageMagick's ping of a file (``ping(_:format:)``): its EXIF (without
     /// JPEG's `Exif\0\0`; `exifBesideProfiles` where the ping finds none), XMP (`xmpBesideProfiles`
     /// where it finds none) and IPTC, and its

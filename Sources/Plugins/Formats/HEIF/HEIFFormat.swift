@@ -15,16 +15,7 @@ enum HEIFFormat {
     /// The metadata of an open HEIF file, from libheif's metadata blocks (EXIF and XMP). Its
     /// pixels are always upright: libheif applies the file's rotation and mirroring itself.
     static func metadata(_ file: HEIFReducer.File) -> ImageMetadata {
-        var exif = file.metadataBlock(type: "Exif")
-        // A HEIF EXIF block starts with the offset of the TIFF header after these four bytes.
-        if let block = exif, block.count > 4 {
-            let offset = Int(block[block.startIndex]) << 24 | Int(block[block.startIndex + 1]) << 16
-                | Int(block[block.startIndex + 2]) << 8 | Int(block[block.startIndex + 3])
-            let skip = 4 + offset
-            exif = skip < block.count ? Data(block.dropFirst(skip)) : nil
-        } else {
-            exif = nil
-        }
+        let exif = file.metadataBlock(type: "Exif").flatMap(SourceFacts.exifAfterOffset)
         return ImageMetadata(exif: exif, xmp: file.metadataBlock(type: "mime", contentType: "application/rdf+xml"),
                              orientation: 1, upright: true)
     }

@@ -21,8 +21,6 @@ enum JXLCodec {
         /// EXIF's orientation, 1-8, that the decoder applies.
         var orientation: Int
         var animated: Bool
-        /// Lossy in XYB (any colour encoding can be asked of the decoder), or in its original encoding.
-        var xyb: Bool
 
         var size: PixelSize { PixelSize(width: width, height: height) }
     }
@@ -62,8 +60,7 @@ enum JXLCodec {
         let turned = orientation >= 5
         return Header(width: Int(turned ? info.ysize : info.xsize), height: Int(turned ? info.xsize : info.ysize),
                       bits: Int(info.bits_per_sample), alpha: info.alpha_bits > 0, grey: info.num_color_channels == 1,
-                      orientation: (1...8).contains(orientation) ? orientation : 1, animated: info.have_animation != 0,
-                      xyb: info.uses_original_profile == 0)
+                      orientation: (1...8).contains(orientation) ? orientation : 1, animated: info.have_animation != 0)
     }
 
     /// The first frame of `data`, in 16 bits a sample when `sixteen` (and the file has more than
@@ -227,11 +224,7 @@ enum JXLCodec {
             let used = box.count - JxlDecoderReleaseBoxBuffer(decoder)
             let content = Data(box.prefix(max(0, used)))
             if boxType == "xml ", xmp == nil { xmp = content }
-            // An EXIF box starts with the offset of the TIFF header after these four bytes.
-            if boxType == "Exif", exif == nil, content.count > 4 {
-                let offset = Int(content[0]) << 24 | Int(content[1]) << 16 | Int(content[2]) << 8 | Int(content[3])
-                if offset >= 0, 4 + offset < content.count { exif = Data(content.dropFirst(4 + offset)) }
-            }
+            if boxType == "Exif", exif == nil { exif = SourceFacts.exifAfterOffset(content) }
             box = []
             boxType = ""
         }

@@ -53,9 +53,9 @@ struct JXLReader: FormatReader {
         if factor > 1 {
             let box = BoxReducer(width: header.width, height: header.height, factor: factor, alpha: header.alpha)
             let rowBytes = header.width * decoded.channels
-            // The averages are of 8-bit samples (a reduced decode asks for 8 bits).
-            let eight = decoded.sixteen ? decoded.samples.withUnsafeBytes { $0.bindMemory(to: UInt16.self).map { UInt8($0 >> 8) } } : decoded.samples
-            let pixels = try eight.withUnsafeBufferPointer { samples in
+            // A reduced decode is of 8-bit samples (``plan(_:_:)`` asks for 16 only unreduced).
+            precondition(!decoded.sixteen, "a reduced JPEG XL decode is of 8-bit samples")
+            let pixels = try decoded.samples.withUnsafeBufferPointer { samples in
                 try box.reduce(as: UInt16.self, feeding: { y, take in take(UnsafeBufferPointer(rebasing: samples[(y * rowBytes)..<((y + 1) * rowBytes)])) })
             }
             wand = try Wand.fromPixels(pixels, width: box.outWidth, height: box.outHeight, hasAlpha: header.alpha)

@@ -21,10 +21,17 @@ public struct FocusBox: Sendable, Equatable {
     public var area: Int { width * height }
 
     /// The box in an image `factor` times as large (after a resize of the whole image).
-    func scaled(by factor: Double) -> FocusBox {
-        FocusBox(x: Int((Double(x) * factor).rounded()), y: Int((Double(y) * factor).rounded()),
-                 width: max(1, Int((Double(width) * factor).rounded())), height: max(1, Int((Double(height) * factor).rounded())),
-                 score: score)
+    func scaled(by factor: Double) -> FocusBox { scaled(x: factor, y: factor) }
+
+    /// The box in an image scaled by `sx` across and `sy` down.
+    func scaled(x sx: Double, y sy: Double) -> FocusBox {
+        FocusBox(x: Int((Double(x) * sx).rounded()), y: Int((Double(y) * sy).rounded()),
+                 width: max(1, Int((Double(width) * sx).rounded())), height: max(1, Int((Double(height) * sy).rounded())), score: score)
+    }
+
+    /// The box moved by `dx`, `dy`.
+    func offset(by dx: Int, _ dy: Int) -> FocusBox {
+        FocusBox(x: x + dx, y: y + dy, width: width, height: height, score: score)
     }
 
     /// The part of the box inside a `size` image, or `nil` when none is.

@@ -98,11 +98,9 @@ public struct MarkedRegions: Sendable, Equatable {
         }
         let orientation = metadata.upright ? 1 : metadata.orientation
         let regions = read.regions.map { region -> MarkedRegion in
-            let box = Orientation.stored((region.x, region.y, region.width, region.height), orientation)
-            let x = Int((box.x * Double(image.width)).rounded(.down)), y = Int((box.y * Double(image.height)).rounded(.down))
-            let w = max(1, Int((box.width * Double(image.width)).rounded())), h = max(1, Int((box.height * Double(image.height)).rounded()))
-            let placed = FocusBox(x: x, y: y, width: w, height: h).clipped(to: image.size)
-                ?? FocusBox(x: min(x, image.width - 1), y: min(y, image.height - 1), width: 1, height: 1)
+            let box = FocusBox(fractions: Orientation.stored((region.x, region.y, region.width, region.height), orientation), of: image.size)
+            let placed = box.clipped(to: image.size)
+                ?? FocusBox(x: min(box.x, image.width - 1), y: min(box.y, image.height - 1), width: 1, height: 1)
             return MarkedRegion(box: placed, kind: region.kind, name: region.name, role: region.role, standard: region.standard)
         }
         return MarkedRegions(regions: regions, image: image.size, warnings: read.warnings)
@@ -138,24 +136,25 @@ public struct MarkedRegions: Sendable, Equatable {
     public static func carry(from input: PipelineImage, to output: inout PipelineImage, orientation: Int) {
         let size = input.size, out = output.size
         carry(from: input, to: &output) { box in
-            let w = Double(size.width), h = Double(size.height)
-            let turned = Orientation.upright((Double(box.x) / w, Double(box.y) / h, Double(box.width) / w, Double(box.height) / h), orientation)
-            return FocusBox(x: Int((turned.x * Double(out.width)).rounded()), y: Int((turned.y * Double(out.height)).rounded()),
-                            width: max(1, Int((turned.width * Double(out.width)).rounded())),
-                            height: max(1, Int((turned.height * Double(out.height)).rounded())), score: box.score)
+            var turned = FocusBox(fractions: Orientation.upright(box.fractions(of: size), orientation), of: out)
+            turned.score = box.score
+            return turned
         }
     }
 }
 
 extension FocusBox {
-    /// The box in an image scaled by `x` across and `y` down.
-    func scaled(x sx: Double, y sy: Double) -> FocusBox {
-        FocusBox(x: Int((Double(x) * sx).rounded()), y: Int((Double(y) * sy).rounded()),
-                 width: max(1, Int((Double(width) * sx).rounded())), height: max(1, Int((Double(height) * sy).rounded())), score: score)
+    /// A box given in fractions of a `size` image, in its pixels (rounded to the nearest, at
+    /// least one pixel each way: a quarter turn and back gives the box it started from).
+    init(fractions box: (x: Double, y: Double, width: Double, height: Double), of size: PixelSize) {
+        let w = Double(size.width), h = Double(size.height)
+        self.init(x: Int((box.x * w).rounded()), y: Int((box.y * h).rounded()),
+                  width: max(1, Int((box.width * w).rounded())), height: max(1, Int((box.height * h).rounded())))
     }
 
-    /// The box moved by `dx`, `dy`.
-    func offset(by dx: Int, _ dy: Int) -> FocusBox {
-        FocusBox(x: x + dx, y: y + dy, width: width, height: height, score: score)
+    /// The box in fractions of a `size` image.
+    func fractions(of size: PixelSize) -> (x: Double, y: Double, width: Double, height: Double) {
+        let w = Double(max(1, size.width)), h = Double(max(1, size.height))
+        return (Double(x) / w, Double(y) / h, Double(width) / w, Double(height) / h)
     }
 }

@@ -12,8 +12,8 @@ APT_PACKAGES = pkg-config libdlib-dev libmagickwand-6.q16-dev libxml2-dev libjxl
 # JPEGs (samplings, restart markers) the shared 1/8 read is checked on; docs/work.md's sessions,
 # which the tests run, wait for moto with curl; OpenCV's Haar cascades (python3-opencv, opencv-data)
 # are the second face detector `redact` is checked against; libjxl's cjxl and djxl make and check
-# the JPEG XL set.
-TEST_PACKAGES = chromium wrk libheif-examples libavif-bin libjxl-tools libimage-exiftool-perl libjpeg-turbo-progs curl python3-opencv opencv-data
+# the JPEG XL set; libwebp's webpinfo reads the frame times of animated WebP outputs.
+TEST_PACKAGES = chromium wrk libheif-examples libavif-bin webp libjxl-tools libimage-exiftool-perl libjpeg-turbo-progs curl python3-opencv opencv-data
 SLURM_PACKAGES = slurmctld slurmd slurm-client munge
 # PostgreSQL 15, started by the queue tests as a user they create (initdb refuses root); Varnish 7.1
 # with varnish-modules (xkey), which the CDN tests put in front of serve.

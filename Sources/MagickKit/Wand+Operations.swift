@@ -378,6 +378,34 @@ extension Wand {
         return Wand(taking: result)
     }
 
+    /// How long each frame shows, in milliseconds: ImageMagick's delay in its ticks per second. A
+    /// delay of 10 ms or less shows for 100 ms, as browsers show such GIF frames.
+    public var frameDurations: [Int] {
+        defer { _ = MagickSetIteratorIndex(pointer, 0) }
+        return (0..<max(1, frameCount)).map { index in
+            _ = MagickSetIteratorIndex(pointer, index)
+            let ticks = max(1, Int(MagickGetImageTicksPerSecond(pointer)))
+            let milliseconds = Int(MagickGetImageDelay(pointer)) * 1000 / ticks
+            return milliseconds <= 10 ? 100 : milliseconds
+        }
+    }
+
+    /// Sets each frame's delay to `milliseconds` (in 1/1000 s ticks), the last value for any
+    /// frames beyond the list.
+    public func setFrameDurations(_ milliseconds: [Int]) {
+        defer { _ = MagickSetIteratorIndex(pointer, 0) }
+        guard let last = milliseconds.last else { return }
+        for index in 0..<max(1, frameCount) {
+            _ = MagickSetIteratorIndex(pointer, index)
+            _ = MagickSetImageTicksPerSecond(pointer, 1000)
+            _ = MagickSetImageDelay(pointer, index < milliseconds.count ? milliseconds[index] : last)
+        }
+    }
+
+    /// How many times the animation plays, as ImageMagick reads it (GIF's NETSCAPE loop count,
+    /// WebP's loop count): 0 is forever.
+    public var iterations: Int { Int(MagickGetImageIterations(pointer)) }
+
     /// Each frame as a wand of its own.
     public func frames() -> [Wand] {
         (0..<frameCount).compactMap { index in

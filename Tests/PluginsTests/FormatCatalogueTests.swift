@@ -167,6 +167,26 @@ import TestImages
         #expect(failure(data, ["max_frames": .int(2)]) == PipelineError(.tooLarge, "the animation has more than 2 frames (max_frames 2)"))
     }
 
+    /// Frames of 200, 500 and 300 ms keep their times in GIF and WebP outputs, as libwebp's own
+    /// webpinfo reads them (ImageMagick 6 alone gives each WebP frame the next one's time).
+    @Test func animatedOutputsKeepEachFramesTime() async throws {
+        let path = try Fixtures.temporaryDirectory().appendingPathComponent("timed.gif").path
+        let made = try await Command.run("/usr/bin/convert", ["-size", "60x40", "-delay", "20", "xc:red", "-delay", "50", "xc:lime",
+                                                              "-delay", "30", "xc:blue", "-loop", "0", path])
+        try #require(made.status == 0, "\(made.stderr)")
+        let image = try decode(try Data(contentsOf: URL(fileURLWithPath: path)), ["max_frames": .int(10)])
+        #expect(try await identify(try encode(GIFEncoder.plugin, [:], image), "%T ") == "20 50 30 ")
+        for options: [String: OptionValue] in [[:], ["lossless": .bool(true)], ["quality": .int(40)]] {
+            let webp = try encode(WebPEncoder.plugin, options, image)
+            let file = try Fixtures.temporaryDirectory().appendingPathComponent("timed.webp")
+            try webp.write(to: file)
+            let info = try await Command.run("/usr/bin/webpinfo", [file.path])
+            let durations = info.stdout.split(separator: "\n").filter { $0.contains("Duration:") }.map { $0.split(separator: " ").last ?? "" }
+            #expect(durations == ["200", "500", "300"], "\(options): \(info.stdout)")
+            #expect(try decode(webp, ["max_frames": .int(10)]).frameCount == 3)
+        }
+    }
+
     @Test func largePNGsAreReducedWhileRead() throws {
         let png = try Fixtures.alphaPNG(1200, 800)  // transparent, a red 600x400 square in the middle
         // 60x60: a shrink of 13.3, blocks of 4 (the averages keep three times the target).

@@ -72,8 +72,9 @@ struct MagickEncoding: Sendable {
     }
 
     /// `data`, or when it is over `maxBytes`, what `write` makes at lower qualities (imgproxy-style:
-    /// lowered step by step until it fits). Throws `too_large` when nothing fits.
-    private func fitted(_ data: Data, facts: ImageFacts, chosen: Int?, target: Bool = false,
+    /// lowered step by step until it fits). Throws `too_large` when nothing fits. `auto` uses it
+    /// for JPEG XL too, whose writer is not ImageMagick's.
+    func fitted(_ data: Data, facts: ImageFacts, chosen: Int?, target: Bool = false,
                         write: (Int) throws -> Data) throws -> (data: Data, facts: ImageFacts) {
         guard let maxBytes, data.count > maxBytes else { return (data, facts) }
         guard var current = chosen else {
@@ -125,7 +126,17 @@ struct MagickEncoding: Sendable {
 
     private func write(_ wand: Wand, quality: Int?) throws -> Data {
         let options = format == "JPEG" ? coderOptions.merging(Self.jpegDCT) { own, _ in own } : coderOptions
-        return try wand.encode(format: format, quality: quality, depth: 8, options: options, allFrames: animates)
+        guard format == "WEBP", animates, wand.frameCount > 1 else {
+            return try wand.encode(format: format, quality: quality, depth: 8, options: options, allFrames: animates)
+        }
+        // ImageMagick 6.9.11 hands libwebp each frame's end as its start time, so every frame
+        // would show for the next one's time: each frame is given the one before's, and the last
+        // frame's time (libwebp guesses it) is set in the file.
+        let durations = wand.frameDurations
+        wand.setFrameDurations([durations.last!] + durations.dropLast())
+        defer { wand.setFrameDurations(durations) }
+        let data = try wand.encode(format: format, quality: quality, depth: 8, options: options, allFrames: true)
+        return WebPFormat.settingLastFrameDuration(data, total: durations.reduce(0, +))
     }
 
     /// libjpeg's accurate integer DCT for every JPEG, as ``JPEGWriter`` writes them. ImageMagick 6

@@ -68,6 +68,25 @@ enum WebPFormat {
         return nil
     }
 
+    /// `data`, an animated WebP, with its last frame's duration (24 bits in its `ANMF` chunk) set so
+    /// that all frames last `total` milliseconds; as it was when the others already take that long.
+    static func settingLastFrameDuration(_ data: Data, total: Int) -> Data {
+        var frames: [Int] = [], at = data.startIndex + 12
+        while at + 8 <= data.endIndex {
+            let size = Int(data[at + 4]) | Int(data[at + 5]) << 8 | Int(data[at + 6]) << 16 | Int(data[at + 7]) << 24
+            guard size <= data.endIndex - at - 8 else { return data }
+            if data[at..<(at + 4)].elementsEqual("ANMF".utf8), size >= 16 { frames.append(at + 8 + 12) }
+            at += 8 + size + size % 2
+        }
+        let duration = { (at: Int) in Int(data[at]) | Int(data[at + 1]) << 8 | Int(data[at + 2]) << 16 }
+        guard let last = frames.last else { return data }
+        let rest = total - frames.dropLast().map(duration).reduce(0, +)
+        guard rest > 0, rest < 1 << 24 else { return data }
+        var out = data
+        for index in 0..<3 { out[last + index] = UInt8(truncatingIfNeeded: rest >> (8 * index)) }
+        return out
+    }
+
     /// The WebP path: our container plan, libwebp's scaled decode, libwebpdemux for animations.
     @Sendable static func fuzz(_ data: Data) {
         guard FuzzTargets.fits(dimensions(data)),

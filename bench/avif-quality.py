@@ -14,7 +14,10 @@ SSIM of both at the chosen pair.
 - Report set: the formats corpus (../shared/bench/formats.sh): its WebP, AVIF, HEIC, JPEG and
   PNG sources, each decoded and resized first (its own compression is in the reference).
 
-Usage: bench/avif-quality.py [--train DIR] [--report DIR] [--size 512] [--webp 60,70,75,80,82,85,90] [--avif-step 2]
+With `--format jxl` the same is done for JPEG XL, through cjxl and djxl (libjxl 0.7, the library
+the `jxl` encoder calls, at its default effort 7); the tables still say "AVIF" for the candidate.
+
+Usage: bench/avif-quality.py [--format avif|jxl] [--train DIR] [--report DIR] [--size 512] [--webp 60,70,75,80,82,85,90] [--avif-step 2]
 Prints a Markdown table of the mapping and one of the report.
 
        bench/avif-quality.py --equal-ssim [--report DIR] [--webp 82] [--avif 66,68,...,80]
@@ -52,9 +55,14 @@ def reference(src, size, work):
 
 def encoded(ref, fmt, quality, work):
     out = os.path.join(work, f"{os.path.basename(ref)}.{quality}.{fmt}")
-    run("convert", ref, "-quality", str(quality), out)
     png = out + ".png"
-    run("convert", out, png)
+    if fmt == "jxl":
+        # libjxl's own tools: the `jxl` encoder maps quality to distance as cjxl does, effort 7.
+        run("cjxl", ref, out, "-q", str(quality), "-e", "7")
+        run("djxl", out, png)
+    else:
+        run("convert", ref, "-quality", str(quality), out)
+        run("convert", out, png)
     return os.path.getsize(out), ssim(load_rgb(ref), load_rgb(png))
 
 
@@ -77,6 +85,8 @@ def main():
     parser.add_argument("--avif-step", type=int, default=2, help="step between the AVIF qualities tried (20 to 94)")
     parser.add_argument("--equal-ssim", action="store_true", help="on the report set: AVIF's bytes at WebP's mean SSIM")
     parser.add_argument("--avif", default="66,68,70,72,74,76,78,80", help="AVIF qualities for --equal-ssim")
+    parser.add_argument("--format", default="avif", choices=["avif", "jxl"],
+                        help="the format matched to WebP: avif (ImageMagick's libheif) or jxl (cjxl and djxl, libjxl 0.7)")
     args = parser.parse_args()
     if args.equal_ssim:
         return equal_ssim(args)
@@ -86,7 +96,7 @@ def main():
         train = sorted(glob.glob(os.path.join(args.train, "*.jpg")) + glob.glob(os.path.join(args.train, "*.png")))
         refs = [reference(src, args.size, work) for src in train]
         webp = measure(refs, "webp", webp_qualities, work)
-        avif = measure(refs, "avif", avif_qualities, work)
+        avif = measure(refs, args.format, avif_qualities, work)
         mean = lambda table, q: (np.mean([v[1] for v in table[q].values()]), sum(v[0] for v in table[q].values()))
         print(f"## Training: {len(refs)} photos of {args.train}, {args.size} px box, scikit-image SSIM (RGB)\n")
         print("| WebP quality | WebP mean SSIM | WebP bytes | AVIF quality at equal SSIM | AVIF mean SSIM | AVIF bytes | AVIF/WebP bytes |")
@@ -109,7 +119,7 @@ def main():
             try:
                 ref = reference(src, args.size, work)
                 wb, ws = encoded(ref, "webp", wq, work)
-                ab, as_ = encoded(ref, "avif", aq, work)
+                ab, as_ = encoded(ref, args.format, aq, work)
             except subprocess.CalledProcessError:
                 print(f"| {os.path.relpath(src, args.report)} | could not be read | | | | |")
                 continue
@@ -132,7 +142,7 @@ def equal_ssim(args):
             refs.append(ref)
             groups.setdefault(os.path.relpath(src, args.report).split(os.sep)[0], []).append(ref)
         webp = measure(refs, "webp", [webp_quality], work)[webp_quality]
-        avif = measure(refs, "avif", avif_qualities, work)
+        avif = measure(refs, args.format, avif_qualities, work)
 
         def at_equal(subset):
             target = np.mean([webp[r][1] for r in subset])

@@ -141,4 +141,97 @@ import TestImages
         let keptScore = try psnr(kept.back, alpha)
         #expect(kept.back.hasAlpha && keptScore.isInfinite, "alpha: \(keptScore) dB")
     }
+
+    /// `auto` writes JPEG XL only where `prefer` names it and `allow_formats` lets it (serve
+    /// narrows that to the request's Accept), never for an animation, at the quality measured to
+    /// look like WebP's, lowered to fit `max_bytes`; a JPEG XL source stays JPEG XL by default.
+    @Test func autoWritesJXLOnlyWherePreferredAndAllowed() async throws {
+        func auto(_ values: [String: OptionValue]) throws -> any ImageEncoding {
+            try AutoEncoder.plugin.makeEncoder(AutoEncoder.plugin.options(values))
+        }
+        let source = Wand()
+        try source.readBuiltIn("plasma:", size: (600, 400))
+        let image = try decoder.decode(LoadedData(data: try source.encode(format: "PNG24")), hint: DecodeHint())
+        let first: OptionValue = .list([.string("jxl"), .string("avif"), .string("webp")])
+        #expect(try auto(["prefer": first]).fileExtension(for: image) == "jxl")
+        let written = try auto(["prefer": first, "quality": .int(80)]).encode(image)
+        #expect(FormatSniffer.sniff(written) == .image(.jxl))
+        let mapped = AutoEncoder.jxlQuality(matching: 80)
+        #expect(try written == JXLEncoder(distance: JXLEncoder.distance(quality: Double(mapped))).encode(image), "quality \(mapped)")
+        let set = try auto(["prefer": first, "jxl_quality": .int(40)]).encode(image)
+        #expect(try set == JXLEncoder(distance: JXLEncoder.distance(quality: 40)).encode(image) && set.count < written.count)
+        let withoutJXL: OptionValue = .list(["jpeg", "png", "webp", "avif"].map { .string($0) })
+        #expect(try auto(["prefer": first, "allow_formats": withoutJXL]).fileExtension(for: image) == "avif")
+        #expect(try auto(["prefer": .list([.string("avif"), .string("webp")])]).fileExtension(for: image) == "avif")
+        #expect(try auto([:]).fileExtension(for: image) == "png")
+        // max_bytes lowers JPEG XL's quality as it does the others'; too small is too_large.
+        let fitted = try auto(["prefer": first, "max_bytes": .int(written.count * 2 / 3)]).encode(image)
+        #expect(FormatSniffer.sniff(fitted) == .image(.jxl) && fitted.count <= written.count * 2 / 3, "\(fitted.count) of \(written.count)")
+        #expect(throws: PipelineError.self) { try auto(["prefer": first, "max_bytes": .int(1024)]).encode(image) }
+        // A JPEG XL source is kept as JPEG XL; an animation is not written as JPEG XL.
+        let (_, jxl) = try await Self.made("png", ["-q", "80"])
+        #expect(try auto([:]).fileExtension(for: try decoder.decode(LoadedData(data: jxl), hint: DecodeHint())) == "jxl")
+        let gif = try Fixtures.temporaryDirectory("jxl-anim").appendingPathComponent("a.gif")
+        try await Self.tool("convert", ["-delay", "20", "-size", "60x40", "xc:red", "xc:lime", "-loop", "0", gif.path])
+        let magick = try ImageMagickDecoder.plugin.makeDecoder(ImageMagickDecoder.plugin.options(["max_frames": .int(10)]))
+        let animated = try magick.decode(LoadedData(data: try Data(contentsOf: gif)), hint: DecodeHint())
+        #expect(animated.frameCount == 2)
+        #expect(try auto(["prefer": first]).fileExtension(for: animated) == "avif" || auto(["prefer": first]).fileExtension(for: animated) == "webp")
+    }
+
+    /// The EXIF and XMP a pipeline keeps are written as the file's boxes, where exiftool and our
+    /// reader find them; an image left as stored (not turned upright) keeps its orientation in
+    /// the codestream, so readers turn it.
+    @Test func theEncoderWritesKeptMetadataAndOrientation() async throws {
+        let (source, _) = try await Self.made("jpeg", [])
+        try await Self.tool("exiftool", ["-q", "-overwrite_original", "-Make=Probe", "-XMP-dc:Title=Probe", source.path])
+        let tagged = source.deletingLastPathComponent().appendingPathComponent("tagged.jxl")
+        try await Self.tool("cjxl", [source.path, tagged.path, "--quiet"])
+        let boxes = JXLCodec.metadataBoxes(try Data(contentsOf: tagged))
+        let exif = try #require(boxes.exif), xmp = try #require(boxes.xmp)
+        var image = try decoder.decode(LoadedData(data: try Data(contentsOf: tagged)), hint: DecodeHint())
+        image.metadata = ImageMetadata(exif: exif, xmp: xmp)
+        let encoder = JXLEncoder(distance: 1)
+        let written = try encoder.encode(image)
+        let back = JXLCodec.metadataBoxes(written)
+        #expect(back.exif == exif && back.xmp == xmp)
+        let file = source.deletingLastPathComponent().appendingPathComponent("ours.jxl")
+        try written.write(to: file)
+        let read = try await Command.run("/usr/bin/exiftool", ["-s3", "-Make", "-XMP-dc:Title", file.path])
+        #expect(read.stdout.split(separator: "\n") == ["Probe", "Probe"], "\(read.stdout) \(read.stderr)")
+        // Without metadata: the bare codestream, as before.
+        image.metadata = ImageMetadata()
+        let bare = try encoder.encode(image)
+        #expect(bare.starts(with: [0xFF, 0x0A]) && JXLCodec.metadataBoxes(bare).exif == nil)
+        // Stored sideways (orientation 6, not turned): readers turn it upright.
+        image.metadata = ImageMetadata(orientation: 6, upright: false)
+        let turned = try decoder.decode(LoadedData(data: try encoder.encode(image)), hint: DecodeHint())
+        #expect(turned.width == 400 && turned.height == 600, "\(turned.width)x\(turned.height)")
+    }
+
+    /// A codestream whose header claims 100,000 x 100,000 (made bit by bit: no tool writes one)
+    /// is refused as too large from its header, before any pixel buffer is made, by default
+    /// limits; its size is still read for facts.
+    @Test func aHeaderClaiming100kBy100kIsRefusedFromTheHeader() throws {
+        var bits: [Bool] = []
+        func put(_ value: Int, _ count: Int) { for bit in 0..<count { bits.append(value >> bit & 1 == 1) } }
+        put(0, 1)           // SizeHeader: not small
+        put(2, 2)           // ysize - 1 in 18 bits
+        put(99_999, 18)
+        put(1, 3)           // ratio 1:1, so xsize = ysize
+        put(1, 1)           // ImageMetadata: all default
+        var data = Data([0xFF, 0x0A])
+        for start in stride(from: 0, to: bits.count, by: 8) {
+            data.append(bits[start..<min(start + 8, bits.count)].enumerated().reduce(UInt8(0)) { $0 | ($1.element ? 1 << $1.offset : 0) })
+        }
+        data.append(Data(count: 64))
+        #expect(FormatSniffer.sniff(data) == .image(.jxl))
+        #expect(JXLFormat.entry.dimensions?(data) == PixelSize(width: 100_000, height: 100_000))
+        do {
+            _ = try decoder.decode(LoadedData(data: data), hint: DecodeHint())
+            Issue.record("a 100,000 x 100,000 header was decoded")
+        } catch let error as PipelineError {
+            #expect(error.kind == .tooLarge && error.message.contains("100000x100000"), "\(error)")
+        }
+    }
 }

@@ -165,5 +165,9 @@ import Testing
         #expect(allowed("image/jpeg, image/png") == "jpeg+png")
         #expect(allowed("image/webp;q=0, image/jpeg") == "jpeg+png")
         #expect(allowed("image/avif") == "jpeg+png+avif")
+        // JPEG XL only where the client names it (Safari 17+ does); a wildcard never counts.
+        #expect(allowed("image/jxl,image/avif,image/webp,*/*") == "jpeg+png+gif+webp+avif+jxl")
+        #expect(allowed("image/jxl;q=0,image/webp") == "jpeg+png+webp")
+        #expect(allowed("image/*") == "jpeg+png+gif")
     }
 }

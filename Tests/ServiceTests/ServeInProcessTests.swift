@@ -41,6 +41,15 @@ import TestImages
                   - resize: { width: 200, height: 200, mode: fit }
                 encoder: auto
                 """.write(to: pipelines.appendingPathComponent("fit.yaml"), atomically: true, encoding: .utf8)
+            try """
+                version: 1
+                name: modern
+                serve:
+                  sources: ["\(images.path)/"]
+                processors:
+                  - resize: { width: 200, height: 200, mode: fit }
+                encoder: { auto: { prefer: [jxl, avif, webp] } }
+                """.write(to: pipelines.appendingPathComponent("modern.yaml"), atomically: true, encoding: .utf8)
         }
 
         func path(_ name: String) -> String { images.appendingPathComponent(name).path }
@@ -87,6 +96,18 @@ import TestImages
             #expect(avif.status == .ok && avif.headers[.contentType] == "image/avif")
             let webp = try await client.execute(uri: signed, method: .get, headers: [.accept: "image/webp,*/*"])
             #expect(webp.status == .ok && webp.headers[.contentType] == "image/webp")
+            // JPEG XL only where the pipeline's prefer names it and the client asks for it.
+            let safari = "image/webp,image/avif,image/jxl,image/heic,image/png,image/*;q=0.8,*/*;q=0.5"
+            let notListed = try await client.execute(uri: signed, method: .get, headers: [.accept: safari])
+            #expect(notListed.headers[.contentType] == "image/avif")
+            let modern = try Self.sign("modern", setup.path("a.jpg"))
+            let jxl = try await client.execute(uri: modern, method: .get, headers: [.accept: safari])
+            #expect(jxl.status == .ok && jxl.headers[.contentType] == "image/jxl" && jxl.headers[.vary] == "Accept")
+            #expect(FormatSniffer.sniff(Data(buffer: jxl.body)) == .image(.jxl))
+            let chrome = try await client.execute(uri: modern, method: .get, headers: [.accept: "image/avif,image/webp,image/apng,image/*,*/*;q=0.8"])
+            #expect(chrome.headers[.contentType] == "image/avif")
+            let old = try await client.execute(uri: modern, method: .get, headers: [.accept: "*/*"])
+            #expect(old.headers[.contentType] == "image/jpeg")
             #expect(webp.headers[.eTag] != etag)  // other bytes, another ETag
             let head = try await client.execute(uri: signed, method: .head)
             #expect(head.status == .ok && head.body.readableBytes == 0 && head.headers[.contentLength] == plain.headers[.contentLength])
@@ -119,7 +140,7 @@ import TestImages
             #expect(ready.status == .ok)
         }
         let logged = lines.withLock { $0 }
-        #expect(logged.count == 14, "\(logged.count) lines")  // every request but the operations routes
+        #expect(logged.count == 18, "\(logged.count) lines")  // every request but the operations routes
         #expect(logged.first?.contains("\"pipeline\":\"fit\"") == true && logged.first?.contains("\"status\":200") == true)
         #expect(!logged.contains { $0.contains(signed.split(separator: "/")[0]) })  // no signature in the log
         routes.drain()

@@ -30,8 +30,8 @@ extension Pipeline {
     /// `allow_formats`, as `auto` does).
     public var negotiatesFormat: Bool { variants.contains { $0.encoder.plugin.negotiatesFormat } }
 
-    /// What a request's `Accept` lets an `auto` encoder write: AVIF and WebP when the client
-    /// names them (`image/*` does not count: browsers that decode these formats name them), and
+    /// What a request's `Accept` lets an `auto` encoder write: AVIF, WebP and JPEG XL when the
+    /// client names them (`image/*` does not count: browsers that decode these formats name them), and
     /// always the formats every client decodes: JPEG, PNG, and GIF when the client accepts it
     /// (`image/gif`, a wildcard, or no `Accept` at all). A client never gets a format it did not
     /// ask for.
@@ -45,11 +45,12 @@ extension Pipeline {
             if let type = parts.first, !refused { accepted.insert(type) }
         }
         return NegotiatedFormat(avif: accepted.contains("image/avif"), webp: accepted.contains("image/webp"),
-                                gif: !accepted.isDisjoint(with: ["image/gif", "image/*", "*/*"]))
+                                gif: !accepted.isDisjoint(with: ["image/gif", "image/*", "*/*"]), jxl: accepted.contains("image/jxl"))
     }
 
     /// Every `auto` encoder kept to what `format` allows (`allow_formats`), preferring AVIF then
     /// WebP where allowed unless the file sets its own `prefer` (which is narrowed the same way).
+    /// JPEG XL is written only where the file's `prefer` names `jxl`.
     public func encoding(_ format: NegotiatedFormat?, registry: PluginRegistry) -> Pipeline {
         guard let format else { return self }
         var copy = self
@@ -80,15 +81,23 @@ public struct NegotiatedFormat: Hashable, Sendable, CustomStringConvertible {
     /// The client accepts GIF (named, a wildcard, or no `Accept`): a GIF source may stay GIF.
     public var gif: Bool
 
+    /// The client names `image/jxl`.
+    public var jxl: Bool
+
     public init(avif: Bool, webp: Bool, gif: Bool) {
+        self.init(avif: avif, webp: webp, gif: gif, jxl: false)
+    }
+
+    public init(avif: Bool, webp: Bool, gif: Bool, jxl: Bool) {
         self.avif = avif
         self.webp = webp
         self.gif = gif
+        self.jxl = jxl
     }
 
     /// The formats `auto` may write for this client.
     public var allowed: [String] {
-        ["jpeg", "png"] + (gif ? ["gif"] : []) + (webp ? ["webp"] : []) + (avif ? ["avif"] : [])
+        ["jpeg", "png"] + (gif ? ["gif"] : []) + (webp ? ["webp"] : []) + (avif ? ["avif"] : []) + (jxl ? ["jxl"] : [])
     }
 
     /// A key for the runner made for this kind of request.

@@ -3,13 +3,15 @@ import MagickKit
 import PipelineKit
 
 /// `auto`: keeps the source's format where it is a web format this build writes (JPEG, PNG, WebP,
-/// GIF, AVIF, HEIC), otherwise JPEG, or PNG when the image has transparency (also when a JPEG
+/// GIF, AVIF, HEIC, JPEG XL), otherwise JPEG, or PNG when the image has transparency (also when a JPEG
 /// source gained transparency, for example from `circle`). The output's extension follows.
 ///
 /// With `prefer` (which `pipelinectl serve` sets from a request's `Accept`), it writes the first
 /// of those formats that `allow_formats` lets it, instead of the source's: AVIF at a quality
 /// chosen to look like WebP's at `quality` (see ``avifQuality(matching:)``), and only up to
-/// `avif_max_pixels`; an animation is never written as AVIF here.
+/// `avif_max_pixels`; an animation is never written as AVIF here. JPEG XL is written only when
+/// `prefer` names `jxl` (serve's default preference does not), at a quality chosen the same way
+/// (``jxlQuality(matching:)``), and never for an animation (its writer keeps the first frame).
 ///
 /// With a quality target (`quality: { target_ssim: ... }`), it picks instead: each of `formats`
 /// (JPEG only for opaque images) is searched for the lowest quality that meets the target, and the
@@ -21,22 +23,25 @@ public struct AutoEncoder: ImageEncoding {
     public static let plugin = Plugin.encoder(
         PluginSpec(
             name: "auto",
-            summary: "Keeps the source format where it can (JPEG, PNG, WebP, GIF, AVIF, HEIC), or with a quality target picks the smallest format that meets it.",
+            summary: "Keeps the source format where it can (JPEG, PNG, WebP, GIF, AVIF, HEIC, JPEG XL), or with a quality target picks the smallest format that meets it.",
             options: [
                 QualityTarget.option(default: 82, doc: "Quality for the lossy formats (JPEG, WebP, AVIF, HEIC)."),
                 .list("formats", of: .oneOf(targetFormats), default: [.string("jpeg"), .string("webp")],
                       doc: "With a quality target: the formats it chooses from (AVIF and HEIC encode many times slower).")
                     .example("[jpeg, webp, avif]"),
-                .list("allow_formats", of: .oneOf(["jpeg", "png", "webp", "gif", "avif", "heic"]),
-                      default: [.string("jpeg"), .string("png"), .string("webp"), .string("gif"), .string("avif"), .string("heic")],
+                .list("allow_formats", of: .oneOf(["jpeg", "png", "webp", "gif", "avif", "heic", "jxl"]),
+                      default: [.string("jpeg"), .string("png"), .string("webp"), .string("gif"), .string("avif"), .string("heic"), .string("jxl")],
                       doc: "The formats it may write: a source in another is written as JPEG, or PNG with transparency, and a quality target chooses only among these. `pipelinectl serve` narrows it to what the request's Accept names.")
                     .example("[jpeg, png, gif]"),
-                .list("prefer", of: .oneOf(["avif", "webp"]), default: [],
-                      doc: "Formats written instead of the source's, the first that allow_formats lets it write. `pipelinectl serve` uses [avif, webp] unless the file sets this, narrowed to what the request accepts: [webp] never makes AVIF, [webp, avif] makes AVIF only for clients that take no WebP.")
+                .list("prefer", of: .oneOf(["jxl", "avif", "webp"]), default: [],
+                      doc: "Formats written instead of the source's, the first that allow_formats lets it write. `pipelinectl serve` uses [avif, webp] unless the file sets this, narrowed to what the request accepts: [webp] never makes AVIF, [webp, avif] makes AVIF only for clients that take no WebP, and [jxl, avif, webp] sends JPEG XL to clients that name image/jxl.")
                     .example("[webp, avif]"),
                 .int("avif_quality", range: 1...100,
                      doc: "AVIF's quality (default: the one measured to look like WebP at `quality` by SSIM: 65 for 80, 70 for 82; bench/avif-quality.py).")
                     .example("60"),
+                .int("jxl_quality", range: 1...100,
+                     doc: "JPEG XL's quality, on cjxl's scale (default: the one measured to look like WebP at `quality` by SSIM; bench/avif-quality.py --format jxl).")
+                    .example("75"),
                 .int("avif_max_pixels", default: 0, range: 0...1_000_000_000,
                      doc: "AVIF only for outputs of at most this many pixels (0: any); larger ones get the next preferred format. AVIF encodes take 3-70 times WebP's time.")
                     .example("1000000"),
@@ -51,15 +56,31 @@ public struct AutoEncoder: ImageEncoding {
 
     /// The AVIF quality that looks like WebP's (and JPEG's) `quality`.
     static func avifQuality(matching quality: Int) -> Int {
-        let points = avifForWebP
-        guard let upper = points.firstIndex(where: { $0.webp >= quality }) else { return quality }
-        guard upper > 0 else { return points[0].avif }
-        let (a, b) = (points[upper - 1], points[upper])
-        let t = Double(quality - a.webp) / Double(b.webp - a.webp)
-        return Int((Double(a.avif) + t * Double(b.avif - a.avif)).rounded())
+        interpolated(quality, avifForWebP.map { ($0.webp, $0.avif) })
     }
 
-    static let kept = ["JPEG", "PNG", "WEBP", "GIF", "AVIF", "HEIC"]
+    /// WebP's quality and the JPEG XL quality (cjxl's scale) whose mean SSIM was at least WebP's on
+    /// the same photos (`bench/avif-quality.py --format jxl`; notebook `#jxl-quality`).
+    static let jxlForWebP: [(webp: Int, jxl: Int)] = [(1, 1), (60, 62), (70, 66), (75, 68), (80, 78), (82, 78), (85, 84), (90, 90), (100, 100)]
+
+    /// The JPEG XL quality that looks like WebP's (and JPEG's) `quality`.
+    static func jxlQuality(matching quality: Int) -> Int {
+        interpolated(quality, jxlForWebP.map { ($0.webp, $0.jxl) })
+    }
+
+    /// `quality` mapped through `points` (WebP's quality, the other's), linear between two.
+    static func interpolated(_ quality: Int, _ points: [(Int, Int)]) -> Int {
+        guard let upper = points.firstIndex(where: { $0.0 >= quality }) else { return quality }
+        guard upper > 0 else { return points[0].1 }
+        let (a, b) = (points[upper - 1], points[upper])
+        let t = Double(quality - a.0) / Double(b.0 - a.0)
+        return Int((Double(a.1) + t * Double(b.1 - a.1)).rounded())
+    }
+
+    /// Whether this build writes `format` (ImageMagick's name): JPEG XL through our own writer.
+    static func writes(_ format: String) -> Bool { format == "JXL" || Magick.canWrite(format) }
+
+    static let kept = ["JPEG", "PNG", "WEBP", "GIF", "AVIF", "HEIC", "JXL"]
     let quality: Int?, maxBytes: Int?, target: QualityTarget?
     /// The ImageMagick formats a target chooses from, in the order given.
     let candidates: [String]
@@ -69,6 +90,8 @@ public struct AutoEncoder: ImageEncoding {
     let prefer: [String]
     /// AVIF's quality (mapped from `quality` unless set).
     let avifQuality: Int?
+    /// JPEG XL's quality (mapped from `quality` unless set).
+    let jxlQuality: Int
     let avifMaxPixels: Int
     public var fileExtension: String { "auto" }
     public let identifier: String
@@ -88,8 +111,9 @@ public struct AutoEncoder: ImageEncoding {
         // Narrowed by allow_formats; JPEG when that leaves none (PNG for transparency, by the source rule).
         let narrowed = writable.filter { allowed.contains($0) }
         candidates = narrowed.isEmpty && !writable.isEmpty ? ["JPEG"] : narrowed
-        prefer = (options.list("prefer") ?? []).map { $0.description.uppercased() }.filter { allowed.contains($0) && Magick.canWrite($0) }
+        prefer = (options.list("prefer") ?? []).map { $0.description.uppercased() }.filter { allowed.contains($0) && Self.writes($0) }
         avifQuality = options.int("avif_quality") ?? quality.map(Self.avifQuality(matching:))
+        jxlQuality = options.int("jxl_quality") ?? Self.jxlQuality(matching: quality ?? 82)
         avifMaxPixels = options.int("avif_max_pixels") ?? 0
         identifier = "auto(\(options.canonical))"
     }
@@ -98,10 +122,11 @@ public struct AutoEncoder: ImageEncoding {
     func format(for image: PipelineImage) -> String {
         for format in prefer {
             if format == "AVIF", image.frameCount > 1 || (avifMaxPixels > 0 && image.width * image.height > avifMaxPixels) { continue }
+            if format == "JXL", image.frameCount > 1 { continue }
             return format
         }
         let source = image.sourceFormat
-        if Self.kept.contains(source), allowed.contains(source), !(source == "JPEG" && image.hasAlpha), Magick.canWrite(source) { return source }
+        if Self.kept.contains(source), allowed.contains(source), !(source == "JPEG" && image.hasAlpha), Self.writes(source) { return source }
         return image.hasAlpha ? "PNG" : "JPEG"
     }
 
@@ -133,6 +158,15 @@ public struct AutoEncoder: ImageEncoding {
         return candidates.filter { !(image.hasAlpha && $0 == "JPEG") }
     }
 
+    /// `image` as JPEG XL at `jxlQuality`, lowered step by step to fit `max_bytes` as the other
+    /// lossy formats are.
+    func jxl(_ image: PipelineImage) throws -> EncodedImage {
+        let write = { (quality: Int) in try JXLEncoder(distance: JXLEncoder.distance(quality: Double(quality))).encode(image) }
+        let (data, facts) = try MagickEncoding(format: "JXL", quality: jxlQuality, maxBytes: maxBytes)
+            .fitted(try write(jxlQuality), facts: [:], chosen: jxlQuality, write: write)
+        return EncodedImage(data: data, fileExtension: "jxl", facts: facts)
+    }
+
     static func score(_ facts: ImageFacts) -> Double {
         if case .number(let score) = facts["ssim"] { return score }
         return 0
@@ -144,6 +178,7 @@ public struct AutoEncoder: ImageEncoding {
         let choices = choices(for: image)
         guard !choices.isEmpty else {
             let format = format(for: image)
+            if format == "JXL" { return try jxl(image) }
             // PNG as the png encoder writes it by default.
             if format == "PNG", maxBytes == nil,
                let png = try PNGWriter.write(image, level: PNGWriter.defaultLevel, filter: PNGWriter.defaultFilter) {

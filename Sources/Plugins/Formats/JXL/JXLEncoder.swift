@@ -9,7 +9,9 @@ import PipelineKit
 /// The pixels are written in 8 bits a sample, in sRGB; a lossless file keeps the image's ICC
 /// profile when the pipeline keeps profiles (a lossy one is converted to sRGB first: libjxl's
 /// lossy mode works in its own colour space and records the encoding). The first frame of an
-/// animation is written. EXIF and XMP are not written yet.
+/// animation is written. EXIF and XMP that the pipeline's `metadata:` keeps are written as the
+/// file's `Exif` and `xml ` boxes (IPTC has no JPEG XL box), and an image that was not turned
+/// upright keeps its EXIF orientation in the codestream, where JPEG XL readers take it from.
 public struct JXLEncoder: ImageEncoding {
     public static let plugin = Plugin.encoder(
         PluginSpec(
@@ -43,17 +45,25 @@ public struct JXLEncoder: ImageEncoding {
         identifier = "jxl(\(options.canonical))"
     }
 
+    /// Lossy at `distance` (`nil`: lossless), at libjxl's default effort, as `auto` writes it.
+    init(distance: Float?, effort: Int = 7) {
+        self.distance = distance
+        self.effort = effort
+        identifier = "jxl(distance: \(distance.map { "\($0)" } ?? "lossless"), effort: \(effort))"
+    }
+
     /// cjxl 0.7's mapping of a quality to a distance.
     static func distance(quality: Double) -> Float {
         quality >= 30 ? Float(0.1 + (100 - quality) * 0.09) : Float(6.4 + pow(2.5, (30 - quality) / 5) / 6.25)
     }
 
     public func encode(_ image: PipelineImage) throws -> Data {
-        let keepsICC = (image.metadata ?? ImageMetadata()).keepsICC
+        let metadata = image.metadata ?? ImageMetadata()
+        let keepsICC = metadata.keepsICC
         if let pixels = image.rgb8 {
             // 8-bit pixels are sRGB without a profile (see RGB8Pixels).
             return try pixels.bytes.withUnsafeBytes {
-                try write($0, width: pixels.width, height: pixels.height, alpha: pixels.channels == 4, profile: nil)
+                try write($0, width: pixels.width, height: pixels.height, alpha: pixels.channels == 4, profile: nil, metadata: metadata)
             }
         }
         return try image.withCopy { wand in
@@ -61,18 +71,24 @@ public struct JXLEncoder: ImageEncoding {
             let alpha = wand.hasAlpha
             let samples = try wand.bytes(channels: alpha ? "RGBA" : "RGB")
             let profile = distance == nil && keepsICC ? wand.iccProfile : nil
-            return try samples.withUnsafeBytes { try write($0, width: wand.width, height: wand.height, alpha: alpha, profile: profile) }
+            return try samples.withUnsafeBytes {
+                try write($0, width: wand.width, height: wand.height, alpha: alpha, profile: profile, metadata: metadata)
+            }
         }
     }
 
-    /// JPEG XL of 8-bit RGB(A) `samples`, in sRGB or in `profile`.
-    func write(_ samples: UnsafeRawBufferPointer, width: Int, height: Int, alpha: Bool, profile: Data?) throws -> Data {
+    /// JPEG XL of 8-bit RGB(A) `samples`, in sRGB or in `profile`, with what `metadata` keeps.
+    func write(_ samples: UnsafeRawBufferPointer, width: Int, height: Int, alpha: Bool, profile: Data?,
+               metadata: ImageMetadata = ImageMetadata()) throws -> Data {
         guard let encoder = JxlEncoderCreate(nil) else { throw failure("libjxl could not start an encoder") }
         defer { JxlEncoderDestroy(encoder) }
         var info = JxlBasicInfo()
         JxlEncoderInitBasicInfo(&info)
         info.xsize = UInt32(width)
         info.ysize = UInt32(height)
+        if !metadata.upright, (2...8).contains(metadata.orientation) {
+            info.orientation = JxlOrientation(rawValue: UInt32(metadata.orientation))
+        }
         info.bits_per_sample = 8
         info.num_color_channels = 3
         info.num_extra_channels = alpha ? 1 : 0
@@ -87,6 +103,7 @@ public struct JXLEncoder: ImageEncoding {
             JxlColorEncodingSetToSRGB(&encoding, 0)
             guard JxlEncoderSetColorEncoding(encoder, &encoding) == JXL_ENC_SUCCESS else { throw failure("sRGB was refused") }
         }
+        try addBoxes(encoder, metadata)
         guard let settings = JxlEncoderFrameSettingsCreate(encoder, nil) else { throw failure("no frame settings") }
         if let distance {
             guard JxlEncoderSetFrameDistance(settings, distance) == JXL_ENC_SUCCESS else { throw failure("distance \(distance) was refused") }
@@ -100,6 +117,25 @@ public struct JXLEncoder: ImageEncoding {
         }
         JxlEncoderCloseInput(encoder)
         return try output(encoder, expected: samples.count / 8)
+    }
+
+    /// The `Exif` box (its TIFF data behind a 4-byte offset of 0) and the `xml ` box, in a
+    /// container; none, and the bare codestream, when neither is kept.
+    func addBoxes(_ encoder: OpaquePointer, _ metadata: ImageMetadata) throws {
+        let boxes = [("Exif", metadata.exif.map { Data(count: 4) + $0 }), ("xml ", metadata.xmp)].compactMap { type, data in
+            data.map { (type, $0) }
+        }
+        guard !boxes.isEmpty else { return }
+        guard JxlEncoderUseContainer(encoder, 1) == JXL_ENC_SUCCESS, JxlEncoderUseBoxes(encoder) == JXL_ENC_SUCCESS else {
+            throw failure("the container for metadata was refused")
+        }
+        for (type, data) in boxes {
+            let added = type.withCString { name in
+                data.withUnsafeBytes { JxlEncoderAddBox(encoder, name, $0.bindMemory(to: UInt8.self).baseAddress, data.count, 0) }
+            }
+            guard added == JXL_ENC_SUCCESS else { throw failure("the \(type) box was refused") }
+        }
+        JxlEncoderCloseBoxes(encoder)
     }
 
     /// What the encoder writes, in a buffer that doubles as it fills.

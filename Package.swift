@@ -71,6 +71,12 @@ let package = Package(
             pkgConfig: "libxml-2.0",
             providers: [.apt(["libxml2-dev"])]
         ),
+        // libavif 0.11: animated AVIF written by Sources/Plugins/Formats/HEIF.
+        .systemLibrary(
+            name: "CAVIF",
+            pkgConfig: "libavif",
+            providers: [.apt(["libavif-dev"])]
+        ),
         // libjxl 0.7: JPEG XL read and written by Sources/Plugins/Formats/JXL.
         .systemLibrary(
             name: "CJXL",
@@ -184,7 +190,7 @@ let package = Package(
         // Every built-in stage, registered through PipelineKit's public API.
         .target(
             name: "Plugins",
-            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPQ", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF", "CGIF", "CLinux", "CResample", "CJPEGMemory", "CJPEGEighth", "CPNGParts", "CPNGImageData", "CFaceDetect", "CXML2", "CJXL",
+            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPQ", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF", "CGIF", "CLinux", "CResample", "CJPEGMemory", "CJPEGEighth", "CPNGParts", "CPNGImageData", "CFaceDetect", "CXML2", "CJXL", "CAVIF",
                            .product(name: "Crypto", package: "swift-crypto")]
         ),
         // The service apart from any HTTP framework: signatures, params, the source boundary,

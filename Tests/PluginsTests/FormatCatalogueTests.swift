@@ -132,7 +132,14 @@ import TestImages
         #expect(try auto(["prefer": both, "allow_formats": .list([.string("jpeg"), .string("png")])]).fileExtension(for: jpeg) == "jpg")
         #expect(try auto([:]).fileExtension(for: jpeg) == "jpg")  // no preference: the source's format
         let animated = try decode(try await animation(), ["max_frames": .int(10)])
-        #expect(try auto(["prefer": both]).fileExtension(for: animated) == "webp")
+        // An animation becomes an AVIF sequence, unless avif_animations is false or its frames
+        // together are over avif_max_pixels.
+        #expect(try auto(["prefer": both]).fileExtension(for: animated) == "avif")
+        let sequence = try auto(["prefer": both]).encoded(animated)
+        #expect(sequence.fileExtension == "avif" && sequence.facts["frames"] == .int(3))
+        #expect(AVIFEditList.boxes(sequence.data, 0..<sequence.data.count)?.contains { $0.type == "moov" } == true)
+        #expect(try auto(["prefer": both, "avif_animations": .bool(false)]).fileExtension(for: animated) == "webp")
+        #expect(try auto(["prefer": both, "avif_max_pixels": .int(60 * 40 * 2)]).fileExtension(for: animated) == "webp")
         // AVIF's quality: measured to look like WebP's (bench/avif-quality.py), or as set.
         #expect(AutoEncoder.avifQuality(matching: 80) == 65 && AutoEncoder.avifQuality(matching: 82) == 70)
         #expect(AutoEncoder.avifQuality(matching: 60) == 50 && AutoEncoder.avifQuality(matching: 100) == 100)

@@ -120,6 +120,22 @@ import TestImages
         #expect(throws: PipelineError.self) { try avif(image, ["max_bytes": .int(1024)]) }
     }
 
+    /// An AVIF sequence as a source: the decoder reads its first frame (libheif reads the still
+    /// image libavif stores beside the track); a truncated one and flipped bytes fail with a kind
+    /// the report names, never a crash.
+    @Test func sequencesAsSourcesAndDamagedOnes() async throws {
+        let data = try avif(try decoded(try await Self.animation("gif")))
+        let first = try decoder.decode(LoadedData(data: data), hint: DecodeHint())
+        #expect(first.width == 90 && first.height == 60 && first.frameCount == 1)
+        do {
+            _ = try decoder.decode(LoadedData(data: data.prefix(data.count * 2 / 3)), hint: DecodeHint())
+            Issue.record("a truncated sequence was decoded")
+        } catch let error as PipelineError {
+            #expect([.decodeFailed, .truncated].contains(error.kind), "\(error)")
+        }
+        survivesBitFlips(data, from: 32, times: 40, flips: 4, seed: 62)
+    }
+
     /// Chromium reads what we write as an animation: its own AVIF decoder (WebCodecs'
     /// `ImageDecoder`, on a page from a loopback server) finds every frame in its colour, for its
     /// time, and the loop count: forever, three plays (a WebP's loop count 3), and once. Headless

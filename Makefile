@@ -105,7 +105,7 @@ run: release samples
 # those servers could not start in time. They run in a process of their own, after the others.
 # So do the suites that decode every opt-in format, every fail_on case, the fuzz findings and the
 # facts' sources: with them, a killed shard's request reached the loopback server late.
-CODEC_SUITES = (WebP|HEIF|TIFF|GIF|JPEG|JXL)DecodeTests|AnimatedAVIFTests|FaceCropTests|RegionCropTests|MetadataTests|QualityTargetTests|ShrinkOnLoadQualityTests|TIFFHeaderTests|FormatAllowlistTests|FailOnTests|FuzzRegressionTests|SourceFactsTests|PlaceholderHashTests|ImageFactsAlgorithmTests|ResamplerTests
+CODEC_SUITES = (WebP|HEIF|TIFF|GIF|JPEG|JXL)DecodeTests|AnimatedAVIFTests|LosslessJPEGTests|FaceCropTests|RegionCropTests|MetadataTests|QualityTargetTests|ShrinkOnLoadQualityTests|TIFFHeaderTests|FormatAllowlistTests|FailOnTests|FuzzRegressionTests|SourceFactsTests|PlaceholderHashTests|ImageFactsAlgorithmTests|ResamplerTests
 
 # The engine and end-to-end suites run first, on their own: they are the ones with time limits
 # (an item's limit, a loader's timeout), and in one process with suites doing synchronous

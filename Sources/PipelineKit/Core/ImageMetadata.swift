@@ -20,6 +20,9 @@ public struct ImageMetadata: Sendable, Equatable {
     public var upright: Bool
     /// Whether the output keeps the pixels' ICC profile.
     public var keepsICC: Bool
+    /// Whether the pipeline keeps every kind of metadata (`keep: [all, gps]`): an encoder that
+    /// rebuilds the source byte for byte may then keep its metadata exactly as it is.
+    public var keepsEverything = false
 
     public init(exif: Data? = nil, xmp: Data? = nil, iptc: Data? = nil, orientation: Int = 1, upright: Bool = true,
                 keepsICC: Bool = true) {
@@ -111,6 +114,7 @@ public struct MetadataPolicy: Sendable, Equatable {
     /// The metadata an output of an image carrying `source` gets.
     public func output(for source: ImageMetadata?) -> ImageMetadata {
         var out = ImageMetadata(keepsICC: kept.contains(.icc))
+        out.keepsEverything = kept.isSuperset(of: Set(Item.allCases).subtracting([.all]))
         guard let source else { return out }
         out.orientation = source.upright ? 1 : source.orientation
         out.upright = source.upright

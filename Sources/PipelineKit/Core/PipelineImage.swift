@@ -46,6 +46,10 @@ public struct PipelineImage: Sendable {
     /// Identifies the source bytes this image was made from (``OutputFingerprint/source``): set by
     /// the engine when it decodes, kept by processors, recorded in the fingerprint of every output.
     public var sourceIdentity: String?
+    /// The encoded source, when these pixels are all of it, untouched: set by the engine for an
+    /// encoder that rebuilds it (``ImageEncoding/wantsSourceBytes``), such as a lossless JPEG to
+    /// JPEG XL recompression. Never carried to a processed image (``derived(width:height:hasAlpha:frameCount:storage:)``).
+    public var sourceBytes: Data?
 
     /// A processed image of this one: `storage` as the pixels, with this image's source, damage
     /// and facts.

@@ -150,13 +150,21 @@ public final class PipelineRunner: Sendable {
         // what a cached image or output is.
         let decoderName = pipeline.decoder.plugin.spec.name
         let processors = try pipeline.variants.map { try $0.processors.map { try $0.makeProcessor() } }
+        let encoders = try pipeline.variants.map { try $0.encoder.makeEncoder() }
         let processorsRead = processors.joined().contains(where: \.wantsSourceMetadata)
         let readsMetadata = processorsRead && !metadataPolicy.needsSource ? "+metadata" : ""
+        // A decoded image that carries its source's bytes (for an encoder that rebuilds them) is
+        // another image in the image cache.
+        let keepsSource = encoders.contains(where: \.wantsSourceBytes)
         let decoderIdentifier = decoderName + "(" + pipeline.decoder.options.canonical + ")" + metadataPolicy.keySuffix + readsMetadata
-        let variants = try zip(pipeline.variants, processors).map { try Self.runnable($0, processors: $1, decoderIdentifier: decoderIdentifier) }
+            + (keepsSource ? "+source" : "")
+        let variants = try (0..<processors.count).map {
+            try Self.runnable(pipeline.variants[$0], processors: processors[$0], encoder: encoders[$0], decoderIdentifier: decoderIdentifier)
+        }
         self.variants = variants
         var hint = Self.decodeHint(variants)
         hint.wantsMetadata = metadataPolicy.needsSource || processorsRead
+        hint.wantsSourceBytes = keepsSource
         let cpu = sharing?.cpu ?? WorkerPool.cpu(threads: max(1, options.workers))
         making = DecodeStep(decoder: try pipeline.decoder.makeDecoder(), decoderName: decoderName, decoderIdentifier: decoderIdentifier,
                             hint: hint, variants: variants, imageCache: try pipeline.imageCache?.makeImageCache(), cpu: cpu,
@@ -219,10 +227,10 @@ public final class PipelineRunner: Sendable {
         return await dataCache?.preflight()
     }
 
-    static func runnable(_ variant: Variant, processors: [any ImageProcessing], decoderIdentifier: String) throws -> RunnableVariant {
+    static func runnable(_ variant: Variant, processors: [any ImageProcessing], encoder: any ImageEncoding,
+                         decoderIdentifier: String) throws -> RunnableVariant {
         var ids = [""]
         for processor in processors { ids.append(ids.last! + "|" + processor.identifier) }
-        let encoder = try variant.encoder.makeEncoder()
         // Breakpoints by bytes: what chooses the widths is part of how each output was made.
         let widths = variant.byBytes.map { ">" + $0.identifier } ?? ""
         return RunnableVariant(name: variant.name, processors: processors,

@@ -16,6 +16,10 @@ public struct DecodeHint: Sendable, Equatable {
     /// Whether the pipeline's `metadata:` keeps more than the ICC profile: a decoder then reads the
     /// source's EXIF, XMP and IPTC into ``PipelineImage/metadata``.
     public var wantsMetadata: Bool
+    /// Whether an encoder rebuilds the source from its bytes (``ImageEncoding/wantsSourceBytes``):
+    /// the engine then keeps them with a decoded image that is the whole source
+    /// (``PipelineImage/sourceBytes``). Decoders need not look at it.
+    public var wantsSourceBytes = false
 
     public init(targetSize: PixelSize? = nil, fit: Bool = false, wantsSourceFacts: Bool = false, wantsMetadata: Bool = false) {
         self.targetSize = targetSize

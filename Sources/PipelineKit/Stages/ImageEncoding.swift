@@ -20,9 +20,16 @@ public protocol ImageEncoding: Sendable {
     /// image (the quality a visual target needs, the format `auto` picks). The engine calls this
     /// one. Default: ``encode(_:)`` with ``fileExtension(for:)`` and nothing to report.
     func encoded(_ image: PipelineImage) throws -> EncodedImage
+
+    /// Whether this encoder may rebuild the source from its own bytes: the engine then sets
+    /// ``PipelineImage/sourceBytes`` on a decoded image whose pixels are the whole source, and no
+    /// processor's image carries them. Default: false.
+    var wantsSourceBytes: Bool { get }
 }
 
 extension ImageEncoding {
+    public var wantsSourceBytes: Bool { false }
+
     public func fileExtension(for image: PipelineImage) -> String { fileExtension }
 
     public func encoded(_ image: PipelineImage) throws -> EncodedImage {

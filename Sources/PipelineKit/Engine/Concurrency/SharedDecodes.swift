@@ -153,6 +153,7 @@ extension DecodeHint {
             covering.fit = covering.fit && hint.fit
             covering.wantsSourceFacts = covering.wantsSourceFacts || hint.wantsSourceFacts
             covering.wantsMetadata = covering.wantsMetadata || hint.wantsMetadata
+            covering.wantsSourceBytes = covering.wantsSourceBytes || hint.wantsSourceBytes
         }
         if covering.targetSize == nil { covering.fit = false }
         return covering

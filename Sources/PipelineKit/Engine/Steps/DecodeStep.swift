@@ -157,12 +157,21 @@ struct DecodeStep: Sendable {
                 throw failure
             }
             decoded.sourceIdentity = identity
+            if hint.wantsSourceBytes { decoded.sourceBytes = Self.untouchedSource(decoded, data) }
             let shared = DecodedImage(decoded, milliseconds: (ContinuousClock.now - start).milliseconds, holding: reservation)
             publish(.success(shared))
             var job = try chains(shared.image, pending: pending, tracker: tracker)
             job.decode = shared.milliseconds
             return job
         }
+    }
+
+    /// The bytes `image` was decoded from, when its pixels are all of them: one frame, at the
+    /// size the header gives (turned upright or not), nothing damaged.
+    static func untouchedSource(_ image: PipelineImage, _ data: LoadedData) -> Data? {
+        guard image.degraded == nil, image.frameCount == 1, let source = image.sourceSize,
+              image.size == source || image.size == PixelSize(width: source.height, height: source.width) else { return nil }
+        return try? data.wholeData()
     }
 
     /// The `pending` variants' chains from `decoded` (on a worker).

@@ -12,6 +12,15 @@ import PipelineKit
 /// animation is written. EXIF and XMP that the pipeline's `metadata:` keeps are written as the
 /// file's `Exif` and `xml ` boxes (IPTC has no JPEG XL box), and an image that was not turned
 /// upright keeps its EXIF orientation in the codestream, where JPEG XL readers take it from.
+///
+/// With `lossless_jpeg`, a JPEG source that reaches the encoder untouched (no processor changed
+/// it) is recompressed losslessly from its DCT coefficients, as `cjxl` does: `djxl` rebuilds the
+/// JPEG byte for byte. Its metadata segments are first replaced by what the pipeline's
+/// `metadata:` keeps, so the rebuilt JPEG is the source itself only under `keep: [all, gps]`, and
+/// otherwise the source with those segments replaced (the same scan data). Anything else (a
+/// processed image, another format, a JPEG libjxl cannot take, or one whose orientation or ICC
+/// profile the kept metadata would lose) is encoded from its pixels; the output's
+/// `lossless_jpeg` fact says which.
 public struct JXLEncoder: ImageEncoding {
     public static let plugin = Plugin.encoder(
         PluginSpec(
@@ -23,6 +32,8 @@ public struct JXLEncoder: ImageEncoding {
                 .number("distance", range: 0.1...25, doc: "Butteraugli distance instead of quality: 1 is visually lossless, higher is smaller."),
                 .int("effort", default: 7, range: 1...9, doc: "Encoder effort: 1 fastest, 9 smallest (libjxl's default is 7)."),
                 .bool("lossless", default: false, doc: "Lossless (modular) compression: every pixel as it was."),
+                .bool("lossless_jpeg", default: false,
+                      doc: "Recompress an untouched JPEG source losslessly from its DCT coefficients (about a fifth smaller), so that djxl rebuilds the JPEG; other images are encoded from their pixels. The rebuilt JPEG carries the metadata that `metadata:` keeps: under keep: [all, gps] it is the source byte for byte."),
             ],
             exclusive: [["distance", "lossless"]]),
         make: { options in JXLEncoder(options: options) })
@@ -30,6 +41,9 @@ public struct JXLEncoder: ImageEncoding {
     /// The butteraugli distance, or `nil` for lossless.
     public let distance: Float?
     public let effort: Int
+    /// Whether an untouched JPEG source is recompressed from its coefficients.
+    public let losslessJPEG: Bool
+    public var wantsSourceBytes: Bool { losslessJPEG }
     public var fileExtension: String { "jxl" }
     public let identifier: String
 
@@ -42,6 +56,7 @@ public struct JXLEncoder: ImageEncoding {
             distance = Self.distance(quality: Double(options.int("quality") ?? 80))
         }
         effort = options.int("effort") ?? 7
+        losslessJPEG = options.bool("lossless_jpeg") ?? false
         identifier = "jxl(\(options.canonical))"
     }
 
@@ -49,12 +64,43 @@ public struct JXLEncoder: ImageEncoding {
     init(distance: Float?, effort: Int = 7) {
         self.distance = distance
         self.effort = effort
+        losslessJPEG = false
         identifier = "jxl(distance: \(distance.map { "\($0)" } ?? "lossless"), effort: \(effort))"
     }
 
     /// cjxl 0.7's mapping of a quality to a distance.
     static func distance(quality: Double) -> Float {
         quality >= 30 ? Float(0.1 + (100 - quality) * 0.09) : Float(6.4 + pow(2.5, (30 - quality) / 5) / 6.25)
+    }
+
+    public func encoded(_ image: PipelineImage) throws -> EncodedImage {
+        guard losslessJPEG else { return EncodedImage(data: try encode(image), fileExtension: "jxl") }
+        if let jpeg = recompressible(image), let data = try? recompress(jpeg) {
+            return EncodedImage(data: data, fileExtension: "jxl", facts: ["lossless_jpeg": .bool(true)])
+        }
+        return EncodedImage(data: try encode(image), fileExtension: "jxl", facts: ["lossless_jpeg": .bool(false)])
+    }
+
+    /// The JPEG `image` can be rebuilt as: its source with the kept metadata, or nil (see the type's notes).
+    func recompressible(_ image: PipelineImage) -> Data? {
+        guard image.sourceFormat == "JPEG", let source = image.sourceBytes else { return nil }
+        let metadata = image.metadata ?? ImageMetadata()
+        if metadata.keepsEverything { return source }
+        guard JPEGMarkers.orientation(source) == 1, metadata.keepsICC || !JPEGMarkers.hasICCProfile(source) else { return nil }
+        return JPEGMarkers.withMetadata(source, metadata)
+    }
+
+    /// `jpeg` recompressed from its DCT coefficients, with what rebuilds it byte for byte.
+    func recompress(_ jpeg: Data) throws -> Data {
+        guard let encoder = JxlEncoderCreate(nil) else { throw failure("libjxl could not start an encoder") }
+        defer { JxlEncoderDestroy(encoder) }
+        guard JxlEncoderUseContainer(encoder, 1) == JXL_ENC_SUCCESS, JxlEncoderStoreJPEGMetadata(encoder, 1) == JXL_ENC_SUCCESS,
+              let settings = JxlEncoderFrameSettingsCreate(encoder, nil) else { throw failure("JPEG reconstruction was refused") }
+        _ = JxlEncoderFrameSettingsSetOption(settings, JXL_ENC_FRAME_SETTING_EFFORT, Int64(effort))
+        let added = jpeg.withUnsafeBytes { JxlEncoderAddJPEGFrame(settings, $0.bindMemory(to: UInt8.self).baseAddress, jpeg.count) }
+        guard added == JXL_ENC_SUCCESS else { throw failure("libjxl cannot recompress this JPEG") }
+        JxlEncoderCloseInput(encoder)
+        return try output(encoder, expected: jpeg.count)
     }
 
     public func encode(_ image: PipelineImage) throws -> Data {

@@ -38,6 +38,33 @@ extension ValidationTests {
             == ["p.yaml:1:10: error: expected an integer for 'version', got 'x'"])
     }
 
+    /// A parameter with one bound (or none) refuses a value outside it with a message, never a
+    /// crash: an open bound used to be formatted as an infinite integer. A parameter over an option
+    /// written as a value or a map (`frame`, `quality`) takes the single value.
+    @Test func aParameterWithOneBoundRefusesValuesOutsideIt() throws {
+        let (parsed, found) = PipelineFile.parse(text: """
+            params:
+              t: { sets: decoder.imagemagick.frame, max: 60 }
+              q: { sets: encoder.jpeg.quality, min: 50 }
+            decoder: { imagemagick: { formats: [jpeg, video] } }
+            encoder: jpeg
+            """, file: "p.yaml", registry: registry)
+        #expect(found.isEmpty, "\(found)")
+        let pipeline = try #require(parsed)
+        let cases: [([String: String], String?)] = [
+            (["t": "90"], "parameter 't': 'frame' must be between 0ms and 1m, got 90s"), (["t": "30s"], nil), (["t": "soon"], "parameter 't'"),
+            (["q": "20"], "parameter 'q': 'quality' must be between 50 and 100, got 20"), (["q": "70"], nil), (["q": "{ target_ssim: 0.9 }"], "parameter 'q'"),
+        ]
+        for (values, message) in cases {
+            do {
+                _ = try pipeline.applying(values)
+                #expect(message == nil, "\(values) was taken")
+            } catch let error as PipelineError {
+                #expect(message.map { error.message.contains($0) } == true, "\(values): \(error.message)")
+            }
+        }
+    }
+
     @Test func explainWritesEveryDeclaredKeyThatIsSet() throws {
         let (parsed, found) = PipelineFile.parse(text: """
             name: spec

@@ -144,11 +144,16 @@ enum OptionParsing {
         default: return nil
         }
         guard !range.contains(number) else { return nil }
-        let low = spec.format(spec.boundaryValue(range.lowerBound))
-        let high = spec.format(spec.boundaryValue(range.upperBound))
-        let got = spec.format(value)
-        if range.upperBound >= 9e17 { return "'\(name)' must be at least \(low), got \(got)" }
-        return "'\(name)' must be between \(low) and \(high), got \(got)"
+        let got = number.isFinite ? spec.format(value) : value.description
+        // A bound may be open (a parameter's min or max alone, on an option without a range).
+        let low = range.lowerBound.isFinite ? spec.format(spec.boundaryValue(range.lowerBound)) : nil
+        let high = range.upperBound.isFinite && range.upperBound < 9e17 ? spec.format(spec.boundaryValue(range.upperBound)) : nil
+        switch (low, high) {
+        case (let low?, let high?): return "'\(name)' must be between \(low) and \(high), got \(got)"
+        case (let low?, nil): return "'\(name)' must be at least \(low), got \(got)"
+        case (nil, let high?): return "'\(name)' must be at most \(high), got \(got)"
+        case (nil, nil): return "'\(name)' must be a finite number, got \(got)"
+        }
     }
 
     static func expectation(_ kind: OptionSpec.Kind) -> String {

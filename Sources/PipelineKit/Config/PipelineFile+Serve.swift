@@ -183,14 +183,22 @@ extension ParamSpec {
         return variant
     }
 
-    /// `option` with its range narrowed to `min`...`max` and its named values to `values`.
+    /// `option` with its range narrowed to `min`...`max` and its named values to `values`. An
+    /// option written as a value or a map (`quality`, `frame`) takes its single value from a
+    /// request: a query parameter is one value.
     static func narrowed(_ option: OptionSpec, min: Double?, max: Double?, values: [String]) throws -> OptionSpec {
+        var option = option
+        if case .either(let single, _) = option.kind {
+            option = OptionSpec(name: option.name, kind: single, defaultValue: option.defaultValue, range: option.range, doc: option.doc)
+        }
         var range = option.range
         if min != nil || max != nil {
             guard range != nil || [OptionSpec.Kind.int, .number, .size, .duration, .pixels].contains(where: { $0.name == option.kind.name }) else {
                 throw PipelineError(.invalidOption, "min and max are for numbers; '\(option.name)' is \(option.kind.name)")
             }
-            let low = min ?? range?.lowerBound ?? -.infinity, high = max ?? range?.upperBound ?? .infinity
+            // Sizes, durations and pixel counts are never negative.
+            let floor: Double = [OptionSpec.Kind.size, .duration, .pixels].contains(where: { $0.name == option.kind.name }) ? 0 : -.infinity
+            let low = min ?? range?.lowerBound ?? floor, high = max ?? range?.upperBound ?? .infinity
             if let own = range, low < own.lowerBound || high > own.upperBound {
                 throw PipelineError(.invalidOption, "min and max must lie within '\(option.name)''s own range "
                     + "\(option.format(option.boundaryValue(own.lowerBound)))...\(option.format(option.boundaryValue(own.upperBound)))")

@@ -4,7 +4,7 @@
 SWIFT ?= swift
 # C libraries (MagickWand 6 Q16, libcurl, libyaml), pkg-config to find them, and ImageMagick's
 # command-line tools (samples are made with `convert`; tests check outputs with `identify`).
-APT_PACKAGES = pkg-config libdlib-dev libmagickwand-6.q16-dev libxml2-dev libjxl-dev libavif-dev libcurl4-openssl-dev libpq-dev libyaml-dev libpng-dev libdeflate-dev libjpeg-dev libwebp-dev libheif-dev libtiff-dev libgif-dev imagemagick libgs-common
+APT_PACKAGES = pkg-config libdlib-dev libmagickwand-6.q16-dev libxml2-dev libjxl-dev libavif-dev libavformat-dev libavcodec-dev libswscale-dev libcurl4-openssl-dev libpq-dev libyaml-dev libpng-dev libdeflate-dev libjpeg-dev libwebp-dev libheif-dev libtiff-dev libgif-dev imagemagick libgs-common
 # Tests also open the HTML contact sheet in a real browser (and load a page of the service's images
 # in it while wrk keeps the service busy), and run deploy/slurm's script as a
 # real array job on a one-node Slurm cluster they start on loopback (Slurm and munge from Debian);
@@ -13,8 +13,9 @@ APT_PACKAGES = pkg-config libdlib-dev libmagickwand-6.q16-dev libxml2-dev libjxl
 # which the tests run, wait for moto with curl; OpenCV's Haar cascades (python3-opencv, opencv-data)
 # are the second face detector `redact` is checked against; libjxl's cjxl and djxl make and check
 # the JPEG XL set; libwebp's img2webp makes animated WebPs with the frame timing asked (ImageMagick
-# 6 writes it one frame late), and libavif's avifdec checks the AVIF sequences written.
-TEST_PACKAGES = chromium wrk libheif-examples libavif-bin webp libjxl-tools libimage-exiftool-perl libjpeg-turbo-progs curl python3-opencv opencv-data
+# 6 writes it one frame late), and libavif's avifdec checks the AVIF sequences written; the ffmpeg
+# CLI makes the video clips and gives the frames posters are checked against.
+TEST_PACKAGES = chromium wrk libheif-examples libavif-bin webp libjxl-tools ffmpeg libimage-exiftool-perl libjpeg-turbo-progs curl python3-opencv opencv-data
 SLURM_PACKAGES = slurmctld slurmd slurm-client munge
 # PostgreSQL 15, started by the queue tests as a user they create (initdb refuses root); Varnish 7.1
 # with varnish-modules (xkey), which the CDN tests put in front of serve.
@@ -105,7 +106,7 @@ run: release samples
 # those servers could not start in time. They run in a process of their own, after the others.
 # So do the suites that decode every opt-in format, every fail_on case, the fuzz findings and the
 # facts' sources: with them, a killed shard's request reached the loopback server late.
-CODEC_SUITES = (WebP|HEIF|TIFF|GIF|JPEG|JXL)DecodeTests|AnimatedAVIFTests|LosslessJPEGTests|FaceCropTests|RegionCropTests|MetadataTests|QualityTargetTests|ShrinkOnLoadQualityTests|TIFFHeaderTests|FormatAllowlistTests|FailOnTests|FuzzRegressionTests|SourceFactsTests|PlaceholderHashTests|ImageFactsAlgorithmTests|ResamplerTests
+CODEC_SUITES = (WebP|HEIF|TIFF|GIF|JPEG|JXL)DecodeTests|AnimatedAVIFTests|LosslessJPEGTests|VideoPosterTests|FaceCropTests|RegionCropTests|MetadataTests|QualityTargetTests|ShrinkOnLoadQualityTests|TIFFHeaderTests|FormatAllowlistTests|FailOnTests|FuzzRegressionTests|SourceFactsTests|PlaceholderHashTests|ImageFactsAlgorithmTests|ResamplerTests
 
 # The engine and end-to-end suites run first, on their own: they are the ones with time limits
 # (an item's limit, a loader's timeout), and in one process with suites doing synchronous

@@ -145,6 +145,13 @@ let package = Package(
             cxxSettings: [.unsafeFlags(["-O2"])],
             linkerSettings: [.linkedLibrary(":libdlib.a")]
         ),
+        // Poster frames from video through libavformat, libavcodec and libswscale 5.1 (see
+        // Sources/CVideo/video_shim.c): our own I/O only, allowed demuxers and codecs only.
+        .target(
+            name: "CVideo",
+            path: "Sources/CVideo",
+            linkerSettings: [.linkedLibrary("avformat"), .linkedLibrary("avcodec"), .linkedLibrary("swscale"), .linkedLibrary("avutil")]
+        ),
         .systemLibrary(
             name: "CTIFF",
             pkgConfig: "libtiff-4",
@@ -190,7 +197,7 @@ let package = Package(
         // Every built-in stage, registered through PipelineKit's public API.
         .target(
             name: "Plugins",
-            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPQ", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF", "CGIF", "CLinux", "CResample", "CJPEGMemory", "CJPEGEighth", "CPNGParts", "CPNGImageData", "CFaceDetect", "CXML2", "CJXL", "CAVIF",
+            dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPQ", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF", "CGIF", "CLinux", "CResample", "CJPEGMemory", "CJPEGEighth", "CPNGParts", "CPNGImageData", "CFaceDetect", "CXML2", "CJXL", "CAVIF", "CVideo",
                            .product(name: "Crypto", package: "swift-crypto")]
         ),
         // The service apart from any HTTP framework: signatures, params, the source boundary,

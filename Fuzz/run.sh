@@ -12,7 +12,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
-targets=${FUZZ_TARGETS:-"sniffer header-probe png jpeg webp heif tiff gif svg icc exif xmp-regions jxl"}
+targets=${FUZZ_TARGETS:-"sniffer header-probe png jpeg webp heif tiff gif svg icc exif xmp-regions jxl video"}
 jobs=${FUZZ_JOBS:-$(nproc)}
 build=.build/fuzz
 

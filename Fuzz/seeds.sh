@@ -4,7 +4,7 @@
 # paths branch on, small enough for libFuzzer's -max_len. Usage: Fuzz/seeds.sh DIR
 set -euo pipefail
 out=$1
-mkdir -p "$out"/{sniffer,header-probe,png,jpeg,webp,heif,tiff,gif,svg,icc,exif,xmp-regions,jxl}
+mkdir -p "$out"/{sniffer,header-probe,png,jpeg,webp,heif,tiff,gif,svg,icc,exif,xmp-regions,jxl,video}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 im() { convert "$@" 2>/dev/null || true; }
 src="$tmp/src.png"; im -size 48x32 plasma:fractal -seed 7 "$src"; im rose: -resize 48x32 "$src"
@@ -93,8 +93,21 @@ if command -v cjxl >/dev/null; then
   [ -f "$out/jxl/lossy.jxl" ] && head -c 200 "$out/jxl/lossy.jxl" > "$out/jxl/truncated.jxl"
 fi
 
+# Video (the ffmpeg CLI): a second of each codec and container the poster path takes, tiny, one
+# stored sideways, one with its index at the end, cut short.
+if command -v ffmpeg >/dev/null; then
+  v() { ffmpeg -hide_banner -loglevel error -y -f lavfi -i testsrc2=size=32x24:rate=10 -t 1 -g 5 -pix_fmt yuv420p "$@" 2>/dev/null || true; }
+  v -c:v libx264 -preset ultrafast -movflags +faststart "$out/video/h264.mp4"
+  v -c:v libx264 -preset ultrafast "$out/video/h264-index-last.mov"
+  v -c:v libx265 -preset ultrafast -x265-params log-level=none "$out/video/hevc.mp4"
+  v -c:v libvpx -b:v 200k "$out/video/vp8.webm"; v -c:v libvpx-vp9 -b:v 200k "$out/video/vp9.webm"
+  v -c:v libaom-av1 -cpu-used 8 -b:v 200k "$out/video/av1.mkv"
+  [ -f "$out/video/h264.mp4" ] && ffmpeg -hide_banner -loglevel error -y -i "$out/video/h264.mp4" -c copy -metadata:s:v:0 rotate=90 "$out/video/rotated.mp4" 2>/dev/null || true
+  [ -f "$out/video/h264.mp4" ] && head -c 1500 "$out/video/h264.mp4" > "$out/video/truncated.mp4"
+fi
+
 # The sniffer and the header probe: one of everything, opt-in formats and documents too.
-for f in "$out"/{png,jpeg,webp,heif,tiff,gif,svg,jxl}/*; do cp "$f" "$out/sniffer/"; cp "$f" "$out/header-probe/"; done
+for f in "$out"/{png,jpeg,webp,heif,tiff,gif,svg,jxl,video}/*; do cp "$f" "$out/sniffer/"; cp "$f" "$out/header-probe/"; done
 for fmt in bmp ico jp2 j2k ppm pgm pbm pam pfm tga pcx psd sgi sun; do
   im "$src" -resize 16x16 "$out/sniffer/seed.$fmt"; cp "$out/sniffer/seed.$fmt" "$out/header-probe/" 2>/dev/null || true
 done

@@ -65,12 +65,12 @@ extension CodecSuite {
     /// Decodes `data` `times` times with `generator`'s random bytes flipped after `from`: each
     /// decodes or fails with one of `kinds`, never anything else, never a crash.
     func survivesBitFlips(_ data: Data, from: Int, times: Int, flips: Int, seed: UInt64,
-                          kinds: [ErrorKind] = [.decodeFailed, .tooLarge]) {
+                          kinds: [ErrorKind] = [.decodeFailed, .tooLarge], using: (any ImageDecoding)? = nil) {
         var generator = SplitMix64(seed: seed)
         for _ in 0..<times {
             var bytes = [UInt8](data)
             for _ in 0..<flips { bytes[Int.random(in: from..<bytes.count, using: &generator)] ^= UInt8.random(in: 1...255, using: &generator) }
-            do { _ = try decoder.decode(LoadedData(data: Data(bytes)), hint: hint) } catch let error as PipelineError {
+            do { _ = try (using ?? decoder).decode(LoadedData(data: Data(bytes)), hint: hint) } catch let error as PipelineError {
                 #expect(kinds.contains(error.kind), "\(error)")
             } catch {
                 Issue.record("not a PipelineError: \(error)")

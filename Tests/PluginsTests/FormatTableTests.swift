@@ -21,7 +21,7 @@ import TestImages
         #expect(ImageMagickDecoder.defaultFormats == ["jpeg", "png", "gif", "webp", "tiff", "bmp", "ico", "heic", "avif", "jxl"])
         #expect(ImageMagickDecoder.formatNames.map(\.name) == [
             "jpeg", "png", "gif", "webp", "tiff", "bmp", "ico", "heic", "avif", "jxl", "jp2", "pnm", "tga", "pcx", "psd", "sgi",
-            "sun", "dds", "fits", "xbm", "xpm",
+            "sun", "dds", "fits", "xbm", "xpm", "video",
         ])
         #expect(ImageMagickDecoder.formatName(of: .j2k) == "jp2")
         #expect(ImageMagickDecoder.formatName(of: .cur) == "ico")
@@ -49,6 +49,6 @@ import TestImages
         for plugin in FormatTable.encoders { #expect(builtIn.contains(plugin.spec.name), "\(plugin.spec.name)") }
         #expect(Set(FormatTable.encoders.map(\.spec.name)) == ["jpeg", "png", "gif", "webp", "tiff", "heic", "avif", "jxl"])
         // The names the harness in Fuzz/ and the regression fixtures use.
-        #expect(Set(FuzzTargets.all.keys) == ["sniffer", "header-probe", "png", "jpeg", "webp", "heif", "tiff", "gif", "svg", "icc", "exif", "xmp-regions", "jxl"])
+        #expect(Set(FuzzTargets.all.keys) == ["sniffer", "header-probe", "png", "jpeg", "webp", "heif", "tiff", "gif", "svg", "icc", "exif", "xmp-regions", "jxl", "video"])
     }
 }

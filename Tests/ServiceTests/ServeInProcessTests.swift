@@ -290,6 +290,52 @@ import TestImages
     /// `gravity` as a request parameter: `faces` keeps the face of a photo set at the left of a
     /// wide picture, `centre` cuts it off, and a value the option does not take is a 400 naming
     /// the ones it does. (face_recognition's obama.jpg, fetched by `make test-deps`.)
+    /// A video's poster time is a declared parameter: `t=2.6` answers the frame ffmpeg takes at
+    /// 2.6 s, `t` past the end the last frame, a time that is not one 400, and a video from a
+    /// pipeline whose decoder does not list video 415.
+    @Test func aVideosPosterTimeIsAParameter() async throws {
+        let setup = try Setup()
+        let clip = setup.images.appendingPathComponent("clip.mp4")
+        let made = try await Command.run("/usr/bin/ffmpeg", ["-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
+                                                            "testsrc2=size=320x240:rate=25", "-t", "4", "-g", "50", "-pix_fmt", "yuv420p",
+                                                            "-c:v", "libx264", "-preset", "ultrafast", clip.path])
+        try #require(made.status == 0, "\(made.stderr)")
+        let reference = setup.dir.appendingPathComponent("ffmpeg.png")
+        let frame = try await Command.run("/usr/bin/ffmpeg", ["-hide_banner", "-loglevel", "error", "-y", "-ss", "2.6", "-i", clip.path,
+                                                             "-frames:v", "1", reference.path])
+        try #require(frame.status == 0, "\(frame.stderr)")
+        try """
+            version: 1
+            name: poster
+            params:
+              t: { sets: decoder.imagemagick.frame, max: 3600 }
+            serve:
+              sources: ["\(setup.images.path)/"]
+            decoder: { imagemagick: { formats: [jpeg, png, video] } }
+            encoder: png
+            """.write(to: setup.pipelines.appendingPathComponent("poster.yaml"), atomically: true, encoding: .utf8)
+        let routes = ImageRoutes(library: try Self.library([setup.pipelines.path]), options: ImageRoutes.Options())
+        let router = Router()
+        routes.add(to: router)
+        let app = Application(router: router)
+        try await app.test(.router) { client in
+            let answer = try await client.execute(uri: try Self.sign("poster", clip.path, params: ["t": "2.6"]), method: .get)
+            #expect(answer.status == .ok && answer.headers[.contentType] == "image/png", "\(answer.status)")
+            let ours = Wand(), theirs = Wand()
+            try ours.read(Data(buffer: answer.body), format: "PNG")
+            try theirs.read(try Data(contentsOf: reference), format: "PNG")
+            #expect(try ours.psnr(against: theirs) > 40)
+            let late = try await client.execute(uri: try Self.sign("poster", clip.path, params: ["t": "30m"]), method: .get)
+            #expect(late.status == .ok, "\(late.status)")
+            for bad in ["soon", "-3s", "2h"] {
+                let wrong = try await client.execute(uri: try Self.sign("poster", clip.path, params: ["t": bad]), method: .get)
+                #expect(wrong.status == .badRequest && Self.problemKind(wrong) == "bad_parameter", "t=\(bad): \(wrong.status)")
+            }
+            let refused = try await client.execute(uri: try Self.sign("fit", clip.path), method: .get)
+            #expect(refused.status == .unsupportedMediaType && Self.problemKind(refused) == "unsupported_format", "\(refused.status)")
+        }
+    }
+
     @Test func gravityIsAParameterAndFacesKeepsTheFace() async throws {
         let setup = try Setup()
         let photo = Fixtures.packageRoot.appendingPathComponent(".build/test-data/face_recognition-1.3.0/tests/test_images/obama.jpg")

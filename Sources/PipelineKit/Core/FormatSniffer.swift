@@ -69,7 +69,13 @@ public enum FormatSniffer {
             let brand = String(decoding: b[8..<12], as: UTF8.self)
             if ["avif", "avis"].contains(brand) { return .image(.avif) }
             if ["heic", "heix", "hevc", "heim", "heis", "mif1", "msf1"].contains(brand) { return .image(.heic) }
+            if brand == "qt  " { return .image(.mov) }
+            if videoBrands.contains(brand) { return .image(.mp4) }
         }
+        // QuickTime files older than the ftyp box start with one of its top-level atoms.
+        if b.count >= 8, ["moov", "mdat", "wide", "pnot"].contains(String(decoding: b[4..<8], as: UTF8.self)) { return .image(.mov) }
+        // Matroska and WebM: an EBML header, whose DocType says which.
+        if starts([0x1A, 0x45, 0xDF, 0xA3]) { return .image(docType(b) == "webm" ? .webm : .mkv) }
         // JPEG XL: a bare codestream, or the container's signature box.
         if starts([0xFF, 0x0A]) || starts([0x00, 0x00, 0x00, 0x0C, 0x4A, 0x58, 0x4C, 0x20, 0x0D, 0x0A, 0x87, 0x0A]) { return .image(.jxl) }
         // JPEG 2000: the JP2 signature box, or a bare codestream (SOC then SIZ).
@@ -103,6 +109,18 @@ public enum FormatSniffer {
             return .image(.tga)
         }
         return nil
+    }
+
+    /// The major brands of MP4 video files (ISO BMFF, 3GPP, DASH), AVIF and HEIF excepted.
+    static let videoBrands: Set<String> = ["isom", "iso2", "iso3", "iso4", "iso5", "iso6", "iso8", "mp41", "mp42", "avc1", "M4V ", "M4VP",
+                                           "dash", "mmp4", "3gp4", "3gp5", "3gp6", "3g2a", "3g2b", "MSNV", "msnv", "XAVC", "f4v ", "NDAS"]
+
+    /// The DocType of an EBML header in the first bytes (`webm`, `matroska`), if it is there.
+    static func docType(_ b: [UInt8]) -> String? {
+        guard let at = (4..<max(4, b.count - 3)).first(where: { b[$0] == 0x42 && b[$0 + 1] == 0x82 }), b[at + 2] & 0x80 != 0 else { return nil }
+        let length = Int(b[at + 2] & 0x7F)
+        guard at + 3 + length <= b.count else { return nil }
+        return String(decoding: b[(at + 3)..<(at + 3 + length)], as: UTF8.self)
     }
 
     /// Formats recognised and read by nothing here (documents, other images), so that they are

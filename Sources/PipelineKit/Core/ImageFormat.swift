@@ -10,6 +10,9 @@ public enum ImageFormat: String, Sendable, CaseIterable, Hashable {
     case jxl = "JXL"
     /// SVG, rendered by ImageMagick's own renderer (MSVG) when a decoder allows it.
     case svg = "MSVG"
+    /// Video, whose poster frame is the image (read by libavformat, never by ImageMagick): MP4
+    /// (ISO BMFF), QuickTime, WebM and Matroska.
+    case mp4 = "MP4", mov = "MOV", webm = "WEBM", mkv = "MKV"
 
     /// ImageMagick's name for the coder that reads it (also ``PipelineImage/sourceFormat``).
     public var coder: String { rawValue }
@@ -19,6 +22,9 @@ public enum ImageFormat: String, Sendable, CaseIterable, Hashable {
 
     /// Whether a file of this format may hold several frames or pages.
     public var mayHoldFrames: Bool { [.gif, .webp, .tiff, .ico, .cur, .heic, .avif, .psd, .psb, .dcx, .dds].contains(self) }
+
+    /// A video container: the image is one of its frames.
+    public var isVideo: Bool { [.mp4, .mov, .webm, .mkv].contains(self) }
 
     /// Whether its orientation is EXIF's (or TIFF's tag), which `auto_orient` applies.
     public var hasEXIFOrientation: Bool { [.jpeg, .png, .tiff, .webp, .heic, .avif].contains(self) }

@@ -52,7 +52,7 @@ public struct ImageMagickDecoder: ImageDecoding {
     public static let plugin = Plugin.decoder(
         PluginSpec(
             name: "imagemagick",
-            summary: "Decodes JPEG, PNG, GIF, WebP, TIFF, BMP, ICO (and HEIC/AVIF with libheif) with ImageMagick; format from the first bytes, limits checked before decoding.",
+            summary: "Decodes JPEG, PNG, GIF, WebP, TIFF, BMP, ICO (and HEIC/AVIF with libheif, JPEG XL with libjxl, video posters with libavcodec when listed) with ImageMagick and its own readers; format from the first bytes, limits checked before decoding.",
             options: [
                 .pixels("max_pixels", default: "50MP", max: "1000MP", doc: "Largest width x height accepted (checked from the header); larger fails as too_large.")
                     .example("24MP"),
@@ -66,14 +66,17 @@ public struct ImageMagickDecoder: ImageDecoding {
                 .oneOf("shrink_on_load", ShrinkOnLoad.allCases.map(\.rawValue), default: "true",
                        doc: "Reduce while decoding when the output needs much less (JPEG by DCT scaling, PNG and WebP while read), always keeping at least twice the output size for the resize filter (three times for PNG, which is reduced by averaging pixel blocks); fast keeps only the output size (quicker, visibly softer on fine detail); false decodes every pixel."),
                 .list("formats", of: .oneOf(formatNames.map(\.name)), default: defaultFormats.map { .string($0) },
-                      doc: "The formats accepted, each recognised from the content, never from the name: jpeg, png, gif, webp, tiff (BigTIFF too), bmp, ico, heic, avif by default; jp2 (JPEG 2000), pnm (netpbm: PBM, PGM, PPM, PAM, PFM), tga, pcx (and DCX), psd (and PSB), sgi, sun, dds, fits, xbm and xpm when listed. Another recognised format fails as unsupported_format naming the entry to add.")
+                      doc: "The formats accepted, each recognised from the content, never from the name: jpeg, png, gif, webp, tiff (BigTIFF too), bmp, ico, heic, avif by default; jp2 (JPEG 2000), pnm (netpbm: PBM, PGM, PPM, PAM, PFM), tga, pcx (and DCX), psd (and PSB), sgi, sun, dds, fits, xbm and xpm when listed; video (MP4, QuickTime, WebM and Matroska with H.264, HEVC, VP8, VP9 or AV1: a poster frame, see frame) when listed. Another recognised format fails as unsupported_format naming the entry to add.")
                     .example("[jpeg, png, webp, tga, pnm]"),
                 .oneOf("fail_on", FailOn.allCases.map(\.rawValue), default: "warning",
                        doc: "How much damage fails an image, as libvips's fail_on: warning fails on any sign of damage; error lets the codec's warnings through (extraneous bytes, a bad Huffman code); truncated fails only a file that ends early; none decodes whatever can be decoded. An image decoded despite damage is ok, marked degraded with the reason in the report, and never cached. Only data the image is made from is checked: a progressive JPEG read at 1/8 skips the AC scans that cannot change the result, and damage inside them."),
                 .bool("allow_svg", default: false,
                       doc: "Accept SVG (rendered by ImageMagick); only self-contained documents: entities, external references, scripts and style imports are refused."),
-            ]),
-        make: { options in ImageMagickDecoder(options: options) })
+            ] + VideoFormat.options),
+        make: { options in
+            _ = try VideoSettings(options: options)  // frame: names one way
+            return ImageMagickDecoder(options: options)
+        })
 
     let settings: DecodeSettings
     let allowSVG: Bool
@@ -91,11 +94,13 @@ public struct ImageMagickDecoder: ImageDecoding {
         allowed = Set(names.flatMap { name in Self.formatNames.first { $0.name == name }?.formats ?? [] })
         let shrink = options.string("shrink_on_load").flatMap(ShrinkOnLoad.init(rawValue:))
             ?? (options.bool("shrink_on_load") == false ? .off : .on)
-        settings = DecodeSettings(shrink: shrink, maxFrames: options.int("max_frames") ?? 1, toSRGB: options.bool("to_srgb") ?? true,
-                                  autoOrient: options.bool("auto_orient")!,
-                                  failOn: options.string("fail_on").flatMap(FailOn.init(rawValue:)) ?? .warning,
-                                  maxWidth: options.int("max_width")!, maxHeight: options.int("max_height")!,
-                                  maxPixels: options.int("max_pixels")!)
+        var settings = DecodeSettings(shrink: shrink, maxFrames: options.int("max_frames") ?? 1, toSRGB: options.bool("to_srgb") ?? true,
+                                      autoOrient: options.bool("auto_orient")!,
+                                      failOn: options.string("fail_on").flatMap(FailOn.init(rawValue:)) ?? .warning,
+                                      maxWidth: options.int("max_width")!, maxHeight: options.int("max_height")!,
+                                      maxPixels: options.int("max_pixels")!)
+        settings.video = (try? VideoSettings(options: options)) ?? VideoSettings()
+        self.settings = settings
         allowSVG = options.bool("allow_svg") ?? false
     }
 
@@ -187,6 +192,7 @@ public struct ImageMagickDecoder: ImageDecoding {
     func decode(_ reader: any FormatReader, plan: ReadPlan, hint: DecodeHint) throws -> PipelineImage {
         var image = try pixels(reader, plan: plan)
         image.sourceSize = reader.size
+        image.facts.merge(reader.decodedFacts) { _, new in new }
         if hint.wantsSourceFacts || hint.wantsMetadata { addFacts(&image, reader, hint: hint) }
         return image
     }

@@ -13,6 +13,8 @@ struct DecodeSettings: Sendable {
     let maxWidth: Int
     let maxHeight: Int
     let maxPixels: Int
+    /// Which frame of a video becomes the image, and the video's limits.
+    var video = VideoSettings()
 
     var shrinkOnLoad: Bool { shrink != .off }
     /// How many times the target a reduced decode keeps, at least.
@@ -89,6 +91,9 @@ protocol FormatReader: Sendable {
     func headerFacts(facts: Bool, metadata: Bool, upright: (Int) -> Bool) -> HeaderFacts
     /// EXIF that ImageMagick 6's ping does not find where the format keeps it. Default: none.
     var exifBesideProfiles: Data? { get }
+    /// Facts the decode itself found (a video's poster: which frame, when), added to the image's
+    /// facts. Default: none.
+    var decodedFacts: ImageFacts { get }
     /// XMP that ImageMagick 6's ping does not find where the format keeps it. Default: none.
     var xmpBesideProfiles: Data? { get }
 }
@@ -116,6 +121,8 @@ extension FormatReader {
     }
 
     var exifBesideProfiles: Data? { nil }
+
+    var decodedFacts: ImageFacts { [:] }
 
     var xmpBesideProfiles: Data? { nil }
 

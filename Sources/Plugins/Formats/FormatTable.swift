@@ -61,7 +61,7 @@ enum FormatTable {
         .magick("jp2", [.jp2, .j2k]), .magick("pnm", [.pnm]), .magick("tga", [.tga]), .magick("pcx", [.pcx, .dcx]),
         .magick("psd", [.psd, .psb]), .magick("sgi", [.sgi]), .magick("sun", [.sun]), .magick("dds", [.dds]),
         .magick("fits", [.fits]), .magick("xbm", [.xbm]), .magick("xpm", [.xpm]),
-        SVGFormat.entry,
+        SVGFormat.entry, VideoFormat.entry,
     ]
 
     static let byFormat: [ImageFormat: FormatEntry] = Dictionary(

@@ -167,9 +167,11 @@ struct DecodeStep: Sendable {
     }
 
     /// The bytes `image` was decoded from, when its pixels are all of them: one frame, at the
-    /// size the header gives (turned upright or not), nothing damaged.
+    /// size the header gives (turned upright or not), nothing damaged, and in memory (a file the
+    /// loader left open, above its `in_place_above`, is not read whole for this: it may be a video
+    /// whose image is one frame).
     static func untouchedSource(_ image: PipelineImage, _ data: LoadedData) -> Data? {
-        guard image.degraded == nil, image.frameCount == 1, let source = image.sourceSize,
+        guard data.file == nil, image.degraded == nil, image.frameCount == 1, let source = image.sourceSize,
               image.size == source || image.size == PixelSize(width: source.height, height: source.width) else { return nil }
         return try? data.wholeData()
     }

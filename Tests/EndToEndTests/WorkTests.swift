@@ -125,6 +125,40 @@ import TestImages
         #expect(dlq == "not_an_image in/page.jpg")
     }
 
+    /// A video uploaded beside a photo gets its poster like any image: the pipeline's decoder lists
+    /// video, and the frame at 1 s of the upload becomes its thumbnail in the bucket.
+    @Test func aVideoUploadGetsItsPoster() async throws {
+        let moto = try await MotoServer.start(buckets: ["uploads"])
+        defer { moto.stop() }
+        let (events, dead) = try await setUp(moto)
+        let dir = try Fixtures.temporaryDirectory("work-video")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let clip = dir.appendingPathComponent("clip.mp4")
+        let made = try await Command.run("/usr/bin/ffmpeg", ["-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
+                                                            "testsrc2=size=320x240:rate=25", "-t", "3", "-pix_fmt", "yuv420p",
+                                                            "-c:v", "libx264", "-preset", "ultrafast", clip.path])
+        try #require(made.status == 0, "\(made.stderr)")
+        try await upload(moto, ["in/photo.jpg"])
+        _ = try await moto.boto("s3.put_object(Bucket='uploads', Key='in/clip.mp4', Body=open(args[0], 'rb').read())", [clip.path])
+        let path = dir.appendingPathComponent("posters.yaml")
+        try """
+            version: 1
+            name: posters
+            decoder: { imagemagick: { formats: [jpeg, video], frame: 1s } }
+            processors:
+              - resize: { width: 120 }
+            encoder: jpeg
+            output: { dir: "s3://uploads/out", name: "{stem}.{ext}" }
+            """.write(to: path, atomically: true, encoding: .utf8)
+        let run = try await Command.run(CLITests.binary, ["work", path.path, "--queue", events, "--dead-letter", dead, "--until-empty",
+                                                          "--progress", "none"], environment: moto.environment, directory: dir)
+        #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+        #expect(try await outputs(moto) == ["out/clip.jpg", "out/photo.jpg"])
+        let poster = dir.appendingPathComponent("poster.jpg")
+        _ = try await moto.boto("open(args[1], 'wb').write(s3.get_object(Bucket='uploads', Key='out/clip.jpg')['Body'].read())", ["", poster.path])
+        #expect(try await Identified.file(poster.path) == Identified(format: "JPEG", width: 120, height: 90))
+    }
+
     /// `--report s3://... --report-rotate`: each part uploaded as it closes, each a whole report,
     /// and `pipelinectl report` reads the parts as one run's items.
     @Test func aRotatedReportIsUploadedInParts() async throws {

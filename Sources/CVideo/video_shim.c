@@ -161,7 +161,7 @@ static int open_stream(pk_video *video, const char *codecs, pk_video_info *info,
 }
 
 pk_video *pk_video_open(void *opaque, pk_video_read read, pk_video_seek seek, const char *formats, const char *codecs,
-                        pk_video_info *info, int *kind, char *error, int error_size) {
+                        int64_t deadline_ms, pk_video_info *info, int *kind, char *error, int error_size) {
     *kind = 0;
     memset(info, 0, sizeof *info);
     av_log_set_level(AV_LOG_QUIET);
@@ -170,6 +170,7 @@ pk_video *pk_video_open(void *opaque, pk_video_read read, pk_video_seek seek, co
     video->opaque = opaque;
     video->read = read;
     video->seek = seek;
+    video->deadline_ms = deadline_ms;
     unsigned char *buffer = av_malloc(65536);
     video->io = buffer ? avio_alloc_context(buffer, 65536, 0, video, io_read, NULL, io_seek) : NULL;
     video->format = avformat_alloc_context();
@@ -192,13 +193,13 @@ pk_video *pk_video_open(void *opaque, pk_video_read read, pk_video_seek seek, co
     if (result < 0) {
         // avformat_open_input freed the context; the I/O is ours.
         video->format = NULL;
-        say(error, error_size, "not a video this build reads", result);
+        say(error, error_size, interrupted(video) ? "reading the header ran past its time limit" : "not a video this build reads", result);
         pk_video_close(video);
         return NULL;
     }
     result = avformat_find_stream_info(video->format, NULL);
     if (result < 0) {
-        say(error, error_size, "reading the streams", result);
+        say(error, error_size, interrupted(video) ? "reading the streams ran past its time limit" : "reading the streams", result);
         pk_video_close(video);
         return NULL;
     }

@@ -32,9 +32,10 @@ typedef struct {
 /// Opens a video through `read` and `seek` only, with one of `formats` (libavformat's demuxer
 /// names, comma-separated), and finds its first video stream and a decoder among `codecs`
 /// (libavcodec's codec names, comma-separated). NULL on failure, with why in `error` and, in
-/// `kind`, 1 for "no video stream", 2 for "codec not allowed", 0 for anything else.
+/// `kind`, 1 for "no video stream", 2 for "codec not allowed", 0 for anything else. Reading the
+/// header stops at `deadline_ms` (a CLOCK_MONOTONIC time in ms, 0 for none).
 pk_video *pk_video_open(void *opaque, pk_video_read read, pk_video_seek seek, const char *formats, const char *codecs,
-                        pk_video_info *info, int *kind, char *error, int error_size);
+                        int64_t deadline_ms, pk_video_info *info, int *kind, char *error, int error_size);
 
 /// Decodes the first frame shown at or after `seconds` (from the keyframe before it), turned
 /// upright and scaled to `width` x `height` as RGB, 3 bytes a pixel, into `rgb`. `frame_time`

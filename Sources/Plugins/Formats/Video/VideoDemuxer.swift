@@ -86,7 +86,7 @@ final class VideoDemuxer: @unchecked Sendable {
     /// Opens `bytes`, reading the container's header and finding the video stream. Throws
     /// `decode_failed` for a file that is not such a video or has no video stream,
     /// `unsupported_format` for a codec that is not allowed, and what ``VideoBytes`` refused.
-    init(_ bytes: VideoBytes) throws {
+    init(_ bytes: VideoBytes, deadline: Int64 = 0) throws {
         self.bytes = bytes
         var info = pk_video_info()
         var kind: Int32 = 0
@@ -98,10 +98,10 @@ final class VideoDemuxer: @unchecked Sendable {
         let seek: pk_video_seek = { opaque, offset in
             Unmanaged<VideoBytes>.fromOpaque(opaque!).takeUnretainedValue().seek(offset)
         }
-        guard let handle = pk_video_open(opaque, read, seek, Self.formats, Self.codecs, &info, &kind, &error, Int32(error.count)) else {
+        guard let handle = pk_video_open(opaque, read, seek, Self.formats, Self.codecs, deadline, &info, &kind, &error, Int32(error.count)) else {
             if let failure = bytes.failure { throw failure }
             let message = "video: " + Self.text(error)
-            throw PipelineError(kind == 2 ? .unsupportedFormat : .decodeFailed, message)
+            throw PipelineError(kind == 2 ? .unsupportedFormat : message.contains("time limit") ? .timeout : .decodeFailed, message)
         }
         self.handle = handle
         self.info = info

@@ -29,7 +29,7 @@ enum VideoFormat {
         .size("max_video_read", default: "512MB", min: "1MB", max: "64GB",
               doc: "Most bytes of a video read to make its image (the header, the index and the frames decoded); more fails as too_large. A poster needs a small part of a long video.")
             .example("64MB"),
-        .duration("max_decode_time", default: "60s", doc: "Longest a video's frames may take to decode; longer fails as timeout.")
+        .duration("max_decode_time", default: "60s", doc: "Longest a video's header, and then its frames, may take to read and decode; longer fails as timeout.")
             .example("10s"),
     ]
 
@@ -37,8 +37,8 @@ enum VideoFormat {
     /// from the bytes' own size and a keyframe. Small and bounded: at most 64x64 frames, 2 s.
     @Sendable static func fuzz(_ data: Data) {
         let bytes = VideoBytes(.memory(data), limit: 8 << 20)
-        guard let video = try? VideoDemuxer(bytes) else { return }
         let deadline = pk_video_now_ms() + 2000
+        guard let video = try? VideoDemuxer(bytes, deadline: deadline) else { return }
         _ = try? video.frame(at: Double(data.count % 7), size: PixelSize(width: 32, height: 24), deadline: deadline)
         _ = try? video.nextKeyframe(size: PixelSize(width: 16, height: 16), deadline: deadline)
     }

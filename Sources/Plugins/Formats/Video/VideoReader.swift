@@ -22,7 +22,7 @@ struct VideoReader: FormatReader {
         self.settings = settings
         data = loaded.data.prefix(64 << 10)
         let bytes = VideoBytes(loaded.file.map { .file($0) } ?? .memory(loaded.data), limit: settings.maxRead)
-        video = try VideoDemuxer(bytes)
+        video = try VideoDemuxer(bytes, deadline: pk_video_now_ms() + Int64(settings.maxDecodeTime * 1000))
         if let duration = video.duration, duration > settings.maxDuration {
             throw PipelineError(.tooLarge, "video: \(Self.clock(duration)) long, over max_duration \(Self.clock(settings.maxDuration))")
         }

@@ -120,6 +120,12 @@ import TestImages
         #expect(strip.width == 640 && strip.height == 480, "\(strip.width)x\(strip.height)")
         guard case .object(let laid)? = strip.facts["poster"], case .list(let times)? = laid["times"] else { Issue.record("no strip facts"); return }
         #expect(times.count == 4)
+        // The map form of a time, and a frame that names two ways, refused when the decoder is made.
+        let at = try decoder(["frame": .map(["at": .number(1)])]).decode(LoadedData(data: data), hint: DecodeHint())
+        guard case .object(let chosen)? = at.facts["poster"], case .number(let when)? = chosen["time"] else { Issue.record("no poster facts"); return }
+        #expect(abs(when - 1) < 0.021 && chosen["rule"] == .string("at"), "\(chosen)")
+        #expect(throws: PipelineError.self) { try decoder(["frame": .map(["at": .number(1), "best_of": .int(2)])]) }
+        #expect(throws: PipelineError.self) { try decoder(["frame": .map(["columns": .int(2)])]) }
         // Under a 100 px box the frames are scaled while converted, with the resize's headroom.
         let small = try decoder(["frame": .number(1)]).decode(LoadedData(data: data), hint: hint)
         // (A fill: both sides keep twice the 100 px box.)

@@ -122,23 +122,27 @@ final class VideoDemuxer: @unchecked Sendable {
     /// The frame shown at `seconds` (the first at or after it; the last when the video is
     /// shorter), upright, scaled to `size`, and its time.
     func frame(at seconds: Double, size: PixelSize, deadline: Int64) throws -> (pixels: RGB8Pixels, time: Double) {
-        var rgb = [UInt8](repeating: 0, count: size.width * size.height * 3)
-        var time = 0.0
-        var error = [CChar](repeating: 0, count: 256)
-        let status = rgb.withUnsafeMutableBufferPointer {
-            pk_video_frame_at(handle, seconds, Int32(size.width), Int32(size.height), $0.baseAddress, &time, deadline, &error, Int32(error.count))
-        }
-        guard status == 0 else { throw failure(error) }
-        return (RGB8Pixels(width: size.width, height: size.height, hasAlpha: false, bytes: rgb), time)
+        try decoded(size) { rgb, time, error, count in
+            pk_video_frame_at(handle, seconds, Int32(size.width), Int32(size.height), rgb, time, deadline, error, count) == 0 ? 1 : -1
+        }!
     }
 
     /// The next keyframe, decoded alone, upright and scaled to `size`; nil at the end.
     func nextKeyframe(size: PixelSize, deadline: Int64) throws -> (pixels: RGB8Pixels, time: Double)? {
+        try decoded(size) { rgb, time, error, count in
+            pk_video_next_keyframe(handle, Int32(size.width), Int32(size.height), rgb, time, deadline, error, count)
+        }
+    }
+
+    /// What one of the shim's decodes (1: a frame, 0: none left, -1: an error) made at `size`.
+    private func decoded(_ size: PixelSize, _ decode: (UnsafeMutablePointer<UInt8>, UnsafeMutablePointer<Double>, UnsafeMutablePointer<CChar>, Int32) -> Int32)
+        throws -> (pixels: RGB8Pixels, time: Double)? {
         var rgb = [UInt8](repeating: 0, count: size.width * size.height * 3)
         var time = 0.0
         var error = [CChar](repeating: 0, count: 256)
-        let status = rgb.withUnsafeMutableBufferPointer {
-            pk_video_next_keyframe(handle, Int32(size.width), Int32(size.height), $0.baseAddress, &time, deadline, &error, Int32(error.count))
+        let count = Int32(error.count)
+        let status = rgb.withUnsafeMutableBufferPointer { pixels in
+            error.withUnsafeMutableBufferPointer { decode(pixels.baseAddress!, &time, $0.baseAddress!, count) }
         }
         if status == 0 { return nil }
         guard status == 1 else { throw failure(error) }

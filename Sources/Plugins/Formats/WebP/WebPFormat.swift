@@ -57,29 +57,29 @@ enum WebPFormat {
 
     /// The payload of the first chunk `fourCC` of a RIFF file (WebP), walking chunk by chunk.
     static func chunk(_ fourCC: String, in data: Data) -> Data? {
-        let wanted = Array(fourCC.utf8)
-        var at = data.startIndex + 12
+        chunks(in: data).found.first { $0.type == fourCC }.map { Data(data[$0.body]) }
+    }
+
+    /// The container's chunks in order, each its type and where its contents lie; `whole` is
+    /// false when a chunk runs past the end (the chunks before it are listed).
+    static func chunks(in data: Data) -> (found: [(type: String, body: Range<Int>)], whole: Bool) {
+        var found: [(type: String, body: Range<Int>)] = [], at = data.startIndex + 12
         while at + 8 <= data.endIndex {
             let size = Int(data[at + 4]) | Int(data[at + 5]) << 8 | Int(data[at + 6]) << 16 | Int(data[at + 7]) << 24
-            guard size <= data.endIndex - at - 8 else { return nil }
-            if Array(data[at..<(at + 4)]) == wanted { return Data(data[(at + 8)..<(at + 8 + size)]) }
+            guard size <= data.endIndex - at - 8 else { return (found, false) }
+            found.append((String(decoding: data[at..<(at + 4)], as: UTF8.self), (at + 8)..<(at + 8 + size)))
             at += 8 + size + size % 2
         }
-        return nil
+        return (found, true)
     }
 
     /// `data`, an animated WebP, with its last frame's duration (24 bits in its `ANMF` chunk) set so
     /// that all frames last `total` milliseconds; as it was when the others already take that long.
     static func settingLastFrameDuration(_ data: Data, total: Int) -> Data {
-        var frames: [Int] = [], at = data.startIndex + 12
-        while at + 8 <= data.endIndex {
-            let size = Int(data[at + 4]) | Int(data[at + 5]) << 8 | Int(data[at + 6]) << 16 | Int(data[at + 7]) << 24
-            guard size <= data.endIndex - at - 8 else { return data }
-            if data[at..<(at + 4)].elementsEqual("ANMF".utf8), size >= 16 { frames.append(at + 8 + 12) }
-            at += 8 + size + size % 2
-        }
+        let (found, whole) = chunks(in: data)
+        let frames = found.filter { $0.type == "ANMF" && $0.body.count >= 16 }.map { $0.body.lowerBound + 12 }
         let duration = { (at: Int) in Int(data[at]) | Int(data[at + 1]) << 8 | Int(data[at + 2]) << 16 }
-        guard let last = frames.last else { return data }
+        guard whole, let last = frames.last else { return data }
         let rest = total - frames.dropLast().map(duration).reduce(0, +)
         guard rest > 0, rest < 1 << 24 else { return data }
         var out = data

@@ -18,8 +18,9 @@ APT_PACKAGES = pkg-config libdlib-dev libmagickwand-6.q16-dev libxml2-dev libjxl
 TEST_PACKAGES = chromium wrk libheif-examples libavif-bin webp libjxl-tools ffmpeg libimage-exiftool-perl libjpeg-turbo-progs curl python3-opencv opencv-data
 SLURM_PACKAGES = slurmctld slurmd slurm-client munge
 # PostgreSQL 15, started by the queue tests as a user they create (initdb refuses root); Varnish 7.1
-# with varnish-modules (xkey), which the CDN tests put in front of serve.
-SERVICE_PACKAGES = $(SLURM_PACKAGES) postgresql-15 varnish varnish-modules
+# with varnish-modules (xkey), which the CDN tests put in front of serve; nginx, the web server a
+# 2-hour film is read from by range (its access log counts the bytes sent).
+SERVICE_PACKAGES = $(SLURM_PACKAGES) postgresql-15 varnish varnish-modules nginx
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # The source revision `pipelinectl --version`, every report and the image's labels name (Package.swift
 # reads it). Set it yourself when building from a tarball.

@@ -29,7 +29,9 @@ extension LoadedData {
     /// Lower-case hex of the SHA-256 of the whole body: ``data``, or the file left open, read in
     /// 1 MiB pieces (a file that cannot be read hashes as its path and size, and its decode fails).
     /// Reads the disk for a file: call it off Swift's shared threads.
+    /// A body read by range is never read whole for this: it hashes as its name, validator and size.
     public func bodyDigest() -> String {
+        if let ranged { return Hashing.sha256Hex("ranged:\(ranged.name):\(ranged.validator):\(ranged.size)") }
         guard let file else { return Hashing.sha256Hex(data) }
         var hasher = SHA256()
         var offset = 0

@@ -14,7 +14,7 @@ extension PipelineRunner {
             try await self.loading.load(plan)
         }
         tracker.enter(.encode)
-        var outcome = ItemOutcome(planned: plan.planned, bytesIn: made.loaded?.data.byteCount ?? 0,
+        var outcome = ItemOutcome(planned: plan.planned, bytesIn: made.loaded?.data.bytesLoaded ?? 0,
                                   cacheData: made.loaded?.cache ?? .off, cacheImage: made.cacheImage, timings: made.timings,
                                   degraded: made.degraded)
         outcome.sourceIdentity = made.sourceIdentity
@@ -90,7 +90,7 @@ extension PipelineRunner {
         let made = try await making.images(plan, needed: Array(variants.indices), preloaded: preloaded, digest: nil, tracker: tracker) {
             try await self.loading.load(plan)
         }
-        var outcome = ItemOutcome(planned: plan.planned, bytesIn: made.loaded?.data.byteCount ?? 0,
+        var outcome = ItemOutcome(planned: plan.planned, bytesIn: made.loaded?.data.bytesLoaded ?? 0,
                                   cacheData: made.loaded?.cache ?? .off, cacheImage: made.cacheImage, timings: made.timings,
                                   degraded: made.degraded)
         outcome.sourceIdentity = made.sourceIdentity
@@ -168,7 +168,7 @@ extension PipelineRunner {
             }
             return header()
         }
-        var outcome = ItemOutcome(planned: plan.planned, bytesIn: loaded.data.byteCount, cacheData: loaded.cache)
+        var outcome = ItemOutcome(planned: plan.planned, bytesIn: loaded.data.bytesLoaded, cacheData: loaded.cache)
         outcome.facts = facts
         outcome.delivery = .factsOnly
         outcome.timings.load = loaded.milliseconds

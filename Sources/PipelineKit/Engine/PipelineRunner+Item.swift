@@ -300,7 +300,7 @@ extension PipelineRunner {
     func fetch(_ plan: ItemPlan) async throws -> ItemOutcome {
         let loaded = try await loading.load(plan)
         var outcome = ItemOutcome()
-        outcome.bytesIn = loaded.data.byteCount
+        outcome.bytesIn = loaded.data.bytesLoaded
         outcome.cacheData = loaded.cache
         outcome.timings.load = loaded.milliseconds
         return outcome

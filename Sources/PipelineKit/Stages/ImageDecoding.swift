@@ -76,12 +76,20 @@ public protocol ImageDecoding: Sendable {
     /// first bytes in `data`) and reads what it needs from the file itself. Default: `false`: the
     /// engine reads such a file whole before calling ``prepare(_:hint:)``.
     var readsLocalFiles: Bool { get }
+
+    /// Whether this decoder takes a body read by range (``LoadedData/ranged``, with only the first
+    /// bytes in `data`) and reads the parts it needs itself, blocking its thread while they are
+    /// fetched (``prepare(_:hint:)`` is then called on an I/O thread). Default: `false`: the
+    /// engine fetches such a body whole first.
+    var readsRanges: Bool { get }
 }
 
 extension ImageDecoding {
     public func estimatedMemory(_ data: LoadedData, hint: DecodeHint) -> Int? { nil }
 
     public var readsLocalFiles: Bool { false }
+
+    public var readsRanges: Bool { false }
 
     public func prepare(_ data: LoadedData, hint: DecodeHint) throws -> PreparedDecode {
         PreparedDecode(estimatedMemory: estimatedMemory(data, hint: hint)) { try decode(data, hint: hint) }

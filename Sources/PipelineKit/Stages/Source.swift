@@ -135,6 +135,12 @@ public struct LoadedData: Sendable {
     /// files in place (``ImageDecoding/readsLocalFiles``) reads the rest as it needs it. The
     /// engine reads the whole file for any other decoder.
     public var file: LocalFile?
+    /// A remote body left unread but for its first bytes (in ``data``): the loader fetches the
+    /// parts a decoder asks for, by range (the `http` and `s3` loaders do so for a large video,
+    /// whose poster needs a few megabytes of it). A decoder that reads ranges
+    /// (``ImageDecoding/readsRanges``) reads it in place; the engine reads it whole for any other,
+    /// within the loader's limits. Never stored in the data cache.
+    public var ranged: (any RangedBody)?
 
     public init(data: Data, contentType: String? = nil, finalURL: String? = nil,
                 directives: CacheDirectives = CacheDirectives()) {
@@ -150,29 +156,84 @@ public struct LoadedData: Sendable {
         self.file = file
     }
 
-    /// The size of the body in bytes (the file's, when it was left in place).
-    public var byteCount: Int { file?.size ?? data.count }
+    /// A body read by range on demand (``ranged``), with its first bytes `head` already read.
+    public init(ranged body: any RangedBody, head: Data, contentType: String? = nil, finalURL: String? = nil,
+                directives: CacheDirectives = CacheDirectives()) {
+        self.init(data: head, contentType: contentType, finalURL: finalURL, directives: directives)
+        ranged = body
+    }
 
-    /// The whole body: ``data``, or the file read whole.
+    /// Whether only the first bytes are in ``data`` (the rest in a file or read by range).
+    public var isPartial: Bool { file != nil || ranged != nil }
+
+    /// The size of the body in bytes (the file's, when it was left in place).
+    public var byteCount: Int { file?.size ?? ranged?.size ?? data.count }
+
+    /// The bytes taken from the source so far: the body's size, or for a body read by range its
+    /// first bytes and the ranges fetched (what the report's `bytes_in` counts).
+    public var bytesLoaded: Int { ranged.map { data.count + $0.bytesFetched } ?? byteCount }
+
+    /// The whole body: ``data``, or the file read whole, or every range fetched.
     public func wholeData() throws -> Data {
+        if let ranged {
+            guard ranged.size <= ranged.largestWhole else {
+                throw PipelineError(.tooLarge, "\(ranged.name) is \(Units.formatSize(ranged.size)), over the loader's max_bytes "
+                    + "(\(Units.formatSize(ranged.largestWhole))) for a body read whole; only a video is read by range")
+            }
+            return try ranged.read(at: 0, count: ranged.size)
+        }
         guard let file else { return data }
         return try file.read(at: 0, count: file.size)
     }
 
-    /// The same, with the whole body in ``data`` and no ``file``.
+    /// The same, with the whole body in ``data`` and no ``file`` or ``ranged``.
     public func whole() throws -> LoadedData {
-        guard file != nil else { return self }
+        guard isPartial else { return self }
         var copy = self
         copy.data = try wholeData()
         copy.file = nil
+        copy.ranged = nil
         return copy
     }
 
-    /// ``whole()`` from async code: a file is read on the I/O threads (``WorkerPool/io``).
+    /// ``whole()`` from async code: a file is read, or a body fetched, on the I/O threads
+    /// (``WorkerPool/io``).
     public func readWhole() async throws -> LoadedData {
-        guard file != nil else { return self }
+        guard isPartial else { return self }
         let open = self
         return try await WorkerPool.io.run { try open.whole() }
+    }
+}
+
+/// A body read by range, on demand, from wherever the loader found it (the `http` loader's final
+/// URL, an S3 object): only the parts asked for are fetched, each checked to be of the same
+/// content (its validator) as the first. Safe to read from several threads at once.
+public protocol RangedBody: Sendable {
+    /// The body's size in bytes, from the first answer.
+    var size: Int { get }
+    /// What to name it by in messages (its URL).
+    var name: String { get }
+    /// What identifies this content (its `ETag`, or else `Last-Modified`, and size).
+    var validator: String { get }
+    /// Bytes fetched so far (a block fetched twice counts twice).
+    var bytesFetched: Int { get }
+    /// The most that may be fetched whole, for a decoder that does not read ranges (the loader's
+    /// `max_bytes`).
+    var largestWhole: Int { get }
+    /// Reads `count` bytes from `offset` into `buffer` (fewer only at the end), blocking the
+    /// calling thread while they are fetched: how many it read. Throws the fetch's failure (the
+    /// content changed, the server stopped answering ranges, the network) as a ``PipelineError``.
+    func read(at offset: Int, count: Int, into buffer: UnsafeMutableRawPointer) throws -> Int
+}
+
+extension RangedBody {
+    /// `count` bytes from `offset` (fewer at the end).
+    public func read(at offset: Int, count: Int) throws -> Data {
+        let wanted = max(0, min(count, size - offset))
+        var data = Data(count: wanted)
+        let got = try data.withUnsafeMutableBytes { raw in wanted > 0 ? try read(at: offset, count: wanted, into: raw.baseAddress!) : 0 }
+        if got < wanted { data.count = got }
+        return data
     }
 }
 

@@ -110,6 +110,8 @@ public struct ImageMagickDecoder: ImageDecoding {
     public func prepare(_ loaded: LoadedData, hint: DecodeHint) throws -> PreparedDecode {
         guard loaded.byteCount > 0 else { throw PipelineError(.decodeFailed, "empty input (0 bytes)") }
         let format = try self.format(of: loaded)
+        // Only a video is read by range; any other body the loader left so is fetched whole.
+        let loaded = loaded.ranged != nil && !format.isVideo ? try loaded.whole() : loaded
         let reader: any FormatReader
         do { reader = try Self.reader(format, loaded, settings: settings) } catch {
             throw Self.named(error, format)
@@ -134,6 +136,10 @@ public struct ImageMagickDecoder: ImageDecoding {
     /// TIFF and PNG are read from a local file in place, JPEG whole when it decodes; the other formats
     /// read it whole with the header.
     public var readsLocalFiles: Bool { true }
+
+    /// A video is read by range (its header, then the parts of its stream a poster needs); any
+    /// other format's body is fetched whole first.
+    public var readsRanges: Bool { true }
 
     /// A decode failure named by the format the content was read as (libheif names HEIF for both of its).
     static func named(_ error: any Error, _ format: ImageFormat) -> any Error {

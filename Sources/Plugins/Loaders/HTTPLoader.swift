@@ -24,6 +24,10 @@ public struct HTTPLoader: DataLoading {
                 .size("low_speed_bytes", default: "0B", doc: "Abort a transfer slower than this many bytes a second for low_speed_time (0: off)."),
                 .duration("low_speed_time", default: "30s", min: "1s", max: "1h", doc: "How long a transfer may stay below low_speed_bytes."),
                 .size("max_bytes", default: "50MB", min: "1B", doc: "Largest body accepted (after Content-Encoding is undone); checked from Content-Length and while streaming."),
+                .size("ranges_above", default: "16MB", min: "0B",
+                      doc: "A video larger than this is not fetched whole: after its first 64 KiB the transfer stops, and the decoder fetches by range only the parts it needs (a poster at 1h of a 2-hour film reads a few megabytes). Needs a server that answers ranges (Accept-Ranges: bytes) and pins the content with a strong ETag or a Last-Modified; each range is sent with If-Match (or If-Unmodified-Since), to the final URL only, without redirects. Such a body is never stored in the data cache. Other bodies are read whole as before."),
+                .size("max_ranged_bytes", default: "64GB", min: "0B",
+                      doc: "Largest body read by range (the decoder's max_video_read bounds what is read of it); 0B: never read by range."),
                 .int("max_redirects", default: 5, range: 0...50, doc: "Redirects followed before failing as too_many_redirects."),
                 .int("max_concurrent", default: 8, range: 1...512, doc: "Transfers running at once."),
                 .int("max_per_host", default: 0, range: 0...512, doc: "Connections to one host at once (0: only max_concurrent applies)."),
@@ -75,6 +79,12 @@ public struct HTTPLoader: DataLoading {
         var attempts: Int
         var backoff: Double
         var maxDelay: Double
+
+        /// The wait after the `attempt`-th failed: doubling from `backoff`, with jitter, at most
+        /// `maxDelay`, at least the server's Retry-After.
+        func delay(after attempt: Int, retryAfter: Double?) -> Double {
+            max(min(maxDelay, backoff * pow(2, Double(attempt - 1))) * Double.random(in: 0.5...1.0), retryAfter ?? 0)
+        }
     }
 
     init(options: PluginOptions, environment: [String: String]) throws {
@@ -102,6 +112,9 @@ public struct HTTPLoader: DataLoading {
         policy.lowSpeedTime = options.seconds("low_speed_time")!
         policy.maxBytes = options.bytes("max_bytes")!
         policy.maxRedirects = options.int("max_redirects")!
+        if let most = options.bytes("max_ranged_bytes"), most > 0 {
+            policy.ranges = RangedHeadRule(above: options.bytes("ranges_above")!, maxSize: most)
+        }
         policy.userAgent = options.string("user_agent")!
         for (name, value) in options.map("headers") ?? [:] {
             guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
@@ -268,6 +281,9 @@ public struct HTTPLoader: DataLoading {
                 if response.notModified, let conditional {
                     return .notModified(conditional.updated(by: response.directives))
                 }
+                if let size = response.rangedSize {
+                    return .modified(try ranged(response, size: size, source: source, policy: policy))
+                }
                 let body = response.isContinuation ? partial + response.body : response.body
                 var loaded = LoadedData(data: body, contentType: response.contentType, finalURL: response.effectiveURL,
                                         directives: response.directives)
@@ -289,8 +305,7 @@ public struct HTTPLoader: DataLoading {
                     if attempt > 1 { failure.error.message += " (after \(attempt) attempts)" }
                     throw failure.error
                 }
-                let backoff = min(retry.maxDelay, retry.backoff * pow(2, Double(attempt - 1))) * Double.random(in: 0.5...1.0)
-                let delay = max(backoff, failure.retryAfter ?? 0)
+                let delay = retry.delay(after: attempt, retryAfter: failure.retryAfter)
                 if let after = failure.retryAfter, after > retry.maxDelay {
                     failure.error.message += " (Retry-After \(Int(after))s exceeds retry_max_delay)"
                     throw failure.error
@@ -298,6 +313,26 @@ public struct HTTPLoader: DataLoading {
                 try await Task.sleep(for: .seconds(delay))
             }
         }
+    }
+
+    /// A body left to be read by range: its first bytes checked as any body's, the rest fetched
+    /// from the final URL as the decoder asks, each range retried as a load is.
+    func ranged(_ response: TransferResponse, size: Int, source: Source, policy: TransferPolicy) throws -> LoadedData {
+        let url = response.effectiveURL ?? source.text
+        let directives = response.directives
+        guard let validator = RangeRequest.validator(etag: directives.etag, lastModified: directives.lastModified) else {
+            throw PipelineError(.httpStatus, "\(url): no validator to read it by range")
+        }
+        let (engine, retry) = (self.engine, self.retry)
+        let body = BlockRangedBody(size: size, name: url, validator: validator, largestWhole: policy.maxBytes) { request in
+            try retryingOnThisThread(attempts: retry.attempts, delay: { min(retry.maxDelay, retry.delay(after: $0, retryAfter: $1.retryAfter)) }) {
+                engine.performWaiting(CurlTransfer(url: url, policy: policy, range: request)).map(\.body)
+            }
+        }
+        var loaded = LoadedData(ranged: body, head: response.body, contentType: response.contentType,
+                                finalURL: response.effectiveURL, directives: directives)
+        loaded.sniffed = try checkIsImage(response.body, contentType: response.contentType)
+        return loaded
     }
 
     /// Rejects bodies that are not images: a Content-Type outside `accept`, or bytes that are

@@ -87,6 +87,8 @@ struct S3Object: Sendable {
     var size: Int?
     /// User metadata (`x-amz-meta-NAME`), by lower-case NAME.
     var metadata: [String: String] = [:]
+    /// Set when only the first bytes are in `data`: the object is to be read by range.
+    var rangedSize: Int? = nil
 }
 
 /// How a PUT with `If-None-Match: *` ended.
@@ -107,10 +109,11 @@ final class S3Client: Sendable {
     let attempts: Int
     private let engine: CurlTransferEngine
 
-    init(settings: S3Settings, maxBytes: Int = 1 << 30, timeout: Double = 120, attempts: Int = 4) {
+    init(settings: S3Settings, maxBytes: Int = 1 << 30, timeout: Double = 120, attempts: Int = 4, ranges: RangedHeadRule? = nil) {
         self.settings = settings
         var policy = TransferPolicy()
         policy.maxBytes = maxBytes
+        policy.ranges = ranges
         policy.timeout = timeout
         policy.maxRedirects = 0
         // The endpoint is the user's own configuration: a store on loopback or a private network is normal.
@@ -205,6 +208,8 @@ final class S3Client: Sendable {
         var status: Int
         var body: Data
         var headers: [String: String]
+        /// The object's size when only its first bytes were read, the rest to be read by range.
+        var rangedSize: Int? = nil
     }
 }
 
@@ -213,7 +218,8 @@ extension S3Object {
         var metadata: [String: String] = [:]
         for (name, value) in response.headers where name.hasPrefix("x-amz-meta-") { metadata[String(name.dropFirst(11))] = value }
         self.init(data: response.body, contentType: response.headers["content-type"], etag: response.headers["etag"],
-                  size: response.headers["content-length"].flatMap { Int($0) }, metadata: metadata)
+                  size: response.rangedSize ?? response.headers["content-length"].flatMap { Int($0) }, metadata: metadata)
+        rangedSize = response.rangedSize
     }
 }
 
@@ -226,16 +232,11 @@ extension S3Client {
         var attempt = 0
         while true {
             attempt += 1
-            let (url, host, path) = address(object, query: query)
-            var all = headers
-            let signed = SigV4.sign(method: method, host: host, path: path, query: query, headers: headers,
-                                    payloadHash: SigV4.payloadHash(body ?? Data()), credentials: settings.credentials,
-                                    region: settings.region, date: Date())
-            for (name, value) in signed { all[name] = value }
-            let transfer = CurlTransfer(url: url, policy: policy, request: RequestSpec(method: method, headers: all, body: body))
+            let transfer = signed(method, object, query: query, headers: headers, body: body)
             do {
                 let response = try await engine.perform(transfer)
-                return Response(status: response.status, body: response.body, headers: transfer.responseHeaders)
+                return Response(status: response.status, body: response.body, headers: transfer.responseHeaders,
+                                rangedSize: response.rangedSize)
             } catch let failure as TransferFailure {
                 if answered.contains(failure.status) {
                     return Response(status: failure.status, body: failure.partial, headers: transfer.responseHeaders)
@@ -243,6 +244,33 @@ extension S3Client {
                 let error = Self.describe(failure, method: method, object: object)
                 guard failure.retryable || Self.isSlowDown(failure), attempt < attempts else { throw error }
                 try await Task.sleep(for: .seconds(min(8, 0.2 * pow(2, Double(attempt - 1))) * Double.random(in: 0.5...1)))
+            }
+        }
+    }
+
+    /// One request signed now (a retry is signed again).
+    func signed(_ method: String, _ object: S3Location, query: [(String, String)] = [], headers: [String: String] = [:],
+                body: Data? = nil, range: RangeRequest? = nil) -> CurlTransfer {
+        let (url, host, path) = address(object, query: query)
+        var all = headers
+        let signed = SigV4.sign(method: method, host: host, path: path, query: query, headers: headers,
+                                payloadHash: SigV4.payloadHash(body ?? Data()), credentials: settings.credentials,
+                                region: settings.region, date: Date())
+        for (name, value) in signed { all[name] = value }
+        return CurlTransfer(url: url, policy: policy, request: RequestSpec(method: method, headers: all, body: body), range: range)
+    }
+
+    /// The object's body to be read by range from its first answer: each range a signed GET with
+    /// `If-Match` its ETag, retried as other requests are, blocking the reading thread.
+    func rangedBody(_ object: S3Location, _ first: S3Object, size: Int) throws -> BlockRangedBody {
+        guard let validator = RangeRequest.validator(etag: first.etag, lastModified: nil) else {
+            throw PipelineError(.httpStatus, "s3://\(object.bucket)/\(object.key): no ETag to read it by range")
+        }
+        let attempts = self.attempts
+        return BlockRangedBody(size: size, name: "s3://\(object.bucket)/\(object.key)", validator: validator,
+                               largestWhole: policy.maxBytes) { [self] request in
+            try retryingOnThisThread(attempts: attempts, delay: { attempt, _ in min(8, 0.2 * pow(2, Double(attempt - 1))) * Double.random(in: 0.5...1) }) {
+                engine.performWaiting(signed("GET", object, range: request)).map(\.body)
             }
         }
     }

@@ -12,6 +12,10 @@ public struct S3Loader: DataLoading {
                 .int("max_concurrent", default: 16, range: 1...512, doc: "Requests running at once."),
                 .duration("timeout", default: "60s", min: "1ms", max: "1d", doc: "Longest time for one request."),
                 .int("retry_attempts", default: 4, range: 1...20, doc: "Attempts in all for 5xx, SlowDown and broken connections."),
+                .size("ranges_above", default: "16MB", min: "0B",
+                      doc: "A video object larger than this is not fetched whole: after its first 64 KiB the GET stops, and the decoder fetches by range (signed GETs with If-Match its ETag) only the parts it needs. Never stored in the data cache."),
+                .size("max_ranged_bytes", default: "64GB", min: "0B",
+                      doc: "Largest object read by range (the decoder's max_video_read bounds what is read of it); 0B: never read by range."),
             ] + S3Settings.options),
         schemes: ["s3"]
     ) { options in try S3Loader(options: options, environment: ProcessInfo.processInfo.environment) }
@@ -22,9 +26,11 @@ public struct S3Loader: DataLoading {
     public let maxConcurrentLoads: Int
 
     init(options: PluginOptions, environment: [String: String]) throws {
+        let most = options.bytes("max_ranged_bytes") ?? 0
         client = S3Client(settings: try S3Settings(options: options, environment: environment),
                           maxBytes: options.bytes("max_bytes")!, timeout: options.seconds("timeout")!,
-                          attempts: options.int("retry_attempts")!)
+                          attempts: options.int("retry_attempts")!,
+                          ranges: most > 0 ? RangedHeadRule(above: options.bytes("ranges_above")!, maxSize: most) : nil)
         maxConcurrentLoads = options.int("max_concurrent")!
     }
 
@@ -36,7 +42,11 @@ public struct S3Loader: DataLoading {
         guard let object = try await client.get(location) else {
             throw PipelineError(.notFound, "\(source.text): no such object")
         }
-        return LoadedData(data: object.data, contentType: object.contentType,
-                          directives: CacheDirectives(httpHeaders: object.etag.map { ["etag": $0] } ?? [:]))
+        let directives = CacheDirectives(httpHeaders: object.etag.map { ["etag": $0] } ?? [:])
+        if let size = object.rangedSize {
+            return LoadedData(ranged: try client.rangedBody(location, object, size: size), head: object.data,
+                              contentType: object.contentType, directives: directives)
+        }
+        return LoadedData(data: object.data, contentType: object.contentType, directives: directives)
     }
 }

@@ -122,8 +122,9 @@ struct DecodeStep: Sendable {
 
     /// `data` as the decoder takes it: a file the loader left open, for a decoder that takes
     /// bytes, read whole.
+    /// A body read by range, for a decoder that does not read ranges, is fetched whole.
     func forDecoder(_ data: LoadedData) async throws -> LoadedData {
-        guard data.file != nil, !decoder.readsLocalFiles else { return data }
+        guard (data.file != nil && !decoder.readsLocalFiles) || (data.ranged != nil && !decoder.readsRanges) else { return data }
         do { return try await data.readWhole() } catch {
             throw StepFailure.classify(error, stage: .load, kind: .io, plugin: nil)
         }
@@ -135,7 +136,7 @@ struct DecodeStep: Sendable {
                    publish: @escaping @Sendable (Result<DecodedImage, any Error>) -> Void = { _ in }) async throws -> ChainsJob {
         // The format and header are read once; the memory asked for and the decode both follow.
         let prepared: PreparedDecode
-        do { prepared = try decoder.prepare(data, hint: hint) } catch {
+        do { prepared = try await preparing(data, hint: hint) } catch {
             tracker.enter(.decode)
             let failure = StepFailure.classify(error, stage: .decode, kind: .decodeFailed, plugin: decoderName)
             publish(.failure(failure))
@@ -166,12 +167,21 @@ struct DecodeStep: Sendable {
         }
     }
 
+    /// The decoder's ``ImageDecoding/prepare(_:hint:)``: on an I/O thread for a body read by
+    /// range, whose header may take several fetches (a Swift concurrency thread is never held
+    /// waiting on the network).
+    func preparing(_ data: LoadedData, hint: DecodeHint) async throws -> PreparedDecode {
+        guard data.ranged != nil else { return try decoder.prepare(data, hint: hint) }
+        let decoder = self.decoder
+        return try await WorkerPool.io.run { try decoder.prepare(data, hint: hint) }
+    }
+
     /// The bytes `image` was decoded from, when its pixels are all of them: one frame, at the
     /// size the header gives (turned upright or not), nothing damaged, and in memory (a file the
     /// loader left open, above its `in_place_above`, is not read whole for this: it may be a video
     /// whose image is one frame).
     static func untouchedSource(_ image: PipelineImage, _ data: LoadedData) -> Data? {
-        guard data.file == nil, image.degraded == nil, image.frameCount == 1, let source = image.sourceSize,
+        guard !data.isPartial, image.degraded == nil, image.frameCount == 1, let source = image.sourceSize,
               image.size == source || image.size == PixelSize(width: source.height, height: source.width) else { return nil }
         return try? data.wholeData()
     }

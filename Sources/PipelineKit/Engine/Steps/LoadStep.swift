@@ -56,6 +56,10 @@ struct LoadStep: Sendable {
                 var data = stale!.data
                 data.directives = directives
                 return LoadedSource(data: data, cache: .revalidated, milliseconds: milliseconds)
+            case .modified(let data) where data.ranged != nil:
+                // Read by range: only the parts the decoder asks for are ever fetched, so there is
+                // no whole body to keep (the outputs and the image cache are kept as usual).
+                return LoadedSource(data: data, cache: .off, milliseconds: milliseconds)
             case .modified(let data):
                 await cache?.store(data, for: plan.key)
                 return LoadedSource(data: data, cache: cache == nil ? .off : .miss, milliseconds: milliseconds)
@@ -89,7 +93,9 @@ struct QuietCache: Sendable {
         }
     }
 
+    /// A body read by range is never stored (there is no whole body to keep).
     func store(_ data: LoadedData, for key: String, output: OutputStamp? = nil) async {
+        guard data.ranged == nil else { return }
         do { try await cache.store(data, for: key, output: output) } catch {
             logger.warning("data cache store failed", metadata: ["key": "\(key)", "error": "\(error)"])
         }

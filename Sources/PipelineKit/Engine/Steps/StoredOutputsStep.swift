@@ -93,7 +93,8 @@ struct StoredOutputsStep: Sendable {
             let originals = loading.originalsCache(plan.slot)
             await originals?.store(data, for: plan.key)
             guard try await data.readBodyDigest() == first.output?.sourceDigest else {
-                return .changed(LoadedSource(data: data, cache: originals == nil ? .off : .miss, milliseconds: milliseconds))
+                return .changed(LoadedSource(data: data, cache: originals == nil || data.ranged != nil ? .off : .miss,
+                                             milliseconds: milliseconds))
             }
             current = data.directives
         }

@@ -4,12 +4,13 @@ import MagickKit
 import PipelineKit
 
 /// The bytes of a video as libavformat reads them through our I/O alone (``VideoDemuxer``): in
-/// memory, or a local file read in place, from any offset. Counts what is read, and refuses to
+/// memory, a local file read in place, or a remote body fetched by range, from any offset. Counts what is read, and refuses to
 /// read past `limit` bytes in all (the decoder's `video.max_read`).
 final class VideoBytes: @unchecked Sendable {
     enum Storage {
         case memory(Data)
         case file(LocalFile)
+        case ranged(any RangedBody)
     }
 
     let storage: Storage
@@ -26,6 +27,7 @@ final class VideoBytes: @unchecked Sendable {
         switch storage {
         case .memory(let data): size = data.count
         case .file(let file): size = file.size
+        case .ranged(let body): size = body.size
         }
         self.limit = limit
     }
@@ -53,6 +55,16 @@ final class VideoBytes: @unchecked Sendable {
             position += got
             read += got
             return Int32(got)
+        case .ranged(let body):
+            do {
+                let got = try body.read(at: position, count: wanted, into: buffer)
+                position += got
+                read += got
+                return Int32(got)
+            } catch {
+                failure = error as? PipelineError ?? PipelineError(.network, "video: reading \(body.name) at \(position): \(error)")
+                return -1
+            }
         }
         position += wanted
         read += wanted

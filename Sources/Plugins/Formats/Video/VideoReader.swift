@@ -21,7 +21,8 @@ struct VideoReader: FormatReader {
         self.format = format
         self.settings = settings
         data = loaded.data.prefix(64 << 10)
-        let bytes = VideoBytes(loaded.file.map { .file($0) } ?? .memory(loaded.data), limit: settings.maxRead)
+        let storage: VideoBytes.Storage = if let file = loaded.file { .file(file) } else if let body = loaded.ranged { .ranged(body) } else { .memory(loaded.data) }
+        let bytes = VideoBytes(storage, limit: settings.maxRead)
         video = try VideoDemuxer(bytes, deadline: pk_video_now_ms() + Int64(settings.maxDecodeTime * 1000))
         if let duration = video.duration, duration > settings.maxDuration {
             throw PipelineError(.tooLarge, "video: \(Self.clock(duration)) long, over max_duration \(Self.clock(settings.maxDuration))")

@@ -26,6 +26,8 @@ struct TransferPolicy: Sendable {
     var hostPolicy = HostPolicy()
     /// Where the source must stay: every redirect hop is checked before it is followed.
     var boundary: SourceBoundary?
+    /// When a body is left to be read by range instead (nil: never).
+    var ranges: RangedHeadRule?
 }
 
 /// A request other than the loader's image GET (object storage): its method, headers and body.
@@ -55,6 +57,9 @@ struct TransferResponse: Sendable {
     var directives: CacheDirectives
     /// A conditional request was answered 304 Not Modified (the body is empty).
     var notModified: Bool { status == 304 }
+    /// The whole body's size, when the transfer stopped after the first bytes for the body to
+    /// be read by range (``TransferPolicy/ranges``); `body` is then only those bytes.
+    var rangedSize: Int? = nil
 }
 
 /// A failed transfer, with what a retry needs: the bytes so far and how to resume them.
@@ -83,6 +88,11 @@ final class CurlTransfer: @unchecked Sendable {
     let conditional: CacheDirectives?
     /// Set for object storage requests.
     let request: RequestSpec?
+    /// The bytes asked for, when this is a range request.
+    let range: RangeRequest?
+    /// Called on the engine's thread with the outcome, for a caller waiting on its own thread
+    /// (``CurlTransferEngine/performWaiting(_:)``).
+    var finished: (@Sendable (Result<TransferResponse, any Error>) -> Void)?
     /// Every response header of the final response, lower-case names (object storage requests only).
     var responseHeaders: [String: String] = [:]
     private var headerList: UnsafeMutablePointer<curl_slist>?
@@ -100,7 +110,18 @@ final class CurlTransfer: @unchecked Sendable {
     var cachingHeaders: [String: String] = [:]
     var retryAfter: Double?
     var contentRangeStart: Int?
+    var acceptsRanges = false
+    var contentEncoding: String?
+    /// Whether the body may be left to be read by range: decided when the headers end, then
+    /// again (`false`) when its first bytes are not what the rule takes.
+    var rangeCandidate = false
+    /// The transfer stopped after the first bytes: the body is to be read by range.
+    var switchedToRanges = false
     var exceededMaxBytes = false
+    /// A body to be read by range is larger than the rule's largest.
+    var exceededRangedSize = false
+    /// A range request was answered with a whole body.
+    var rangeRefused = false
     var blockedAddress: String?
     var blockedHost: String?
     var blockedScheme: String?
@@ -108,12 +129,13 @@ final class CurlTransfer: @unchecked Sendable {
     var currentURL: String
 
     init(url: String, policy: TransferPolicy, resume: ResumePoint? = nil, conditional: CacheDirectives? = nil,
-         request: RequestSpec? = nil) {
+         request: RequestSpec? = nil, range: RangeRequest? = nil) {
         self.url = url
         self.policy = policy
         self.resume = resume
         self.conditional = conditional
         self.request = request
+        self.range = range
         self.currentURL = url
         self.handle = curl_easy_init()!
     }
@@ -124,7 +146,16 @@ final class CurlTransfer: @unchecked Sendable {
     }
 
     /// Bytes this attempt may still receive.
-    var remainingBytes: Int { policy.maxBytes - (resume?.offset ?? 0) }
+    var remainingBytes: Int { range?.count ?? (policy.maxBytes - (resume?.offset ?? 0)) }
+
+    /// The largest Content-Length curl lets through: a body to be read by range may be larger
+    /// than `max_bytes` (the header check and the write callback hold the rest to it).
+    var largestAnnounced: Int {
+        // A range request: the status is checked first (a 200 instead of 206 fails as such).
+        if range != nil { return Int(Int32.max) }
+        guard resume == nil, let ranges = policy.ranges else { return remainingBytes }
+        return max(remainingBytes, ranges.maxSize)
+    }
 
     /// Sets every option. The transfer must stay alive until curl is done with it (the engine
     /// keeps it in its table of active transfers).
@@ -136,7 +167,7 @@ final class CurlTransfer: @unchecked Sendable {
         // Protocols, also after redirects: http and https only.
         _ = pk_easy_setopt_str(handle, CURLOPT_PROTOCOLS_STR, "http,https")
         _ = pk_easy_setopt_str(handle, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
-        _ = pk_easy_setopt_long(handle, CURLOPT_FOLLOWLOCATION, request == nil ? 1 : 0)
+        _ = pk_easy_setopt_long(handle, CURLOPT_FOLLOWLOCATION, request == nil && range == nil ? 1 : 0)
         _ = pk_easy_setopt_long(handle, CURLOPT_MAXREDIRS, policy.maxRedirects)
         _ = pk_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(policy.timeout * 1000))
         _ = pk_easy_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(policy.connectTimeout * 1000))
@@ -145,9 +176,10 @@ final class CurlTransfer: @unchecked Sendable {
             _ = pk_easy_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, max(1, Int(policy.lowSpeedTime.rounded(.up))))
         }
         // Rejects early from Content-Length; the write callback enforces it while streaming.
-        _ = pk_easy_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(remainingBytes))
-        // Every encoding curl supports; the limit applies to the decoded bytes.
-        _ = pk_easy_setopt_str(handle, CURLOPT_ACCEPT_ENCODING, "")
+        _ = pk_easy_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(largestAnnounced))
+        // Every encoding curl supports; the limit applies to the decoded bytes. A range is of
+        // the body as stored: no encoding.
+        _ = pk_easy_setopt_str(handle, CURLOPT_ACCEPT_ENCODING, range == nil ? "" : nil)
         _ = pk_easy_setopt_str(handle, CURLOPT_USERAGENT, policy.userAgent)
         if let caFile = policy.caFile { _ = pk_easy_setopt_str(handle, CURLOPT_CAINFO, caFile) }
         if let proxy = policy.proxy { _ = pk_easy_setopt_str(handle, CURLOPT_PROXY, proxy) }
@@ -166,14 +198,7 @@ final class CurlTransfer: @unchecked Sendable {
         case .bearer(let token):
             list = curl_slist_append(list, "Authorization: Bearer \(token)")
         }
-        if let conditional, resume == nil {
-            if let etag = conditional.etag { list = curl_slist_append(list, "If-None-Match: \(etag)") }
-            if let date = conditional.lastModified { list = curl_slist_append(list, "If-Modified-Since: \(date)") }
-        }
-        if let resume {
-            list = curl_slist_append(list, "Range: bytes=\(resume.offset)-")
-            list = curl_slist_append(list, "If-Range: \(resume.validator)")
-        }
+        for (name, value) in conditions { list = curl_slist_append(list, "\(name): \(value)") }
         for (name, value) in policy.headers.sorted(by: { $0.key < $1.key }) {
             list = curl_slist_append(list, "\(name): \(value)")
         }
@@ -185,6 +210,19 @@ final class CurlTransfer: @unchecked Sendable {
         _ = pk_easy_setopt_ptr(handle, CURLOPT_HEADERDATA, me)
         _ = pk_easy_setopt_opensocket(handle, curlOpenSocket)
         _ = pk_easy_setopt_ptr(handle, CURLOPT_OPENSOCKETDATA, me)
+    }
+
+    /// The conditional and range headers: a revalidation's validators, a resume's Range with
+    /// If-Range, or a range request's Range with its precondition.
+    private var conditions: [(String, String)] {
+        var headers: [(String, String)] = []
+        if let conditional, resume == nil {
+            if let etag = conditional.etag { headers.append(("If-None-Match", etag)) }
+            if let date = conditional.lastModified { headers.append(("If-Modified-Since", date)) }
+        }
+        if let resume { headers += [("Range", "bytes=\(resume.offset)-"), ("If-Range", resume.validator)] }
+        if let range { headers += [("Range", "bytes=\(range.start)-\(range.end)"), range.precondition] }
+        return headers
     }
 
     /// Method, headers and body of an object storage request. curl's own `Expect: 100-continue`
@@ -223,10 +261,12 @@ final class CurlTransfer: @unchecked Sendable {
             .failure(TransferFailure(error: PipelineError(kind, message), status: responseCode, partial: body,
                                      validator: etag ?? lastModified, retryAfter: retryAfter, retryable: retryable))
         }
-        if let blockedAddress { return fail(.blockedAddress, "refused to connect to \(blockedAddress)") }
-        if let blockedScheme { return fail(.blockedProtocol, "redirect to a \(blockedScheme): URL refused (only http and https)") }
-        if let blockedHost { return fail(.blockedAddress, "host '\(blockedHost)' is not allowed by allow_hosts/deny_hosts") }
-        if let blockedRedirect { return fail(.sourceNotAllowed, "redirect to \(blockedRedirect) refused: it is outside serve.sources") }
+        if let (kind, message) = refusal(responseCode) { return fail(kind, message) }
+        if switchedToRanges {
+            return .success(TransferResponse(status: responseCode, body: body, contentType: contentType,
+                                             effectiveURL: finalURL == url ? nil : finalURL, isContinuation: false,
+                                             directives: directives, rangedSize: contentLength))
+        }
         if exceededMaxBytes || code == CURLE_FILESIZE_EXCEEDED {
             return fail(.tooLarge, "body exceeds max_bytes (\(Units.formatSize(policy.maxBytes)))")
         }
@@ -242,12 +282,22 @@ final class CurlTransfer: @unchecked Sendable {
                                              effectiveURL: finalURL == url ? nil : finalURL, isContinuation: false,
                                              directives: directives))
         }
+        if range != nil, responseCode == 412 {
+            return fail(.httpStatus, "HTTP 412 Precondition Failed: the source changed while it was read by range")
+        }
         guard (200..<300).contains(responseCode) else {
             let retryable = responseCode == 408 || responseCode == 429 || responseCode >= 500
             return fail(.httpStatus, "HTTP \(responseCode)" + CurlTransfer.reasonPhrase(responseCode), retryable: retryable)
         }
         if let contentLength, responseCode != 206, request?.method != "HEAD", body.count < contentLength {
             return fail(.truncated, "received \(body.count) of \(contentLength) bytes", retryable: true)
+        }
+        if let range, contentRangeStart != range.start {
+            return fail(.httpStatus, "HTTP 206 to a request for bytes \(range.start)-\(range.end) gave bytes from "
+                + "\(contentRangeStart.map(String.init) ?? "an unknown start")")
+        }
+        if let range, body.count != range.count {
+            return fail(.truncated, "received \(body.count) of bytes \(range.start)-\(range.end)", retryable: true)
         }
         var continuation = false
         if let resume, responseCode == 206 {
@@ -259,6 +309,24 @@ final class CurlTransfer: @unchecked Sendable {
         return .success(TransferResponse(status: responseCode, body: body, contentType: contentType,
                                          effectiveURL: finalURL == url ? nil : finalURL, isContinuation: continuation,
                                          directives: directives))
+    }
+
+    /// Why the transfer was stopped before its end, when it was refused: an address, scheme,
+    /// host or redirect the policy refuses, a range answered whole, a body too large to read by
+    /// range.
+    private func refusal(_ responseCode: Int) -> (ErrorKind, String)? {
+        if let blockedAddress { return (.blockedAddress, "refused to connect to \(blockedAddress)") }
+        if let blockedScheme { return (.blockedProtocol, "redirect to a \(blockedScheme): URL refused (only http and https)") }
+        if let blockedHost { return (.blockedAddress, "host '\(blockedHost)' is not allowed by allow_hosts/deny_hosts") }
+        if let blockedRedirect { return (.sourceNotAllowed, "redirect to \(blockedRedirect) refused: it is outside serve.sources") }
+        if rangeRefused, let range {
+            return (.httpStatus, "HTTP \(responseCode) to a request for bytes \(range.start)-\(range.end): the server "
+                + "no longer answers that range (it answered ranges at first)")
+        }
+        if exceededRangedSize, let limit = policy.ranges?.maxSize {
+            return (.tooLarge, "body of \(Units.formatSize(contentLength ?? 0)) exceeds max_ranged_bytes (\(Units.formatSize(limit)))")
+        }
+        return nil
     }
 
     /// The caching headers of the final response.
@@ -307,16 +375,22 @@ final class CurlTransfer: @unchecked Sendable {
             lastModified = nil
             cachingHeaders = [:]
             responseHeaders = [:]
+            acceptsRanges = false
+            contentEncoding = nil
             let parts = line.split(separator: " ")
             status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
             return true
         }
-        guard let colon = line.firstIndex(of: ":") else { return true }
+        guard let colon = line.firstIndex(of: ":") else {
+            return line.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty ? headersEnded() : true
+        }
         let name = line[..<colon].lowercased()
         let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
         if request != nil { responseHeaders[name] = value }
         switch name {
         case "content-type": contentType = value
+        case "accept-ranges": acceptsRanges = value.lowercased() == "bytes"
+        case "content-encoding": contentEncoding = value.lowercased()
         case "content-length": contentLength = Int(value)
         case "etag": etag = value
         case "last-modified": lastModified = value
@@ -353,6 +427,50 @@ final class CurlTransfer: @unchecked Sendable {
     }
 }
 
+extension CurlTransfer {
+    /// At the end of a response's headers: whether the body may be read by range (a final 200
+    /// over the rule's size, ranges offered, no encoding, a validator that pins it); otherwise a
+    /// Content-Length over `max_bytes` stops the transfer now. `false` stops it.
+    fileprivate func headersEnded() -> Bool {
+        if range != nil, (200..<300).contains(status), status != 206 {
+            rangeRefused = true
+            return false
+        }
+        guard (200..<300).contains(status), range == nil, resume == nil, request?.method != "HEAD" else { return true }
+        if let rule = policy.ranges, status == 200, let length = contentLength, length > max(rule.above, rule.head),
+           acceptsRanges, contentEncoding == nil || contentEncoding == "identity",
+           RangeRequest.validator(etag: etag, lastModified: lastModified) != nil {
+            guard length <= rule.maxSize else {
+                exceededRangedSize = true
+                return false
+            }
+            rangeCandidate = true
+            return true
+        }
+        if let length = contentLength, length > remainingBytes, contentEncoding == nil {
+            exceededMaxBytes = true
+            return false
+        }
+        return true
+    }
+
+    /// With the body's first bytes in: `false` (stop) when the rule takes them, the body to be
+    /// read by range; otherwise the transfer goes on as any other, within `max_bytes`.
+    fileprivate func decideRanges() -> Bool {
+        guard let rule = policy.ranges, body.count >= rule.head else { return true }
+        rangeCandidate = false
+        if rule.accepts(body) {
+            switchedToRanges = true
+            return false
+        }
+        if let length = contentLength, length > remainingBytes {
+            exceededMaxBytes = true
+            return false
+        }
+        return true
+    }
+}
+
 private func transfer(_ pointer: UnsafeMutableRawPointer?) -> CurlTransfer {
     Unmanaged<CurlTransfer>.fromOpaque(pointer!).takeUnretainedValue()
 }
@@ -362,6 +480,10 @@ private let curlWrite: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, U
     data, size, count, user in
     let t = transfer(user)
     let length = size * count
+    if t.rangeCandidate {
+        if let data { t.body.append(UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self), count: length) }
+        return t.decideRanges() ? length : 0
+    }
     if t.body.count + length > t.remainingBytes {
         t.exceededMaxBytes = true
         return 0

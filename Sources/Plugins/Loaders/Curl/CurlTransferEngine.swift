@@ -67,6 +67,23 @@ final class CurlTransferEngine: @unchecked Sendable {
         }
     }
 
+    /// Runs one transfer to completion, blocking the calling thread (a decoder reading a body by
+    /// range from inside a C library's read callback). Never call it from a Swift concurrency
+    /// thread.
+    func performWaiting(_ transfer: CurlTransfer) -> Result<TransferResponse, any Error> {
+        start()
+        let done = DispatchSemaphore(value: 0)
+        let outcome = Mutex<Result<TransferResponse, any Error>?>(nil)
+        transfer.finished = { result in
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        shared.withLock { $0.incoming.append(transfer) }
+        curl_multi_wakeup(multi)
+        done.wait()
+        return outcome.withLock { $0! }
+    }
+
     /// Transfers in flight with their bytes so far.
     func progress() -> [TransferProgress] {
         shared.withLock { Array($0.progress.values) }.sorted { $0.url < $1.url }
@@ -117,6 +134,8 @@ final class CurlTransferEngine: @unchecked Sendable {
                     let result = transfer.finish(code)
                     transfer.continuation?.resume(with: result)
                     transfer.continuation = nil
+                    transfer.finished?(result)
+                    transfer.finished = nil
                 }
             }
             let snapshot = active.values.map { transfer -> (ObjectIdentifier, TransferProgress) in

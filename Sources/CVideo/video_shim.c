@@ -1,6 +1,7 @@
 // Poster frames from video: see include/video_shim.h. Everything the file names (nested files,
 // playlists, references) is refused: the demuxer gets the caller's I/O and nothing else.
 #include "video_shim.h"
+#include "video_colour.h"
 
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
@@ -217,8 +218,12 @@ static int convert(pk_video *video, AVFrame *frame, int width, int height, uint8
     // At its own size or near it, bicubic as ffmpeg's CLI converts (the same pixels); reduced
     // to half or less, area averaging, which does not alias.
     int flags = frame->width >= 2 * scaledWidth ? SWS_AREA : SWS_BICUBIC;
+    // HDR (HLG, PQ) and BT.2020 frames go through 16-bit RGB to sRGB (video_colour.c).
+    int transfer = frame->color_trc != AVCOL_TRC_UNSPECIFIED ? frame->color_trc : video->codec->color_trc;
+    int primaries = frame->color_primaries != AVCOL_PRI_UNSPECIFIED ? frame->color_primaries : video->codec->color_primaries;
+    int kind = pk_video_colour_kind(transfer, primaries);
     struct SwsContext *scaler = sws_getContext(frame->width, frame->height, frame->format, scaledWidth, scaledHeight,
-                                               AV_PIX_FMT_RGB24, flags, NULL, NULL, NULL);
+                                               kind >= 0 ? AV_PIX_FMT_RGB48 : AV_PIX_FMT_RGB24, flags, NULL, NULL, NULL);
     if (!scaler) return say(error, error_size, "the frame's pixel format cannot be converted", 0), -1;
     int space = frame->colorspace == AVCOL_SPC_BT709 ? SWS_CS_ITU709
         : frame->colorspace == AVCOL_SPC_BT2020_NCL || frame->colorspace == AVCOL_SPC_BT2020_CL ? SWS_CS_BT2020
@@ -230,10 +235,20 @@ static int convert(pk_video *video, AVFrame *frame, int width, int height, uint8
         sws_freeContext(scaler);
         return say(error, error_size, "out of memory", 0), -1;
     }
-    uint8_t *planes[4] = {scaled, NULL, NULL, NULL};
-    int strides[4] = {scaledWidth * 3, 0, 0, 0};
+    uint16_t *deep = kind >= 0 ? malloc((size_t)scaledWidth * scaledHeight * 6) : NULL;
+    if (kind >= 0 && !deep) {
+        if (scaled != rgb) free(scaled);
+        sws_freeContext(scaler);
+        return say(error, error_size, "out of memory", 0), -1;
+    }
+    uint8_t *planes[4] = {deep ? (uint8_t *)deep : scaled, NULL, NULL, NULL};
+    int strides[4] = {scaledWidth * (deep ? 6 : 3), 0, 0, 0};
     sws_scale(scaler, (const uint8_t *const *)frame->data, frame->linesize, 0, frame->height, planes, strides);
     sws_freeContext(scaler);
+    if (deep) {
+        pk_video_to_srgb(deep, scaled, (size_t)scaledWidth * scaledHeight, kind, primaries == AVCOL_PRI_BT2020);
+        free(deep);
+    }
     if (!video->rotation) return 0;
     for (int y = 0; y < scaledHeight; y++) {
         for (int x = 0; x < scaledWidth; x++) {

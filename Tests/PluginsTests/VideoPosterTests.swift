@@ -132,6 +132,176 @@ import TestImages
         #expect(small.width == 267 && small.height == 200, "\(small.width)x\(small.height) under \(hint)")
     }
 
+    /// `mp4` (H.264 baseline, its index at the end) with its sequence parameter set rewritten to
+    /// claim `width` x `height` macroblocks: each box around the `avcC` grows by what it grew.
+    static func claiming(_ mp4: Data, width: Int, height: Int) throws -> Data {
+        var file = mp4
+        let avcC = try #require(file.firstRange(of: Data("avcC".utf8))).lowerBound
+        let spsStart = avcC + 4 + 8, spsLength = Int(file[avcC + 10]) << 8 | Int(file[avcC + 11])
+        var rbsp = [UInt8]()
+        for byte in file[spsStart..<(spsStart + spsLength)] {
+            if byte == 3, rbsp.suffix(2) == [0, 0] { continue }  // emulation prevention
+            rbsp.append(byte)
+        }
+        var bit = 32  // after the NAL header, profile, constraints and level
+        func isSet(_ index: Int) -> Bool { (rbsp[index / 8] >> UInt8(7 - index % 8)) & 1 == 1 }
+        func read(_ count: Int) -> Int {
+            var value = 0
+            for _ in 0..<count {
+                value = value << 1 | (isSet(bit) ? 1 : 0)
+                bit += 1
+            }
+            return value
+        }
+        func readUE() -> Int {
+            var zeros = 0
+            while read(1) == 0 { zeros += 1 }
+            return (1 << zeros) - 1 + read(zeros)
+        }
+        var out = [Bool]()
+        func write(_ value: Int, _ count: Int) { for index in (0..<count).reversed() { out.append(value >> index & 1 == 1) } }
+        func writeUE(_ value: Int) {
+            let bits = Int.bitWidth - (value + 1).leadingZeroBitCount
+            write(0, bits - 1)
+            write(value + 1, bits)
+        }
+        write(Int(rbsp[0]) << 24 | Int(rbsp[1]) << 16 | Int(rbsp[2]) << 8 | Int(rbsp[3]), 32)
+        writeUE(readUE())  // seq_parameter_set_id
+        writeUE(readUE())  // log2_max_frame_num_minus4
+        let order = readUE()
+        writeUE(order)
+        if order == 0 { writeUE(readUE()) }
+        writeUE(readUE())  // max_num_ref_frames
+        write(read(1), 1)  // gaps_in_frame_num_value_allowed_flag
+        _ = readUE(); _ = readUE()
+        writeUE(width - 1)
+        writeUE(height - 1)
+        let last = (0..<(rbsp.count * 8)).last(where: isSet)!
+        while bit <= last { write(read(1), 1) }
+        while out.count % 8 != 0 { out.append(false) }
+        var sps = [UInt8]()
+        var zeros = 0
+        for start in stride(from: 0, to: out.count, by: 8) {
+            let byte = out[start..<(start + 8)].reduce(UInt8(0)) { $0 << 1 | ($1 ? 1 : 0) }
+            if zeros >= 2, byte <= 3 { sps.append(3); zeros = 0 }
+            sps.append(byte)
+            zeros = byte == 0 ? zeros + 1 : 0
+        }
+        let delta = sps.count - spsLength
+        file.replaceSubrange(spsStart..<(spsStart + spsLength), with: sps)
+        file[avcC + 10] = UInt8(sps.count >> 8)
+        file[avcC + 11] = UInt8(sps.count & 0xFF)
+        for name in ["moov", "trak", "mdia", "minf", "stbl", "stsd", "avc1", "avcC"] {
+            let at = try #require(file[..<(avcC + 4)].lastRange(of: Data(name.utf8))).lowerBound - 4
+            let size = (at..<(at + 4)).reduce(0) { $0 << 8 | Int(file[$1]) } + delta
+            for index in 0..<4 { file[at + index] = UInt8(size >> (8 * (3 - index)) & 0xFF) }
+        }
+        return file
+    }
+
+    /// A bitstream whose sequence header claims 100,000 x 100,000 fails as too_large or
+    /// decode_failed before a frame is decoded, and quickly; the same rewrite to the true size
+    /// decodes (the rewrite itself is sound).
+    @Test func aHeaderClaimingAHugePictureFailsAlone() async throws {
+        let file = try await Self.clip("small.mp4", codec: ["-c:v", "libx264", "-profile:v", "baseline", "-preset", "ultrafast"], size: "64x48")
+        let data = try Data(contentsOf: file)
+        let same = try Self.claiming(data, width: 4, height: 3)
+        let image = try decoder(["frame": .number(1)]).decode(LoadedData(data: same), hint: DecodeHint())
+        #expect(image.width == 64 && image.height == 48)
+        let huge = try Self.claiming(data, width: 6250, height: 6250)
+        let start = ContinuousClock.now
+        do {
+            let image = try decoder(["frame": .number(1)]).decode(LoadedData(data: huge), hint: DecodeHint())
+            Issue.record("decoded a picture claiming 100000x100000 as \(image.width)x\(image.height)")
+        } catch let error as PipelineError {
+            #expect([.tooLarge, .decodeFailed].contains(error.kind), "\(error)")
+            print("a video claiming 100000x100000: \(error.kind): \(error.message)")
+        }
+        #expect(ContinuousClock.now - start < .seconds(60), "refused from the header, not after decoding")
+    }
+
+    /// Mean saturation (the largest channel less the smallest) and the spread of the samples, in
+    /// 16-bit units, of `image`.
+    func colourfulness(_ image: PipelineImage) throws -> (saturation: Double, spread: Double) {
+        try image.withCopy { wand in
+            var row = [UInt16](repeating: 0, count: wand.width * 3)
+            var (saturation, sum, squares, count) = (0.0, 0.0, 0.0, 0.0)
+            for y in 0..<wand.height {
+                try wand.exportRow(y, channels: "RGB", into: &row)
+                for x in 0..<wand.width {
+                    let pixel = row[(3 * x)..<(3 * x + 3)].map(Double.init)
+                    saturation += pixel.max()! - pixel.min()!
+                    for value in pixel { sum += value; squares += value * value }
+                    count += 1
+                }
+            }
+            let mean = sum / (3 * count)
+            return (saturation / count, (squares / (3 * count) - mean * mean).squareRoot())
+        }
+    }
+
+    /// HDR as a phone films it: `frames` (sRGB, 16-bit RGB rows) taken as scene light, in BT.2020
+    /// primaries, with SDR white at HDR's reference white (203 cd/m2: HLG's 75% signal), coded by
+    /// HLG's OETF or PQ's inverse EOTF, as 10-bit HEVC tagged BT.2020 with that transfer.
+    static func hdrClip(_ frames: Data, size: (Int, Int), transfer: String, into file: URL) async throws {
+        var samples = [UInt16](repeating: 0, count: frames.count / 2)
+        _ = samples.withUnsafeMutableBytes { frames.copyBytes(to: $0) }
+        let toBT2020: [[Double]] = [[0.6274, 0.3293, 0.0433], [0.0691, 0.9195, 0.0114], [0.0164, 0.0880, 0.8956]]
+        let (a, b) = (0.17883277, 1 - 4 * 0.17883277), c = 0.5 - a * log(4 * a)
+        func code(_ light: Double) -> Double {
+            if transfer == "arib-std-b67" {
+                let scene = min(1, max(0, light * 0.2647))  // HLG's scene light of 203 cd/m2 on a 1000 cd/m2 display
+                return scene <= 1.0 / 12 ? (3 * scene).squareRoot() : a * log(12 * scene - b) + c
+            }
+            let (m1, m2, c1, c2, c3) = (2610.0 / 16384, 2523.0 / 4096 * 128, 3424.0 / 4096, 2413.0 / 4096 * 32, 2392.0 / 4096 * 32)
+            let y = pow(max(0, light) * 203 / 10_000, m1)
+            return pow((c1 + c2 * y) / (1 + c3 * y), m2)
+        }
+        for start in stride(from: 0, to: samples.count, by: 3) {
+            let linear = (0..<3).map { index -> Double in
+                let v = Double(samples[start + index]) / 65535
+                return v <= 0.04045 ? v / 12.92 : pow((v + 0.055) / 1.055, 2.4)
+            }
+            for index in 0..<3 {
+                let wide = (0..<3).reduce(0.0) { $0 + toBT2020[index][$1] * linear[$1] }
+                samples[start + index] = UInt16((code(wide) * 65535).rounded())
+            }
+        }
+        let raw = file.deletingPathExtension().appendingPathExtension("rgb48")
+        try samples.withUnsafeBytes { Data($0) }.write(to: raw)
+        try await ffmpeg(["-f", "rawvideo", "-pix_fmt", "rgb48le", "-s", "\(size.0)x\(size.1)", "-r", "25", "-i", raw.path,
+                          "-vf", "scale=out_color_matrix=bt2020:out_range=tv,format=yuv420p10le", "-c:v", "libx265",
+                          "-x265-params", "log-level=none:crf=12:colorprim=bt2020:transfer=\(transfer):colormatrix=bt2020nc",
+                          "-tag:v", "hvc1", file.path])
+    }
+
+    /// A phone's HLG clip, and a PQ one, give a poster as colourful as the scene: converted to
+    /// sRGB (to linear light, HLG's system gamma, BT.2020 to BT.709, highlights rolled off), its
+    /// saturation and spread within 20% of the SDR frame's. Shown as coded (what ffmpeg's CLI
+    /// does without a tone mapping filter) the same frame is washed out: about half.
+    @Test(arguments: ["arib-std-b67", "smpte2084"])
+    func hdrGivesAPosterAsColourfulAsTheScene(transfer: String) async throws {
+        let dir = try Fixtures.temporaryDirectory("hdr")
+        let scene = dir.appendingPathComponent("scene.mp4"), raw = dir.appendingPathComponent("scene.raw")
+        try await Self.ffmpeg(["-f", "lavfi", "-i", "mandelbrot=size=480x270:rate=25", "-t", "1", "-f", "rawvideo", "-pix_fmt", "rgb48le", raw.path])
+        try await Self.ffmpeg(["-f", "rawvideo", "-pix_fmt", "rgb48le", "-s", "480x270", "-r", "25", "-i", raw.path,
+                               "-c:v", "libx264", "-qp", "0", "-pix_fmt", "yuv444p", scene.path])
+        let hdr = dir.appendingPathComponent("hdr.mp4")
+        try await Self.hdrClip(try Data(contentsOf: raw), size: (480, 270), transfer: transfer, into: hdr)
+        let poster = try decoder(["frame": .number(0.5)]).decode(LoadedData(data: try Data(contentsOf: hdr)), hint: DecodeHint())
+        let sdr = try await ffmpegFrame(scene, at: 0.5, width: 480, height: 270)
+        let asCoded = dir.appendingPathComponent("as-coded.png")
+        try await Self.ffmpeg(["-ss", "0.5", "-i", hdr.path, "-frames:v", "1", "-vf", "format=rgb24", asCoded.path])
+        let washed = try ImageMagickDecoder(options: ImageMagickDecoder.plugin.defaultOptions)
+            .decode(LoadedData(data: try Data(contentsOf: asCoded)), hint: DecodeHint())
+        let (ours, theirs, plain) = (try colourfulness(poster), try colourfulness(sdr), try colourfulness(washed))
+        let label = "\(transfer): saturation \(Int(ours.saturation)) (SDR \(Int(theirs.saturation)), as coded \(Int(plain.saturation))), "
+            + "spread \(Int(ours.spread)) (SDR \(Int(theirs.spread)), as coded \(Int(plain.spread)))"
+        print("hdr poster: \(label)")
+        #expect(ours.saturation > theirs.saturation * 0.8 && ours.spread > theirs.spread * 0.8, "\(label)")
+        #expect(plain.saturation < theirs.saturation * 0.7, "the clip is really HDR: \(label)")
+    }
+
     /// Files that fail alone, each with a kind: truncated, damaged, a header claiming 10 hours, no
     /// video stream, a playlist (never opened: nothing it names is read), a codec not allowed,
     /// and the read limit.

@@ -48,13 +48,13 @@ struct RangeRequest: Sendable {
     }
 }
 
-/// A ``RangedBody`` read in blocks of 1 MiB through `fetch`, the last 16 blocks kept: the demuxer's
-/// small reads become a few requests, and a run of blocks read in order is fetched ahead, up to 8
+/// A ``RangedBody`` read in blocks of 1 MiB through `fetch`, the last 4 blocks kept: the demuxer's
+/// small reads become a few requests, and a run of blocks read in order is fetched ahead, up to 4
 /// blocks at once. Each fetch blocks the reading thread (a decoder's, or an I/O thread).
 final class BlockRangedBody: RangedBody {
     static let blockSize = 1 << 20
-    static let keptBlocks = 16
-    static let maxAhead = 8
+    static let keptBlocks = 4
+    static let maxAhead = 4
 
     let size: Int
     let name: String

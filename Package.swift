@@ -40,6 +40,8 @@ let package = Package(
         // Its graceful shutdown: `serve` drains on SIGTERM.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.0.0"),
+        // Spans of each item's stages through the process's tracer (a no-op unless one is set up).
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.2.0"),
         // PipelineVapor's framework and its multipart parser, with the `Vapor` trait only.
         .package(url: "https://github.com/vapor/vapor.git", from: "4.122.3"),
         .package(url: "https://github.com/vapor/multipart-kit.git", from: "4.7.1"),
@@ -185,6 +187,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 "CLinux",
             ]
         ),
@@ -283,7 +286,7 @@ let package = Package(
             // The engine, the pipeline file and the registry on scripted stages and fakes: neither
             // Plugins nor MagickKit (no codec, no HTTP client), so a change to a plugin never
             // rebuilds these, and they say what the engine does apart from any plugin.
-            dependencies: ["PipelineKit", "TestSupport"]
+            dependencies: ["PipelineKit", "TestSupport", .product(name: "InMemoryTracing", package: "swift-distributed-tracing")]
         ),
         // The service's logic and routes, the library API and the controller, on the built-in
         // plugins and real ImageMagick.

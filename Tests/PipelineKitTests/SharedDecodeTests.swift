@@ -1,8 +1,10 @@
 import Foundation
+import InMemoryTracing
 @testable import PipelineKit
 import Synchronization
 import Testing
 import TestSupport
+import Tracing
 
 /// One decode for several sizes of one source asked for at once (the service's parameter sets are
 /// runners derived from one another, sharing loads): checked by what the scripted decoder saw,
@@ -101,10 +103,11 @@ import TestSupport
         }
 
         /// Runners for each width, the first made on its own and the others derived from it.
-        func runners(_ widths: [Int], workers: Int = 2) throws -> [PipelineRunner] {
+        func runners(_ widths: [Int], workers: Int = 2, tracer: InMemoryTracer? = nil) throws -> [PipelineRunner] {
             var options = RunOptions()
             options.outputDirectory = output.path
             options.workers = workers
+            options.tracer = tracer
             let first = try PipelineRunner(pipeline: try pipeline(widths[0]), registry: registry, options: options)
             return try [first] + widths.dropFirst().map { try first.derived(try pipeline($0), registry: registry) }
         }
@@ -253,5 +256,62 @@ import TestSupport
         #expect(both == DecodeHint(targetSize: PixelSize(width: 300, height: 200), fit: false, wantsMetadata: true))
         #expect(DecodeHint.covering([fit, fit]) == fit)
         #expect(DecodeHint.covering([fit, DecodeHint()]) == DecodeHint())
+    }
+
+    /// The engine's spans (issue 63), on an in-memory tracer: an item run under a request's
+    /// context is one trace, its span the request's child and each stage's parent; the item that
+    /// takes another's decode has its own decode span, linked to the owner's, not its child.
+    @Test func itemsAreSpansAndASharedDecodeIsLinked() async throws {
+        let setup = try Setup()
+        let tracer = InMemoryTracer()
+        let runners = try setup.runners([100, 300], tracer: tracer)
+        let request = tracer.startSpan("request")
+        setup.loader.script("a", .hold(Data("1000x1000".utf8)))
+        let items = runners.map { runner in
+            Task { await ServiceContext.$current.withValue(request.context) { await runner.runItem(Source(text: "scripted://a", index: 1)) } }
+        }
+        #expect(await setup.loader.log.wait(for: "started a"))
+        for _ in 0..<3000 where runners[0].loadsWaiting < runners.count { try? await Task.sleep(for: .milliseconds(10)) }
+        setup.loader.release("a")
+        #expect(await setup.loader.log.wait(for: "decoding 1000x1000 at 600"))
+        setup.decoder.release("1000x1000")
+        for item in items { #expect(await item.value.status == .ok) }
+        request.end()
+        let spans = tracer.finishedSpans
+        let itemSpans = spans.filter { $0.operationName == "item" }
+        #expect(itemSpans.count == 2)
+        #expect(Set(spans.map(\.traceID)).count == 1, "one trace: \(spans.map { "\($0.operationName) \($0.traceID)" })")
+        #expect(itemSpans.allSatisfy { $0.parentSpanID == request.spanID })
+        let decodes = spans.filter { $0.operationName == "decode" }
+        #expect(decodes.count == 2)
+        let owner = try #require(decodes.first { $0.links.isEmpty })
+        let joiner = try #require(decodes.first { !$0.links.isEmpty })
+        #expect(joiner.links.first?.context.inMemorySpanContext?.spanID == owner.spanID)
+        #expect(owner.attributes["pipelinectl.decode.width"]?.toSpanAttribute() == .int64(600))
+        // Every stage of each item is its item's child: load (one, shared), decode, the processor,
+        // encode and store.
+        for item in itemSpans {
+            let children = Set(spans.filter { $0.parentSpanID == item.spanID }.map(\.operationName))
+            #expect(children.isSuperset(of: ["decode", "process fake_fit", "encode", "store"]), "\(children)")
+        }
+        #expect(spans.filter { $0.operationName == "load" }.count == 1)
+    }
+
+    /// A failed item's span says why: an error status, the failure's kind and stage.
+    @Test func aFailedItemsSpanCarriesItsKind() async throws {
+        let setup = try Setup(fails: true)
+        let tracer = InMemoryTracer()
+        let runner = try setup.runners([100], tracer: tracer)[0]
+        setup.loader.script("b", .bytes(Data("500x500".utf8)))
+        let item = Self.item(runner, "b")
+        #expect(await setup.loader.log.wait(for: "decoding 500x500 at 200"))
+        setup.decoder.release("500x500")
+        #expect(await item.value.status == .failed)
+        let span = try #require(tracer.finishedSpans.first { $0.operationName == "item" })
+        #expect(span.status?.code == .error)
+        #expect(span.attributes["pipelinectl.error.kind"]?.toSpanAttribute() == .string("decode_failed"))
+        #expect(span.attributes["pipelinectl.error.stage"]?.toSpanAttribute() == .string("decode"))
+        let decode = try #require(tracer.finishedSpans.first { $0.operationName == "decode" })
+        #expect(decode.status?.code == .error && decode.parentSpanID == span.spanID)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Tracing
 
 /// Step "decode and process": the final image of every variant, from the image cache, or by
 /// decoding once and running each variant's chain, computing the prefixes chains share only once.
@@ -34,7 +35,11 @@ extension PipelineRunner {
             if let entry = stored.entries[index] {
                 encoded = StoredOutputsStep.storedOutput(entry)
             } else {
-                encoded = try await encoding.encode(made.images[index]!, variants[index])
+                encoded = try await spans.with("encode") { span in
+                    let encoded = try await encoding.encode(made.images[index]!, variants[index])
+                    if span.isRecording { Self.describe(encoded, variants[index], in: span) }
+                    return encoded
+                }
                 outcome.timings.encode += encoded.milliseconds
                 // Damaged pixels are never stored: a later run decodes the source again (and says so).
                 if made.degraded == nil {
@@ -42,7 +47,10 @@ extension PipelineRunner {
                 }
             }
             tracker.enter(.output)
-            try await output.write(encoded, plan, variant: variants[index], index: index, into: &outcome)
+            try await spans.with("store") { span in
+                if span.isRecording, let name = variants[index].name { span.attributes["pipelinectl.variant"] = name }
+                try await output.write(encoded, plan, variant: variants[index], index: index, into: &outcome)
+            }
         }
         try await output.writeSrcsetManifest(plan, variants: variants, into: &outcome)
         try await output.writeFactsSidecar(plan, into: &outcome)
@@ -174,5 +182,15 @@ extension PipelineRunner {
         outcome.timings.load = loaded.milliseconds
         outcome.timings.decode = (ContinuousClock.now - start).milliseconds
         return outcome
+    }
+
+    /// What an encode span says: the variant, the encoder, the size made, the bytes.
+    static func describe(_ encoded: EncodedOutput, _ variant: RunnableVariant, in span: any Span) {
+        if let name = variant.name { span.attributes["pipelinectl.variant"] = name }
+        span.attributes["pipelinectl.encoder"] = variant.encoderName
+        span.attributes["pipelinectl.width"] = encoded.size.width
+        span.attributes["pipelinectl.height"] = encoded.size.height
+        span.attributes["pipelinectl.bytes_out"] = encoded.data.count
+        if let ext = encoded.chosenExtension { span.attributes["pipelinectl.format"] = ext }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import Tracing
 
 /// One item from start to end: plan its outputs, skip it when resuming, reuse what this run
 /// already made of the same source, or make it once for every line that names it.
@@ -14,7 +15,28 @@ extension PipelineRunner {
     /// destination (as ``runItem(_:)``), returned as values, or not made at all (facts only).
     /// Never throws: a failure is in ``ProcessedItem/result``'s `error`, its kind as reports
     /// give it. A cancelled task stops its own work; work another caller shares goes on.
+    ///
+    /// The item is a span `item` continuing the task's trace (`ServiceContext.current`), with a
+    /// span for each stage under it (``RunOptions/tracer``); a failed item's span carries the
+    /// failure's kind and stage.
     public func process(_ source: Source, delivery: OutputDelivery) async -> ProcessedItem {
+        let span = spans.start("item", context: ServiceContext.current ?? .topLevel)
+        defer { span.end() }
+        let item = await ServiceContext.$current.withValue(span.context) { await processItem(source, delivery: delivery) }
+        if span.isRecording {
+            span.attributes["pipelinectl.pipeline"] = pipeline.name
+            span.attributes["pipelinectl.source"] = source.text
+            span.attributes["pipelinectl.index"] = source.index
+            span.attributes["pipelinectl.status"] = item.result.status.rawValue
+            span.attributes["pipelinectl.outputs"] = item.result.outputs.count
+            if let error = item.result.error {
+                EngineSpans.fail(span, PipelineError(error.kind, error.message, stage: error.stage))
+            }
+        }
+        return item
+    }
+
+    private func processItem(_ source: Source, delivery: OutputDelivery) async -> ProcessedItem {
         var item = ProcessedItem(result: ItemResult(source: source.text, index: source.index, status: .failed))
         var planned: ItemPlan?
         do {

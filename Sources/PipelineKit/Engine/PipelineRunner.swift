@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Synchronization
+import Tracing
 
 /// How a run is carried out; every default is the one `pipelinectl run` uses.
 public struct RunOptions: Sendable {
@@ -64,6 +65,11 @@ public struct RunOptions: Sendable {
     /// Returns what to report (``ItemResult/purge``).
     public var purgeReplaced: (@Sendable (Source, ItemResult) async -> String)?
 
+    /// Where the engine's spans go (an item's, and one per stage under it); `nil`: the process's
+    /// tracer (`InstrumentationSystem.tracer`), a no-op unless the program set one up. An item
+    /// continues the trace of the task that runs it (`ServiceContext.current`).
+    public var tracer: (any Tracer)?
+
     /// The clock items' time limits are counted by: the machine's, unless a test moves one by hand.
     package var timers: any TimerSource = DispatchTimers.shared
 
@@ -107,6 +113,8 @@ public final class PipelineRunner: Sendable {
     /// `nil` without a data cache that keeps outputs.
     let storedOutputs: StoredOutputsStep?
     let making: DecodeStep
+    /// Where the item's and its stages' spans go.
+    let spans: EngineSpans
     let encoding: EncodeStep
     /// Step "store": the destination, the names outputs are claimed and stored under, `--resume`.
     let output: OutputStore
@@ -166,13 +174,16 @@ public final class PipelineRunner: Sendable {
         hint.wantsMetadata = metadataPolicy.needsSource || processorsRead
         hint.wantsSourceBytes = keepsSource
         let cpu = sharing?.cpu ?? WorkerPool.cpu(threads: max(1, options.workers))
-        making = DecodeStep(decoder: try pipeline.decoder.makeDecoder(), decoderName: decoderName, decoderIdentifier: decoderIdentifier,
+        let spans = EngineSpans(tracer: options.tracer)
+        self.spans = spans
+        making = DecodeStep(spans: spans, decoder: try pipeline.decoder.makeDecoder(), decoderName: decoderName, decoderIdentifier: decoderIdentifier,
                             hint: hint, variants: variants, imageCache: try pipeline.imageCache?.makeImageCache(), cpu: cpu,
                             budget: sharing?.decodeBudget ?? MemoryBudget(bytes: options.decodeMemory))
         encoding = EncodeStep(metadataPolicy: metadataPolicy, cpu: cpu)
         let dataCache = try pipeline.dataCache?.makeDataCache()
         let loading = LoadStep(loaders: sharing?.loaders ?? LoaderSlots(pipeline, registry), dataCache: dataCache,
-                               sourceLoads: sharing?.sourceLoads ?? SharedWork(), need: making.need, logger: options.logger)
+                               sourceLoads: sharing?.sourceLoads ?? SharedWork(), need: making.need, logger: options.logger,
+                               spans: spans)
         self.loading = loading
         storedOutputs = dataCache.flatMap { cache in
             cache.storesOutputs ? StoredOutputsStep(cache: QuietCache(cache: cache, logger: options.logger), variants: variants,

@@ -1,4 +1,5 @@
 import Synchronization
+import Tracing
 
 /// One decode for every item that received one shared load (the service's sizes of one source
 /// asked for at once), planned for the largest of them.
@@ -166,11 +167,14 @@ final class DecodedImage: Sendable {
     let image: PipelineImage
     /// How long the decode took, in milliseconds.
     let milliseconds: Double
+    /// The decode's span, which the items that share the image link to.
+    let trace: ServiceContext?
     private let reservation: DecodeReservation
 
-    init(_ image: PipelineImage, milliseconds: Double, holding reservation: DecodeReservation) {
+    init(_ image: PipelineImage, milliseconds: Double, holding reservation: DecodeReservation, trace: ServiceContext? = nil) {
         self.image = image
         self.milliseconds = milliseconds
+        self.trace = trace
         self.reservation = reservation
         reservation.hold()
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import Tracing
 
 /// Step "decode and process": the final image of every variant, from the image cache, or by
 /// decoding once and running each variant's chain, computing the prefixes chains share only once.
@@ -13,6 +14,8 @@ import Synchronization
 /// returns ``ProcessedImages``. A failure is `decode_failed` at `decode`, or `process_failed` at
 /// `process` naming the processor and the variant.
 struct DecodeStep: Sendable {
+    /// Where the decode's and each processor's spans go.
+    let spans: EngineSpans
     let decoder: any ImageDecoding
     let decoderName: String
     /// Identifies the decoder and its options (and what outputs keep of the metadata) in keys.
@@ -95,6 +98,8 @@ struct DecodeStep: Sendable {
         guard let decodes else { return try await decodeOwn(data, hint: self.hint, identity: identity, pending: pending, tracker: tracker) }
         let hint = decodes.hint(for: need)
         let start = ContinuousClock.now
+        let began = DefaultTracerClock.now
+        let parent = ServiceContext.current ?? .topLevel
         var arriving = true
         while true {
             let shared: DecodedImage
@@ -113,7 +118,15 @@ struct DecodeStep: Sendable {
                 do { shared = try await decodes.image(of: decode) } catch is SharedDecodes.OwnerLeft { continue }
             }
             let waited = (ContinuousClock.now - start).milliseconds
-            var job = try await cpu.inItemContext { [self] in try chains(shared.image, pending: pending, tracker: tracker) }
+            // The decode was another item's: this item's span links to it (not its child).
+            let span = spans.start("decode", context: parent, at: began)
+            if span.isRecording {
+                if let owner = shared.trace { span.addLink(SpanLink(context: owner, attributes: ["pipelinectl.decode.shared": true])) }
+                span.attributes["pipelinectl.decode.shared"] = true
+                Self.describe(shared.image, in: span)
+            }
+            span.end()
+            var job = try await cpu.inItemContext { [self] in try chains(shared.image, pending: pending, tracker: tracker, context: parent) }
             job.decode = waited
             job.decodeShared = true
             return job
@@ -143,6 +156,7 @@ struct DecodeStep: Sendable {
             throw failure
         }
         let bytes = (prepared.estimatedMemory ?? 0) + workingMemory
+        let parent = ServiceContext.current ?? .topLevel
         try await waitingTurn { try await budget.acquire(bytes) }
         let reservation = DecodeReservation(budget, bytes: bytes)
         defer { reservation.releaseUnlessHeld() }  // the image, when made, holds it instead
@@ -150,18 +164,27 @@ struct DecodeStep: Sendable {
         return try await cpu.inItemContext(priority: JobPriority.decode(data)) { [self] in
             tracker.enter(.decode)  // here, not when queued: waiting for a worker is not decoding
             let start = ContinuousClock.now
+            let span = spans.start("decode", context: parent)
             var decoded: PipelineImage
             decodes.add()
             do { decoded = try prepared.decode() } catch {
                 let failure = StepFailure.classify(error, stage: .decode, kind: .decodeFailed, plugin: decoderName)
+                EngineSpans.fail(span, failure)
+                span.end()
                 publish(.failure(failure))
                 throw failure
             }
+            if span.isRecording {
+                span.attributes["pipelinectl.decoder"] = decoderName
+                Self.describe(decoded, in: span)
+            }
             decoded.sourceIdentity = identity
             if hint.wantsSourceBytes { decoded.sourceBytes = Self.untouchedSource(decoded, data) }
-            let shared = DecodedImage(decoded, milliseconds: (ContinuousClock.now - start).milliseconds, holding: reservation)
+            let shared = DecodedImage(decoded, milliseconds: (ContinuousClock.now - start).milliseconds, holding: reservation,
+                                      trace: span.context)
             publish(.success(shared))
-            var job = try chains(shared.image, pending: pending, tracker: tracker)
+            span.end()
+            var job = try chains(shared.image, pending: pending, tracker: tracker, context: parent)
             job.decode = shared.milliseconds
             return job
         }
@@ -186,27 +209,52 @@ struct DecodeStep: Sendable {
         return try? data.wholeData()
     }
 
-    /// The `pending` variants' chains from `decoded` (on a worker).
-    func chains(_ decoded: PipelineImage, pending: [Int], tracker: StageTracker) throws -> ChainsJob {
+    /// What a decode span says of the image: the source's format, its size, the decoded size
+    /// (smaller when reduced on load), frames, and why it was degraded.
+    static func describe(_ image: PipelineImage, in span: any Span) {
+        span.attributes["pipelinectl.image.format"] = image.sourceFormat
+        if let source = image.sourceSize {
+            span.attributes["pipelinectl.image.width"] = source.width
+            span.attributes["pipelinectl.image.height"] = source.height
+        }
+        span.attributes["pipelinectl.decode.width"] = image.width
+        span.attributes["pipelinectl.decode.height"] = image.height
+        if image.frameCount > 1 { span.attributes["pipelinectl.image.frames"] = image.frameCount }
+        if let degraded = image.degraded { span.attributes["pipelinectl.decode.degraded"] = degraded }
+    }
+
+    /// The `pending` variants' chains from `decoded` (on a worker), each processor in a span under
+    /// `context` (the item's).
+    func chains(_ decoded: PipelineImage, pending: [Int], tracker: StageTracker, context: ServiceContext = .topLevel) throws -> ChainsJob {
         var job = ChainsJob(degraded: decoded.degraded)
         tracker.enter(.process)
         let processStart = ContinuousClock.now
         job.prefixes = ["": decoded]
-        for index in pending { job.finished[index] = try runChain(variants[index], prefixes: &job.prefixes) }
+        for index in pending { job.finished[index] = try runChain(variants[index], prefixes: &job.prefixes, context: context) }
         job.prefixes[""] = nil  // the full-size decode is not kept
         job.process = variants.contains { !$0.processors.isEmpty } ? (ContinuousClock.now - processStart).milliseconds : 0
         return job
     }
 
     /// Runs `variant`'s processors from the longest prefix already computed, recording each new one.
-    func runChain(_ variant: RunnableVariant, prefixes: inout [String: PipelineImage]) throws -> PipelineImage {
+    /// Each processor run is a span `process NAME` under `context`.
+    func runChain(_ variant: RunnableVariant, prefixes: inout [String: PipelineImage], context: ServiceContext = .topLevel) throws -> PipelineImage {
         var step = variant.processors.count
         while prefixes[variant.prefixIDs[step]] == nil { step -= 1 }
         var image = prefixes[variant.prefixIDs[step]]!
         while step < variant.processors.count {
+            let span = spans.start("process " + variant.processorNames[step], context: context)
+            defer { span.end() }
             do { image = try variant.processors[step].process(image) } catch {
-                throw StepFailure.classify(error, stage: .process, kind: .processFailed, plugin: variant.processorNames[step],
-                                           variant: variant)
+                let failure = StepFailure.classify(error, stage: .process, kind: .processFailed, plugin: variant.processorNames[step],
+                                                   variant: variant)
+                EngineSpans.fail(span, failure)
+                throw failure
+            }
+            if span.isRecording {
+                span.attributes["pipelinectl.processor"] = variant.processors[step].identifier
+                span.attributes["pipelinectl.width"] = image.width
+                span.attributes["pipelinectl.height"] = image.height
             }
             step += 1
             prefixes[variant.prefixIDs[step]] = image

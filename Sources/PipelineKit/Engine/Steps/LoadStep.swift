@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Tracing
 
 /// Step "load": the source's bytes, from the data cache when fresh, revalidated through the loader
 /// when stale, or from the loader, within the loader's concurrency limit. Loads of one source in
@@ -18,6 +19,7 @@ struct LoadStep: Sendable {
     /// What this runner's items decode, noted with their loads.
     let need: SharedDecodes.Need
     let logger: Logger
+    let spans: EngineSpans
 
     func load(_ plan: ItemPlan) async throws -> LoadedSource {
         let (shared, _) = try await sourceLoads.run(plan.workKey, note: need) {
@@ -37,7 +39,22 @@ struct LoadStep: Sendable {
         return QuietCache(cache: cache, logger: logger)
     }
 
+    /// In a span `load`: the loader, the source, the bytes taken and the data cache's part.
     private func loadOnce(_ plan: ItemPlan) async throws -> LoadedSource {
+        try await spans.with("load") { span in
+            let loaded = try await loadFromCacheOrLoader(plan)
+            if span.isRecording {
+                span.attributes["pipelinectl.loader"] = plan.slot.name
+                span.attributes["pipelinectl.source"] = plan.source.text
+                span.attributes["pipelinectl.bytes_in"] = loaded.data.bytesLoaded
+                span.attributes["pipelinectl.cache.data"] = loaded.cache.rawValue
+                if loaded.data.ranged != nil { span.attributes["pipelinectl.ranged"] = true }
+            }
+            return loaded
+        }
+    }
+
+    private func loadFromCacheOrLoader(_ plan: ItemPlan) async throws -> LoadedSource {
         let start = ContinuousClock.now
         let cache = originalsCache(plan.slot)
         var stale: CachedEntry?

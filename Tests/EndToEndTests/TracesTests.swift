@@ -77,4 +77,42 @@ import TestImages
         #expect(run.status == 1)
         #expect(try receiver.spans().isEmpty)
     }
+
+    /// `serve` with an endpoint: a request with a `traceparent` is a server span of that trace,
+    /// the request's parent its parent, and the item it ran is its child with the stages under
+    /// it; a malformed `traceparent` starts a new trace and the request is answered as usual.
+    @Test func aServeRequestContinuesItsTraceparent() async throws {
+        let receiver = try await OTLPReceiver.start()
+        defer { receiver.stop() }
+        let setup = try ServeTests.Setup()
+        let service = try await ServiceProcess.start(CLITests.binary, [setup.pipelines.path], environment: [
+            "PIPELINECTL_KEYS": ServeTests.key, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100",
+        ])
+        defer { service.stop() }
+        let trace = "0af7651916cd43dd8448eb211c80319c", parent = "b7ad6b7169203331"
+        let answer = try await service.get(try ServeTests.sign("resize", setup.path("a.jpg")),
+                                           headers: ["traceparent": "00-\(trace)-\(parent)-01"])
+        #expect(answer.status == 200, "\(answer.status) \(answer.text)")
+        let malformed = try await service.get(try ServeTests.sign("resize", setup.path("b.png")),
+                                              headers: ["traceparent": "00-not-a-trace"])
+        #expect(malformed.status == 200, "\(malformed.status) \(malformed.text)")
+        // Spans go out in batches every 100 ms (OTEL_BSP_SCHEDULE_DELAY): an event, polled for.
+        var spans: [OTLPReceiver.Span] = []
+        for _ in 0..<600 where !(spans.contains { $0.name == "item" && $0.traceID == trace }) {
+            spans = try receiver.spans()
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let server = try #require(spans.first { $0.traceID == trace && $0.parentSpanID == parent }, "\(spans.map { "\($0.name) \($0.traceID)" })")
+        let item = try #require(spans.first { $0.name == "item" && $0.traceID == trace })
+        #expect(item.parentSpanID == server.spanID)
+        let stages = Set(spans.filter { $0.parentSpanID == item.spanID }.map(\.name))
+        #expect(stages.isSuperset(of: ["load", "decode", "encode"]), "\(stages)")
+        // The malformed one: an item of a trace of its own, not of the first request's.
+        for _ in 0..<600 where spans.filter({ $0.name == "item" }).count < 2 {
+            spans = try receiver.spans()
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let other = try #require(spans.first { $0.name == "item" && $0.traceID != trace })
+        #expect(other.attributes["pipelinectl.status"] == "ok")
+    }
 }

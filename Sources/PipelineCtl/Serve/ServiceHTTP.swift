@@ -35,9 +35,12 @@ struct ServiceHTTP: Sendable {
     }
 
     /// The router of the public port: the operations routes (`/metrics` too unless it has a port
-    /// of its own), then the images at the root.
-    func router() -> Router<ImageRequestContext> {
+    /// of its own), then the images at the root. `traced`: each request is a server span that
+    /// continues the request's `traceparent` (a malformed one starts a new trace), and the items
+    /// it runs are its children.
+    func router(traced: Bool = false) -> Router<ImageRequestContext> {
         let router = Router(context: ImageRequestContext.self)
+        if traced { router.add(middleware: TracingMiddleware()) }
         router.add(middleware: routes.drainMiddleware())
         routes.operations.add(to: router, metrics: settings.metricsListen == nil)
         routes.add(to: router)
@@ -70,8 +73,9 @@ struct ServiceHTTP: Sendable {
         var serverLogger = Logger(label: "pipelinectl.http")
         serverLogger.logLevel = .warning
         let table = connections
+        let traces = Telemetry.start(logger: Logger(label: "pipelinectl.traces"))
         let app = Application(
-            router: router(),
+            router: router(traced: traces != nil),
             server: .http1(configuration: .init(additionalChannelHandlers: [ConnectionGuard(table: table), ClientCloseWatcher()])),
             configuration: ApplicationConfiguration(address: .hostname(settings.listen.host, port: settings.listen.port),
                                                     serverName: "pipelinectl/\(PipelineCtl.version)"),
@@ -96,7 +100,8 @@ struct ServiceHTTP: Sendable {
                 }
             }
         }
-        var services: [any Service] = [app]
+        // Services stop in the reverse order: the exporter last, after the requests it traces.
+        var services: [any Service] = (traces.map { [$0] } ?? []) + [app]
         if let address = settings.metricsListen {
             let operations = Router()
             routes.operations.add(to: operations)

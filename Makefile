@@ -89,18 +89,26 @@ QUIET = .ci/quiet.sh
 build: deps
 	$(QUIET) $(SWIFT) build
 
+# The package traits of the product: the OTLP trace exporter (docs/operating.md#traces). Off in a
+# plain `swift build`; the tests, the release binary, the image, the .deb and `make install` have it.
+SWIFT_TRAITS = --traits OTLP
+
 # The Swift runtime and Foundation are linked statically, as in deploy/Dockerfile: every run
 # starts about 19 ms sooner (a one-image run 63 -> 44 ms), which is a fifth of the time of a run
 # over a few small images (bench/NOTEBOOK.md). The binary is about 100 MB.
 release: deps
-	$(QUIET) $(SWIFT) build -c release --static-swift-stdlib --product pipelinectl
+	$(QUIET) $(SWIFT) build -c release --static-swift-stdlib --product pipelinectl $(SWIFT_TRAITS)
 
 samples: deps
 	examples/make-samples.sh
 
-# The main job: 256px thumbnails of the bundled samples.
-run: release samples
-	.build/release/pipelinectl run thumbnails examples/urls.txt --report out/thumbnails-report.json
+# The main job: 256px thumbnails of the bundled samples. Built without the trace exporter, in a
+# scratch path of its own: the exporter (swift-otel, async-http-client, swift-nio-ssl) more than
+# doubles a first build (docs/PERFORMANCE.md#build-time), and a first run needs no traces.
+QUICK = .build/quick
+run: deps samples
+	$(QUIET) $(SWIFT) build -c release --static-swift-stdlib --product pipelinectl --scratch-path $(QUICK)
+	$(QUICK)/release/pipelinectl run thumbnails examples/urls.txt --report out/thumbnails-report.json
 	@echo "thumbnails written to out/thumbnails/ (report: out/thumbnails-report.json)"
 
 # The codec suites decode large images synchronously: run in the same process as the tests with
@@ -133,15 +141,15 @@ SERVICE_SUITES = ServeLogicTests|ServeInProcessTests|ServeHintsTests|ServeInfoTe
 test: test-deps
 	.ci/function-length.py
 	.ci/names-check.sh
-	$(QUIET) $(SWIFT) build --build-tests
+	$(QUIET) $(SWIFT) build --build-tests $(SWIFT_TRAITS)
 	docs/tools/api-docs.sh .build/api-docs
 	docs/tools/face-examples.sh .build/debug/pipelinectl
-	$(QUIET) $(SWIFT) test --skip-build --filter '$(ENGINE_SUITES)' --skip '$(LOAD_SUITES)|$(SERVICE_SUITES)'
-	$(QUIET) $(SWIFT) test --skip-build --filter '$(SERVICE_SUITES)'
-	$(QUIET) $(SWIFT) test --skip-build --filter PluginsTests --skip '$(CODEC_SUITES)|$(ALONE_SUITES)'
-	$(QUIET) $(SWIFT) test --skip-build --filter '$(CODEC_SUITES)'
-	$(QUIET) $(SWIFT) test --skip-build --filter '$(ALONE_SUITES)'
-	$(QUIET) $(SWIFT) test --skip-build --filter '$(LOAD_SUITES)'
+	$(QUIET) $(SWIFT) test --skip-build $(SWIFT_TRAITS) --filter '$(ENGINE_SUITES)' --skip '$(LOAD_SUITES)|$(SERVICE_SUITES)'
+	$(QUIET) $(SWIFT) test --skip-build $(SWIFT_TRAITS) --filter '$(SERVICE_SUITES)'
+	$(QUIET) $(SWIFT) test --skip-build $(SWIFT_TRAITS) --filter PluginsTests --skip '$(CODEC_SUITES)|$(ALONE_SUITES)'
+	$(QUIET) $(SWIFT) test --skip-build $(SWIFT_TRAITS) --filter '$(CODEC_SUITES)'
+	$(QUIET) $(SWIFT) test --skip-build $(SWIFT_TRAITS) --filter '$(ALONE_SUITES)'
+	$(QUIET) $(SWIFT) test --skip-build $(SWIFT_TRAITS) --filter '$(LOAD_SUITES)'
 	.build/debug/pipelinectl test pipelines/*.yaml
 	examples/CustomPlugins/check.sh
 	examples/HummingbirdApp/check.sh
@@ -158,7 +166,7 @@ api-check:
 # the Debian packages it runs with.
 PREFIX ?= /usr/local
 install: release
-	$(SWIFT) build --product generate-manual
+	$(SWIFT) build --product generate-manual $(SWIFT_TRAITS)
 	MANUAL_TOOL=.build/debug/generate-manual deploy/install-files.sh .build/release/pipelinectl "$(DESTDIR)" $(PREFIX)
 
 uninstall:
@@ -177,7 +185,7 @@ image: release dist-deps
 # dist/pipelinectl_VERSION_amd64.deb, checked by lintian: deploy/build-deb.sh. The man page comes
 # from the command's help through swift-argument-parser's generate-manual.
 deb: release dist-deps
-	$(SWIFT) build --product generate-manual
+	$(SWIFT) build --product generate-manual $(SWIFT_TRAITS)
 	MANUAL_TOOL=.build/debug/generate-manual deploy/build-deb.sh .build/release/pipelinectl $(DIST)
 	lintian --fail-on error,warning $(DIST)/pipelinectl_$$(.build/release/pipelinectl --version | sed -n '1s/^pipelinectl //p')_$$(dpkg --print-architecture).deb
 
@@ -186,8 +194,8 @@ deb: release dist-deps
 # `make install` stages under dist/stage.
 test-dist: image deb test-deps
 	rm -rf $(DIST)/stage && $(MAKE) -s install DESTDIR=$(CURDIR)/$(DIST)/stage PREFIX=/opt/pipelinectl
-	$(SWIFT) build --build-tests
-	PIPELINECTL_DIST=$(DIST) $(SWIFT) test --skip-build --filter DistributionTests
+	$(SWIFT) build --build-tests $(SWIFT_TRAITS)
+	PIPELINECTL_DIST=$(DIST) $(SWIFT) test --skip-build $(SWIFT_TRAITS) --filter DistributionTests
 
 # `pipelinectl run` against vipsthumbnail and convert on every format group and long lists (bench/run.sh; docs/PERFORMANCE.md).
 bench: release

@@ -25,6 +25,10 @@ let package = Package(
     // Off by default: a build without it neither resolves nor compiles Vapor.
     traits: [
         .trait(name: "Vapor", description: "The PipelineVapor product: served pipelines and uploads on a Vapor 4 app."),
+        // Off by default: swift-otel's exporter, with async-http-client and swift-nio-ssl under it,
+        // more than doubles a cold release build (docs/PERFORMANCE.md#build-time). The .deb, the
+        // image and `make install` are built with it; `make run` and a plain `swift build` without.
+        .trait(name: "OTLP", description: "The OTLP/HTTP trace exporter of pipelinectl (swift-otel): traces set up by the OTEL_* variables."),
     ],
     dependencies: [
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
@@ -42,8 +46,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.0.0"),
         // Spans of each item's stages through the process's tracer (a no-op unless one is set up).
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.2.0"),
-        // The OTLP/HTTP exporter of those spans (no gRPC: its packages are most of the build).
-        .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
+        // The OTLP/HTTP exporter of those spans, with the `OTLP` trait only (no gRPC: its packages
+        // are most of swift-otel's build).
+        .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0",
+                 traits: [.trait(name: "OTLPHTTP", condition: .when(traits: ["OTLP"]))]),
         // PipelineVapor's framework and its multipart parser, with the `Vapor` trait only.
         .package(url: "https://github.com/vapor/vapor.git", from: "4.122.3"),
         .package(url: "https://github.com/vapor/multipart-kit.git", from: "4.7.1"),
@@ -203,7 +209,7 @@ let package = Package(
         .target(
             name: "Plugins",
             dependencies: ["PipelineKit", "MagickKit", "CMagickWand", "CCurl", "CPQ", "CPNG", "CJPEG", "CWebP", "CHeif", "CTIFF", "CGIF", "CLinux", "CResample", "CJPEGMemory", "CJPEGEighth", "CPNGParts", "CPNGImageData", "CFaceDetect", "CXML2", "CJXL", "CAVIF", "CVideo",
-                           .product(name: "Crypto", package: "swift-crypto")]
+                           .product(name: "Crypto", package: "swift-crypto"), .product(name: "Tracing", package: "swift-distributed-tracing")]
         ),
         // The service apart from any HTTP framework: signatures, params, the source boundary,
         // admission, ETag/304, negotiation, problem answers, the access log and the metrics.
@@ -258,7 +264,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "OTel", package: "swift-otel"),
+                .product(name: "OTel", package: "swift-otel", condition: .when(traits: ["OTLP"])),
             ]
         ),
         // The command line: a ten-line main, the same a custom build writes.
@@ -297,7 +303,8 @@ let package = Package(
             name: "ServiceTests",
             dependencies: ["PipelineKit", "MagickKit", "Plugins", "TestImages", "PipelineCtl", "PipelineHummingbird", "PipelineService",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                           .product(name: "HummingbirdTesting", package: "hummingbird")]
+                           .product(name: "HummingbirdTesting", package: "hummingbird"),
+                           .product(name: "InMemoryTracing", package: "swift-distributed-tracing")]
         ),
         .testTarget(
             name: "PluginsTests",

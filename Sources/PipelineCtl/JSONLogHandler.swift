@@ -4,11 +4,13 @@ import PipelineHummingbird
 import PipelineService
 
 /// swift-log lines as JSON objects, one per line on stderr (`--log-format json`), for log
-/// collectors: `{"time", "level", "label", "message", ...metadata}`.
+/// collectors: `{"time", "level", "label", "message", ...metadata}`. With traces on, the
+/// metadata provider adds the task's `trace_id` and `span_id`.
 struct JSONLogHandler: LogHandler {
     let label: String
     var logLevel: Logger.Level = .info
     var metadata: Logger.Metadata = [:]
+    var metadataProvider: Logger.MetadataProvider?
 
     subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
@@ -26,7 +28,9 @@ struct JSONLogHandler: LogHandler {
 
     private func write(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?) {
         var object: [String: String] = [:]
-        for (key, value) in metadata.merging(explicit ?? [:], uniquingKeysWith: { $1 }) { object[key] = "\(value)" }
+        var merged = metadata
+        if let provided = metadataProvider?.get() { merged.merge(provided) { $1 } }
+        for (key, value) in merged.merging(explicit ?? [:], uniquingKeysWith: { $1 }) { object[key] = "\(value)" }
         object["time"] = Date().formatted(.iso8601)
         object["level"] = level.rawValue
         object["label"] = label

@@ -33,7 +33,8 @@ public enum PipelineCtl {
         var imageMagick = Magick.version
         if imageMagick.hasPrefix("ImageMagick ") { imageMagick.removeFirst("ImageMagick ".count) }
         if let url = imageMagick.range(of: " https://") { imageMagick.removeSubrange(url.lowerBound...) }
-        var rows = [("revision", revision), ("ImageMagick", imageMagick)]
+        var rows = [("revision", revision), ("traces", Telemetry.exporterBuilt ? "OTLP/HTTP exporter (swift-otel)" : "no exporter (built without the OTLP trait)"),
+                    ("ImageMagick", imageMagick)]
         var seen: Set<String> = []
         for bundle in bundles {
             for library in bundle.libraries where seen.insert(library.name).inserted {

@@ -18,6 +18,8 @@ struct QueueCommand: AsyncParsableCommand {
             Examples:
               pipelinectl queue init postgres://app@db/images
               pipelinectl queue enqueue postgres://app@db/images urls.txt
+              pipelinectl queue enqueue postgres://app@db/images urls.txt \\
+                --traceparent "$TRACEPARENT"
               aws s3 ls s3://uploads/ --recursive | awk '{print "s3://uploads/" $4}' \\
                 | pipelinectl queue enqueue postgres://app@db/images -
               pipelinectl queue status postgres://app@db/images
@@ -76,7 +78,22 @@ struct QueueCommand: AsyncParsableCommand {
         @Argument(help: "Files of sources, one per line (# comments and empty lines skipped); - or nothing for standard input.")
         var files: [String] = []
 
+        @Option(help: ArgumentHelp("The W3C trace context the items continue (00-TRACEID-SPANID-FLAGS): a worker's span of each row is its child. Default: the TRACEPARENT variable, when set.", valueName: "traceparent"))
+        var traceparent: String?
+
+        /// `--traceparent`, or else `TRACEPARENT`; exits 2 when it is not a W3C traceparent.
+        func carriedTrace() throws -> String? {
+            let given = traceparent ?? ProcessInfo.processInfo.environment["TRACEPARENT"].flatMap { $0.isEmpty ? nil : $0 }
+            guard let given else { return nil }
+            guard Traceparent(["traceparent": given]) != nil else {
+                printError("error: \(traceparent == nil ? "TRACEPARENT" : "--traceparent") expects a W3C traceparent such as 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01, got '\(given)'")
+                throw Exit.invalid
+            }
+            return given.lowercased()
+        }
+
         func run() async throws {
+            let trace = try carriedTrace()
             let queue = try target.queue()
             var total = 0
             for file in files.isEmpty ? ["-"] : files {
@@ -91,7 +108,7 @@ struct QueueCommand: AsyncParsableCommand {
                     text = String(decoding: data, as: UTF8.self)
                 }
                 let lines = text.split(whereSeparator: \.isNewline).map(String.init)
-                total += try await QueueCommand.attempt { try await queue.enqueue(lines) }
+                total += try await QueueCommand.attempt { try await queue.enqueue(lines, traceparent: trace) }
             }
             print("enqueued \(total) source\(total == 1 ? "" : "s") in \(queue.name)")
         }

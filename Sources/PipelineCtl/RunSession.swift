@@ -176,16 +176,16 @@ func runHeader(_ pipeline: Pipeline, runner: PipelineRunner, list: any SourceLis
 
 func bootstrapLogging(_ output: RunOutputOptions) {
     let logLevel = output.logLevel, logFormat = output.logFormat.format
-    LoggingSystem.bootstrap { label in
+    LoggingSystem.bootstrap({ label, provider in
         switch logFormat {
         case .json:
-            return JSONLogHandler(label: label, logLevel: logLevel)
+            return JSONLogHandler(label: label, logLevel: logLevel, metadataProvider: provider)
         case .text:
-            var handler = StreamLogHandler.standardError(label: label)
+            var handler = StreamLogHandler.standardError(label: label, metadataProvider: provider)
             handler.logLevel = logLevel
             return handler
         }
-    }
+    }, metadataProvider: Telemetry.logMetadata)
 }
 
 /// Checks the run's machine facts (output directory) and makes the runner and the source list of

@@ -50,6 +50,8 @@ package struct ServeAnswer: Sendable {
         body.add("title", kind)
         body.add("status", status)
         body.add("detail", detail)
+        // The request's trace, when traces are on: the key from this answer to its spans.
+        if let trace = EngineSpans.currentTraceID { body.add("trace_id", trace) }
         let data = body.data
         var answer = ServeAnswer(status: status, headers: [("Content-Type", "application/problem+json"), ("Cache-Control", "no-store")], body: data)
         answer.pipeline = pipeline

@@ -2,11 +2,14 @@ import CBuildInfo
 import Foundation
 import PipelineKit
 import Prometheus
+import Synchronization
 
 /// The run's figures as Prometheus text exposition, for node_exporter's textfile collector
 /// (`--metrics FILE`): items by status and failure kind, bytes, stage durations, cache outcomes.
 package final class RunMetrics: Sendable {
     package let registry: PrometheusCollectorRegistry
+    /// Dropped spans already added to the counter.
+    private let exportedDrops = Mutex(0)
     private let pipeline: String
     private static let buckets: [Duration] = [.milliseconds(1), .milliseconds(5), .milliseconds(10), .milliseconds(25),
                                               .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500),
@@ -103,6 +106,7 @@ package final class RunMetrics: Sendable {
             guard let value else { continue }
             registry.makeGauge(descriptor: name(metric, unit, help), labels: labels).set(value)
         }
+        TraceExportFigures.expose(in: registry, seen: exportedDrops)
         return Data(registry.emitToBuffer())
     }
 
@@ -116,6 +120,7 @@ package final class RunMetrics: Sendable {
             registry.makeGauge(descriptor: name("image_cache_evictions", nil, "Images the image cache dropped in the last run."),
                                labels: [("pipeline", pipeline)]).set(Double(evictions))
         }
+        TraceExportFigures.expose(in: registry, seen: exportedDrops)
         try AtomicFile.write(Data(registry.emitToBuffer()), to: path)
     }
 }

@@ -10,6 +10,8 @@ package final class ServeMetrics: Sendable {
     private let items: [String: RunMetrics]
     /// Connection closes already added to the counters, by reason.
     private let exportedClosures = Mutex<[String: Int]>([:])
+    /// Dropped spans already added to the counter.
+    private let exportedDrops = Mutex(0)
     private static let buckets: [Duration] = [.milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
                                               .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500),
                                               .seconds(1), .seconds(2.5), .seconds(5), .seconds(10), .seconds(30)]
@@ -40,6 +42,7 @@ package final class ServeMetrics: Sendable {
         registry.makeGauge(descriptor: MetricNameDescriptor(namespace: "pipelinectl", metricName: "requests_in_flight", unitName: "",
                                                             helpText: "Requests admitted now, running or waiting for a job."))
             .set(Double(inFlight))
+        TraceExportFigures.expose(in: registry, seen: exportedDrops)
         return Data(registry.emitToBuffer())
     }
 

@@ -116,6 +116,7 @@ package final class ServiceFront: Sendable {
         if let type = answer.headers.first(where: { $0.0 == "Content-Type" })?.1, type.hasPrefix("image/") { line.add("type", type) }
         if let error = answer.item?.error { line.add("error", error.kind.rawValue) }
         if let queued = answer.queued { line.add("queue_ms", (queued * 10_000).rounded() / 10) }
+        if let trace = EngineSpans.currentTraceID ?? answer.item?.traceID { line.add("trace_id", trace) }
         if let timings = answer.item?.timings {
             for (name, ms) in [("load_ms", timings.load), ("decode_ms", timings.decode), ("process_ms", timings.process),
                                ("encode_ms", timings.encode)] where ms > 0 {

@@ -314,4 +314,26 @@ import Tracing
         let decode = try #require(tracer.finishedSpans.first { $0.operationName == "decode" })
         #expect(decode.status?.code == .error && decode.parentSpanID == span.spanID)
     }
+
+    /// A source that carries a trace (a queue message's receive span) starts its item there,
+    /// whatever the task's context: the item is that span's child, not the request's.
+    @Test func aSourcesTraceIsTheItemsParent() async throws {
+        let setup = try Setup()
+        let tracer = InMemoryTracer()
+        let runner = try setup.runners([100], tracer: tracer)[0]
+        let message = tracer.startSpan("process uploads", ofKind: .consumer)
+        message.end()
+        let other = tracer.startSpan("unrelated")
+        setup.loader.script("c", .bytes(Data("500x500".utf8)))
+        var source = Source(text: "scripted://c", index: 1)
+        source.trace = SourceTrace(message.context)
+        #expect(source == Source(text: "scripted://c", index: 1), "the trace is not part of the source's identity")
+        let item = Task { await ServiceContext.$current.withValue(other.context) { await runner.runItem(source) } }
+        #expect(await setup.loader.log.wait(for: "decoding 500x500 at 200"))
+        setup.decoder.release("500x500")
+        #expect(await item.value.status == .ok)
+        other.end()
+        let span = try #require(tracer.finishedSpans.first { $0.operationName == "item" })
+        #expect(span.parentSpanID == message.spanID && span.traceID == message.traceID)
+    }
 }

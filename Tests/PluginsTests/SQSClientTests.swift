@@ -83,20 +83,24 @@ import TestImages
         }
         #expect(parsed.contains(.testEvent), "\(parsed)")
         // moto's notification names the object's ETag: the source's version.
-        #expect(parsed.contains { if case .sources(["s3://uploads/in/photo-1.jpg"], let versions) = $0 { versions.first??.isEmpty == false } else { false } },
+        #expect(parsed.contains { if case .sources(["s3://uploads/in/photo-1.jpg"], let versions, _) = $0 { versions.first??.isEmpty == false } else { false } },
                 "\(parsed)")
     }
 
     @Test func messageBodiesAreReadOrRefusedWithTheirReason() throws {
         #expect(try QueueMessage.parse("  https://img.example.com/a.jpg\n") == .sources(["https://img.example.com/a.jpg"]))
         let created = #"{"Records":[{"eventName":"ObjectCreated:Put","s3":{"bucket":{"name":"b"},"object":{"key":"a+b%2Bc.jpg","size":3}}}]}"#
-        #expect(try QueueMessage.parse(created) == .sources(["s3://b/a b+c.jpg"], versions: [nil]))
+        let createdFacts = [["aws.s3.bucket": "b", "aws.s3.key": "a b+c.jpg", "pipelinectl.s3.event": "ObjectCreated:Put"]]
+        #expect(try QueueMessage.parse(created) == .sources(["s3://b/a b+c.jpg"], versions: [nil], facts: createdFacts))
         let tagged = #"{"Records":[{"eventName":"ObjectCreated:Put","s3":{"bucket":{"name":"b"},"object":{"key":"a.jpg","eTag":"e1","sequencer":"0A"}}}]}"#
-        #expect(try QueueMessage.parse(tagged) == .sources(["s3://b/a.jpg"], versions: ["e1"]))
+        // The record's facts go to the message's receive span.
+        #expect(try QueueMessage.parse(tagged) == .sources(["s3://b/a.jpg"], versions: ["e1"], facts: [[
+            "aws.s3.bucket": "b", "aws.s3.key": "a.jpg", "pipelinectl.s3.etag": "e1", "pipelinectl.s3.sequencer": "0A",
+            "pipelinectl.s3.event": "ObjectCreated:Put"]]))
         let removed = #"{"Records":[{"eventName":"ObjectRemoved:Delete","s3":{"bucket":{"name":"b"},"object":{"key":"a.jpg"}}}]}"#
         #expect(try QueueMessage.parse(removed) == .nothing("no ObjectCreated records (1 record)"))
         let sns = try String(data: JSONSerialization.data(withJSONObject: ["Type": "Notification", "Message": created]), encoding: .utf8)!
-        #expect(try QueueMessage.parse(sns) == .sources(["s3://b/a b+c.jpg"], versions: [nil]))
+        #expect(try QueueMessage.parse(sns) == .sources(["s3://b/a b+c.jpg"], versions: [nil], facts: createdFacts))
         #expect(try QueueMessage.parse(#"{"Service":"Amazon S3","Event":"s3:TestEvent","Bucket":"b"}"#) == .testEvent)
         for (body, reason) in [("", "the message is empty"), ("a.jpg\nb.jpg", "has several lines"), ("{not json", "is not a JSON object"),
                                (#"{"hello":1}"#, "must be an S3 event notification"),

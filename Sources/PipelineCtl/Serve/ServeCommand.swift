@@ -121,11 +121,9 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         let logLevel = self.logLevel
-        LoggingSystem.bootstrap { label in
-            var handler = JSONLogHandler(label: label, logLevel: logLevel)
-            handler.logLevel = logLevel
-            return handler
-        }
+        LoggingSystem.bootstrap({ label, provider in
+            JSONLogHandler(label: label, logLevel: logLevel, metadataProvider: provider)
+        }, metadataProvider: Telemetry.logMetadata)
         if responseMemory != nil { printError("warning: --response-memory is ignored: outputs go straight to their response (see --spool-threshold)") }
         let keys = try loadKeys()
         let settings = ServeSettings(command: self)

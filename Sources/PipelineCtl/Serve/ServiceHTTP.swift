@@ -11,6 +11,7 @@ import PipelineKit
 import Prometheus
 import ServiceLifecycle
 import Synchronization
+import Tracing
 
 /// The service on HTTP: a Hummingbird `Router` with the pipelines' ``ImageRoutes`` (the library
 /// product apps mount too), the operations routes, the connection guard, and the drain on
@@ -40,7 +41,10 @@ struct ServiceHTTP: Sendable {
     /// it runs are its children.
     func router(traced: Bool = false) -> Router<ImageRequestContext> {
         let router = Router(context: ImageRequestContext.self)
-        if traced { router.add(middleware: TracingMiddleware()) }
+        if traced {
+            router.add(middleware: TracingMiddleware())
+            router.add(middleware: TraceResponseMiddleware())
+        }
         router.add(middleware: routes.drainMiddleware())
         routes.operations.add(to: router, metrics: settings.metricsListen == nil)
         routes.add(to: router)
@@ -149,3 +153,16 @@ final class DrainSignals: Sendable {
 }
 
 
+
+/// Names the request's trace in each answer, as W3C Trace Context's `traceresponse` header
+/// (`00-TRACEID-SPANID-FLAGS`, the request's server span): the key from an answer a client got
+/// to its spans. Runs inside ``TracingMiddleware``'s span.
+struct TraceResponseMiddleware<Context: RequestContext>: RouterMiddleware {
+    static var name: HTTPField.Name { HTTPField.Name("traceresponse")! }
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var response = try await next(request, context)
+        if let traceparent = EngineSpans.traceparent(of: ServiceContext.current) { response.headers[Self.name] = traceparent }
+        return response
+    }
+}

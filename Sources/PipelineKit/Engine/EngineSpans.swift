@@ -9,7 +9,7 @@ import Tracing
 /// item under a request's or a message's context (`ServiceContext.withValue`) gets the item in
 /// that trace. Work that runs on the engine's worker threads starts its spans from a context
 /// handed over explicitly, since task-local values do not cross to those threads.
-struct EngineSpans: Sendable {
+package struct EngineSpans: Sendable {
     /// `nil`: the process's tracer, looked up at each span (a program may set it up after the
     /// runner was made).
     let tracer: (any Tracer)?
@@ -41,6 +41,38 @@ struct EngineSpans: Sendable {
         tracer.startSpan(name, context: context, ofKind: kind, at: instant)
     }
 
+    /// The W3C trace id of `span`: what the tracer puts in a `traceparent` for its context;
+    /// `nil` when it propagates none (the no-op tracer) or something else.
+    func traceID(of span: any Span) -> String? {
+        Self.traceparent(of: span.context, tracer: current).flatMap(Self.traceID(traceparent:))
+    }
+
+    /// The `traceparent` `tracer` propagates for `context` (the process's tracer by default);
+    /// `nil` when it propagates none.
+    package static func traceparent(of context: ServiceContext?, tracer: (any Tracer)? = nil) -> String? {
+        propagation(of: context, tracer: tracer)["traceparent"]
+    }
+
+    /// The headers `tracer` propagates for `context` (`traceparent`, `tracestate`, by lower-cased
+    /// name); empty when none.
+    package static func propagation(of context: ServiceContext?, tracer: (any Tracer)? = nil) -> [String: String] {
+        guard let context else { return [:] }
+        var headers: [String: String] = [:]
+        (tracer ?? InstrumentationSystem.tracer).inject(context, into: &headers, using: HeaderInjector())
+        return headers
+    }
+
+    /// The trace id of the task's context (`ServiceContext.current`) through the process's
+    /// tracer: what a failed answer or a log line names.
+    package static var currentTraceID: String? {
+        traceparent(of: ServiceContext.current).flatMap(traceID(traceparent:))
+    }
+
+    /// The trace id of a W3C `traceparent` (`00-TRACEID-SPANID-FLAGS`); `nil` when malformed.
+    package static func traceID(traceparent: String) -> String? {
+        Traceparent(["traceparent": traceparent])?.traceID
+    }
+
     /// Marks `span` failed by `error`: recorded, the status an error, and the failure's kind and
     /// stage as the report gives them (`pipelinectl.error.kind`, `pipelinectl.error.stage`).
     static func fail(_ span: any Span, _ error: any Error) {
@@ -53,5 +85,54 @@ struct EngineSpans: Sendable {
         } else {
             span.setStatus(SpanStatus(code: .error))
         }
+    }
+}
+
+/// Headers into a dictionary by lower-cased name, for reading what a tracer propagates.
+package struct HeaderInjector: Injector {
+    package init() {}
+
+    package func inject(_ value: String, forKey key: String, into carrier: inout [String: String]) {
+        carrier[key.lowercased()] = value
+    }
+}
+
+/// Headers out of a dictionary (as given, or by lower-cased name), for a tracer to continue a
+/// context carried in message attributes or columns.
+package struct HeaderExtractor: Extractor {
+    package init() {}
+
+    package func extract(key: String, from carrier: [String: String]) -> String? {
+        carrier[key] ?? carrier[key.lowercased()]
+    }
+}
+
+/// A W3C `traceparent`'s parts.
+package struct Traceparent: Sendable, Equatable {
+    package let traceID: String
+    package let spanID: String
+    package let sampled: Bool
+    package var state: String?
+
+    /// From propagated headers; `nil` when there is no valid `traceparent`.
+    package init?(_ headers: [String: String]) {
+        guard let text = headers["traceparent"] else { return nil }
+        let parts = text.lowercased().split(separator: "-", omittingEmptySubsequences: false)
+        // Version 00 has exactly four parts; a later version may add more after them.
+        guard parts.count == 4 || (parts.count > 4 && parts[0] != "00"), parts[0].count == 2, parts[0] != "ff", parts[1].count == 32, parts[2].count == 16, parts[3].count == 2,
+              parts.allSatisfy({ $0.allSatisfy(\.isHexDigit) }), parts[1].contains(where: { $0 != "0" }),
+              parts[2].contains(where: { $0 != "0" }), let flags = UInt8(parts[3], radix: 16) else { return nil }
+        traceID = String(parts[1])
+        spanID = String(parts[2])
+        sampled = flags & 1 == 1
+        state = headers["tracestate"]
+    }
+
+    package static func newTraceID() -> String { hex(UInt64.random(in: 1...UInt64.max)) + hex(UInt64.random(in: 1...UInt64.max)) }
+    package static func newSpanID() -> String { hex(UInt64.random(in: 1...UInt64.max)) }
+
+    private static func hex(_ value: UInt64) -> String {
+        let digits = String(value, radix: 16)
+        return String(repeating: "0", count: 16 - digits.count) + digits
     }
 }

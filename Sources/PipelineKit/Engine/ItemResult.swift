@@ -118,6 +118,10 @@ public struct ItemResult: Sendable, Codable {
     /// With `work --purge-replaced`: what the purgers said for an item that replaced outputs
     /// (`purged`, or the failure).
     public var purge: String?
+    /// The W3C trace id (32 hex digits) of the item's span, when the tracer it ran under
+    /// propagates W3C trace context (`nil` with none set up): the key from a report line, a log
+    /// line or a failed answer to the item's trace.
+    public var traceID: String?
 
     public init(source: String, index: Int, status: ItemStatus) {
         self.source = source
@@ -137,7 +141,7 @@ public struct ItemResult: Sendable, Codable {
         case source, index, status, outputs, kept, stale, error, width, height
         case bytesIn = "bytes_in", bytesOut = "bytes_out", timings = "timings_ms", cache, degraded, decodeShared = "decode_shared", facts
         case alternative, fallback, recoveredFrom = "recovered_from"
-        case duplicate, shared, variants, event, replaced, purge
+        case duplicate, shared, variants, event, replaced, purge, traceID = "trace_id"
     }
     struct Cache: Codable { var data: CacheOutcome; var image: CacheOutcome }
 
@@ -168,6 +172,7 @@ public struct ItemResult: Sendable, Codable {
         try c.encodeIfPresent(event, forKey: .event)
         if !replaced.isEmpty { try c.encode(replaced, forKey: .replaced) }
         try c.encodeIfPresent(purge, forKey: .purge)
+        try c.encodeIfPresent(traceID, forKey: .traceID)
     }
 
     public init(from decoder: any Decoder) throws {
@@ -199,6 +204,7 @@ public struct ItemResult: Sendable, Codable {
         event = try c.decodeIfPresent(EventState.self, forKey: .event)
         replaced = try c.decodeIfPresent([String].self, forKey: .replaced) ?? []
         purge = try c.decodeIfPresent(String.self, forKey: .purge)
+        traceID = try c.decodeIfPresent(String.self, forKey: .traceID)
     }
 }
 

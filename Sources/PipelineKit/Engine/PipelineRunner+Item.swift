@@ -16,13 +16,15 @@ extension PipelineRunner {
     /// Never throws: a failure is in ``ProcessedItem/result``'s `error`, its kind as reports
     /// give it. A cancelled task stops its own work; work another caller shares goes on.
     ///
-    /// The item is a span `item` continuing the task's trace (`ServiceContext.current`), with a
+    /// The item is a span `item` continuing the source's trace (``Source/trace``), or else the
+    /// task's (`ServiceContext.current`), with a
     /// span for each stage under it (``RunOptions/tracer``); a failed item's span carries the
     /// failure's kind and stage.
     public func process(_ source: Source, delivery: OutputDelivery) async -> ProcessedItem {
-        let span = spans.start("item", context: ServiceContext.current ?? .topLevel)
+        let span = spans.start("item", context: source.trace?.context ?? ServiceContext.current ?? .topLevel)
         defer { span.end() }
-        let item = await ServiceContext.$current.withValue(span.context) { await processItem(source, delivery: delivery) }
+        var item = await ServiceContext.$current.withValue(span.context) { await processItem(source, delivery: delivery) }
+        item.result.traceID = spans.traceID(of: span)
         if span.isRecording {
             span.attributes["pipelinectl.pipeline"] = pipeline.name
             span.attributes["pipelinectl.source"] = source.text

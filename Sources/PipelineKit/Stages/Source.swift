@@ -1,4 +1,5 @@
 import Foundation
+import Tracing
 
 /// One line of a URL list: what to load, and where it came from.
 public struct Source: Sendable, Hashable {
@@ -22,6 +23,15 @@ public struct Source: Sendable, Hashable {
     /// Bytes the caller handed in (an upload), loaded from memory instead of by a loader; `text`
     /// then only names them in reports.
     public let bytes: InlineBytes?
+    /// The trace the item continues: its `item` span is a child of this context's span (a queue
+    /// message's receive span, a caller's own span). `nil`: the task's context
+    /// (`ServiceContext.current`), as for any item. Not part of the source's identity.
+    public var trace: SourceTrace? {
+        get { traceSlot.trace }
+        set { traceSlot.trace = newValue }
+    }
+    /// Where ``trace`` is kept: equal and hashed alike whatever it holds.
+    private var traceSlot = TraceSlot()
 
     public init(text: String, index: Int, base: String? = nil, boundary: SourceBoundary? = nil, version: String? = nil) {
         self.text = text
@@ -283,4 +293,20 @@ public final class LocalFile: Sendable {
         }
         return (done, nil)
     }
+}
+
+/// The trace context a source's item continues (``Source/trace``): a `ServiceContext` holding the
+/// parent span, from a queue message's `traceparent` or the caller.
+public struct SourceTrace: Sendable {
+    public let context: ServiceContext
+
+    public init(_ context: ServiceContext) { self.context = context }
+}
+
+/// A source's trace, kept out of its identity.
+private struct TraceSlot: Sendable, Hashable {
+    var trace: SourceTrace?
+
+    static func == (lhs: TraceSlot, rhs: TraceSlot) -> Bool { true }
+    func hash(into hasher: inout Hasher) {}
 }

@@ -98,12 +98,20 @@ public protocol QueueAdministering: SourceListing {
     func initialize() async throws
     /// Adds sources (one item each); how many were added.
     func enqueue(_ sources: [String]) async throws -> Int
+    /// Adds sources whose items continue the trace of `traceparent` (a W3C `traceparent`, such as
+    /// a tracer injects for the caller's span): a worker's receive span of each is its child.
+    /// By default the trace is not kept (a queue with nowhere to keep it).
+    func enqueue(_ sources: [String], traceparent: String?) async throws -> Int
     /// The queue's figures now.
     func status() async throws -> QueueStatus
     /// Queues items failed for good again (those of `kind`, or all); how many.
     func retryFailed(kind: String?) async throws -> Int
     /// Deletes items failed for good (those of `kind`, or all); how many.
     func purgeFailed(kind: String?) async throws -> Int
+}
+
+extension QueueAdministering {
+    public func enqueue(_ sources: [String], traceparent: String?) async throws -> Int { try await enqueue(sources) }
 }
 
 /// A queue's figures: what `pipelinectl queue status` prints and a worker's /metrics exposes.

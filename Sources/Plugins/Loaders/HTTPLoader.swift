@@ -1,6 +1,7 @@
 import Foundation
 import PipelineKit
 import Synchronization
+import Tracing
 
 /// `http`: fetches `http://` and `https://` URLs with libcurl.
 ///
@@ -57,6 +58,9 @@ public struct HTTPLoader: DataLoading {
                 .bool("allow_private", default: true, doc: "Allow 10/8, 172.16/12, 192.168/16, 100.64/10 and fc00::/7."),
                 .list("allow_hosts", of: .string, default: [], doc: "Only these hosts (`*.example.com` for subdomains), also for redirects; empty: any."),
                 .list("deny_hosts", of: .string, default: [], doc: "Never these hosts, also for redirects."),
+                .list("traceparent_to", of: .string, default: [],
+                      doc: "URL prefixes whose requests carry the item's W3C `traceparent` and `tracestate` (with traces on), so an origin's own spans join the item's trace; `*` for every URL. Empty: none, so trace ids never reach third parties. Redirects the origin makes get them too.")
+                    .example("[\"https://images.internal.example.com/\"]"),
             ]),
         schemes: ["http", "https"],
         check: { options in
@@ -72,6 +76,8 @@ public struct HTTPLoader: DataLoading {
     let accept: [String]
     let stripQuery: Set<String>
     let cacheKeyTemplate: String?
+    /// `traceparent_to`: the URL prefixes trace context is sent to.
+    let traceTo: [String]
     let rateLimiter: RateLimiter?
     private let engine: CurlTransferEngine
 
@@ -96,6 +102,7 @@ public struct HTTPLoader: DataLoading {
         accept = (options.list("accept") ?? []).map { $0.description.lowercased() }
         stripQuery = Set((options.list("strip_query") ?? []).map(\.description))
         cacheKeyTemplate = options.string("cache_key")
+        traceTo = (options.list("traceparent_to") ?? []).map(\.description)
         try Self.checkCacheKey(cacheKeyTemplate)
         let rate = options.number("rate_limit")!
         rateLimiter = rate > 0 ? RateLimiter(rate: rate, burst: options.int("rate_burst")!) : nil
@@ -257,6 +264,19 @@ public struct HTTPLoader: DataLoading {
         try await fetch(source, conditional: cached.canRevalidate ? cached : nil)
     }
 
+    /// What `source`'s transfers are allowed and sent. The source itself was admitted by whoever
+    /// attached its boundary (the service, the engine's plan); every redirect hop is checked
+    /// against it before it is followed. Under a `traceparent_to` prefix, the load span's context
+    /// (the task's), as the process's tracer propagates it, goes along.
+    func policy(for source: Source) -> TransferPolicy {
+        var policy = self.policy
+        policy.boundary = source.boundary
+        if traceTo.contains(where: { $0 == "*" || source.text.hasPrefix($0) }) {
+            for (name, value) in EngineSpans.propagation(of: ServiceContext.current) { policy.headers[name] = value }
+        }
+        return policy
+    }
+
     func fetch(_ source: Source, conditional: CacheDirectives?) async throws -> Revalidation {
         guard let components = URLComponents(string: source.text), let host = components.host, !host.isEmpty else {
             throw PipelineError(.invalidSource, "not a valid URL: \(source.text)")
@@ -264,10 +284,7 @@ public struct HTTPLoader: DataLoading {
         guard policy.hostPolicy.allows(host) else {
             throw PipelineError(.blockedAddress, "host '\(host)' is not allowed by allow_hosts/deny_hosts")
         }
-        // The source itself was admitted by whoever attached the boundary (the service, the
-        // engine's plan); every redirect hop is checked against it before it is followed.
-        var policy = self.policy
-        policy.boundary = source.boundary
+        let policy = policy(for: source)
         var partial = Data()
         var resume: ResumePoint?
         var attempt = 0

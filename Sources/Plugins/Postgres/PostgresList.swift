@@ -1,5 +1,6 @@
 import Foundation
 import PipelineKit
+import Tracing
 import Synchronization
 
 /// A PostgreSQL queue table (``PostgresQueue``) read as a list of sources: the list a
@@ -197,6 +198,9 @@ public final class PostgresList: QueueAdministering, Sendable {
 
     public func initialize() async throws { try await writer.initialize() }
     public func enqueue(_ sources: [String]) async throws -> Int { try await checkedWriter().enqueue(sources) }
+    public func enqueue(_ sources: [String], traceparent: String?) async throws -> Int {
+        try await checkedWriter().enqueue(sources, traceparent: traceparent)
+    }
     public func status() async throws -> QueueStatus { try await checkedWriter().status() }
     public func retryFailed(kind: String?) async throws -> Int { try await checkedWriter().requeueFailed(kind: kind) }
     public func purgeFailed(kind: String?) async throws -> Int { try await checkedWriter().purgeFailed(kind: kind) }
@@ -280,6 +284,7 @@ public final class PostgresList: QueueAdministering, Sendable {
                 if let source = buffer.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { return source }
                 if list.isStopped { return nil }
                 let claims: [PostgresQueue.Claim]
+                var claimedAt = DefaultTracerClock.now
                 do {
                     // Leases that ran out are looked for every poll interval, and whenever nothing is due.
                     let reclaim = list.state.withLock { state in
@@ -290,6 +295,7 @@ public final class PostgresList: QueueAdministering, Sendable {
                         list.state.withLock { $0.reclaimed = .now }
                     }
                     let limit = list.state.withLock { $0.claimSize.next() }
+                    claimedAt = DefaultTracerClock.now
                     claims = try await queue.claim(limit: limit, lease: list.lease, worker: list.worker)
                     failures.withLock { $0 = 0 }
                 } catch let error as PipelineError where error.kind == .connect {
@@ -322,7 +328,9 @@ public final class PostgresList: QueueAdministering, Sendable {
                         try? await list.settling { try await $0.acknowledge(claim) }
                         continue
                     }
-                    sources += list.state.withLock { $0.held.hold(claim.id, claim, sources: [claim.source]) }
+                    let span = MessageTrace.start(system: "postgresql", destination: queue.url.table, messageID: claim.id,
+                                                  carrier: claim.traceparent.map { ["traceparent": $0] } ?? [:], receivedAt: claimedAt)
+                    sources += list.state.withLock { $0.held.hold(claim.id, claim, sources: [claim.source], span: span) }
                 }
                 buffer.withLock { $0 += sources }
             }

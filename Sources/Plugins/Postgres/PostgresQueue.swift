@@ -1,5 +1,6 @@
 import Foundation
 import PipelineKit
+import Synchronization
 
 /// A work queue in one PostgreSQL table: what `pipelinectl queue` sets up and fills, and what the
 /// `postgres` list claims from.
@@ -16,6 +17,9 @@ public final class PostgresQueue: Sendable {
     let connection: PostgresConnection
     /// The table, quoted for SQL.
     let table: String
+    /// Whether the table has the `traceparent` column (one made before traces has not, until
+    /// `queue init` runs again); `nil` until looked at.
+    private let traceColumn = Mutex<Bool?>(nil)
 
     init(url: PostgresQueueURL, connection: PostgresConnection) {
         self.url = url
@@ -49,8 +53,11 @@ public final class PostgresQueue: Sendable {
               worker text,
               error_kind text,
               error text,
-              updated_at timestamptz NOT NULL DEFAULT now())
+              updated_at timestamptz NOT NULL DEFAULT now(),
+              traceparent text)
             """,
+            // Tables made before traces: the column the W3C trace context of a row rides in.
+            "ALTER TABLE \(table) ADD COLUMN IF NOT EXISTS traceparent text",
             "CREATE INDEX IF NOT EXISTS \(derived("ready")) ON \(table) (id) WHERE state = 'queued'",
             "CREATE INDEX IF NOT EXISTS \(derived("leases")) ON \(table) (lease_until) WHERE state = 'running'",
             """
@@ -80,15 +87,33 @@ public final class PostgresQueue: Sendable {
         }
     }
 
+    /// Whether the table has the `traceparent` column (looked up once).
+    func hasTraceColumn() async -> Bool {
+        if let known = traceColumn.withLock({ $0 }) { return known }
+        let found = (try? await connection.query("SELECT traceparent FROM \(table) LIMIT 0")) != nil
+        traceColumn.withLock { $0 = found }
+        return found
+    }
+
     /// Adds `sources` (one row each) with COPY; how many were added. Sources are trimmed; empty
     /// lines and `#` comments are skipped, as in a URL list.
     public func enqueue(_ lines: some Sequence<String>) async throws -> Int {
+        try await enqueue(lines, traceparent: nil)
+    }
+
+    /// Adds `sources` as ``enqueue(_:)`` does, each row's item continuing the W3C trace context
+    /// `traceparent` (a table made before traces needs `queue init` again).
+    public func enqueue(_ lines: some Sequence<String>, traceparent: String?) async throws -> Int {
+        if traceparent != nil, !(await hasTraceColumn()) {
+            throw PipelineError(.notFound, "\(url.redacted): the queue table \(url.table) has no traceparent column; add it with: pipelinectl queue init '\(url.redacted)' (safe to run again)")
+        }
+        let trace = traceparent.map { "\t" + $0.copyEscaped } ?? ""
         var chunks: [Data] = []
         var chunk = Data()
         for line in lines {
             let source = line.trimmingCharacters(in: .whitespacesAndNewlines)
             guard !source.isEmpty, !source.hasPrefix("#") else { continue }
-            chunk.append(contentsOf: (source.copyEscaped + "\n").utf8)
+            chunk.append(contentsOf: (source.copyEscaped + trace + "\n").utf8)
             if chunk.count >= 1 << 20 {
                 chunks.append(chunk)
                 chunk = Data()
@@ -96,14 +121,16 @@ public final class PostgresQueue: Sendable {
         }
         if !chunk.isEmpty { chunks.append(chunk) }
         guard !chunks.isEmpty else { return 0 }
-        return try await connection.copyIn("COPY \(table) (source) FROM STDIN", chunks)
+        return try await connection.copyIn("COPY \(table) (source\(traceparent == nil ? "" : ", traceparent")) FROM STDIN", chunks)
     }
 
-    /// A claimed row: its id, source and how many times it has been claimed (this claim included).
+    /// A claimed row: its id, source and how many times it has been claimed (this claim included),
+    /// and the trace context it carries.
     struct Claim: Sendable, Equatable {
         let id: String
         let source: String
         let attempts: Int
+        var traceparent: String?
     }
 
     /// Returns rows whose lease ran out to the queue, or fails them as `abandoned` after `maxAttempts`.
@@ -124,16 +151,17 @@ public final class PostgresQueue: Sendable {
     /// first (`id = ANY(ARRAY(...))`), which plans as two index scans whatever the limit; a join
     /// with the subquery was planned as a scan of the whole table once generic.
     func claim(limit: Int, lease: Int, worker: String) async throws -> [Claim] {
+        let traced = await hasTraceColumn()
         let rows = try await connection.query("""
             UPDATE \(table) q SET state = 'running', attempts = q.attempts + 1, lease_until = now() + make_interval(secs => $2),
               worker = $3, updated_at = now()
             WHERE q.id = ANY(ARRAY(
               SELECT id FROM \(table) WHERE state = 'queued' AND visible_at <= now() ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED))
-            RETURNING q.id, q.source, q.attempts
+            RETURNING q.id, q.source, q.attempts\(traced ? ", q.traceparent" : "")
             """, [String(limit), String(lease), worker], prepared: true)
         return rows.compactMap { row in
-            guard row.count == 3, let id = row[0], let source = row[1], let attempts = row[2].flatMap({ Int($0) }) else { return nil }
-            return Claim(id: id, source: source, attempts: attempts)
+            guard row.count >= 3, let id = row[0], let source = row[1], let attempts = row[2].flatMap({ Int($0) }) else { return nil }
+            return Claim(id: id, source: source, attempts: attempts, traceparent: row.count > 3 ? row[3] : nil)
         }.sorted { (Int($0.id) ?? 0) < (Int($1.id) ?? 0) }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import PipelineKit
+import Tracing
 
 /// The bookkeeping of a queue list (SQS, PostgreSQL): the messages received and not yet settled,
 /// and which sources each waits for. A message is finished when every source it named is settled;
@@ -10,6 +11,8 @@ struct HeldMessages<Message: Sendable>: Sendable {
         var message: Message
         var pending: Int
         var failures: [ItemError] = []
+        /// The message's span (``MessageTrace``), ended when it is settled or handed back.
+        var span: (any Span)?
     }
 
     private(set) var held: [String: Held] = [:]
@@ -29,12 +32,15 @@ struct HeldMessages<Message: Sendable>: Sendable {
 
     /// Holds `message` until each of `sources` is settled; the sources for the engine, numbered.
     /// `versions`: each source's version, when the message tells it (``Source/version``).
-    mutating func hold(_ id: String, _ message: Message, sources: [String], versions: [String?] = []) -> [Source] {
-        held[id] = Held(message: message, pending: sources.count)
+    /// `span`: the message's, whose trace the sources' items continue.
+    mutating func hold(_ id: String, _ message: Message, sources: [String], versions: [String?] = [], span: (any Span)? = nil) -> [Source] {
+        held[id] = Held(message: message, pending: sources.count, span: span)
         return sources.enumerated().map { offset, text in
             waiting[text, default: []].append(id)
             defer { nextIndex += 1 }
-            return Source(text: text, index: nextIndex, version: offset < versions.count ? versions[offset] : nil)
+            var source = Source(text: text, index: nextIndex, version: offset < versions.count ? versions[offset] : nil)
+            source.trace = span.map { SourceTrace($0.context) }
+            return source
         }
     }
 
@@ -51,6 +57,13 @@ struct HeldMessages<Message: Sendable>: Sendable {
             return nil
         }
         held[id] = nil
+        if let span = entry.span {
+            if let failure = entry.failures.first {
+                span.attributes["pipelinectl.error.kind"] = failure.kind.rawValue
+                span.setStatus(SpanStatus(code: .error, message: failure.message))
+            }
+            span.end()
+        }
         return entry
     }
 
@@ -59,6 +72,10 @@ struct HeldMessages<Message: Sendable>: Sendable {
         defer {
             held = [:]
             waiting = [:]
+        }
+        for span in held.values.compactMap(\.span) {
+            span.attributes["pipelinectl.handed_back"] = true
+            span.end()
         }
         return messages
     }

@@ -7,8 +7,9 @@ import PipelineKit
 enum QueueMessage: Sendable, Equatable {
     /// Sources to process: `s3://bucket/key` for each created object, or the line given; with
     /// each one's version when the message tells it (an S3 record's ETag and version id, or its
-    /// sequencer): the same object redelivered is a duplicate, a re-upload a new item.
-    case sources([String], versions: [String?] = [])
+    /// sequencer): the same object redelivered is a duplicate, a re-upload a new item. `facts`:
+    /// each S3 record's bucket, key, version id, ETag and sequencer, for its receive span.
+    case sources([String], versions: [String?] = [], facts: [[String: String]] = [])
     /// S3's test event, sent when a notification is configured: nothing to do.
     case testEvent
     /// A notification with nothing to process (objects removed, no records).
@@ -39,6 +40,7 @@ enum QueueMessage: Sendable, Equatable {
         }
         var sources: [String] = []
         var versions: [String?] = []
+        var facts: [[String: String]] = []
         for (index, record) in records.enumerated() {
             let name = record["eventName"] as? String ?? ""
             guard name.hasPrefix("ObjectCreated:") || name.isEmpty else { continue }
@@ -54,8 +56,14 @@ enum QueueMessage: Sendable, Equatable {
             let etag = (object["eTag"] as? String)?.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
             let tags = [etag, object["versionId"] as? String].compactMap { $0 }.filter { !$0.isEmpty }
             versions.append(tags.isEmpty ? (object["sequencer"] as? String).map { "sequencer:" + $0 } : tags.joined(separator: ":"))
+            var fact = ["aws.s3.bucket": bucket, "aws.s3.key": decoded]
+            for (name, key) in [("version_id", "versionId"), ("etag", "eTag"), ("sequencer", "sequencer")] {
+                if let value = object[key] as? String, !value.isEmpty { fact["pipelinectl.s3." + name] = value }
+            }
+            if !name.isEmpty { fact["pipelinectl.s3.event"] = name }
+            facts.append(fact)
         }
         return sources.isEmpty ? .nothing("no ObjectCreated records (\(records.count) record\(records.count == 1 ? "" : "s"))")
-            : .sources(sources, versions: versions)
+            : .sources(sources, versions: versions, facts: facts)
     }
 }

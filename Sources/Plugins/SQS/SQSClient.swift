@@ -12,6 +12,9 @@ struct SQSQueue: Sendable, Equatable {
     let endpoint: URLComponents
     let region: String
 
+    /// The queue's name: the last part of its URL.
+    var name: String { url.split(separator: "/").last.map(String.init) ?? url }
+
     init(_ text: String, environment: [String: String]) throws {
         func variable(_ names: [String]) -> String? { names.lazy.compactMap { environment[$0] }.first { !$0.isEmpty } }
         var region = variable(["AWS_REGION", "AWS_DEFAULT_REGION"]) ?? "us-east-1"
@@ -50,6 +53,8 @@ struct SQSMessage: Sendable, Equatable {
     let body: String
     let receiptHandle: String
     let receiveCount: Int
+    /// The message's string attributes that carry a trace (`traceparent`, `tracestate`).
+    var attributes: [String: String] = [:]
 }
 
 /// The SQS calls a worker needs, in SQS's JSON protocol (`X-Amz-Target: AmazonSQS.ACTION`), signed
@@ -92,14 +97,18 @@ final class SQSClient: Sendable {
         let answer = try await call("ReceiveMessage", [
             "QueueUrl": queue.url, "MaxNumberOfMessages": min(10, max(1, limit)), "WaitTimeSeconds": min(20, max(0, wait)),
             "VisibilityTimeout": visibility, "MessageSystemAttributeNames": ["ApproximateReceiveCount"],
-            "AttributeNames": ["ApproximateReceiveCount"],
+            "AttributeNames": ["ApproximateReceiveCount"], "MessageAttributeNames": MessageTrace.carrierNames,
         ])
         let messages = answer["Messages"] as? [[String: Any]] ?? []
         return messages.compactMap { message in
             guard let id = message["MessageId"] as? String, let handle = message["ReceiptHandle"] as? String else { return nil }
             let attributes = message["Attributes"] as? [String: String] ?? [:]
+            var carried: [String: String] = [:]
+            for (name, value) in message["MessageAttributes"] as? [String: [String: Any]] ?? [:] {
+                if let text = value["StringValue"] as? String { carried[name.lowercased()] = text }
+            }
             return SQSMessage(id: id, body: message["Body"] as? String ?? "", receiptHandle: handle,
-                              receiveCount: attributes["ApproximateReceiveCount"].flatMap { Int($0) } ?? 1)
+                              receiveCount: attributes["ApproximateReceiveCount"].flatMap { Int($0) } ?? 1, attributes: carried)
         }
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import PipelineKit
 import Synchronization
+import Tracing
 
 /// An SQS queue read as a list of sources that never ends (or, with `untilEmpty`, ends when the
 /// queue is empty and nothing is held): the list a `pipelinectl work` worker runs over.
@@ -196,6 +197,7 @@ public final class SQSList: SourceListing, Sendable {
             while true {
                 if let source = buffer.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { return source }
                 if list.state.withLock({ $0.stopped }) { return nil }
+                let receivedAt = DefaultTracerClock.now
                 let messages = try await list.client.receive(limit: 10, wait: list.untilEmpty ? 1 : 20, visibility: list.visibility)
                 if list.state.withLock({ $0.stopped }) {
                     // Received while stopping: handed back, visible again at once.
@@ -204,20 +206,20 @@ public final class SQSList: SourceListing, Sendable {
                 }
                 if messages.isEmpty, list.untilEmpty { return nil }
                 var sources: [Source] = []
-                for message in messages { sources += await take(message) }
+                for message in messages { sources += await take(message, receivedAt: receivedAt) }
                 buffer.withLock { $0 += sources }
             }
         }
 
-        /// The sources of `message` to process (registering it as held); deletes or dead-letters a
-        /// message with none.
-        func take(_ message: SQSMessage) async -> [Source] {
+        /// The sources of `message` to process (registering it as held), in the trace of its
+        /// span; deletes or dead-letters a message with none.
+        func take(_ message: SQSMessage, receivedAt: DefaultTracerClock.Instant) async -> [Source] {
             let parsed: QueueMessage
             do { parsed = try QueueMessage.parse(message.body) } catch {
                 try? await list.deadLetterAndDelete(message, kind: ErrorKind.invalidSource.rawValue)
                 return []
             }
-            guard case .sources(let all, let versions) = parsed else {
+            guard case .sources(let all, let versions, let facts) = parsed else {
                 try? await list.client.delete(message)
                 return []
             }
@@ -227,15 +229,22 @@ public final class SQSList: SourceListing, Sendable {
                 try? await list.client.delete(message)
                 return []
             }
-            return list.state.withLock { state in
+            let span = MessageTrace.start(system: "aws_sqs", destination: list.client.queue.name, messageID: message.id,
+                                          carrier: message.attributes, receivedAt: receivedAt, facts: facts.count == 1 ? facts[0] : [:])
+            let sources = list.state.withLock { state in
                 // A message received again while still held (its visibility ran out) replaces the
                 // old handle: only the newest one can delete it.
                 if state.held.contains(message.id) {
                     state.held.replace(message.id, with: message)
-                    return []
+                    return [Source]()
                 }
-                return state.held.hold(message.id, message, sources: wanted.map(\.0), versions: wanted.map(\.1))
+                return state.held.hold(message.id, message, sources: wanted.map(\.0), versions: wanted.map(\.1), span: span)
             }
+            if sources.isEmpty {
+                span.attributes["pipelinectl.already_held"] = true
+                span.end()
+            }
+            return sources
         }
     }
 }

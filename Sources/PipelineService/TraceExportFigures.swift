@@ -1,0 +1,38 @@
+import Prometheus
+import Synchronization
+
+/// What the process's trace exporter lost, for the Prometheus expositions of `serve`, `work` and
+/// `run --metrics`: spans dropped because the span queue was full or a batch could not be sent
+/// (the exporter down, slow, or answering an error). Counted by the exporter's diagnostics,
+/// which say the first loss once; shown only while traces are on.
+package enum TraceExportFigures {
+    private static let state = Mutex<(on: Bool, dropped: Int)>((false, 0))
+
+    /// Traces are on: the counter appears (at zero until a span is lost).
+    package static func turnOn() { state.withLock { $0.on = true } }
+
+    /// Counts `count` spans lost; returns whether they are the first.
+    @discardableResult
+    package static func dropped(_ count: Int) -> Bool {
+        state.withLock { state in
+            defer { state.dropped += count }
+            return state.dropped == 0
+        }
+    }
+
+    /// Spans lost so far (0 while traces are off).
+    package static var droppedSpans: Int { state.withLock { $0.dropped } }
+
+    /// Brings `registry`'s counter up to the spans lost so far; `seen` is what it counted before.
+    package static func expose(in registry: PrometheusCollectorRegistry, seen: borrowing Mutex<Int>) {
+        let (on, dropped) = state.withLock { ($0.on, $0.dropped) }
+        guard on else { return }
+        let delta = seen.withLock { seen in
+            defer { seen = dropped }
+            return dropped - seen
+        }
+        registry.makeCounter(descriptor: MetricNameDescriptor(namespace: "pipelinectl", metricName: "trace_spans_dropped", unitName: "total",
+                                                              helpText: "Spans the trace exporter dropped: its queue was full, or a batch could not be sent."))
+            .increment(by: Int64(delta))
+    }
+}

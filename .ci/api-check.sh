@@ -20,7 +20,7 @@ echo "api-check: comparing the public API with release $version ($commit)"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 status=0
-.ci/quiet.sh swift package diagnose-api-breaking-changes "$commit" \
+.ci/quiet.sh swift package diagnose-api-breaking-changes "$commit" ${API_CHECK_TRAITS:-} \
   --products PipelineKit Plugins MagickKit PipelineHummingbird \
   --baseline-dir ".build/api-baseline-$commit" > "$out" 2>&1 || status=$?
 cat "$out"

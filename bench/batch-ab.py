@@ -13,7 +13,9 @@ A): "within noise" means 1.00 lies inside a group's spread, or the median is no 
 
 Usage: BIN_A=old/pipelinectl BIN_B=.build/release/pipelinectl bench/batch-ab.py
        (env: BENCH_AB_ROUNDS=3, BENCH_AB_ITEMS=200, BENCH_AB_HUGE=1 to include the 160 MP files,
-       BENCH_AB_GROUPS="corpus JPEG,GIF": only these groups)
+       BENCH_AB_GROUPS="corpus JPEG,GIF": only these groups; ENV_A, ENV_B="NAME=VALUE ...":
+       variables added to one side's environment, so that one build runs against itself with a
+       setting on and off, e.g. traces: BIN_A=$BIN BIN_B=$BIN ENV_B="OTEL_EXPORTER_OTLP_ENDPOINT=...")
 """
 import math
 import os
@@ -29,6 +31,8 @@ import run as r  # noqa: E402
 ROUNDS = int(os.environ.get("BENCH_AB_ROUNDS", "3"))
 ITEMS = int(os.environ.get("BENCH_AB_ITEMS", "200"))
 BINS = {"A": os.environ.get("BIN_A"), "B": os.environ.get("BIN_B") or os.path.join(ROOT, ".build/release/pipelinectl")}
+ENVS = {side: dict(os.environ, **dict(pair.split("=", 1) for pair in os.environ.get(f"ENV_{side}", "").split() if "=" in pair))
+        for side in "AB"}
 
 
 def expanded(work, slug, paths):
@@ -74,7 +78,8 @@ def main():
                 with open(listing, "w") as f:
                     f.write(path + "\n")
                 groups.append((f"160 MP {label}", huge_yaml, listing, 1))
-    print(f"A: {BINS['A']}\nB: {BINS['B']}\nwork: {work}; {ROUNDS} rounds, lists of {ITEMS}+", flush=True)
+    print(f"A: {BINS['A']} {os.environ.get('ENV_A', '')}\nB: {BINS['B']} {os.environ.get('ENV_B', '')}\n"
+          f"work: {work}; {ROUNDS} rounds, lists of {ITEMS}+", flush=True)
     rows = []
     for label, yaml, listing, n in groups:
         runs = {"A": [], "B": []}
@@ -84,7 +89,7 @@ def main():
                 out = os.path.join(work, f"out-{which}")
                 subprocess.run(["rm", "-rf", out], check=True)
                 m = r.measure(f"{which} ({label})", [BINS[which], "run", yaml, listing, "-o", out, "--progress", "none"], n,
-                              check_output=f"{n} items: {n} ok", single=True)
+                              env=ENVS[which], check_output=f"{n} items: {n} ok", single=True)
                 runs[which].append(m)
         median = {k: sorted(v, key=lambda m: m.wall)[len(v) // 2] for k, v in runs.items()}
         ratios = [b.wall / a.wall for a, b in zip(runs["A"], runs["B"])]

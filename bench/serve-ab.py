@@ -9,7 +9,8 @@ Reported per group: each build's median rate, p99 latency and p99 over each sour
 service's CPU time and minor page faults per answer during the measured seconds.
 
 Usage: BIN_A=old/pipelinectl BIN_B=.build/release/pipelinectl bench/serve-ab.py
-       (env: BENCH_AB_ROUNDS=3, BENCH_SERVE_SECONDS=15, BENCH_SERVE_GROUPS=...)
+       (env: BENCH_AB_ROUNDS=3, BENCH_SERVE_SECONDS=15, BENCH_SERVE_GROUPS=...; ENV_A, ENV_B="NAME=VALUE
+       ...": variables added to one side's service, e.g. traces on against off for one build)
 """
 import os
 import re
@@ -24,6 +25,7 @@ import serve as s  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_AB_ROUNDS", "3"))
 BINS = {"A": os.environ.get("BIN_A"), "B": os.environ.get("BIN_B") or os.path.join(ROOT, ".build/release/pipelinectl")}
+ENVS = {side: dict(pair.split("=", 1) for pair in os.environ.get(f"ENV_{side}", "").split() if "=" in pair) for side in "AB"}
 
 
 def counts(pid):
@@ -49,7 +51,7 @@ def main():
         for f in files:
             os.symlink(f, os.path.join(root, slug, os.path.basename(f)))
     nginx, origin = s.start_nginx(work, root)
-    print(f"A {BINS['A']}\nB {BINS['B']}\n{ROUNDS} rounds of {s.SECONDS} s per build and group", flush=True)
+    print(f"A {BINS['A']} {os.environ.get('ENV_A', '')}\nB {BINS['B']} {os.environ.get('ENV_B', '')}\n{ROUNDS} rounds of {s.SECONDS} s per build and group", flush=True)
     rows = []
     try:
         for label, files in found:
@@ -59,6 +61,7 @@ def main():
             for round_ in range(ROUNDS):
                 for build in ("A", "B") if round_ % 2 == 0 else ("B", "A"):
                     s.BIN = BINS[build]
+                    s.EXTRA_ENV = ENVS[build]
                     process, port = s.start_ours(work, f"{build}-{slug}-{round_}", "{}")
                     s.fetch_all(port, paths, os.path.join(work, "out", build, slug, str(round_)))
                     sampler = s.Sampler(process.pid)

@@ -62,6 +62,8 @@ OVERLOAD_SECONDS = int(os.environ.get("BENCH_OVERLOAD_SECONDS", "60"))
 KEY = os.urandom(32)
 # More `pipelinectl serve` options for every run of ours, e.g. "--http-nice 0" to compare.
 EXTRA = os.environ.get("BENCH_SERVE_EXTRA", "").split()
+# Variables added to the service's environment (bench/serve-ab.py's ENV_A and ENV_B).
+EXTRA_ENV = {}
 
 
 def free_port():
@@ -148,7 +150,7 @@ def start_ours(work, name, decoder, cache=None, cpu=None):
     """`pipelinectl serve` with the preset `name`; `cpu`: held to that one CPU (taskset), so
     its jobs and workers default to one."""
     directory = write_preset(work, name, decoder, cache)
-    env = dict(os.environ, PIPELINECTL_KEYS="bench:" + KEY.hex())
+    env = dict(os.environ, PIPELINECTL_KEYS="bench:" + KEY.hex(), **EXTRA_ENV)
     process = subprocess.Popen(([] if cpu is None else ["taskset", "-c", str(cpu)]) + [BIN, "serve", directory, "--listen", "127.0.0.1:0", "--no-access-log", "--queue", "256",
                                 "--timeout", "120s"] + EXTRA, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True,
                                start_new_session=True)

@@ -52,7 +52,13 @@ func runPipeline(_ request: RunRequest) async throws {
     }
     bootstrapLogging(output)
     try await Telemetry.around(logger: Logger(label: "pipelinectl.traces")) {
-        try await runPipeline(request, output: output)
+        // A worker's items continue their messages' traces; a run's are each a trace of its own,
+        // linked to the run's span.
+        guard !request.stopExitsZero else { return try await runPipeline(request, output: output) }
+        return try await Telemetry.withRunSpan("run " + URL(fileURLWithPath: request.pipeline).deletingPathExtension().lastPathComponent,
+                                               list: request.list) {
+            try await runPipeline(request, output: output)
+        }
     }
 }
 

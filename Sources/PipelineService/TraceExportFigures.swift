@@ -6,7 +6,7 @@ import Synchronization
 /// (the exporter down, slow, or answering an error). Counted by the exporter's diagnostics,
 /// which say the first loss once; shown only while traces are on.
 package enum TraceExportFigures {
-    private static let state = Mutex<(on: Bool, dropped: Int)>((false, 0))
+    private static let state = Mutex<(on: Bool, dropped: Int, failing: Bool)>((false, 0, false))
 
     /// Traces are on: the counter appears (at zero until a span is lost).
     package static func turnOn() { state.withLock { $0.on = true } }
@@ -22,6 +22,12 @@ package enum TraceExportFigures {
 
     /// Spans lost so far (0 while traces are off).
     package static var droppedSpans: Int { state.withLock { $0.dropped } }
+
+    /// Whether an export failed in this process: the endpoint down, refusing or too slow.
+    package static var exportFailing: Bool {
+        get { state.withLock { $0.failing } }
+        set { state.withLock { $0.failing = newValue } }
+    }
 
     /// Brings `registry`'s counter up to the spans lost so far; `seen` is what it counted before.
     package static func expose(in registry: PrometheusCollectorRegistry, seen: borrowing Mutex<Int>) {

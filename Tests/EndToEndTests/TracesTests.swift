@@ -58,6 +58,9 @@ import TestImages
         let spans = try receiver.spans()
         let items = spans.filter { $0.name == "item" }
         #expect(items.count == 4 && Set(items.map(\.traceID)).count == 4, "\(spans.map(\.name))")
+        // The run is a span of its own trace, which each item links to.
+        let runSpan = try #require(spans.first { $0.name == "run traced" }, "\(spans.map(\.name))")
+        #expect(items.allSatisfy { $0.traceID != runSpan.traceID && $0.links.contains { $0.spanID == runSpan.spanID } })
         // Each report line names its item's trace: the failed one too.
         let lines = try Self.items(report)
         #expect(Set(lines.compactMap { $0["trace_id"] as? String }) == Set(items.map(\.traceID)), "\(lines)")

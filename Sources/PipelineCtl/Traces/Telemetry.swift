@@ -101,7 +101,8 @@ enum Telemetry {
 
     /// Runs `body` with traces exported as the environment asks, then flushes the spans still
     /// queued (a run's last items) before returning, waiting at most `flushWithin` for an
-    /// exporter that does not answer: its spans are dropped, the outcome stays the body's.
+    /// exporter that does not answer (2 s once an export failed): its spans are dropped,
+    /// the outcome stays the body's.
     static func around<T: Sendable>(logger: Logger, flushWithin: Duration = .seconds(15),
                                     _ body: () async throws -> T) async throws -> T {
         guard let service = start(logger: logger) else { return try await body() }
@@ -109,8 +110,26 @@ enum Telemetry {
         let exporting = Task { _ = try? await group.run() }
         let result: Result<T, any Error>
         do { result = .success(try await body()) } catch { result = .failure(error) }
-        await flush(group, exporting, within: flushWithin)
+        // An exporter that failed an export is not waited for long (2 s is ample for a working one).
+        await flush(group, exporting, within: TraceExportFigures.exportFailing ? .seconds(2) : flushWithin)
         return try result.get()
+    }
+
+    /// Runs `body` under a span `name` of its own trace, which the items `body` runs link to
+    /// (each item a trace of its own); nothing when traces are off.
+    static func withRunSpan<T: Sendable>(_ name: String, list: String, _ body: () async throws -> T) async throws -> T {
+        guard wanted(ProcessInfo.processInfo.environment), exporterBuilt else { return try await body() }
+        let span = InstrumentationSystem.tracer.startSpan(name, context: .topLevel)
+        span.attributes["pipelinectl.list"] = list
+        defer { span.end() }
+        var context = ServiceContext.topLevel
+        context.batchRun = span.context
+        do {
+            return try await ServiceContext.$current.withValue(context) { try await body() }
+        } catch {
+            span.recordError(error)
+            throw error
+        }
     }
 
     /// Asks the exporter to send what it holds and stop; gives up after `within` (the export
@@ -155,6 +174,7 @@ struct ExportDiagnostics: LogHandler {
 
     private func note(_ level: Logger.Level, _ message: Logger.Message, _ explicit: Logger.Metadata?, error: (any Error)?) {
         let all = metadata.merging(explicit ?? [:]) { $1 }
+        if message.description.hasPrefix("Failed to export batch") { TraceExportFigures.exportFailing = true }
         guard let lost = Self.spansLost(message.description, all) else {
             said.log(level: level, message, metadata: explicit)
             return

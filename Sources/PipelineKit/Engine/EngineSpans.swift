@@ -88,6 +88,18 @@ package struct EngineSpans: Sendable {
     }
 }
 
+/// The span of a batch run, in the context its items run under: each item is then a trace of its
+/// own, linked to the run's span rather than its child (a run of 10,000 items is not one trace).
+private enum BatchRunKey: ServiceContextKey { typealias Value = ServiceContext }
+
+extension ServiceContext {
+    /// The context of the batch run's span, when the items run under one (`pipelinectl run`).
+    package var batchRun: ServiceContext? {
+        get { self[BatchRunKey.self] }
+        set { self[BatchRunKey.self] = newValue }
+    }
+}
+
 /// Headers into a dictionary by lower-cased name, for reading what a tracer propagates.
 package struct HeaderInjector: Injector {
     package init() {}

@@ -17,11 +17,16 @@ extension PipelineRunner {
     /// give it. A cancelled task stops its own work; work another caller shares goes on.
     ///
     /// The item is a span `item` continuing the source's trace (``Source/trace``), or else the
-    /// task's (`ServiceContext.current`), with a
+    /// task's (`ServiceContext.current`; under a batch run's span, a trace of its own linked to
+    /// it), with a
     /// span for each stage under it (``RunOptions/tracer``); a failed item's span carries the
     /// failure's kind and stage.
     public func process(_ source: Source, delivery: OutputDelivery) async -> ProcessedItem {
-        let span = spans.start("item", context: source.trace?.context ?? ServiceContext.current ?? .topLevel)
+        let parent = source.trace?.context ?? ServiceContext.current ?? .topLevel
+        // Under a batch run's span: a trace of its own, linked to the run.
+        let run = source.trace == nil ? parent.batchRun : nil
+        let span = spans.start("item", context: run == nil ? parent : .topLevel)
+        if let run { span.addLink(SpanLink(context: run, attributes: [:])) }
         defer { span.end() }
         var item = await ServiceContext.$current.withValue(span.context) { await processItem(source, delivery: delivery) }
         item.result.traceID = spans.traceID(of: span)

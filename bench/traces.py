@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Traces against a run of many small items: `pipelinectl run` over N distinct small images
+(BENCH_TRACES_ITEMS, 10,000: symbolic links to one 64x64 JPEG, named apart) three ways, ROUNDS
+rounds alternating: traces off; on, exporting to a real OTLP/HTTP receiver on loopback
+(Tests/TestSupport/otlp-receiver.py, which decodes every export with opentelemetry-proto); and on,
+with the exporter's endpoint down (nothing listens). Reported: wall, peak RSS and exit code of
+each, the spans the receiver got, and the warnings about dropped spans (one is expected when
+down). What issue 63 asks: an exporter that is down changes no exit code and adds at most 16 MiB
+of peak RSS over such a run.
+
+Usage: BIN=.build/release/pipelinectl python3 bench/traces.py   (env: BENCH_TRACES_ITEMS, BENCH_TRACES_ROUNDS=3)
+The binary must have the exporter (`make release` builds it with the OTLP trait).
+"""
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.environ.get("BIN", os.path.join(ROOT, ".build/release/pipelinectl"))
+ITEMS = int(os.environ.get("BENCH_TRACES_ITEMS", "10000"))
+ROUNDS = int(os.environ.get("BENCH_TRACES_ROUNDS", "3"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(work, pipeline, listing, env):
+    """One run: its wall seconds, peak RSS (MiB, from wait4), exit code, standard output and error."""
+    out = os.path.join(work, "out")
+    shutil.rmtree(out, ignore_errors=True)
+    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
+        start = time.monotonic()
+        process = subprocess.Popen([BIN, "run", pipeline, listing, "-o", out, "--progress", "none"], env=env,
+                                   stdout=stdout, stderr=stderr)
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.monotonic() - start
+        stdout.seek(0)
+        stderr.seek(0)
+        return wall, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), stdout.read().decode(), stderr.read().decode()
+
+
+def main():
+    version = subprocess.run([BIN, "--version"], capture_output=True, text=True).stdout
+    if "OTLP/HTTP exporter" not in version:
+        sys.exit(f"{BIN} has no trace exporter: build it with make release (the OTLP trait)")
+    work = tempfile.mkdtemp(prefix="pipelinectl-bench-traces-")
+    image = os.path.join(work, "small.jpg")
+    subprocess.run(["convert", "-size", "64x64", "plasma:", "-quality", "85", image], check=True)
+    folder = os.path.join(work, "items")
+    os.makedirs(folder)
+    with open(os.path.join(work, "urls.txt"), "w") as listing:
+        for index in range(ITEMS):
+            link = os.path.join(folder, f"i{index:05d}.jpg")
+            os.symlink(image, link)
+            listing.write(link + "\n")
+    pipeline = os.path.join(work, "small.yaml")
+    with open(pipeline, "w") as f:
+        f.write("processors:\n  - resize: { width: 32 }\nencoder: { jpeg: { quality: 80 } }\noutput: { dir: out }\n")
+    spans = os.path.join(work, "spans.jsonl")
+    port = free_port()
+    receiver = subprocess.Popen([sys.executable, os.path.join(ROOT, "Tests/TestSupport/otlp-receiver.py"), "--out", spans,
+                                 "--port", str(port)], stdout=subprocess.PIPE, text=True)
+    assert receiver.stdout.readline().startswith("listening")
+    down = free_port()
+    ways = {"off": {}, "receiving": {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}"},
+            "down": {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{down}"}}
+    results = {name: [] for name in ways}
+    print(f"{BIN}\n{ITEMS} items, {ROUNDS} rounds", flush=True)
+    try:
+        for round_ in range(ROUNDS):
+            order = list(ways) if round_ % 2 == 0 else list(reversed(ways))
+            for name in order:
+                env = dict(os.environ, **ways[name])
+                wall, peak, code, stdout, stderr = run(work, pipeline, os.path.join(work, "urls.txt"), env)
+                warnings = stderr.count("spans are being dropped")
+                results[name].append((wall, peak, code, warnings))
+                print(f"round {round_ + 1} {name}: {wall:.1f} s, peak {peak:.0f} MiB, exit {code}, "
+                      f"dropped-span warnings {warnings}; {stdout.strip().splitlines()[-1] if stdout.strip() else ''}", flush=True)
+    finally:
+        receiver.terminate()
+    received = sum(1 for line in open(spans) if line.startswith("{") and '"name"' in line) if os.path.exists(spans) else 0
+    print("\n| traces | wall s (median) | peak RSS MiB (median) | peak RSS MiB (max) | exit codes | dropped-span warnings |")
+    print("|---|---:|---:|---:|---|---|")
+    for name, rows in results.items():
+        print(f"| {name} | {statistics.median(r[0] for r in rows):.1f} | {statistics.median(r[1] for r in rows):.0f} | "
+              f"{max(r[1] for r in rows):.0f} | {sorted(set(r[2] for r in rows))} | {[r[3] for r in rows]} |")
+    print(f"\nspans received: {received} over {ROUNDS} rounds ({received / max(1, ROUNDS * ITEMS):.1f} per item)")
+    shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()

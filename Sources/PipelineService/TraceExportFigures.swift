@@ -6,17 +6,19 @@ import Synchronization
 /// (the exporter down, slow, or answering an error). Counted by the exporter's diagnostics,
 /// which say the first loss once; shown only while traces are on.
 package enum TraceExportFigures {
-    private static let state = Mutex<(on: Bool, dropped: Int, failing: Bool)>((false, 0, false))
+    private static let state = Mutex<(on: Bool, dropped: Int, failing: Bool, said: Bool)>((false, 0, false, false))
 
     /// Traces are on: the counter appears (at zero until a span is lost).
     package static func turnOn() { state.withLock { $0.on = true } }
 
-    /// Counts `count` spans lost; returns whether they are the first.
-    @discardableResult
-    package static func dropped(_ count: Int) -> Bool {
+    /// Counts `count` spans lost.
+    package static func dropped(_ count: Int) { state.withLock { $0.dropped += count } }
+
+    /// Whether the loss of spans is yet to be said (true once): the process says it once.
+    package static func sayOnce() -> Bool {
         state.withLock { state in
-            defer { state.dropped += count }
-            return state.dropped == 0
+            defer { state.said = true }
+            return !state.said
         }
     }
 

@@ -167,9 +167,9 @@ import TestImages
     }
 
     /// `work` on a PostgreSQL queue filled by `queue enqueue --traceparent`: each row is a receive
-    /// span continuing that trace, its item the receive span's child with every stage under it;
-    /// the origin gets the load span's `traceparent` (it is listed in `traceparent_to`) and
-    /// another host would not; each report line names the trace.
+    /// span continuing that trace, its item that span's child with every stage under it; the
+    /// origin gets the `traceparent` of the load's GET span (it is listed in `traceparent_to`)
+    /// and another host does not; each report line names the trace.
     @Test func aWorkerContinuesTheQueuedTraceToTheOrigin() async throws {
         let database = try await PostgresServer.start()
         do { try await workerContinuesTheQueuedTrace(database) } catch {
@@ -225,10 +225,13 @@ import TestImages
         let done = try #require(items.first { $0.attributes["pipelinectl.status"] == "ok" })
         let stages = spans.filter { $0.parentSpanID == done.spanID }
         #expect(Set(stages.map(\.name)) == ["load", "decode", "process resize", "encode", "store"], "\(stages.map(\.name))")
-        // The origin saw the load span's context; the host not listed saw none.
+        // The load's request is a client span under it, with HTTP's attributes; the origin saw its
+        // context, and the host not listed saw none.
         let load = try #require(stages.first { $0.name == "load" })
+        let get = try #require(spans.first { $0.name == "GET" && $0.parentSpanID == load.spanID })
+        #expect(get.attributes["http.response.status_code"] == "200" && get.attributes["url.path"] == "/img/a.jpg", "\(get.attributes)")
         let seen = origin.received.filter { $0.path == "/img/a.jpg" }.compactMap { $0.headers["traceparent"] }
-        #expect(seen == ["00-\(trace)-\(load.spanID)-01"], "\(seen)")
+        #expect(seen == ["00-\(trace)-\(get.spanID)-01"], "\(seen)")
         #expect(origin.received.filter { $0.path.hasPrefix("/other/") }.allSatisfy { $0.headers["traceparent"] == nil })
         // Every report line names the trace.
         let lines = try String(contentsOf: report, encoding: .utf8).split(separator: "\n").filter { $0.contains("\"type\":\"item\"") }

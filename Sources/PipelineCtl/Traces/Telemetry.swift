@@ -103,7 +103,7 @@ enum Telemetry {
     /// queued (a run's last items) before returning, waiting at most `flushWithin` for an
     /// exporter that does not answer (2 s once an export failed): its spans are dropped,
     /// the outcome stays the body's.
-    static func around<T: Sendable>(logger: Logger, flushWithin: Duration = .seconds(15),
+    static func around<T: Sendable>(logger: Logger, flushWithin: Duration = .seconds(5),
                                     _ body: () async throws -> T) async throws -> T {
         guard let service = start(logger: logger) else { return try await body() }
         let group = ServiceGroup(configuration: .init(services: [.init(service: service)], gracefulShutdownSignals: [], logger: logger))
@@ -111,7 +111,11 @@ enum Telemetry {
         let result: Result<T, any Error>
         do { result = .success(try await body()) } catch { result = .failure(error) }
         // An exporter that failed an export is not waited for long (2 s is ample for a working one).
-        await flush(group, exporting, within: TraceExportFigures.exportFailing ? .seconds(2) : flushWithin)
+        let within = TraceExportFigures.exportFailing ? Duration.seconds(2) : flushWithin
+        if await !flush(group, exporting, within: within), TraceExportFigures.sayOnce() {
+            logger.warning("traces: spans are being dropped (the exporter did not take the last ones within \(within)); counted in pipelinectl_trace_spans_dropped_total, said once",
+                           metadata: ["endpoint": "\(ProcessInfo.processInfo.environment["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] ?? ProcessInfo.processInfo.environment["OTEL_EXPORTER_OTLP_ENDPOINT"] ?? "the default endpoint")"])
+        }
         return try result.get()
     }
 
@@ -133,16 +137,16 @@ enum Telemetry {
     }
 
     /// Asks the exporter to send what it holds and stop; gives up after `within` (the export
-    /// goes on in the background, and ends with the process).
-    static func flush(_ group: ServiceGroup, _ exporting: Task<Void, Never>, within: Duration) async {
+    /// goes on in the background, and ends with the process). Whether it finished in time.
+    static func flush(_ group: ServiceGroup, _ exporting: Task<Void, Never>, within: Duration) async -> Bool {
         await group.triggerGracefulShutdown()
         let resumed = Mutex(false)
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let once: @Sendable () -> Void = {
-                if resumed.withLock({ done in defer { done = true }; return !done }) { continuation.resume() }
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let once: @Sendable (Bool) -> Void = { finished in
+                if resumed.withLock({ done in defer { done = true }; return !done }) { continuation.resume(returning: finished) }
             }
-            Task { await exporting.value; once() }
-            Task { try? await Task.sleep(for: within); once() }
+            Task { await exporting.value; once(true) }
+            Task { try? await Task.sleep(for: within); once(false) }
         }
     }
 }
@@ -179,7 +183,8 @@ struct ExportDiagnostics: LogHandler {
             said.log(level: level, message, metadata: explicit)
             return
         }
-        guard TraceExportFigures.dropped(lost) else { return }
+        TraceExportFigures.dropped(lost)
+        guard TraceExportFigures.sayOnce() else { return }
         var details: Logger.Metadata = ["endpoint": "\(endpoint)", "dropped": "\(lost)"]
         if let error { details["error"] = "\(error)" }
         said.warning("traces: spans are being dropped (the exporter cannot send them, or its queue is full); counted in pipelinectl_trace_spans_dropped_total, said once", metadata: details)

@@ -266,15 +266,43 @@ public struct HTTPLoader: DataLoading {
 
     /// What `source`'s transfers are allowed and sent. The source itself was admitted by whoever
     /// attached its boundary (the service, the engine's plan); every redirect hop is checked
-    /// against it before it is followed. Under a `traceparent_to` prefix, the load span's context
-    /// (the task's), as the process's tracer propagates it, goes along.
+    /// against it before it is followed.
     func policy(for source: Source) -> TransferPolicy {
         var policy = self.policy
         policy.boundary = source.boundary
-        if traceTo.contains(where: { $0 == "*" || source.text.hasPrefix($0) }) {
-            for (name, value) in EngineSpans.propagation(of: ServiceContext.current) { policy.headers[name] = value }
-        }
         return policy
+    }
+
+    /// One attempt at `source`, as a client span `GET` of the task's trace (OpenTelemetry's HTTP
+    /// conventions: no query, which may hold credentials); under a `traceparent_to` prefix the
+    /// request carries that span's context, as the process's tracer propagates it.
+    func attempt(_ source: Source, _ number: Int, policy: TransferPolicy,
+                 transfer: (TransferPolicy) -> CurlTransfer) async throws -> TransferResponse {
+        let span = InstrumentationSystem.tracer.startSpan("GET", context: ServiceContext.current ?? .topLevel, ofKind: .client)
+        defer { span.end() }
+        var policy = policy
+        if traceTo.contains(where: { $0 == "*" || source.text.hasPrefix($0) }) {
+            for (name, value) in EngineSpans.propagation(of: span.context) { policy.headers[name] = value }
+        }
+        if span.isRecording, let url = URLComponents(string: source.text) {
+            span.attributes["http.request.method"] = "GET"
+            span.attributes["url.scheme"] = url.scheme
+            span.attributes["server.address"] = url.host
+            span.attributes["server.port"] = url.port ?? (url.scheme == "https" ? 443 : 80)
+            span.attributes["url.path"] = url.path
+            if number > 1 { span.attributes["http.request.resend_count"] = number - 1 }
+        }
+        do {
+            let response = try await engine.perform(transfer(policy))
+            span.attributes["http.response.status_code"] = response.status
+            span.attributes["http.response.body.size"] = response.body.count
+            return response
+        } catch let failure as TransferFailure {
+            if failure.status > 0 { span.attributes["http.response.status_code"] = failure.status }
+            span.attributes["error.type"] = failure.error.kind.rawValue
+            span.setStatus(SpanStatus(code: .error, message: failure.error.message))
+            throw failure
+        }
     }
 
     func fetch(_ source: Source, conditional: CacheDirectives?) async throws -> Revalidation {
@@ -291,10 +319,11 @@ public struct HTTPLoader: DataLoading {
         while true {
             attempt += 1
             try await rateLimiter?.acquire()
-            let transfer = CurlTransfer(url: source.text, policy: policy, resume: resume,
-                                        conditional: resume == nil ? conditional : nil)
+            let (resumeAt, sentConditional) = (resume, resume == nil ? conditional : nil)
             do {
-                let response = try await engine.perform(transfer)
+                let response = try await self.attempt(source, attempt, policy: policy) { policy in
+                    CurlTransfer(url: source.text, policy: policy, resume: resumeAt, conditional: sentConditional)
+                }
                 if response.notModified, let conditional {
                     return .notModified(conditional.updated(by: response.directives))
                 }

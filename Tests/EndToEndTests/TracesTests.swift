@@ -29,12 +29,12 @@ import TestImages
 
     /// `run` of the test pipeline in a new directory with `variables` added to the environment.
     /// `report`: where the run writes its JSON-lines report.
-    static func run(_ name: String, _ variables: [String: String], report: URL? = nil) async throws -> Command.Result {
+    static func run(_ name: String, _ variables: [String: String], report: URL? = nil, extra: [String] = []) async throws -> Command.Result {
         let dir = try Fixtures.temporaryDirectory(name)
         let (pipeline, list) = try Self.pipeline(dir)
         let environment = ProcessInfo.processInfo.environment.merging(variables) { $1 }
         let reporting = report.map { ["--report", $0.path, "--report-format", "jsonl"] } ?? []
-        return try await Command.run(CLITests.binary, ["run", pipeline.path, list.path, "--progress", "none"] + reporting,
+        return try await Command.run(CLITests.binary, ["run", pipeline.path, list.path, "--progress", "none"] + reporting + extra,
                                      environment: environment, directory: Fixtures.packageRoot)
     }
 
@@ -53,7 +53,7 @@ import TestImages
         defer { receiver.stop() }
         let report = try Fixtures.temporaryDirectory("traces-report").appendingPathComponent("report.jsonl")
         let run = try await Self.run("traces", ["OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_SERVICE_NAME": "thumbnailer"],
-                                     report: report)
+                                     report: report, extra: ["--log-format", "json"])
         #expect(run.status == 1, "one item fails: \(run.stdout)\(run.stderr)")
         let spans = try receiver.spans()
         let items = spans.filter { $0.name == "item" }
@@ -70,6 +70,9 @@ import TestImages
         }
         let failed = try #require(items.first { $0.attributes["pipelinectl.status"] == "failed" })
         #expect(failed.statusCode == 2 && failed.attributes["pipelinectl.error.kind"] == "not_found")
+        // The JSON log line of the failure names its trace and span.
+        let logged = run.stderr.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(logged.contains { $0["trace_id"] as? String == failed.traceID && ($0["span_id"] as? String)?.count == 16 }, "\(run.stderr)")
         #expect(items.allSatisfy { $0.resource["service.name"] == "thumbnailer" })
     }
 
@@ -266,11 +269,14 @@ import TestImages
             """, [image.path, queue, "00-\(trace)-\(parent)-01"])
         let pipeline = dir.appendingPathComponent("uploads.yaml")
         try """
+            loader: { s3: { traceparent: true } }
             processors:
               - resize: { width: 120 }
             encoder: jpeg
             output: { dir: "s3://uploads/out", name: "{stem}.{ext}" }
             """.write(to: pipeline, atomically: true, encoding: .utf8)
+        // moto's recorder keeps every request it is sent, headers and all: what the store saw.
+        _ = try await moto.boto("import urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1] + '/moto-api/recorder/start-recording', method='POST'))")
         let environment = moto.environment.merging(["OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint]) { $1 }
         let work = try await Command.run(CLITests.binary, ["work", pipeline.path, "--queue", queue, "--until-empty", "--progress", "none"],
                                          environment: environment, directory: dir)
@@ -284,8 +290,20 @@ import TestImages
         #expect(upload.attributes["pipelinectl.s3.etag"] != nil && upload.attributes["aws.s3.bucket"] == "uploads", "\(upload.attributes)")
         let item = try #require(spans.first { $0.name == "item" && $0.parentSpanID == upload.spanID })
         #expect(item.traceID == upload.traceID && item.attributes["pipelinectl.status"] == "ok")
-        let stages = spans.filter { $0.parentSpanID == item.spanID }.map(\.name)
-        #expect(Set(stages) == ["load", "decode", "process resize", "encode", "store"], "\(stages)")
+        let stages = spans.filter { $0.parentSpanID == item.spanID }
+        #expect(Set(stages.map(\.name)) == ["load", "decode", "process resize", "encode", "store"], "\(stages.map(\.name))")
+        // The object's GET is a client span under the load; the store got its traceparent.
+        let load = try #require(stages.first { $0.name == "load" })
+        let get = try #require(spans.first { $0.name == "S3.GetObject" && $0.parentSpanID == load.spanID })
+        #expect(get.attributes["aws.s3.key"] == "in/photo.jpg" && get.attributes["http.response.status_code"] == "200", "\(get.attributes)")
+        let seen = try await moto.boto("""
+            import urllib.request
+            for line in urllib.request.urlopen(sys.argv[1] + '/moto-api/recorder/download-recording').read().decode().splitlines():
+                entry = json.loads(line)
+                if entry['method'] == 'GET' and entry['url'].endswith('/uploads/in/photo.jpg'):
+                    print(entry['headers'].get('traceparent', entry['headers'].get('Traceparent', '-')))
+            """)
+        #expect(seen.split(separator: "\n").contains { $0 == "00-\(upload.traceID)-\(get.spanID)-01" }, "\(seen)")
         // The message sent with a traceparent: its receive span continues it.
         let sent = try #require(receives.first { $0.traceID == trace })
         #expect(sent.parentSpanID == parent)

@@ -44,7 +44,7 @@ def main():
     end = max(s["end"] for s in spans)
     total = max(end - start, 1)
     shown = [a for a in options.attributes.split(",") if a]
-    label_width, bar_width, row = 430, 520, 22
+    label_width, bar_width, row = 520, 460, 22
     height = row * len(rows) + 40
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_width + bar_width + 20}" height="{height}" '
            f'font-family="sans-serif" font-size="12">',
@@ -56,9 +56,11 @@ def main():
         width = max((span["end"] - span["start"]) / total * bar_width, 1.5)
         failed = span.get("status", {}).get("code") == 2
         colour = "#d04040" if failed else ("#4a78c2" if depth == 0 else "#6fa0e0")
-        extra = " ".join(f"{a.split('.')[-1]}={span['attributes'][a]}" for a in shown if a in span["attributes"])
-        out.append(f'<text x="{8 + 14 * depth}" y="{y + 14}" fill="#222">{html.escape(span["name"])}'
-                   f'<tspan fill="#777">{html.escape("  " + extra) if extra else ""}</tspan></text>')
+        extra = " ".join(f"{a.removeprefix('pipelinectl.')}={span['attributes'][a]}" for a in shown if a in span["attributes"])
+        x_name = 8 + 14 * depth
+        out.append(f'<text x="{x_name}" y="{y + 14}" fill="#222">{html.escape(span["name"])}</text>')
+        if extra:  # a text of its own (renderers that do not flow <tspan> overlap it otherwise)
+            out.append(f'<text x="{x_name + 7 * len(span["name"]) + 10}" y="{y + 14}" fill="#777" font-size="11">{html.escape(extra)}</text>')
         out.append(f'<rect x="{x:.1f}" y="{y + 3}" width="{width:.1f}" height="14" rx="2" fill="{colour}"/>')
         out.append(f'<text x="{min(x + width + 4, label_width + bar_width - 60):.1f}" y="{y + 14}" fill="#555">'
                    f'{(span["end"] - span["start"]) / 1e6:.1f} ms</text>')

@@ -186,11 +186,13 @@ extension PipelineRunner {
 
     /// What an encode span says: the variant, the encoder, the size made, the bytes.
     static func describe(_ encoded: EncodedOutput, _ variant: RunnableVariant, in span: any Span) {
-        if let name = variant.name { span.attributes["pipelinectl.variant"] = name }
-        span.attributes["pipelinectl.encoder"] = variant.encoderName
-        span.attributes["pipelinectl.width"] = encoded.size.width
-        span.attributes["pipelinectl.height"] = encoded.size.height
-        span.attributes["pipelinectl.bytes_out"] = encoded.data.count
-        if let ext = encoded.chosenExtension { span.attributes["pipelinectl.format"] = ext }
+        span.updateAttributes { attributes in
+            if let name = variant.name { attributes["pipelinectl.variant"] = name }
+            attributes["pipelinectl.encoder"] = variant.encoderName
+            attributes["pipelinectl.width"] = encoded.size.width
+            attributes["pipelinectl.height"] = encoded.size.height
+            attributes["pipelinectl.bytes_out"] = encoded.data.count
+            if let ext = encoded.chosenExtension { attributes["pipelinectl.format"] = ext }
+        }
     }
 }

@@ -31,11 +31,13 @@ extension PipelineRunner {
         var item = await ServiceContext.$current.withValue(span.context) { await processItem(source, delivery: delivery) }
         item.result.traceID = spans.traceID(of: span)
         if span.isRecording {
-            span.attributes["pipelinectl.pipeline"] = pipeline.name
-            span.attributes["pipelinectl.source"] = source.text
-            span.attributes["pipelinectl.index"] = source.index
-            span.attributes["pipelinectl.status"] = item.result.status.rawValue
-            span.attributes["pipelinectl.outputs"] = item.result.outputs.count
+            span.updateAttributes { attributes in
+                attributes["pipelinectl.pipeline"] = pipeline.name
+                attributes["pipelinectl.source"] = source.text
+                attributes["pipelinectl.index"] = source.index
+                attributes["pipelinectl.status"] = item.result.status.rawValue
+                attributes["pipelinectl.outputs"] = item.result.outputs.count
+            }
             if let error = item.result.error {
                 EngineSpans.fail(span, PipelineError(error.kind, error.message, stage: error.stage))
             }

@@ -285,17 +285,21 @@ public struct HTTPLoader: DataLoading {
             for (name, value) in EngineSpans.propagation(of: span.context) { policy.headers[name] = value }
         }
         if span.isRecording, let url = URLComponents(string: source.text) {
-            span.attributes["http.request.method"] = "GET"
-            span.attributes["url.scheme"] = url.scheme
-            span.attributes["server.address"] = url.host
-            span.attributes["server.port"] = url.port ?? (url.scheme == "https" ? 443 : 80)
-            span.attributes["url.path"] = url.path
-            if number > 1 { span.attributes["http.request.resend_count"] = number - 1 }
+            span.updateAttributes { attributes in
+                attributes["http.request.method"] = "GET"
+                attributes["url.scheme"] = url.scheme
+                attributes["server.address"] = url.host
+                attributes["server.port"] = url.port ?? (url.scheme == "https" ? 443 : 80)
+                attributes["url.path"] = url.path
+                if number > 1 { attributes["http.request.resend_count"] = number - 1 }
+            }
         }
         do {
             let response = try await engine.perform(transfer(policy))
-            span.attributes["http.response.status_code"] = response.status
-            span.attributes["http.response.body.size"] = response.body.count
+            span.updateAttributes { attributes in
+                attributes["http.response.status_code"] = response.status
+                attributes["http.response.body.size"] = response.body.count
+            }
             return response
         } catch let failure as TransferFailure {
             if failure.status > 0 { span.attributes["http.response.status_code"] = failure.status }

@@ -21,12 +21,14 @@ enum MessageTrace {
         tracer.extract(carrier, into: &parent, using: HeaderExtractor())
         let span = tracer.startSpan("process " + destination, context: parent, ofKind: .consumer, at: receivedAt)
         if span.isRecording {
-            span.attributes["messaging.system"] = system
-            span.attributes["messaging.operation.type"] = "process"
-            span.attributes["messaging.operation.name"] = "process"
-            span.attributes["messaging.destination.name"] = destination
-            span.attributes["messaging.message.id"] = messageID
-            for (name, value) in facts { span.attributes[name] = value }
+            span.updateAttributes { attributes in
+                attributes["messaging.system"] = system
+                attributes["messaging.operation.type"] = "process"
+                attributes["messaging.operation.name"] = "process"
+                attributes["messaging.destination.name"] = destination
+                attributes["messaging.message.id"] = messageID
+                for (name, value) in facts { attributes[name] = value }
+            }
         }
         return span
     }

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import PipelineKit
+import Tracing
 
 /// Where an S3-compatible store is and who we are to it, resolved from the AWS environment
 /// variables users already have, each overridable by a pipeline option.
@@ -107,10 +108,15 @@ final class S3Client: Sendable {
     let settings: S3Settings
     let policy: TransferPolicy
     let attempts: Int
+    /// Whether an object's GET carries the `traceparent` of its client span (the `s3` loader's
+    /// `traceparent` option).
+    let propagatesTrace: Bool
     private let engine: CurlTransferEngine
 
-    init(settings: S3Settings, maxBytes: Int = 1 << 30, timeout: Double = 120, attempts: Int = 4, ranges: RangedHeadRule? = nil) {
+    init(settings: S3Settings, maxBytes: Int = 1 << 30, timeout: Double = 120, attempts: Int = 4, ranges: RangedHeadRule? = nil,
+         propagatesTrace: Bool = false) {
         self.settings = settings
+        self.propagatesTrace = propagatesTrace
         var policy = TransferPolicy()
         policy.maxBytes = maxBytes
         policy.ranges = ranges
@@ -125,7 +131,7 @@ final class S3Client: Sendable {
 
     /// The object; `nil` when there is no such key (a missing bucket is an error that says so).
     func get(_ object: S3Location) async throws -> S3Object? {
-        let response = try await send("GET", object, answered: [404])
+        let response = try await send("GET", object, answered: [404], operation: "GetObject")
         if response.status == 404 { try Self.checkBucket(response, method: "GET", object: object) }
         return response.status == 404 ? nil : S3Object(response)
     }
@@ -161,10 +167,10 @@ final class S3Client: Sendable {
         all["Content-Type"] = contentType
         if ifAbsent {
             all["If-None-Match"] = "*"
-            let response = try await send("PUT", object, headers: all, body: data, answered: [412, 501])
+            let response = try await send("PUT", object, headers: all, body: data, answered: [412, 501], operation: "PutObject")
             return response.status == 412 ? .alreadyThere : response.status == 501 ? .notSupported : .written
         }
-        _ = try await send("PUT", object, headers: all, body: data)
+        _ = try await send("PUT", object, headers: all, body: data, operation: "PutObject")
         return .written
     }
 
@@ -227,20 +233,30 @@ extension S3Client {
 
     /// Sends one signed request, retrying what may succeed later. A status in `answered` is an
     /// answer for the caller (404 to a GET, 412 to a conditional PUT), not a failure.
+    /// `operation`: each attempt is a client span `S3.OPERATION` of the task's trace
+    /// (OpenTelemetry's AWS conventions), whose context the request carries when the client
+    /// propagates traces (an unsigned header: the signature does not cover it).
     func send(_ method: String, _ object: S3Location, query: [(String, String)] = [], headers: [String: String] = [:],
-              body: Data? = nil, answered: Set<Int> = []) async throws -> Response {
+              body: Data? = nil, answered: Set<Int> = [], operation: String? = nil) async throws -> Response {
         var attempt = 0
         while true {
             attempt += 1
-            let transfer = signed(method, object, query: query, headers: headers, body: body)
+            let span = operation.map { S3Client.span($0, object, attempt: attempt) }
+            defer { span?.end() }
+            let transfer = signed(method, object, query: query, headers: headers, body: body,
+                                  traced: propagatesTrace ? span.map { EngineSpans.propagation(of: $0.context) } ?? [:] : [:])
             do {
                 let response = try await engine.perform(transfer)
+                span?.attributes["http.response.status_code"] = response.status
                 return Response(status: response.status, body: response.body, headers: transfer.responseHeaders,
                                 rangedSize: response.rangedSize)
             } catch let failure as TransferFailure {
+                span?.attributes["http.response.status_code"] = failure.status
                 if answered.contains(failure.status) {
                     return Response(status: failure.status, body: failure.partial, headers: transfer.responseHeaders)
                 }
+                span?.attributes["error.type"] = failure.error.kind.rawValue
+                span?.setStatus(SpanStatus(code: .error, message: failure.error.message))
                 let error = Self.describe(failure, method: method, object: object)
                 guard failure.retryable || Self.isSlowDown(failure), attempt < attempts else { throw error }
                 try await Task.sleep(for: .seconds(min(8, 0.2 * pow(2, Double(attempt - 1))) * Double.random(in: 0.5...1)))
@@ -248,15 +264,32 @@ extension S3Client {
         }
     }
 
-    /// One request signed now (a retry is signed again).
+    /// A client span for one attempt of `operation` on `object`.
+    static func span(_ operation: String, _ object: S3Location, attempt: Int) -> any Span {
+        let span = InstrumentationSystem.tracer.startSpan("S3." + operation, context: ServiceContext.current ?? .topLevel, ofKind: .client)
+        if span.isRecording {
+            span.updateAttributes { attributes in
+                attributes["rpc.system"] = "aws-api"
+                attributes["rpc.service"] = "S3"
+                attributes["rpc.method"] = operation
+                attributes["aws.s3.bucket"] = object.bucket
+                attributes["aws.s3.key"] = object.key
+                if attempt > 1 { attributes["http.request.resend_count"] = attempt - 1 }
+            }
+        }
+        return span
+    }
+
+    /// One request signed now (a retry is signed again); `traced`: trace headers sent unsigned.
     func signed(_ method: String, _ object: S3Location, query: [(String, String)] = [], headers: [String: String] = [:],
-                body: Data? = nil, range: RangeRequest? = nil) -> CurlTransfer {
+                body: Data? = nil, range: RangeRequest? = nil, traced: [String: String] = [:]) -> CurlTransfer {
         let (url, host, path) = address(object, query: query)
         var all = headers
         let signed = SigV4.sign(method: method, host: host, path: path, query: query, headers: headers,
                                 payloadHash: SigV4.payloadHash(body ?? Data()), credentials: settings.credentials,
                                 region: settings.region, date: Date())
         for (name, value) in signed { all[name] = value }
+        for (name, value) in traced { all[name] = value }
         return CurlTransfer(url: url, policy: policy, request: RequestSpec(method: method, headers: all, body: body), range: range)
     }
 

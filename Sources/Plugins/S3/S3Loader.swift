@@ -16,6 +16,8 @@ public struct S3Loader: DataLoading {
                       doc: "A video object larger than this is not fetched whole: after its first 64 KiB the GET stops, and the decoder fetches by range (signed GETs with If-Match its ETag) only the parts it needs. Never stored in the data cache."),
                 .size("max_ranged_bytes", default: "64GB", min: "0B",
                       doc: "Largest object read by range (the decoder's max_video_read bounds what is read of it); 0B: never read by range."),
+                .bool("traceparent", default: false,
+                      doc: "With traces on, send each object GET's W3C `traceparent` to the store, unsigned (AWS S3 ignores it; a traced MinIO or a proxy in front of the store continues the trace). Off: trace ids stay in this process."),
             ] + S3Settings.options),
         schemes: ["s3"]
     ) { options in try S3Loader(options: options, environment: ProcessInfo.processInfo.environment) }
@@ -30,7 +32,8 @@ public struct S3Loader: DataLoading {
         client = S3Client(settings: try S3Settings(options: options, environment: environment),
                           maxBytes: options.bytes("max_bytes")!, timeout: options.seconds("timeout")!,
                           attempts: options.int("retry_attempts")!,
-                          ranges: most > 0 ? RangedHeadRule(above: options.bytes("ranges_above")!, maxSize: most) : nil)
+                          ranges: most > 0 ? RangedHeadRule(above: options.bytes("ranges_above")!, maxSize: most) : nil,
+                          propagatesTrace: options.bool("traceparent")!)
         maxConcurrentLoads = options.int("max_concurrent")!
     }
 

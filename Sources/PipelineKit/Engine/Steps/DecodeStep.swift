@@ -122,8 +122,10 @@ struct DecodeStep: Sendable {
             let span = spans.start("decode", context: parent, at: began)
             if span.isRecording {
                 if let owner = shared.trace { span.addLink(SpanLink(context: owner, attributes: ["pipelinectl.decode.shared": true])) }
-                span.attributes["pipelinectl.decode.shared"] = true
-                Self.describe(shared.image, in: span)
+                span.updateAttributes { attributes in
+                    attributes["pipelinectl.decode.shared"] = true
+                    Self.describe(shared.image, in: &attributes)
+                }
             }
             span.end()
             var job = try await cpu.inItemContext { [self] in try chains(shared.image, pending: pending, tracker: tracker, context: parent) }
@@ -175,8 +177,10 @@ struct DecodeStep: Sendable {
                 throw failure
             }
             if span.isRecording {
-                span.attributes["pipelinectl.decoder"] = decoderName
-                Self.describe(decoded, in: span)
+                span.updateAttributes { attributes in
+                    attributes["pipelinectl.decoder"] = decoderName
+                    Self.describe(decoded, in: &attributes)
+                }
             }
             decoded.sourceIdentity = identity
             if hint.wantsSourceBytes { decoded.sourceBytes = Self.untouchedSource(decoded, data) }
@@ -211,16 +215,17 @@ struct DecodeStep: Sendable {
 
     /// What a decode span says of the image: the source's format, its size, the decoded size
     /// (smaller when reduced on load), frames, and why it was degraded.
-    static func describe(_ image: PipelineImage, in span: any Span) {
-        span.attributes["pipelinectl.image.format"] = image.sourceFormat
+    /// Set in one update: each attribute set alone copies the span's attributes under its lock.
+    static func describe(_ image: PipelineImage, in attributes: inout SpanAttributes) {
+        attributes["pipelinectl.image.format"] = image.sourceFormat
         if let source = image.sourceSize {
-            span.attributes["pipelinectl.image.width"] = source.width
-            span.attributes["pipelinectl.image.height"] = source.height
+            attributes["pipelinectl.image.width"] = source.width
+            attributes["pipelinectl.image.height"] = source.height
         }
-        span.attributes["pipelinectl.decode.width"] = image.width
-        span.attributes["pipelinectl.decode.height"] = image.height
-        if image.frameCount > 1 { span.attributes["pipelinectl.image.frames"] = image.frameCount }
-        if let degraded = image.degraded { span.attributes["pipelinectl.decode.degraded"] = degraded }
+        attributes["pipelinectl.decode.width"] = image.width
+        attributes["pipelinectl.decode.height"] = image.height
+        if image.frameCount > 1 { attributes["pipelinectl.image.frames"] = image.frameCount }
+        if let degraded = image.degraded { attributes["pipelinectl.decode.degraded"] = degraded }
     }
 
     /// The `pending` variants' chains from `decoded` (on a worker), each processor in a span under
@@ -252,9 +257,11 @@ struct DecodeStep: Sendable {
                 throw failure
             }
             if span.isRecording {
-                span.attributes["pipelinectl.processor"] = variant.processors[step].identifier
-                span.attributes["pipelinectl.width"] = image.width
-                span.attributes["pipelinectl.height"] = image.height
+                span.updateAttributes { attributes in
+                    attributes["pipelinectl.processor"] = variant.processors[step].identifier
+                    attributes["pipelinectl.width"] = image.width
+                    attributes["pipelinectl.height"] = image.height
+                }
             }
             step += 1
             prefixes[variant.prefixIDs[step]] = image

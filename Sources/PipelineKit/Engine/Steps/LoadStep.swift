@@ -44,11 +44,13 @@ struct LoadStep: Sendable {
         try await spans.with("load") { span in
             let loaded = try await loadFromCacheOrLoader(plan)
             if span.isRecording {
-                span.attributes["pipelinectl.loader"] = plan.slot.name
-                span.attributes["pipelinectl.source"] = plan.source.text
-                span.attributes["pipelinectl.bytes_in"] = loaded.data.bytesLoaded
-                span.attributes["pipelinectl.cache.data"] = loaded.cache.rawValue
-                if loaded.data.ranged != nil { span.attributes["pipelinectl.ranged"] = true }
+                span.updateAttributes { attributes in
+                    attributes["pipelinectl.loader"] = plan.slot.name
+                    attributes["pipelinectl.source"] = plan.source.text
+                    attributes["pipelinectl.bytes_in"] = loaded.data.bytesLoaded
+                    attributes["pipelinectl.cache.data"] = loaded.cache.rawValue
+                    if loaded.data.ranged != nil { attributes["pipelinectl.ranged"] = true }
+                }
             }
             return loaded
         }

@@ -309,4 +309,45 @@ import TestImages
         #expect(sent.parentSpanID == parent)
         #expect(spans.contains { $0.name == "item" && $0.parentSpanID == sent.spanID })
     }
+    /// Two `serve` requests for sizes of one new source, each with its own `traceparent`, at
+    /// once: one decode serves both (the origin holds the load until both wait on it), and the
+    /// request that took the other's decode has a `decode` span of its own trace with a link to
+    /// the other's.
+    @Test func aSharedDecodeIsLinkedAcrossRequestTraces() async throws {
+        let receiver = try await OTLPReceiver.start()
+        defer { receiver.stop() }
+        let (origin, gate, fetched) = try ServeSetup.gatedOrigin(try Fixtures.jpeg(640, 480))
+        defer { origin.stop() }
+        let setup = try ServeTests.Setup()
+        let service = try await ServiceProcess.start(CLITests.binary, [setup.pipelines.path, "--timeout", "10m"], environment: [
+            "PIPELINECTL_KEYS": ServeTests.key, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100",
+        ])
+        defer { service.stop() }
+        let traces = ["3af7651916cd43dd8448eb211c80319c", "4bf7651916cd43dd8448eb211c80319d"]
+        func request(_ width: Int, _ trace: String) -> Task<RawHTTP.Response, any Error> {
+            Task {
+                try await service.get(try ServeTests.sign("resize", origin.url("/page.jpg"), params: ["w": String(width)]),
+                                      headers: ["traceparent": "00-\(trace)-b7ad6b7169203331-01"])
+            }
+        }
+        let first = request(16, traces[0])
+        #expect(await fetched.wait(for: "/page.jpg"))
+        let second = request(200, traces[1])
+        #expect(await ServeSetup.waitForInFlight(service, 2))
+        gate.signal()
+        let statuses = [try await first.value.status, try await second.value.status]
+        #expect(statuses == [200, 200])
+        #expect(origin.requests("/page.jpg") == 1)
+        // Spans go out every 100 ms: polled for, as events.
+        var decodes: [OTLPReceiver.Span] = []
+        for _ in 0..<600 where decodes.count < 2 {
+            decodes = try receiver.spans().filter { $0.name == "decode" && traces.contains($0.traceID) }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(Set(decodes.map(\.traceID)) == Set(traces), "\(decodes.map(\.traceID))")
+        let joiner = try #require(decodes.first { !$0.links.isEmpty }, "\(decodes.map(\.links))")
+        let owner = try #require(decodes.first { $0.links.isEmpty })
+        #expect(joiner.links.first?.spanID == owner.spanID && joiner.links.first?.traceID == owner.traceID)
+        #expect(joiner.attributes["pipelinectl.decode.shared"] != nil)
+    }
 }

@@ -34,6 +34,9 @@ public final class MotoServer: @unchecked Sendable {
     public static func start(buckets: [String]) async throws -> MotoServer {
         var environment = ProcessInfo.processInfo.environment
         environment["INITIAL_NO_AUTH_ACTION_COUNT"] = "4"
+        // moto's recorder (a test may start it: what the store was sent) writes here, not into
+        // the working directory.
+        environment["MOTO_RECORDER_FILEPATH"] = try Fixtures.temporaryDirectory("moto").appendingPathComponent("recording.jsonl").path
         // Port 0: the server binds a port the kernel picks and prints it once it listens. (Choosing a
         // free port here and handing it over let two servers started at once get the same one, and
         // polling the port until it answered could connect a socket to itself.)

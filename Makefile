@@ -154,12 +154,12 @@ test: test-deps
 	examples/CustomPlugins/check.sh
 	examples/HummingbirdApp/check.sh
 	examples/VaporApp/check.sh
-	.ci/api-check.sh
+	API_CHECK_TRAITS="$(SWIFT_TRAITS)" .ci/api-check.sh
 
 # The library products' public API against the last release's (.ci/api-baseline): no break
 # within a major version. Part of `make test`.
 api-check:
-	.ci/api-check.sh
+	API_CHECK_TRAITS="$(SWIFT_TRAITS)" .ci/api-check.sh
 
 # The release binary, its man page and its shell completions under PREFIX (default /usr/local),
 # staged under DESTDIR if set: deploy/install-files.sh, which the .deb uses too. `make deps` installs

@@ -3,7 +3,9 @@
 # compares the library products' Swift API with the last release's, named in .ci/api-baseline
 # ("VERSION COMMIT": a commit is in every full clone, where a tag may not be), and fails on any
 # break. `make test` runs it; the baseline's build is kept in .build/api-baseline-COMMIT.
-# PipelineVapor is not compared: without its trait the module is empty.
+# PipelineVapor is not compared: without its trait the module is empty. API_CHECK_TRAITS: the
+# package traits the current tree is built with (make passes --traits OTLP, so that the check
+# reuses the tests' build instead of rebuilding .build/debug without them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 read -r version commit < .ci/api-baseline
@@ -20,7 +22,7 @@ echo "api-check: comparing the public API with release $version ($commit)"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 status=0
-.ci/quiet.sh swift package diagnose-api-breaking-changes "$commit" ${API_CHECK_TRAITS:-} \
+.ci/quiet.sh swift package ${API_CHECK_TRAITS:-} diagnose-api-breaking-changes "$commit" \
   --products PipelineKit Plugins MagickKit PipelineHummingbird \
   --baseline-dir ".build/api-baseline-$commit" > "$out" 2>&1 || status=$?
 cat "$out"

@@ -72,13 +72,27 @@ public final class TestServer: Sendable {
         stopped.withLock { $0 = true }
     }
 
-    /// A loopback port with nothing listening on it (for connection-refused tests).
+    /// A loopback port with nothing listening on it (for connection-refused tests, and for a
+    /// server a test starts later on a port named beforehand). Taken below Linux's ephemeral range
+    /// (32768-60999) when one is free there: a port the kernel picks from that range can be given
+    /// to another test's outgoing connection before the server binds it ("Address already in
+    /// use", seen with Varnish and the cores busy).
     public static func unusedPort() throws -> UInt16 {
+        for _ in 0..<50 {
+            let candidate = UInt16.random(in: 20000..<32000)
+            if let port = try? bound(to: candidate) { return port }
+        }
+        return try bound(to: 0)
+    }
+
+    /// Binds a socket to loopback `port` (0: any) and closes it; the port it had.
+    private static func bound(to port: UInt16) throws -> UInt16 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = port.bigEndian
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let ok = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {

@@ -151,7 +151,7 @@ public enum Command {
         process.standardOutput = running.out
         process.standardError = running.err
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        try process.runSerialized()
         return running
     }
 
@@ -167,7 +167,7 @@ public enum Command {
         process.standardOutput = out
         process.standardError = err
         process.standardInput = input
-        try process.run()
+        try process.runSerialized()
         if let stdin { input.fileHandleForWriting.write(stdin) }
         try input.fileHandleForWriting.close()
         let (outData, errData) = readBoth(out, err)
@@ -210,5 +210,20 @@ public enum Reports {
             report["items"] = items.sorted { ($0["index"] as? Int ?? 0) < ($1["index"] as? Int ?? 0) }
         }
         return report
+    }
+}
+
+/// One process started at a time by the tests' helpers.
+private let spawning = NSLock()
+
+extension Process {
+    /// `run()`, with no other helper's process starting at the same moment: Foundation's
+    /// `Process.run` crashed once in CI (a bad pointer in a copy inside it) while three suites of
+    /// one test process started programs at once. Starting takes milliseconds; waiting is not
+    /// serialized.
+    public func runSerialized() throws {
+        spawning.lock()
+        defer { spawning.unlock() }
+        try run()
     }
 }

@@ -107,7 +107,7 @@ func startPythonServer(_ script: String, _ arguments: [String], environment: [St
     process.standardOutput = out
     process.standardError = err
     process.standardInput = FileHandle.nullDevice
-    try process.run()
+    try process.runSerialized()
     let output = ServiceProcess.Lines(), errors = ServiceProcess.Lines()
     ServiceProcess.readLines(out, into: output)
     ServiceProcess.readLines(err, into: errors)

@@ -45,7 +45,7 @@ public final class NginxServer: @unchecked Sendable {
         process.arguments = ["-c", config.path, "-p", temp]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try process.runSerialized()
         let server = NginxServer(port: port, process: process, directory: directory)
         for _ in 0..<1200 {
             if (try? await RawHTTP.get(port: port, target: "/nginx-ready")) != nil { return server }

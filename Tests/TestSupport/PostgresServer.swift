@@ -94,7 +94,7 @@ public final class PostgresServer: @unchecked Sendable {
         process.standardOutput = handle
         process.standardError = handle
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        try process.runSerialized()
         try? handle.close()
         return await withCheckedContinuation { continuation in
             Thread {

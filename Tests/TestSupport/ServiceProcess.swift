@@ -40,7 +40,7 @@ public final class ServiceProcess: Sendable {
         process.standardError = err
         process.standardInput = FileHandle.nullDevice
         let output = Lines(), errors = Lines()
-        try process.run()
+        try process.runSerialized()
         readLines(out, into: output)
         readLines(err, into: errors)
         _ = await output.log.wait(atMost: 300) { lines in lines.contains { $0.hasPrefix("listening on ") || $0 == "<eof>" } }

@@ -85,7 +85,7 @@ public final class SlurmCluster: @unchecked Sendable {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         process.standardInput = FileHandle.nullDevice
-        try? process.run()
+        try? process.runSerialized()
     }
 
     static var script: String { Fixtures.packageRoot.appendingPathComponent("Tests/TestSupport/slurm-cluster.sh").path }

@@ -22,9 +22,6 @@ package enum TraceExportFigures {
         }
     }
 
-    /// Spans lost so far (0 while traces are off).
-    package static var droppedSpans: Int { state.withLock { $0.dropped } }
-
     /// Whether an export failed in this process: the endpoint down, refusing or too slow.
     package static var exportFailing: Bool {
         get { state.withLock { $0.failing } }

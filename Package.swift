@@ -50,6 +50,8 @@ let package = Package(
         // are most of swift-otel's build).
         .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0",
                  traits: [.trait(name: "OTLPHTTP", condition: .when(traits: ["OTLP"]))]),
+        // With it, a TCP probe of the exporter's endpoint at exit (already in the graph: Hummingbird's).
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
         // PipelineVapor's framework and its multipart parser, with the `Vapor` trait only.
         .package(url: "https://github.com/vapor/vapor.git", from: "4.122.3"),
         .package(url: "https://github.com/vapor/multipart-kit.git", from: "4.7.1"),
@@ -265,6 +267,7 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "OTel", package: "swift-otel", condition: .when(traits: ["OTLP"])),
+                .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["OTLP"])),
             ]
         ),
         // The command line: a ten-line main, the same a custom build writes.

@@ -95,20 +95,54 @@ import TestImages
         #expect(try Self.items(report).allSatisfy { ($0["trace_id"] as? String)?.count == 32 }, "every line names its trace, sampled or not")
     }
 
-    /// An exporter that answers 500, or nothing listening: the run's outcome and exit code are the
-    /// same as without traces, and it ends (the last flush is bounded).
-    @Test(arguments: ["refusing", "down"])
+    /// An exporter that answers 500, nothing listening, or one that takes the export and never
+    /// answers: the run's outcome and exit code are the same as without traces, and it ends (the
+    /// last flush is bounded: 5 s for the one that never answers).
+    @Test(arguments: ["refusing", "down", "stuck"])
     func anExporterThatFailsChangesNothing(_ how: String) async throws {
-        let receiver = try await OTLPReceiver.start(answer: 500)
+        let receiver = try await OTLPReceiver.start(answer: how == "refusing" ? 500 : 200, delay: how == "stuck" ? 600 : 0)
         defer { receiver.stop() }
         let endpoint = how == "down" ? "http://127.0.0.1:\(try TestServer.unusedPort())" : receiver.endpoint
         let run = try await Self.run("traces-down", ["OTEL_EXPORTER_OTLP_ENDPOINT": endpoint])
         #expect(run.status == 1, "\(run.stdout)\(run.stderr)")
         #expect(run.stdout.contains("3 ok, 1 failed"), "\(run.stdout)")
         if how == "refusing" { #expect(receiver.refusals() >= 1) }
+        if how == "stuck" { #expect(run.stderr.contains("did not take the last ones within 5"), "\(run.stderr)") }
         // The spans lost are said once, however many batches failed.
         let said = run.stderr.components(separatedBy: "spans are being dropped").count - 1
         #expect(said == 1, "\(run.stderr)")
+        // Nothing listening is found out at the last flush, which then does not wait out its
+        // bound (5 s at the end of every run, before).
+        if how == "down" { #expect(run.stderr.contains("cannot be reached"), "\(run.stderr)") }
+    }
+
+    /// An exporter that answers each export a second late still gets every span of the run: the
+    /// last flush waits for it.
+    @Test func aSlowExporterGetsEverySpan() async throws {
+        let receiver = try await OTLPReceiver.start(delay: 1)
+        defer { receiver.stop() }
+        let run = try await Self.run("traces-slow", ["OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint])
+        #expect(run.status == 1, "\(run.stdout)\(run.stderr)")
+        #expect(!run.stderr.contains("spans are being dropped"), "\(run.stderr)")
+        let items = try receiver.spans().filter { $0.name == "item" }
+        #expect(items.count == 4, "\(items.map(\.traceID))")
+    }
+
+    /// `serve` with nothing listening at the endpoint: requests are answered, and SIGTERM ends it
+    /// with exit 0 without waiting on the exporter's last flush (10 s, before), saying why once.
+    @Test func aServiceWithItsExporterDownStopsAtOnce() async throws {
+        let setup = try ServeTests.Setup()
+        let endpoint = "http://127.0.0.1:\(try TestServer.unusedPort())"
+        let service = try await ServiceProcess.start(CLITests.binary, [setup.pipelines.path], environment: [
+            "PIPELINECTL_KEYS": ServeTests.key, "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+        ])
+        defer { service.stop() }
+        let answer = try await service.get(try ServeTests.sign("resize", setup.path("a.jpg")))
+        #expect(answer.status == 200, "\(answer.status) \(answer.text)")
+        service.signal(SIGTERM)
+        #expect(await service.wait() == 0, "\(service.stderr)")
+        #expect(service.stderr.contains("cannot be reached"), "\(service.stderr)")
+        #expect(service.stderr.components(separatedBy: "spans are being dropped").count == 2, "said once: \(service.stderr)")
     }
 
     /// OTEL_SDK_DISABLED=true turns traces off whatever else is set: nothing is sent.

@@ -4,7 +4,7 @@ import Foundation
 /// OpenTelemetry project's protobuf definitions (`opentelemetry-proto` on PyPI, which `make test`
 /// installs) decode what the exporter sends. No OpenTelemetry Collector is packaged in Debian or on
 /// PyPI, so this is the peer. `answer`: the status it gives every export (500: an exporter behind
-/// a failing proxy).
+/// a failing proxy). `delay`: seconds it waits before answering each export (a slow exporter).
 public final class OTLPReceiver: @unchecked Sendable {
     public let port: UInt16
     private let process: Process
@@ -18,10 +18,10 @@ public final class OTLPReceiver: @unchecked Sendable {
         self.file = file
     }
 
-    public static func start(answer: Int = 200) async throws -> OTLPReceiver {
+    public static func start(answer: Int = 200, delay: Double = 0) async throws -> OTLPReceiver {
         let file = try Fixtures.temporaryDirectory("otlp").appendingPathComponent("spans.jsonl")
         let (process, port, _) = try await startPythonServer(
-            "otlp-receiver.py", ["--out", file.path, "--answer", "\(answer)"], port: { $0.hasPrefix("listening ") ? UInt16($0.dropFirst(10)) : nil },
+            "otlp-receiver.py", ["--out", file.path, "--answer", "\(answer)", "--delay", "\(delay)"], port: { $0.hasPrefix("listening ") ? UInt16($0.dropFirst(10)) : nil },
             missing: "the OTLP receiver did not start (is opentelemetry-proto installed? make test installs it)")
         return OTLPReceiver(port: port, process: process, file: file)
     }

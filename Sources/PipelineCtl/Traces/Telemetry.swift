@@ -2,6 +2,8 @@ import Foundation
 import Logging
 import PipelineKit
 #if OTLP
+import NIOCore
+import NIOPosix
 import OTel
 #endif
 import PipelineService
@@ -60,7 +62,7 @@ enum Telemetry {
         configuration.logs.enabled = false
         configuration.traces.enabled = true
         configuration.traces.exporter = .otlp
-        let endpoint = environment["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] ?? environment["OTEL_EXPORTER_OTLP_ENDPOINT"] ?? "the default endpoint"
+        let endpoint = Self.endpoint(environment)
         configuration.diagnosticLogger = .custom(Logger(label: "pipelinectl.traces") { _ in
             ExportDiagnostics(said: logger, endpoint: endpoint)
         })
@@ -82,7 +84,7 @@ enum Telemetry {
             let backend = try OTel.makeTracingBackend(configuration: configuration)
             InstrumentationSystem.bootstrap(FailureKeepingTracer(base: backend.factory, sampler: sampler))
             TraceExportFigures.turnOn()
-            return backend.service
+            return BoundedExport(exporter: backend.service, endpoint: endpoint, logger: logger)
         } catch {
             logger.warning("traces are off: the OTLP exporter refused its configuration", metadata: ["error": "\(error)"])
             return nil
@@ -100,23 +102,24 @@ enum Telemetry {
     }
 
     /// Runs `body` with traces exported as the environment asks, then flushes the spans still
-    /// queued (a run's last items) before returning, waiting at most `flushWithin` for an
-    /// exporter that does not answer (2 s once an export failed): its spans are dropped,
-    /// the outcome stays the body's.
-    static func around<T: Sendable>(logger: Logger, flushWithin: Duration = .seconds(5),
-                                    _ body: () async throws -> T) async throws -> T {
+    /// queued (a run's last items) before returning, within ``BoundedExport``'s bounds: the
+    /// outcome stays the body's.
+    static func around<T: Sendable>(logger: Logger, _ body: () async throws -> T) async throws -> T {
         guard let service = start(logger: logger) else { return try await body() }
         let group = ServiceGroup(configuration: .init(services: [.init(service: service)], gracefulShutdownSignals: [], logger: logger))
         let exporting = Task { _ = try? await group.run() }
         let result: Result<T, any Error>
         do { result = .success(try await body()) } catch { result = .failure(error) }
-        // An exporter that failed an export is not waited for long (2 s is ample for a working one).
-        let within = TraceExportFigures.exportFailing ? Duration.seconds(2) : flushWithin
-        if await !flush(group, exporting, within: within), TraceExportFigures.sayOnce() {
-            logger.warning("traces: spans are being dropped (the exporter did not take the last ones within \(within)); counted in pipelinectl_trace_spans_dropped_total, said once",
-                           metadata: ["endpoint": "\(ProcessInfo.processInfo.environment["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] ?? ProcessInfo.processInfo.environment["OTEL_EXPORTER_OTLP_ENDPOINT"] ?? "the default endpoint")"])
-        }
+        await group.triggerGracefulShutdown()
+        await exporting.value
         return try result.get()
+    }
+
+    /// The traces endpoint the environment names (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, else
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`), or the exporter's default, `http://localhost:4318`.
+    static func endpoint(_ environment: [String: String]) -> String {
+        [environment["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"], environment["OTEL_EXPORTER_OTLP_ENDPOINT"]]
+            .compactMap { $0 }.first { !$0.isEmpty } ?? "http://localhost:4318"
     }
 
     /// Runs `body` under a span `name` of its own trace, which the items `body` runs link to
@@ -136,17 +139,93 @@ enum Telemetry {
         }
     }
 
-    /// Asks the exporter to send what it holds and stop; gives up after `within` (the export
-    /// goes on in the background, and ends with the process). Whether it finished in time.
-    static func flush(_ group: ServiceGroup, _ exporting: Task<Void, Never>, within: Duration) async -> Bool {
-        await group.triggerGracefulShutdown()
-        let resumed = Mutex(false)
-        return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-            let once: @Sendable (Bool) -> Void = { finished in
-                if resumed.withLock({ done in defer { done = true }; return !done }) { continuation.resume(returning: finished) }
+    /// Why nothing accepts a TCP connection at `endpoint`'s host and port within `within`;
+    /// `nil` when something does (or the endpoint is not a URL: the exporter says so itself).
+    static func unreachable(_ endpoint: String, within: Duration = .seconds(1)) async -> String? {
+        #if OTLP
+        guard let url = URL(string: endpoint), let host = url.host, !host.isEmpty else { return nil }
+        let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
+        do {
+            let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connectTimeout(.milliseconds(within.components.seconds * 1000 + within.components.attoseconds / 1_000_000_000_000_000))
+                .connect(host: host, port: port).get()
+            try? await channel.close()
+            return nil
+        } catch {
+            return "\(error)"
+        }
+        #else
+        return nil
+        #endif
+    }
+}
+
+/// The exporter's service, whose last flush (at graceful shutdown: the end of a run, a SIGTERM
+/// to `serve` or `work`) is bounded: it is waited for at most `flushWithin` (5 s, or 2 s once an
+/// export failed), and not at all once a probe of the endpoint finds nothing accepting
+/// connections there (swift-otel would retry its connection for its export timeout, 10 s: every
+/// short run and every stop paid it). Spans not sent are said once.
+struct BoundedExport: Service {
+    /// How the last flush ended.
+    enum Outcome: Sendable, Equatable {
+        case finished
+        /// Not within its bound (the export goes on in the background, and ends with the process).
+        case timedOut(Duration)
+        /// Nothing accepts connections at the endpoint (the error says why).
+        case unreachable(String)
+    }
+
+    let exporter: any Service
+    let endpoint: String
+    let logger: Logger
+    var flushWithin: Duration = .seconds(5)
+
+    func run() async throws {
+        await withTaskGroup(of: Outcome?.self) { group in
+            group.addTask {
+                try? await exporter.run()  // returns after its own last flush
+                return .finished
             }
-            Task { await exporting.value; once(true) }
-            Task { try? await Task.sleep(for: within); once(false) }
+            group.addTask {
+                do { try await gracefulShutdown() } catch { return nil }  // cancelled
+                return await bound(within: TraceExportFigures.exportFailing ? .seconds(2) : flushWithin)
+            }
+            // Said before the exporter is cancelled: its cancelled export would say it less well.
+            if let outcome = await group.next() ?? nil { say(outcome) }
+            group.cancelAll()
+        }
+    }
+
+    /// The spans not sent, said once (nothing when the flush finished).
+    private func say(_ outcome: Outcome) {
+        let why: String
+        switch outcome {
+        case .finished: return
+        case .timedOut(let within): why = "the exporter did not take the last ones within \(within)"
+        case .unreachable(let error): why = "the exporter at \(endpoint) cannot be reached: \(error)"
+        }
+        if TraceExportFigures.sayOnce() {
+            logger.warning("traces: spans are being dropped (\(why)); counted in pipelinectl_trace_spans_dropped_total, said once",
+                           metadata: ["endpoint": "\(endpoint)"])
+        }
+    }
+
+    /// Ends after `within`, or as soon as the probe finds the endpoint unreachable; `nil` when
+    /// cancelled (the flush finished first).
+    private func bound(within: Duration) async -> Outcome? {
+        await withTaskGroup(of: Outcome?.self) { group in
+            group.addTask {
+                do { try await Task.sleep(for: within) } catch { return nil }
+                return .timedOut(within)
+            }
+            group.addTask { await Telemetry.unreachable(endpoint).map(Outcome.unreachable) }
+            for await outcome in group {
+                if let outcome {
+                    group.cancelAll()
+                    return outcome
+                }
+            }
+            return nil
         }
     }
 }

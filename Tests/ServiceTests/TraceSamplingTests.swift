@@ -19,6 +19,27 @@ import Tracing
         #expect(unknown.sampler == TraceSampler(root: .always, parentBased: true) && unknown.problem?.contains("jaeger_remote") == true)
     }
 
+    /// A `traceparent` as W3C Trace Context reads it: version 00 exactly four fields of 2, 32, 16
+    /// and 2 hex digits (any case, kept lower-case); a later version may add fields after them;
+    /// version ff, an all-zero id and anything else are refused.
+    @Test func aTraceparentIsReadAsTraceContextSays() throws {
+        let trace = "0af7651916cd43dd8448eb211c80319c", span = "b7ad6b7169203331"
+        let read = try #require(Traceparent(["traceparent": "00-\(trace)-\(span)-01", "tracestate": "a=1"]))
+        #expect(read == Traceparent(traceID: trace, spanID: span, sampled: true, state: "a=1"))
+        #expect(Traceparent(["traceparent": "00-\(trace.uppercased())-\(span.uppercased())-00"]) == Traceparent(traceID: trace, spanID: span, sampled: false))
+        #expect(Traceparent(["traceparent": "01-\(trace)-\(span)-03-beef-"])?.sampled == true, "a later version's extra fields")
+        for bad in ["", "00-\(trace)-\(span)", "00-\(trace)-\(span)-01-beef", "ff-\(trace)-\(span)-01", "0-\(trace)-\(span)-01",
+                    "00-\(trace.dropLast())-\(span)-01", "00-\(trace)x-\(span)-01", "00-\(trace)-\(span)-0g", "00_\(trace)-\(span)-01",
+                    "00-\(String(repeating: "0", count: 32))-\(span)-01", "00-\(trace)-0000000000000000-01", "01-\(trace)-\(span)-01-xyz",
+                    "00-\(trace)-\(span)-01\u{00e9}", "00-0af7651916cd43dd8448eb211c80319\u{00e9}-\(span)-01"] {
+            #expect(Traceparent(["traceparent": bad]) == nil, "\(bad)")
+        }
+        let traces = (0..<10_000).map { _ in Traceparent.newTraceID() }, spans = (0..<10_000).map { _ in Traceparent.newSpanID() }
+        #expect(Set(traces).count == traces.count && Set(spans).count == spans.count)
+        #expect(traces.allSatisfy { $0.utf8.count == 32 && $0.allSatisfy { "0123456789abcdef".contains($0) } })
+        #expect(spans.allSatisfy { $0.utf8.count == 16 && $0.allSatisfy { "0123456789abcdef".contains($0) } && $0 != String(repeating: "0", count: 16) })
+    }
+
     /// A ratio samples about that share of trace ids, the same id alike each time; a remote
     /// parent's flag decides for parentbased samplers.
     @Test func aRatioSamplesItsShareAndAParentDecidesForParentBased() {

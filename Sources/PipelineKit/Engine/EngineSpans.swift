@@ -126,6 +126,13 @@ package struct Traceparent: Sendable, Equatable {
     package let sampled: Bool
     package var state: String?
 
+    package init(traceID: String, spanID: String, sampled: Bool, state: String? = nil) {
+        self.traceID = traceID
+        self.spanID = spanID
+        self.sampled = sampled
+        self.state = state
+    }
+
     /// From propagated headers; `nil` when there is no valid `traceparent`.
     package init?(_ headers: [String: String]) {
         guard let text = headers["traceparent"] else { return nil }

@@ -36,7 +36,8 @@ def free_port():
 
 
 def run(work, pipeline, listing, env):
-    """One run: its wall seconds, peak RSS (MiB, from wait4), exit code, standard output and error.
+    """One run: its wall seconds, peak RSS (MiB, from wait4), exit code, standard output and error,
+    and its CPU seconds (the run's process alone: not the receiver's).
     The outputs go to a new directory in memory (/dev/shm), removed after: on ext4, 10,000 files
     made where 10,000 were just removed took 1.2-3.6 s of system time depending on what the last
     run left (its recently freed inodes), which was most of the spread of the "off" runs."""
@@ -56,7 +57,8 @@ def run_into(out, pipeline, listing, env):
         wall = time.monotonic() - start
         stdout.seek(0)
         stderr.seek(0)
-        return wall, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), stdout.read().decode(), stderr.read().decode()
+        return (wall, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), stdout.read().decode(), stderr.read().decode(),
+                usage.ru_utime + usage.ru_stime)
 
 
 def main():
@@ -92,18 +94,21 @@ def main():
             order = list(ways) if round_ % 2 == 0 else list(reversed(ways))
             for name in order:
                 env = dict(os.environ, **ways[name])
-                wall, peak, code, stdout, stderr = run(work, pipeline, os.path.join(work, "urls.txt"), env)
+                wall, peak, code, stdout, stderr, cpu = run(work, pipeline, os.path.join(work, "urls.txt"), env)
                 warnings = stderr.count("spans are being dropped")
-                results[name].append((wall, peak, code, warnings))
-                print(f"round {round_ + 1} {name}: {wall:.1f} s, peak {peak:.0f} MiB, exit {code}, "
+                results[name].append((wall, peak, code, warnings, cpu))
+                print(f"round {round_ + 1} {name}: {wall:.1f} s, {cpu:.2f} s CPU, peak {peak:.0f} MiB, exit {code}, "
                       f"dropped-span warnings {warnings}; {stdout.strip().splitlines()[-1] if stdout.strip() else ''}", flush=True)
     finally:
         receiver.terminate()
     received = sum(json.loads(line).get("spans", 0) for line in open(spans) if line.startswith("{")) if os.path.exists(spans) else 0
-    print("\n| traces | wall s (median) | peak RSS MiB (median) | peak RSS MiB (max) | exit codes | dropped-span warnings |")
-    print("|---|---:|---:|---:|---|---|")
+    print("\n| traces | wall s (median) | CPU s (median) | CPU per item over off, µs | peak RSS MiB (median) | peak RSS MiB (max) | exit codes | dropped-span warnings |")
+    print("|---|---:|---:|---:|---:|---:|---|---|")
+    off_cpu = statistics.median(r[4] for r in results["off"])
     for name, rows in results.items():
-        print(f"| {name} | {statistics.median(r[0] for r in rows):.1f} | {statistics.median(r[1] for r in rows):.0f} | "
+        cpu = statistics.median(r[4] for r in rows)
+        print(f"| {name} | {statistics.median(r[0] for r in rows):.2f} | {cpu:.2f} | {(cpu - off_cpu) / ITEMS * 1e6:.0f} | "
+              f"{statistics.median(r[1] for r in rows):.0f} | "
               f"{max(r[1] for r in rows):.0f} | {sorted(set(r[2] for r in rows))} | {[r[3] for r in rows]} |")
     print(f"\nspans received: {received} over {ROUNDS} rounds ({received / max(1, ROUNDS * ITEMS):.1f} per item)")
     shutil.rmtree(work)

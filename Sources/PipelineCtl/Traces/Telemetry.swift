@@ -143,8 +143,8 @@ enum Telemetry {
     /// `nil` when something does (or the endpoint is not a URL: the exporter says so itself).
     static func unreachable(_ endpoint: String, within: Duration = .seconds(1)) async -> String? {
         #if OTLP
-        guard let url = URL(string: endpoint), let host = url.host, !host.isEmpty else { return nil }
-        let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
+        guard let url = URL(string: endpoint), let host = url.host, !host.isEmpty,
+              let port = url.port ?? url.scheme.flatMap({ SourceBoundary.defaultPort($0.lowercased()) }) else { return nil }
         do {
             let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .connectTimeout(.milliseconds(within.components.seconds * 1000 + within.components.attoseconds / 1_000_000_000_000_000))

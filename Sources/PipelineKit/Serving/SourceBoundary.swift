@@ -181,7 +181,7 @@ public struct SourceBoundary: Sendable, Hashable {
         return URLParts(host: lowered, port: port, path: removingDotSegments(rawPath.isEmpty ? "/" : String(rawPath)), hasUser: hasUser)
     }
 
-    static func defaultPort(_ scheme: String) -> Int? {
+    package static func defaultPort(_ scheme: String) -> Int? {
         switch scheme {
         case "http": return 80
         case "https": return 443

@@ -147,7 +147,7 @@ enum Telemetry {
               let port = url.port ?? url.scheme.flatMap({ SourceBoundary.defaultPort($0.lowercased()) }) else { return nil }
         do {
             let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                .connectTimeout(.milliseconds(within.components.seconds * 1000 + within.components.attoseconds / 1_000_000_000_000_000))
+                .connectTimeout(TimeAmount(within))
                 .connect(host: host, port: port).get()
             try? await channel.close()
             return nil

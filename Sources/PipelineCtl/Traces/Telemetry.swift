@@ -8,7 +8,6 @@ import OTel
 #endif
 import PipelineService
 import ServiceLifecycle
-import Synchronization
 import Tracing
 
 /// OpenTelemetry traces from `run`, `work` and `serve`, exported over OTLP/HTTP (protobuf) by
